@@ -1,0 +1,3 @@
+from rldata.cli import _entry
+
+_entry()

@@ -1,0 +1,97 @@
+"""The ``rldata`` command: a thin Typer layer over the library, one module per noun.
+
+Conventions every command follows: a global ``--store`` (or ``$RLDATA_STORE``), data on stdout,
+logs and progress on stderr, exit code 0 on success and non-zero with a one-line reason on
+failure (a traceback only with ``--debug``), ``--format table|csv|json|parquet`` wherever rows are
+printed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+from typer._click import exceptions as click_exc  # typer >= 0.20 vendors click
+
+from rldata._version import __version__
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="rldata",
+    help="Data engineering for RL post-training: stores, rejection sampling, filtering, curriculum GRPO.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rldata {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    store: str = typer.Option(
+        None, "--store", envvar="RLDATA_STORE", help="Store root (directory or URI). Default: ./rldata-store."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    ctx.obj = {"store": store, "debug": debug}
+
+
+# One module per noun; each exposes ``register(app)``.  Add new nouns here.
+_COMMANDS = [
+    "store_cmds",
+    "ingest",
+    "sql",
+]
+
+
+def _load() -> None:
+    for mod in _COMMANDS:
+        importlib.import_module(f"rldata.cli.{mod}").register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns (and exits with) the exit code."""
+    from rldata.errors import RldataError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
+    _load()
+    try:
+        rc = app(args=argv, prog_name="rldata", standalone_mode=False)
+        code = rc if isinstance(rc, int) else 0
+    except typer.Exit as e:
+        code = e.exit_code
+    except click_exc.ClickException as e:  # usage errors: click's own message, exit 2
+        e.show()
+        code = e.exit_code
+    except typer.Abort:
+        print("rldata: aborted", file=sys.stderr)
+        code = 130
+    except KeyboardInterrupt:
+        print("rldata: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as e:  # noqa: BLE001 - the one place that turns errors into exit codes
+        if debug:
+            raise
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if not isinstance(e, (RldataError, OSError)):
+            reason = f"{type(e).__name__}: {reason}"
+        print(f"rldata: error: {reason}", file=sys.stderr)
+        code = getattr(e, "exit_code", 1)
+    sys.stdout.flush()
+    return code
+
+
+def _entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What every command shares: the store option, output formats, one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.errors import RldataError
+
+__all__ = ["Format", "emit", "get_store", "FORMAT_OPT", "OUT_OPT"]
+
+
+class Format(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+FORMAT_OPT = typer.Option(Format.table, "--format", "-f", help="How to print rows: table, csv, json or parquet.")
+OUT_OPT = typer.Option(None, "--out", "-o", help="Write the rows to this file instead of stdout.")
+
+
+def get_store(ctx: typer.Context):
+    """The store named by the global --store option (opened once per command)."""
+    from rldata.store import open_store
+
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "store_obj" not in obj:
+        obj["store_obj"] = open_store(obj.get("store"))
+        root.obj = obj
+    return obj["store_obj"]
+
+
+def _rich_table(df: pl.DataFrame) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold")
+    for c in df.columns:
+        t.add_column(c, overflow="fold")
+    for row in df.iter_rows():
+        t.add_row(*["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row])
+    buf = io.StringIO()
+    Console(file=buf, width=max(80, min(200, 20 * len(df.columns))), force_terminal=sys.stdout.isatty()).print(t)
+    return buf.getvalue()
+
+
+def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
+    """CSV has no nested values: lists and structs become JSON text."""
+    nested = [c for c, t in df.schema.items() if t.is_nested()]
+    if not nested:
+        return df
+    enc = {c: [None if v is None else json.dumps(v, default=str) for v in df[c].to_list()] for c in nested}
+    return df.with_columns([pl.Series(c, vals, dtype=pl.String) for c, vals in enc.items()])
+
+
+def emit(df: pl.DataFrame, fmt: Format | str = Format.table, out: Path | None = None) -> None:
+    """Print (or write to ``out``) a frame in the chosen format; data goes to stdout only."""
+    fmt = Format(fmt)
+    if fmt is Format.parquet:
+        if out is None and sys.stdout.isatty():
+            raise RldataError("--format parquet writes binary: give --out FILE or redirect stdout")
+        target = out if out is not None else sys.stdout.buffer
+        df.write_parquet(target)
+        if out is None:
+            sys.stdout.buffer.flush()
+        return
+    if fmt is Format.csv:
+        text = _flatten_nested(df).write_csv()
+    elif fmt is Format.json:
+        text = json.dumps(df.to_dicts(), default=str, ensure_ascii=False) + "\n"
+    else:
+        text = _rich_table(df)
+    if out is not None:
+        Path(out).write_text(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

@@ -1,0 +1,34 @@
+"""Errors a user can act on.  The CLI prints their message as one line and exits non-zero."""
+
+from __future__ import annotations
+
+__all__ = ["RldataError", "SchemaError", "InputError"]
+
+
+class RldataError(Exception):
+    """Base class: a failure with a message meant for the user (no traceback needed)."""
+
+    exit_code = 1
+
+
+class SchemaError(RldataError, ValueError):
+    """A write that does not match its table's schema.  Nothing of the write landed."""
+
+    def __init__(self, table: str, row: int | None, field: str | None, reason: str):
+        self.table, self.row, self.field, self.reason = table, row, field, reason
+        where = [f"table {table!r}"]
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {reason}")
+
+
+class InputError(RldataError, ValueError):
+    """A bad input file: names the file and line (1-based) or row (0-based for tabular files)."""
+
+    def __init__(self, path: str, where: str | None, reason: str, field: str | None = None):
+        self.path, self.where, self.reason, self.field = path, where, reason, field
+        loc = f"{path}:{where}" if where else str(path)
+        fld = f" field {field!r}:" if field else ""
+        super().__init__(f"{loc}:{fld} {reason}")

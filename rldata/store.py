@@ -1,0 +1,242 @@
+"""The store: one Delta Lake table per kind of record, every write validated against its schema.
+
+>>> store = open_store("./rldata-store")
+>>> store.append("tasks", rows, dedupe=True)      # validated, atomic, idempotent on the row key
+>>> store.scan("tasks").filter(...)               # Polars LazyFrame
+>>> store.sql("SELECT domain, count(*) FROM tasks GROUP BY 1").pl()
+
+Atomicity: a write is one Delta commit, so it lands whole or not at all.  Idempotency: ``dedupe=True``
+(insert-if-absent by the table's key) and ``upsert`` make re-running a killed job safe.
+Concurrency: Delta's optimistic commits let several processes append to one table at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from rldata import schemas
+from rldata.errors import RldataError
+from rldata.validate import conform
+
+__all__ = ["Store", "open_store", "DEFAULT_STORE"]
+
+DEFAULT_STORE = "./rldata-store"
+_VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
+_COMMIT_RETRIES = 20
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+class Store:
+    """A directory (or any URI deltalake accepts) of Delta tables named as in ``rldata.schemas``."""
+
+    def __init__(self, root: str | os.PathLike, *, storage_options: dict[str, str] | None = None):
+        root = str(root)
+        self.root = str(Path(root).absolute()) if _is_local(root) else root.rstrip("/")
+        self.storage_options = storage_options
+        self._conns: deque = deque(maxlen=8)  # keep recent DuckDB connections alive for their relations
+        if _is_local(self.root):
+            Path(self.root).mkdir(parents=True, exist_ok=True)
+        for name in schemas.TABLES:
+            self._ensure(name)
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    # ---- tables -------------------------------------------------------------------------------
+    def uri(self, name: str) -> str:
+        schemas.get(name)
+        return f"{self.root}/{name}"
+
+    def _ensure(self, name: str) -> None:
+        ts = schemas.get(name)
+        try:
+            dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
+        except TableNotFoundError:
+            DeltaTable.create(
+                self.uri(name),
+                ts.schema,
+                mode="ignore",
+                name=name,
+                description=f"{_VERSION_KEY}={ts.version}",
+                storage_options=self.storage_options,
+            )
+            return
+        m = re.search(rf"{re.escape(_VERSION_KEY)}=(\d+)", dtable.metadata().description or "")
+        found = int(m.group(1)) if m else 1
+        if found > ts.version:
+            raise RldataError(
+                f"table {name!r} in {self.root} has schema version {found}, newer than this rldata's "
+                f"{ts.version}: upgrade rldata"
+            )
+
+    def table(self, name: str, *, version: int | str | dt.datetime | None = None) -> DeltaTable:
+        """The Delta table ``name``, at its current version or at ``version`` (int or timestamp)."""
+        dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
+        if version is not None:
+            if isinstance(version, str) and not version.isdigit():
+                version = dt.datetime.fromisoformat(version)
+            dtable.load_as_version(int(version) if isinstance(version, str) else version)
+        return dtable
+
+    def version(self, name: str) -> int:
+        return self.table(name).version()
+
+    def versions(self) -> dict[str, int]:
+        return {name: self.version(name) for name in schemas.TABLES}
+
+    def count(self, name: str) -> int:
+        return self.table(name).count()
+
+    # ---- writes -------------------------------------------------------------------------------
+    def append(self, name: str, data: Any, *, dedupe: bool = False) -> int:
+        """Validate ``data`` and append it in one commit; return the number of rows added.
+
+        ``dedupe=True`` skips rows whose key already exists in the table or earlier in ``data``, so
+        a re-run of the same write adds nothing.
+        """
+        ts = schemas.get(name)
+        table = conform(ts, data)
+        if table.num_rows == 0:
+            return 0
+        if dedupe:
+            table = _unique(table, ts.key)
+            return self._merge(name, table, update=False)
+        write_deltalake(self.uri(name), table, mode="append", storage_options=self.storage_options)
+        return table.num_rows
+
+    def upsert(self, name: str, data: Any) -> int:
+        """Insert rows, replacing any existing rows with the same key (one commit)."""
+        ts = schemas.get(name)
+        table = conform(ts, data)
+        if table.num_rows == 0:
+            return 0
+        return self._merge(name, _unique(table, ts.key, keep="last"), update=True)
+
+    def _merge(self, name: str, table: pa.Table, *, update: bool) -> int:
+        ts = schemas.get(name)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key)
+        last: Exception | None = None
+        for _ in range(_COMMIT_RETRIES):  # merges conflict with concurrent writers: re-read and retry
+            try:
+                merger = self.table(name).merge(table, predicate, source_alias="s", target_alias="t")
+                if update:
+                    merger = merger.when_matched_update_all()
+                stats = merger.when_not_matched_insert_all().execute()
+                return int(stats.get("num_target_rows_inserted", 0)) + int(
+                    stats.get("num_target_rows_updated", 0) if update else 0
+                )
+            except Exception as e:  # noqa: BLE001 - deltalake raises CommitFailedError and friends
+                if "conflict" not in str(e).lower() and "commit" not in type(e).__name__.lower():
+                    raise
+                last = e
+        raise RldataError(f"could not commit to {name!r} after {_COMMIT_RETRIES} tries: {last}")
+
+    def overwrite(self, name: str, data: Any, *, predicate: str | None = None) -> int:
+        """Replace the table (or the rows matching ``predicate``, a SQL filter) with ``data``."""
+        table = conform(schemas.get(name), data)
+        write_deltalake(
+            self.uri(name), table, mode="overwrite", predicate=predicate, storage_options=self.storage_options
+        )
+        return table.num_rows
+
+    def delete(self, name: str, predicate: str) -> int:
+        stats = self.table(name).delete(predicate)
+        return int(stats.get("num_deleted_rows", 0))
+
+    # ---- reads --------------------------------------------------------------------------------
+    def dataset(self, name: str, *, version: int | str | dt.datetime | None = None):
+        """A pyarrow dataset over exactly the files of the table's (current or given) version."""
+        dtable = self.table(name, version=version)
+        if not dtable.file_uris():  # an empty Delta table gives a dataset DuckDB cannot scan
+            import pyarrow.dataset as pads
+
+            return pads.dataset(schemas.get(name).schema.empty_table())
+        return dtable.to_pyarrow_dataset()
+
+    def scan(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.LazyFrame:
+        """A lazy Polars frame over the table."""
+        return pl.scan_pyarrow_dataset(self.dataset(name, version=version))
+
+    def read(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.DataFrame:
+        """The whole table as a Polars frame."""
+        return pl.from_arrow(self.dataset(name, version=version).to_table())
+
+    def sql(self, query: str, *, as_of: int | str | dt.datetime | dict[str, Any] | None = None):
+        """Run DuckDB SQL where every table is a view of its current version under its own name.
+
+        ``as_of``: one version or timestamp for every table the query names, or a ``{table: version}``
+        dict.  Returns a DuckDB relation (``.pl()``, ``.arrow()``, ``.fetchall()``).
+        """
+        con = duckdb.connect()
+        self._conns.append(con)
+        for name in schemas.TABLES:
+            if not re.search(rf"\b{name}\b", query, flags=re.IGNORECASE):
+                continue
+            version = as_of.get(name) if isinstance(as_of, dict) else as_of
+            try:
+                ds = self.dataset(name, version=version)
+            except Exception as e:  # noqa: BLE001
+                raise RldataError(f"table {name!r} has no version {version}: {e}") from None
+            con.register(name, ds)
+        try:
+            return con.sql(query)
+        except duckdb.Error as e:
+            raise RldataError(f"SQL error: {str(e).splitlines()[0]}") from None
+
+    # ---- maintenance --------------------------------------------------------------------------
+    def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:
+        """Optimize (bin-pack small files) and vacuum files retired more than ``retention_hours`` ago."""
+        out = {}
+        for name in schemas.TABLES:
+            dtable = self.table(name)
+            stats = dtable.optimize.compact()
+            removed = dtable.vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+            )
+            out[name] = {
+                "files_added": int(stats.get("numFilesAdded", 0)),
+                "files_removed": int(stats.get("numFilesRemoved", 0)),
+                "files_vacuumed": len(removed),
+            }
+        return out
+
+    def summary(self) -> pl.DataFrame:
+        rows = []
+        for name, ts in schemas.TABLES.items():
+            dtable = self.table(name)
+            rows.append({
+                "table": name,
+                "rows": dtable.count(),
+                "version": dtable.version(),
+                "files": len(dtable.file_uris()),
+                "schema_version": ts.version,
+            })
+        return pl.DataFrame(rows)
+
+
+def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Table:
+    key = list(key)
+    if table.num_rows < 2:
+        return table
+    df = pl.from_arrow(table).unique(subset=key, keep=keep, maintain_order=True)
+    return df.to_arrow().cast(table.schema)
+
+
+def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None) -> Store:
+    """Open (creating if needed) the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``."""
+    return Store(root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE, storage_options=storage_options)

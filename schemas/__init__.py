@@ -1,0 +1,222 @@
+"""One Arrow schema per store table, defined once.
+
+Every writer goes through :func:`rldata.store.Store.append` (or ``upsert``), which validates rows
+against these schemas; nothing infers a schema from data.  Each table carries a schema version,
+recorded in the Delta table's configuration when the table is created, so a store written by a
+newer rldata is refused rather than silently misread.
+
+Conventions
+- ``*_id`` columns are stable content hashes or uuids (strings).
+- Free-form structured values (metadata, sampling params, verifier detail, run arguments) are JSON
+  strings: they stay queryable with DuckDB's ``json_extract`` and never force a schema change.
+- Timestamps are UTC microseconds.  ``created_at`` / ``updated_at`` default to "now" when a
+  writer leaves them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+__all__ = ["TableSchema", "TABLES", "MESSAGE", "get", "table_names"]
+
+TS = pa.timestamp("us", tz="UTC")
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+MESSAGES = pa.list_(MESSAGE)
+
+
+def _f(name: str, type_: pa.DataType, required: bool = False, doc: str = "") -> pa.Field:
+    return pa.field(name, type_, nullable=not required, metadata={"doc": doc} if doc else None)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A table's name, Arrow schema, schema version and row key."""
+
+    name: str
+    version: int
+    schema: pa.Schema
+    key: tuple[str, ...]  # columns that identify a row: re-writing the same key never duplicates it
+    defaults_now: tuple[str, ...] = field(default=("created_at",))  # filled with the write time
+
+    @property
+    def required(self) -> list[str]:
+        return [f.name for f in self.schema if not f.nullable and f.name not in self.defaults_now]
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.names
+
+
+TASKS = TableSchema(
+    "tasks",
+    1,
+    pa.schema([
+        _f("task_id", pa.string(), True, "hash of normalized (prompt, answer, source)"),
+        _f("source", pa.string(), True, "where the task came from: a file stem, 'gsm8k', 'arith'"),
+        _f("domain", pa.string(), True, "math | code | ... : picks the verifier"),
+        _f("category", pa.string(), doc="finer grouping, e.g. 'add/2d' or a dataset subject"),
+        _f("prompt", pa.string(), True, "plain-text prompt (for chat tasks: the last user turn)"),
+        _f("messages", MESSAGES, doc="chat-format prompt, when the source had one"),
+        _f("answer", pa.string(), doc="ground truth (math: final answer as text)"),
+        _f("tests", pa.string(), doc="code tasks: JSON test spec (public and hidden tests)"),
+        _f("metadata", pa.string(), doc="JSON object of anything else the source carried"),
+        _f("created_at", TS, True),
+    ]),
+    key=("task_id",),
+)
+
+ENVIRONMENTS = TableSchema(
+    "environments",
+    1,
+    pa.schema([
+        _f("env_id", pa.string(), True),
+        _f("kind", pa.string(), True, "e.g. 'python-sandbox', 'single-turn'"),
+        _f("spec", pa.string(), True, "JSON: how to create, reset and tear down the environment"),
+        _f("version", pa.string(), True),
+        _f("created_at", TS, True),
+    ]),
+    key=("env_id", "version"),
+)
+
+TRAJECTORIES = TableSchema(
+    "trajectories",
+    1,
+    pa.schema([
+        _f("traj_id", pa.string(), True, "hash of (run key, task_id, sample_idx): re-runs never duplicate"),
+        _f("task_id", pa.string(), True),
+        _f("run_id", pa.string(), True),
+        _f("sample_idx", pa.int32(), True, "0..N-1 within the task's group"),
+        _f("model", pa.string(), True, "model id (path or name)"),
+        _f("model_revision", pa.string(), doc="content hash of the weights, or a hub revision"),
+        _f("policy_version", pa.int64(), True, "0 = the model as loaded; +1 per optimizer step"),
+        _f("params_hash", pa.string(), True, "hash of the sampling params (seed excluded)"),
+        _f("sampling_params", pa.string(), doc="JSON of the sampling params"),
+        _f("seed", pa.int64()),
+        _f("prompt", pa.string()),
+        _f("completion", pa.string()),
+        _f("messages", MESSAGES, doc="multi-turn rollouts: the whole conversation"),
+        _f("prompt_tokens", pa.int32()),
+        _f("completion_tokens", pa.int32()),
+        _f("cumulative_logprob", pa.float64(), doc="behaviour policy's summed log-prob of the completion"),
+        _f("finish_reason", pa.string(), doc="stop | length | error"),
+        _f("step", pa.int64(), doc="training step (null for sampling runs)"),
+        _f("reward", pa.float64()),
+        _f("advantage", pa.float64()),
+        _f("bucket", pa.string(), doc="curriculum bucket the task was drawn from"),
+        _f("kept", pa.bool_(), doc="training: did the group enter the loss"),
+        _f("drop_reason", pa.string(), doc="training: why a group was dropped (zero_variance, ...)"),
+        _f("created_at", TS, True),
+    ]),
+    key=("traj_id",),
+)
+
+VERIFICATIONS = TableSchema(
+    "verifications",
+    1,
+    pa.schema([
+        _f("traj_id", pa.string(), True),
+        _f("task_id", pa.string(), True),
+        _f("verifier", pa.string(), True, "registry name, e.g. 'math', 'exact', 'code'"),
+        _f("verifier_version", pa.string(), True),
+        _f("layer", pa.string(), True, "'answer' for single-layer verifiers; rule | public | hidden | judge"),
+        _f("passed", pa.bool_(), doc="null when the verifier errored"),
+        _f("score", pa.float64()),
+        _f("extracted", pa.string(), doc="the answer the verifier pulled out of the completion"),
+        _f("error", pa.string(), doc="crash / timeout message; the sample counts as an error, not a 0"),
+        _f("detail", pa.string(), doc="JSON detail (failing test, judge rationale, ...)"),
+        _f("created_at", TS, True),
+    ]),
+    key=("traj_id", "verifier", "layer"),
+)
+
+PASSRATES = TableSchema(
+    "passrates",
+    1,
+    pa.schema([
+        _f("task_id", pa.string(), True),
+        _f("model", pa.string(), True),
+        _f("params_hash", pa.string(), True),
+        _f("verifier_version", pa.string(), True, "'name@version' of the verifier that decided"),
+        _f("n", pa.int32(), True, "verified samples (errors excluded)"),
+        _f("n_correct", pa.int32(), True),
+        _f("n_error", pa.int32(), True, "samples whose verifier crashed or timed out"),
+        _f("pass_rate", pa.float64(), True),
+        _f("ci_low", pa.float64(), doc="Wilson 95% interval"),
+        _f("ci_high", pa.float64()),
+        _f("run_id", pa.string(), doc="the run that last updated the row"),
+        _f("updated_at", TS, True),
+    ]),
+    key=("task_id", "model", "params_hash", "verifier_version"),
+    defaults_now=("updated_at",),
+)
+
+RUNS = TableSchema(
+    "runs",
+    1,
+    pa.schema([
+        _f("run_id", pa.string(), True),
+        _f("kind", pa.string(), True, "sample | train | ingest | filter | ..."),
+        _f("args", pa.string(), doc="JSON of the command's arguments"),
+        _f("store_versions", pa.string(), doc="JSON {table: version} read at the start"),
+        _f("status", pa.string(), True, "running | done | failed"),
+        _f("started_at", TS, True),
+        _f("ended_at", TS),
+        _f("error", pa.string()),
+        _f("summary", pa.string(), doc="JSON of the run's headline numbers"),
+    ]),
+    key=("run_id",),
+    defaults_now=("started_at",),
+)
+
+SELECTIONS = TableSchema(
+    "selections",
+    1,
+    pa.schema([
+        _f("selection", pa.string(), True, "selection name"),
+        _f("task_id", pa.string(), True),
+        _f("decision", pa.string(), True, "keep | drop"),
+        _f("reason", pa.string(), True, "in_band | too_easy | too_hard | insufficient_samples | ..."),
+        _f("pass_rate", pa.float64()),
+        _f("n", pa.int32()),
+        _f("n_correct", pa.int32()),
+        _f("bucket", pa.string(), doc="set by stratify"),
+        _f("model", pa.string()),
+        _f("params_hash", pa.string()),
+        _f("verifier_version", pa.string()),
+        _f("passrates_version", pa.int64(), doc="Delta version of passrates the decision read"),
+        _f("params", pa.string(), doc="JSON of the filter parameters"),
+        _f("created_at", TS, True),
+    ]),
+    key=("selection", "task_id"),
+)
+
+METRICS = TableSchema(
+    "metrics",
+    1,
+    pa.schema([
+        _f("run_id", pa.string(), True),
+        _f("step", pa.int64(), True),
+        _f("name", pa.string(), True, "e.g. reward_mean/easy, kl, clip_frac, time/generate"),
+        _f("value", pa.float64()),
+        _f("created_at", TS, True),
+    ]),
+    key=("run_id", "step", "name"),
+)
+
+TABLES: dict[str, TableSchema] = {
+    t.name: t
+    for t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS)
+}
+
+
+def get(name: str) -> TableSchema:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"unknown table {name!r}; tables: {', '.join(TABLES)}") from None
+
+
+def table_names() -> list[str]:
+    return list(TABLES)

@@ -1,0 +1,30 @@
+"""Shared fixtures: a real Delta store in a temp dir, and one real local Ray per test session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: fast start
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture
+def store(tmp_path):
+    from rldata import open_store
+
+    return open_store(tmp_path / "store")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray started once for the whole session (it takes ~7 s to start here)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}})
+    yield ray
+    ray.shutdown()

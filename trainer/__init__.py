@@ -1,0 +1,1 @@
+"""rldata.trainer."""
