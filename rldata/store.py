@@ -176,14 +176,25 @@ class Store:
         """The whole table as a Polars frame."""
         return pl.from_arrow(self.dataset(name, version=version).to_table())
 
-    def sql(self, query: str, *, as_of: int | str | dt.datetime | dict[str, Any] | None = None):
+    def sql(
+        self,
+        query: str,
+        *,
+        as_of: int | str | dt.datetime | dict[str, Any] | None = None,
+        params: list | dict | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         """Run DuckDB SQL where every table is a view of its current version under its own name.
 
         ``as_of``: one version or timestamp for every table the query names, or a ``{table: version}``
-        dict.  Returns a DuckDB relation (``.pl()``, ``.arrow()``, ``.fetchall()``).
+        dict.  ``params``: values for ``$1``/``$name`` placeholders.  ``extra``: more Arrow tables or
+        frames to expose by name (e.g. a list of ids to join on).  Returns a DuckDB relation
+        (``.pl()``, ``.to_arrow_table()``, ``.fetchall()``).
         """
         con = duckdb.connect()
         self._conns.append(con)
+        for name, obj in (extra or {}).items():
+            con.register(name, obj)
         for name in schemas.TABLES:
             if not re.search(rf"\b{name}\b", query, flags=re.IGNORECASE):
                 continue
@@ -194,7 +205,7 @@ class Store:
                 raise RldataError(f"table {name!r} has no version {version}: {e}") from None
             con.register(name, ds)
         try:
-            return con.sql(query)
+            return con.sql(query, params=params) if params is not None else con.sql(query)
         except duckdb.Error as e:
             raise RldataError(f"SQL error: {str(e).splitlines()[0]}") from None
 

