@@ -169,12 +169,17 @@ class Store:
         return dtable.to_pyarrow_dataset()
 
     def scan(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.LazyFrame:
-        """A lazy Polars frame over the table."""
-        return pl.scan_pyarrow_dataset(self.dataset(name, version=version))
+        """A lazy Polars frame over the table (Polars' own Delta reader: it reads the string-view
+        columns that Delta merges write, which pyarrow's dataset filters cannot compare)."""
+        if isinstance(version, str):
+            version = int(version) if version.isdigit() else dt.datetime.fromisoformat(version)
+        if not self.table(name, version=version).file_uris():
+            return pl.LazyFrame(schema=pl.from_arrow(schemas.get(name).schema.empty_table()).schema)
+        return pl.scan_delta(self.uri(name), version=version, storage_options=self.storage_options)
 
     def read(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.DataFrame:
         """The whole table as a Polars frame."""
-        return pl.from_arrow(self.dataset(name, version=version).to_table())
+        return self.scan(name, version=version).collect()
 
     def sql(
         self,
@@ -200,14 +205,44 @@ class Store:
                 continue
             version = as_of.get(name) if isinstance(as_of, dict) else as_of
             try:
-                ds = self.dataset(name, version=version)
+                dtable = self.table(name, version=version)
             except Exception as e:  # noqa: BLE001
                 raise RldataError(f"table {name!r} has no version {version}: {e}") from None
-            con.register(name, ds)
+            self._expose(con, name, dtable)
         try:
             return con.sql(query, params=params) if params is not None else con.sql(query)
         except duckdb.Error as e:
             raise RldataError(f"SQL error: {str(e).splitlines()[0]}") from None
+
+    def _expose(self, con: duckdb.DuckDBPyConnection, name: str, dtable: DeltaTable) -> None:
+        """Make ``name`` a DuckDB view of exactly the files of ``dtable``'s version.
+
+        Plain local Parquet is read by DuckDB's own reader, which decodes in parallel and prunes
+        columns and row groups (several times faster than scanning a pyarrow dataset from DuckDB).
+        What needs the Delta reader (deletion vectors, column mapping, partitions, remote storage, a
+        file missing a column) goes through the pyarrow dataset.
+        """
+        files = [f.removeprefix("file://") for f in dtable.file_uris()]
+        plain = (
+            files
+            and _is_local(self.root)
+            and dtable.protocol().min_reader_version == 1  # 2+: column mapping, 3: deletion vectors
+            and not dtable.metadata().partition_columns
+        )
+        if plain:
+            cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schemas.get(name).columns)
+            paths = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            try:
+                con.execute(f'CREATE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{paths}], union_by_name = true)')
+                return
+            except duckdb.Error:
+                pass
+        if not files:  # an empty Delta table gives a dataset DuckDB cannot scan
+            import pyarrow.dataset as pads
+
+            con.register(name, pads.dataset(schemas.get(name).schema.empty_table()))
+        else:
+            con.register(name, dtable.to_pyarrow_dataset())
 
     # ---- maintenance --------------------------------------------------------------------------
     def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:
@@ -244,8 +279,10 @@ def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Tabl
     key = list(key)
     if table.num_rows < 2:
         return table
-    df = pl.from_arrow(table).unique(subset=key, keep=keep, maintain_order=True)
-    return df.to_arrow().cast(table.schema)
+    # find the rows to keep from the key columns alone: converting whole wide tables is the slow part
+    keys = pl.from_arrow(table.select(key)).with_row_index("__row")
+    rows = keys.unique(subset=key, keep=keep, maintain_order=True)["__row"]
+    return table if len(rows) == table.num_rows else table.take(rows.to_arrow())
 
 
 def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None) -> Store:

@@ -1,0 +1,158 @@
+"""``rldata export``, ``rldata import-rollouts`` and ``rldata lineage``: data in and out of other trainers."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.cli._common import emit, get_store
+from rldata.console import log
+from rldata.errors import RldataError
+
+
+class ExportFormat(str, Enum):
+    verl = "verl"
+    trl = "trl"
+    openrlhf = "openrlhf"
+    hf = "hf"
+    jsonl = "jsonl"
+
+
+class ImportFormat(str, Enum):
+    verl = "verl"
+    trl = "trl"
+    jsonl = "jsonl"
+
+
+class OnError(str, Enum):
+    fail = "fail"
+    skip = "skip"
+
+
+class PromptStyle(str, Enum):
+    text = "text"
+    messages = "messages"
+
+
+# Options whose type is not a plain str/int/bool live here, as sql.py's do (ruff B008).
+_EXPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help="Layout: verl, trl, openrlhf, hf or jsonl.")
+_EXPORT_OUT_OPT = typer.Option(..., "--out", "-o", help="Output directory (replaced if it holds an earlier export).")
+_PROMPT_STYLE_OPT = typer.Option(
+    PromptStyle.text, help="trl/openrlhf: prompt as plain text or as [{role, content}] messages."
+)
+_DUMP_ARG = typer.Argument(..., help="A dump file, or a directory of them (veRL rollout_data_dir, TRL output_dir).")
+_IMPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help="verl, trl or jsonl.")
+_ON_ERROR_OPT = typer.Option(OnError.fail, help="fail: a bad record aborts, nothing written; skip: import the rest.")
+_FIELD_OPT = typer.Option(
+    None, "--field", help="jsonl: NAME=KEY, repeatable; names: prompt completion answer score step advantage."
+)
+_EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a file inside it.")
+
+
+def export(
+    ctx: typer.Context,
+    selection: str = typer.Option(..., "--selection", "-s", help="Selection to export (its 'keep' rows)."),
+    fmt: ExportFormat = _EXPORT_FORMAT_OPT,
+    out: Path = _EXPORT_OUT_OPT,
+    bucket: str = typer.Option(None, "--bucket", "-b", help="Only tasks in this curriculum bucket."),
+    split: str = typer.Option("train", help="Split name: file names and veRL's extra_info.split."),
+    prompt_style: PromptStyle = _PROMPT_STYLE_OPT,
+    answer_column: str = typer.Option("solution", help="trl: column holding the answer (reward functions read it)."),
+    input_key: str = typer.Option("input", help="openrlhf: key of the prompt (OpenRLHF's --input_key)."),
+    label_key: str = typer.Option("label", help="openrlhf: key of the answer (OpenRLHF's --label_key)."),
+    data_source: str = typer.Option(None, help="verl: data_source for every row (veRL picks its scorer by it)."),
+    shard_rows: int = typer.Option(100_000, help="hf/trl: rows per Parquet shard."),
+) -> None:
+    """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest."""
+    from rldata.interop.export import ExportSpec, export_selection
+
+    try:
+        spec = ExportSpec(
+            selection=selection, format=fmt.value, bucket=bucket, split=split, prompt_style=prompt_style.value,
+            answer_column=answer_column, input_key=input_key, label_key=label_key, data_source=data_source,
+            shard_rows=shard_rows,
+        )
+    except ValueError as e:
+        raise RldataError(str(e)) from None
+    m = export_selection(get_store(ctx), spec=spec, out=out)
+    log(f"exported {m['rows']} tasks of selection {selection!r} as {fmt.value} to {out} "
+        f"({len(m['files'])} files, content {m['content_hash'][:23]}...)")
+
+
+def _field_map(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for p in pairs or []:
+        name, sep, key = p.partition("=")
+        if not sep or not name.strip() or not key.strip():
+            raise RldataError(f"--field {p!r}: expected NAME=KEY, e.g. completion=response")
+        out.append((name.strip(), key.strip()))
+    return tuple(out)
+
+
+def import_rollouts_cmd(
+    ctx: typer.Context,
+    path: Path = _DUMP_ARG,
+    fmt: ImportFormat = _IMPORT_FORMAT_OPT,
+    on_error: OnError = _ON_ERROR_OPT,
+    model: str = typer.Option("unknown", help="Model name recorded on the trajectories."),
+    domain: str = typer.Option("math", help="Domain of the tasks the import adds."),
+    source: str = typer.Option(None, help="Source of added tasks (default import:<format>)."),
+    run_id: str = typer.Option(None, help="Run id (default: derived from the dump's path)."),
+    field: list[str] = _FIELD_OPT,
+    reward_cols: str = typer.Option(None, help="trl: comma-separated reward columns (default: all numeric ones)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
+    from rldata.interop.imports import ImportSpec, import_rollouts
+
+    try:
+        spec = ImportSpec(
+            format=fmt.value, on_error=on_error.value, model=model, domain=domain, source=source, run_id=run_id,
+            field_map=_field_map(field),
+            reward_columns=tuple(c.strip() for c in reward_cols.split(",") if c.strip()) if reward_cols else (),
+        )
+    except ValueError as e:
+        raise RldataError(str(e)) from None
+    result = import_rollouts(get_store(ctx), path=path, spec=spec)
+    for msg in result.errors:
+        log(f"skipped: {msg}")
+    if result.skipped > len(result.errors):
+        log(f"skipped {result.skipped - len(result.errors)} more bad records")
+    summary = {k: v for k, v in result.to_dict().items() if k != "errors"}
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        emit(pl.DataFrame([summary]))
+
+
+def lineage_cmd(
+    path: Path = _EXPORT_ARG,
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
+    check: bool = typer.Option(False, "--check", help="Exit 1 if a file changed since the export."),
+) -> None:
+    """Print an export's manifest: store versions, selection, filter parameters, counts and hashes."""
+    from rldata.interop.lineage import read_manifest, verify
+
+    manifest = read_manifest(path)
+    problems = verify(path)
+    if as_json:
+        typer.echo(json.dumps({**manifest, "verified": not problems, "problems": problems}, indent=2, default=str))
+    else:
+        rows = [{"key": k, "value": v if isinstance(v, str) else json.dumps(v, default=str)}
+                for k, v in manifest.items() if k != "files"]
+        rows += [{"key": f"file {f['path']}", "value": f"{f['bytes']} bytes sha256:{f['sha256'][:16]}"}
+                 for f in manifest.get("files", [])]
+        rows.append({"key": "verified", "value": "ok" if not problems else "; ".join(problems)})
+        emit(pl.DataFrame(rows))
+    if check and problems:
+        raise RldataError(f"{path}: export changed since it was written: {problems[0]}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export)
+    app.command("import-rollouts")(import_rollouts_cmd)
+    app.command("lineage")(lineage_cmd)

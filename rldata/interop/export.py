@@ -1,0 +1,350 @@
+"""Export a selection's kept tasks in the layout a trainer reads: veRL, TRL, OpenRLHF, HF datasets, JSONL.
+
+Every export is a directory holding the data files and ``rldata-manifest.json`` (see
+:mod:`rldata.interop.lineage`).  The directory is built next to its destination and moved into
+place at the end, so a failed export leaves the previous one (or nothing) behind, never half a
+dataset.  Rows are ordered by task id, so exporting unchanged data again gives the same content hash.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rldata import schemas
+from rldata._version import __version__
+from rldata.errors import RldataError
+from rldata.interop import lineage
+from rldata.store import Store
+
+__all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_selection"]
+
+FORMATS = ("verl", "trl", "openrlhf", "hf", "jsonl")
+_PROMPT_STYLES = ("text", "messages")
+
+REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
+VERL_EXTRA = pa.struct([
+    ("split", pa.string()),
+    ("index", pa.int64()),
+    ("task_id", pa.string()),
+    ("category", pa.string()),
+    ("bucket", pa.string()),
+    ("pass_rate", pa.float64()),
+])
+VERL_SCHEMA = pa.schema([
+    ("data_source", pa.string()),
+    ("prompt", schemas.MESSAGES),
+    ("ability", pa.string()),
+    ("reward_model", REWARD_MODEL),
+    ("extra_info", VERL_EXTRA),
+])
+_T = schemas.TASKS.schema
+_S = schemas.SELECTIONS.schema
+GENERIC_SCHEMA = pa.schema(
+    [_T.field(c).with_nullable(True) for c in
+     ("task_id", "source", "domain", "category", "prompt", "messages", "answer", "tests", "metadata")]
+    + [_S.field(c) for c in ("bucket", "pass_rate", "n", "n_correct")]
+)
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """What to export and how.  Options that do not apply to ``format`` are ignored."""
+
+    selection: str
+    format: str  # one of FORMATS
+    bucket: str | None = None  # only tasks stratify put in this bucket
+    split: str = "train"  # names the files and veRL's extra_info.split
+    prompt_style: str = "text"  # trl / openrlhf: a plain string or a [{role, content}] list (veRL: always a list)
+    answer_column: str = "solution"  # trl: the column reward functions read (trl.rewards.accuracy_reward: solution)
+    input_key: str = "input"  # openrlhf: --input_key
+    label_key: str = "label"  # openrlhf: --label_key
+    data_source: str | None = None  # verl: overrides each task's source (veRL picks its scorer by data_source)
+    shard_rows: int = 100_000  # hf / trl: rows per Parquet shard
+
+    def __post_init__(self):
+        if not self.selection:
+            raise ValueError("selection must be a non-empty name")
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.prompt_style not in _PROMPT_STYLES:
+            raise ValueError(f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}")
+        if not self.split or "/" in self.split:
+            raise ValueError(f"split must be a plain name, got {self.split!r}")
+        if self.shard_rows < 1:
+            raise ValueError(f"shard_rows must be >= 1, got {self.shard_rows}")
+        for name in ("answer_column", "input_key", "label_key"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must be non-empty")
+        if self.input_key == self.label_key:
+            raise ValueError("input_key and label_key must differ")
+
+
+# ---- reading the selection -------------------------------------------------------------------
+def _filtered(store: Store, name: str, version: int | None, predicate: pl.Expr | None,
+              columns: list[str] | None = None) -> pl.DataFrame:
+    """Rows of ``name`` matching ``predicate``, pushed down to the Parquet scan when possible.
+
+    Files Delta wrote through a merge or a predicate overwrite hold ``string_view`` columns, and
+    pyarrow has no kernel comparing those with a string literal: for them, filter after reading.
+    """
+    lf = store.scan(name, version=version)
+    if columns:
+        lf = lf.select(columns)
+    if predicate is None:
+        return lf.collect()
+    try:
+        return lf.filter(predicate).collect()
+    except Exception as e:
+        if "string_view" not in str(e):
+            raise
+    table = store.dataset(name, version=version).to_table(columns=columns)
+    return pl.from_arrow(table).filter(predicate)
+
+
+def load_selection(store: Store, *, selection: str, bucket: str | None = None,
+                   versions: dict[str, int] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The kept rows of ``selection`` (and ``bucket``) joined with their tasks, ordered by task id.
+
+    Returns ``(rows, selection_rows)``.  Raises :class:`RldataError` for an unknown selection, one
+    that keeps nothing, an empty bucket, or kept tasks missing from the tasks table.
+    """
+    versions = versions or {}
+    sel = _filtered(store, "selections", versions.get("selections"), pl.col("selection") == selection)
+    if sel.height == 0:
+        known = sorted(_filtered(store, "selections", versions.get("selections"), None, ["selection"])
+                       ["selection"].unique().to_list())
+        hint = f"; known selections: {', '.join(known[:20])}" if known else "; the store has no selections (run `rldata filter`)"
+        raise RldataError(f"unknown selection {selection!r}{hint}")
+    kept = sel.filter(pl.col("decision") == "keep")
+    if kept.height == 0:
+        raise RldataError(f"selection {selection!r} keeps no tasks ({sel.height} dropped): nothing to export")
+    if bucket is not None:
+        in_bucket = kept.filter(pl.col("bucket") == bucket)
+        if in_bucket.height == 0:
+            have = sorted(b for b in kept["bucket"].unique().to_list() if b is not None)
+            raise RldataError(f"selection {selection!r} keeps no tasks in bucket {bucket!r}; "
+                              f"buckets: {', '.join(have) if have else 'none (run `rldata stratify`)'}")
+        kept = in_bucket
+    ids = kept["task_id"]
+    tasks = _filtered(store, "tasks", versions.get("tasks"), pl.col("task_id").is_in(ids.implode()))
+    tasks = tasks.unique(subset=["task_id"], keep="first")
+    missing = ids.filter(~ids.is_in(tasks["task_id"].implode()))
+    if missing.len():
+        raise RldataError(f"selection {selection!r} keeps {missing.len()} task(s) missing from the tasks table, "
+                          f"e.g. {missing[0]!r}")
+    cols = ["task_id", "bucket", "pass_rate", "n", "n_correct"]
+    rows = tasks.drop("created_at").join(kept.select(cols), on="task_id", how="inner").sort("task_id")
+    return rows, sel
+
+
+# ---- one table per format (Polars expressions, then a cast to the format's Arrow schema) --------
+def _messages() -> pl.Expr:
+    """The task's messages, or its prompt as one user turn."""
+    one_turn = pl.concat_list(pl.struct(role=pl.lit("user"), content=pl.col("prompt")))
+    has = pl.col("messages").is_not_null() & (pl.col("messages").list.len() > 0)
+    return pl.when(has).then(pl.col("messages")).otherwise(one_turn)
+
+
+def _prompt(style: str) -> pl.Expr:
+    return _messages() if style == "messages" else pl.col("prompt")
+
+
+def _truth() -> pl.Expr:
+    return pl.coalesce("answer", "tests")  # code tasks: the test spec JSON
+
+
+def _to_arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
+    return df.to_arrow().select(schema.names).cast(schema)  # Polars gives large/view types: cast to ours
+
+
+def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+    no_truth = frame.filter(_truth().is_null())
+    if no_truth.height:
+        raise RldataError(f"task {no_truth['task_id'][0]!r} has no answer or tests: "
+                          "veRL's rule reward needs a ground_truth")
+    df = frame.with_row_index("index").select(
+        data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
+        prompt=_messages(),
+        ability=pl.col("domain"),
+        reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
+        extra_info=pl.struct(split=pl.lit(spec.split), index=pl.col("index").cast(pl.Int64), task_id="task_id",
+                             category="category", bucket="bucket", pass_rate="pass_rate"),
+    )
+    return _to_arrow(df, VERL_SCHEMA)
+
+
+def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+    reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests"}
+    if spec.answer_column in reserved:
+        raise RldataError(f"answer column {spec.answer_column!r} clashes with a column TRL exports need")
+    prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
+    fields = [("prompt", prompt_type), (spec.answer_column, pa.string())] + [
+        (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")]
+    if frame["tests"].is_not_null().any():  # code tasks: their reward functions read the tests
+        fields.append(("tests", pa.string()))
+    df = frame.with_columns(_prompt(spec.prompt_style).alias("prompt"), pl.col("answer").alias(spec.answer_column))
+    return _to_arrow(df, pa.schema(fields))
+
+
+def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+    prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
+    schema = pa.schema([(spec.input_key, prompt_type), (spec.label_key, pa.string()),
+                        ("datasource", pa.string()), ("task_id", pa.string())])
+    df = frame.select(_prompt(spec.prompt_style).alias(spec.input_key), _truth().alias(spec.label_key),
+                      pl.col("source").alias("datasource"), "task_id")
+    return _to_arrow(df, schema)
+
+
+def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+    return _to_arrow(frame, GENERIC_SCHEMA)
+
+
+_BUILDERS = {"verl": _verl_table, "trl": _trl_table, "openrlhf": _openrlhf_table,
+             "hf": _generic_table, "jsonl": _generic_table}
+
+
+# ---- writers: each returns the files it wrote, relative to the export directory ----------------
+def _write_parquet(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
+    name = f"{spec.split}.parquet"
+    pq.write_table(table, d / name)
+    return [name]
+
+
+def _write_jsonl(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
+    name = f"{spec.split}.jsonl"
+    with open(d / name, "w", encoding="utf-8") as f:
+        for batch in table.to_batches(max_chunksize=8192):
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in batch.to_pylist())
+    return [name]
+
+
+def _write_hf(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
+    """``dataset/`` for ``datasets.load_from_disk`` and ``data/<split>-*.parquet`` for ``load_dataset(dir)``."""
+    import datasets
+    from datasets.utils import logging as ds_logging
+
+    was_enabled = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()  # its bars would clutter the CLI's stderr
+    try:
+        datasets.Dataset(table).save_to_disk(str(d / "dataset"))
+    finally:
+        if was_enabled:
+            ds_logging.enable_progress_bar()
+    (d / "data").mkdir()
+    k = max(1, -(-table.num_rows // spec.shard_rows))
+    names = []
+    for i in range(k):
+        name = f"data/{spec.split}-{i:05d}-of-{k:05d}.parquet"
+        pq.write_table(table.slice(i * spec.shard_rows, spec.shard_rows), d / name)
+        names.append(name)
+    names += sorted(str(p.relative_to(d)) for p in (d / "dataset").rglob("*") if p.is_file())
+    return names
+
+
+_OPTIONS = {  # the spec fields that shape each format's files (recorded in the manifest)
+    "verl": ("data_source",),
+    "trl": ("prompt_style", "answer_column", "shard_rows"),
+    "openrlhf": ("prompt_style", "input_key", "label_key"),
+    "hf": ("shard_rows",),
+    "jsonl": (),
+}
+_WRITERS = {"verl": _write_parquet, "trl": _write_hf, "openrlhf": _write_jsonl, "hf": _write_hf, "jsonl": _write_jsonl}
+
+
+# ---- putting the directory in place -----------------------------------------------------------
+def _check_out(out: Path) -> None:
+    if out.is_file():
+        raise RldataError(f"{out}: --out must be a directory, and a file exists there")
+    if out.is_dir() and any(out.iterdir()) and not (out / lineage.MANIFEST_NAME).is_file():
+        raise RldataError(f"{out}: directory is not empty and holds no earlier export; refusing to write into it")
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Replace ``out`` (absent, empty, or an earlier export) by ``tmp`` with renames only."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)  # put the earlier export back
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _distinct(df: pl.DataFrame, col: str) -> list:
+    return sorted({v for v in df[col].to_list() if v is not None}, key=str)
+
+
+def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
+    params = []
+    for raw in _distinct(sel, "params"):
+        try:
+            params.append(json.loads(raw))
+        except json.JSONDecodeError:
+            params.append(raw)
+    pv = _distinct(sel, "passrates_version")
+    return {
+        "passrates_version": pv[0] if len(pv) == 1 else (pv or None),
+        "filter": {
+            "params": params[0] if len(params) == 1 else params,
+            "model": _distinct(sel, "model"),
+            "params_hash": _distinct(sel, "params_hash"),
+            "verifier_version": _distinct(sel, "verifier_version"),
+            "selected_at": str(sel["created_at"].max()) if sel.height else None,
+        },
+    }
+
+
+def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict[str, Any]:
+    """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest."""
+    out = Path(out).absolute()
+    _check_out(out)
+    versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
+    frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
+    table = _BUILDERS[spec.format](frame, spec)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        names = _WRITERS[spec.format](table, tmp, spec)
+        per_bucket = frame.group_by("bucket").len().sort("bucket").to_dicts()
+        manifest = {
+            "kind": "rldata-export",
+            "manifest_version": lineage.MANIFEST_VERSION,
+            "rldata_version": __version__,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "format": spec.format,
+            "selection": spec.selection,
+            "bucket": spec.bucket,
+            "split": spec.split,
+            "store": store.root,
+            "store_versions": versions,
+            **_filter_lineage(sel),
+            "rows": table.num_rows,
+            "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
+            "columns": table.schema.names,
+            "options": {k: v for k, v in asdict(spec).items() if k in _OPTIONS[spec.format]},
+            "content_hash": lineage.rows_hash(table),
+            "files": [{"path": n, "bytes": (tmp / n).stat().st_size, "sha256": lineage.file_sha256(tmp / n)}
+                      for n in names],
+        }
+        lineage.write_manifest(tmp, manifest)
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest

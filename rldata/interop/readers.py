@@ -1,0 +1,237 @@
+"""Readers for rollout dumps other trainers write, each yielding one :class:`Rollout` per sample.
+
+- veRL (``trainer.rollout_data_dir``): ``{step}.jsonl``, one JSON object per line with ``input``,
+  ``output``, ``gts``, ``score``, ``step`` and any extra reward info (kept as detail).
+- TRL (``GRPOConfig(log_completions=True)``): ``<output_dir>/completions/completions_<step>.parquet``
+  with ``step``, ``prompt``, ``completion`` (strings, or lists of ``{role, content}`` messages), one
+  column per reward function, extra logged columns and ``advantage``.
+- Generic JSONL: one sample per line; a field map says which keys hold prompt, completion, answer,
+  score, step and advantage.
+
+A malformed record raises :class:`rldata.errors.InputError` naming the file, the line (JSONL, 1-based)
+or row (Parquet, 0-based) and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rldata.errors import InputError
+
+__all__ = [
+    "JSONL_FIELDS",
+    "READERS",
+    "TRL_RESERVED",
+    "Rollout",
+    "read_jsonl",
+    "read_trl",
+    "read_verl",
+    "rollout_files",
+]
+
+JSONL_FIELDS = ("prompt", "completion", "answer", "score", "step", "advantage")
+TRL_RESERVED = ("step", "prompt", "completion", "advantage", "image", "images")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sample as a trainer logged it, before it is linked to a task."""
+
+    file: str  # the file's name (not its directory: a moved dump keeps its identity)
+    where: str  # "line 3" / "row 0": for messages and for the sample's identity
+    digest: str  # hash of the raw record: part of the trajectory id
+    prompt: str
+    completion: str
+    prompt_messages: list[dict] | None = None
+    completion_messages: list[dict] | None = None
+    answer: str | None = None
+    step: int | None = None
+    advantage: float | None = None
+    scores: dict[str, float | None] = field(default_factory=dict)  # layer -> score ("answer" for one score)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def rollout_files(path: str | Path, fmt: str) -> list[Path]:
+    """The dump files under ``path`` (a file, or a directory of them) in step order."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), None, "no such file or directory")
+    if p.is_file():
+        return [p]
+    suffix = ".parquet" if fmt == "trl" else ".jsonl"
+    files = [f for f in p.iterdir() if f.is_file() and f.suffix == suffix]
+    if not files and fmt == "trl":  # the trainer's output_dir: logs live in completions/
+        files = [f for f in (p / "completions").glob("*.parquet") if f.is_file()]
+    if not files:
+        raise InputError(str(p), None, f"no *{suffix} files to import")
+
+    def order(f: Path):  # veRL names files by step: 10.jsonl sorts after 9.jsonl
+        digits = "".join(c for c in f.stem if c.isdigit())
+        return (int(digits) if digits else -1, f.name)
+
+    return sorted(files, key=order)
+
+
+# ---- field checks -----------------------------------------------------------------------------
+def _bad(path: Path, where: str, field_: str | None, reason: str) -> InputError:
+    return InputError(str(path), where, reason, field_)
+
+
+def _text_or_messages(v: Any, path: Path, where: str, name: str) -> tuple[str, list[dict] | None]:
+    """A prompt or completion: a string, or a list of {role, content} messages (text = last turn)."""
+    if isinstance(v, str):
+        return v, None
+    if isinstance(v, (list, tuple)) and v and all(
+        isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in v
+    ):
+        msgs = [{"role": m["role"], "content": m["content"]} for m in v]
+        if name == "prompt":
+            users = [m["content"] for m in msgs if m["role"] == "user"]
+            return (users[-1] if users else msgs[-1]["content"]), msgs
+        return "".join(m["content"] for m in msgs if m["role"] == "assistant") or msgs[-1]["content"], msgs
+    if v is None:
+        raise _bad(path, where, name, "missing required field")
+    raise _bad(path, where, name, f"expected a string or a list of {{role, content}} messages, got {type(v).__name__}")
+
+
+def _number(v: Any, path: Path, where: str, name: str, *, required: bool) -> float | None:
+    if v is None:
+        if required:
+            raise _bad(path, where, name, "missing required field")
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _bad(path, where, name, f"expected a number, got {type(v).__name__} {v!r:.40}")
+    return float(v)
+
+
+def _int(v: Any, path: Path, where: str, name: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        raise _bad(path, where, name, f"expected an integer, got {type(v).__name__} {v!r:.40}")
+    return v
+
+
+def _answer(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    return json.dumps(v, ensure_ascii=False, default=str)  # lists / numbers: keep them, as JSON text
+
+
+def _json_lines(path: Path) -> Iterator[tuple[str, str, dict | InputError]]:
+    """(line number, raw line, object); a line that is not a JSON object comes as an InputError value
+    instead, so ``--on-error skip`` can go on with the next line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield where, line, _bad(path, where, None, f"invalid JSON ({e.msg})")
+                continue
+            if not isinstance(obj, dict):
+                obj = _bad(path, where, None, f"expected a JSON object, got {type(obj).__name__}")
+            yield where, line, obj
+
+
+# ---- the three formats ------------------------------------------------------------------------
+def read_verl(path: Path, **_: Any) -> Iterator[Rollout | InputError]:
+    """veRL rollout dump; ``step`` defaults to the file's numeric name."""
+    stem_step = int(path.stem) if path.stem.isdigit() else None
+    for where, line, obj in _json_lines(path):
+        if isinstance(obj, InputError):
+            yield obj
+            continue
+        try:
+            prompt, pmsgs = _text_or_messages(obj.get("input"), path, where, "input")
+            completion, cmsgs = _text_or_messages(obj.get("output"), path, where, "output")
+            score = _number(obj.get("score"), path, where, "score", required=True)
+            step = _int(obj.get("step"), path, where, "step")
+        except InputError as e:
+            yield e
+            continue
+        extra = {k: v for k, v in obj.items() if k not in ("input", "output", "gts", "score", "step")}
+        yield Rollout(path.name, f"line {where}", _digest(line), prompt, completion, pmsgs, cmsgs,
+                      answer=_answer(obj.get("gts")), step=step if step is not None else stem_step,
+                      scores={"answer": score}, detail=extra)
+
+
+def read_trl(path: Path, *, reward_columns: tuple[str, ...] | None = None, **_: Any) -> Iterator[Rollout | InputError]:
+    """TRL completions log; reward columns default to every numeric column TRL does not reserve."""
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(str(path), None, f"not a readable Parquet file ({e})") from None
+    for col in ("prompt", "completion"):
+        if col not in table.column_names:
+            raise InputError(str(path), None, "missing required column", col)
+    if reward_columns:
+        absent = [c for c in reward_columns if c not in table.column_names]
+        if absent:
+            raise InputError(str(path), None, "reward column not in the file", absent[0])
+        rewards = list(reward_columns)
+    else:
+        rewards = [f.name for f in table.schema if f.name not in TRL_RESERVED
+                   and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
+    if not rewards:
+        raise InputError(str(path), None, "no reward columns found (name them with --reward-cols)")
+    i = -1
+    for batch in table.to_batches(max_chunksize=4096):
+        for obj in batch.to_pylist():
+            i += 1
+            where = f"row {i}"
+            try:
+                prompt, pmsgs = _text_or_messages(obj.get("prompt"), path, where, "prompt")
+                completion, cmsgs = _text_or_messages(obj.get("completion"), path, where, "completion")
+                scores = {c: _number(obj.get(c), path, where, c, required=False) for c in rewards}
+                step = _int(obj.get("step"), path, where, "step")
+                adv = _number(obj.get("advantage"), path, where, "advantage", required=False)
+            except InputError as e:
+                yield e
+                continue
+            extra = {k: v for k, v in obj.items() if k not in TRL_RESERVED and k not in rewards}
+            raw = json.dumps(obj, sort_keys=True, default=str)
+            yield Rollout(path.name, where, _digest(raw), prompt, completion, pmsgs, cmsgs,
+                          step=step, advantage=adv, scores=scores, detail=extra)
+
+
+def read_jsonl(path: Path, *, field_map: Mapping[str, str] | None = None, **_: Any) -> Iterator[Rollout | InputError]:
+    """Generic JSONL: ``field_map`` maps rldata names (prompt, completion, ...) to the file's keys."""
+    fm = {k: k for k in JSONL_FIELDS} | dict(field_map or {})
+    used = set(fm.values())
+    for where, line, obj in _json_lines(path):
+        if isinstance(obj, InputError):
+            yield obj
+            continue
+        try:
+            prompt, pmsgs = _text_or_messages(obj.get(fm["prompt"]), path, where, fm["prompt"])
+            completion, cmsgs = _text_or_messages(obj.get(fm["completion"]), path, where, fm["completion"])
+            score = _number(obj.get(fm["score"]), path, where, fm["score"], required=False)
+            step = _int(obj.get(fm["step"]), path, where, fm["step"])
+            adv = _number(obj.get(fm["advantage"]), path, where, fm["advantage"], required=False)
+        except InputError as e:
+            yield e
+            continue
+        extra = {k: v for k, v in obj.items() if k not in used}
+        yield Rollout(path.name, f"line {where}", _digest(line), prompt, completion, pmsgs, cmsgs,
+                      answer=_answer(obj.get(fm["answer"])), step=step, advantage=adv,
+                      scores={"answer": score} if score is not None else {}, detail=extra)
+
+
+READERS = {"verl": read_verl, "trl": read_trl, "jsonl": read_jsonl}

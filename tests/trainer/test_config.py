@@ -1,0 +1,85 @@
+"""TrainConfig: defaults, derived sizes, YAML loading, and errors that name file and field."""
+
+from __future__ import annotations
+
+import pytest
+from rldata.trainer.config import ConfigError, TrainConfig
+
+from rldata.errors import InputError
+
+
+def test_defaults_and_derived_sizes():
+    cfg = TrainConfig(prompts_per_step=8, group_size=4, num_learners=2, micro_batch=4)
+    assert cfg.batch_size == 32
+    assert cfg.per_learner_batch == 16
+    assert cfg.grad_accum_steps == 4
+    spec = cfg.sampling_spec()
+    assert (spec.n, spec.temperature, spec.max_tokens, spec.seed) == (4, 1.0, cfg.max_tokens, cfg.seed)
+    assert cfg.eval_spec().n == cfg.eval_n
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"group_size": 1}, "group_size"),
+    ({"steps": 0}, "steps"),
+    ({"lr": 0.0}, "lr"),
+    ({"eps_low": 1.0}, "eps_low"),
+    ({"eps_high": -0.1}, "eps_high"),
+    ({"kl_coef": -1.0}, "kl_coef"),
+    ({"agg": "batch"}, "agg"),
+    ({"advantage": "ppo"}, "advantage"),
+    ({"temperature": 0.0}, "temperature"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"adam_betas": (0.9,)}, "adam_betas"),
+    ({"steps": "ten"}, "steps"),
+    ({"steps": True}, "steps"),
+    ({"dynamic_sampling": "yes"}, "dynamic_sampling"),
+    # 4 * 3 = 12 sequences do not split over 5 learners
+    ({"prompts_per_step": 4, "group_size": 3, "num_learners": 5}, "num_learners"),
+    # 12 / 2 = 6 per learner do not split into micro-batches of 4
+    ({"prompts_per_step": 4, "group_size": 3, "num_learners": 2, "micro_batch": 4}, "micro_batch"),
+])
+def test_invalid_values_name_the_field(changes, field):
+    base = {"prompts_per_step": 4, "group_size": 4, "micro_batch": 4}
+    with pytest.raises(ConfigError) as e:
+        TrainConfig(**{**base, **changes})
+    assert e.value.field == field
+
+
+def test_ints_accepted_for_floats_and_none_for_optionals():
+    cfg = TrainConfig(lr=1, kl_coef=0, model=None, micro_batch=8)
+    assert cfg.lr == 1 and cfg.model is None
+
+
+def test_from_yaml_with_overrides(tmp_path):
+    p = tmp_path / "train.yaml"
+    p.write_text("steps: 7\nlr: 2.0e-4\ngroup_size: 4\nprompts_per_step: 4\nmicro_batch: 8\n"
+                 "agg: sequence\nadam_betas: [0.9, 0.95]\ncurriculum: buckets.yaml\n")
+    cfg = TrainConfig.from_yaml(p, steps=3, seed=None)  # None = option not given
+    assert (cfg.steps, cfg.lr, cfg.agg, cfg.adam_betas, cfg.curriculum) == (3, 2e-4, "sequence", (0.9, 0.95),
+                                                                          "buckets.yaml")
+    assert cfg.seed == 0
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_from_yaml_errors_name_file_and_field(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("steps: 5\nlearning_rate: 0.1\n")
+    with pytest.raises(InputError) as e:
+        TrainConfig.from_yaml(p)
+    assert e.value.field == "learning_rate" and str(p) in str(e.value) and "unknown field" in str(e.value)
+
+    p.write_text("group_size: 1\n")
+    with pytest.raises(InputError) as e:
+        TrainConfig.from_yaml(p)
+    assert e.value.field == "group_size"
+
+    p.write_text("steps: [1,\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        TrainConfig.from_yaml(p)
+
+    p.write_text("- 1\n- 2\n")
+    with pytest.raises(InputError, match="mapping"):
+        TrainConfig.from_yaml(p)
+
+    with pytest.raises(InputError, match="cannot read"):
+        TrainConfig.from_yaml(tmp_path / "missing.yaml")

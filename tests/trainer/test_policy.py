@@ -1,0 +1,64 @@
+"""collate / shard layout, and per-token log-probs under the HF model with padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rldata.trainer.checkpoint import load_model
+from rldata.trainer.policy import collate, token_logprobs
+from trainer_helpers import make_rollouts
+
+
+def test_collate_layout():
+    b = collate([[5, 6], [7]], [[8, 9, 10], [11]], advantages=[1.0, -1.0],
+                old_logps=[[-0.1, -0.2, -0.3], [-0.4]], pad_id=0)
+    assert b.input_ids.tolist() == [[5, 6, 8, 9, 10], [7, 11, 0, 0, 0]]
+    assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
+    # column t predicts input token t+1: row 0's completion tokens are targets of columns 1..3
+    assert b.loss_mask.tolist() == [[0, 1, 1, 1], [1, 0, 0, 0]]
+    assert torch.allclose(b.old_logp, torch.tensor([[0, -0.1, -0.2, -0.3], [-0.4, 0, 0, 0]]))
+    assert b.advantages.tolist() == [1.0, -1.0]
+    assert b.global_denominator("token") == 4 and b.global_denominator("sequence") == 2
+
+
+def test_collate_rejects_mismatches():
+    with pytest.raises(ValueError, match="row 1: 2 old log-probs for 1 completion tokens"):
+        collate([[1], [2]], [[3], [4]], advantages=[0, 0], old_logps=[[0.0], [0.0, 0.0]])
+    with pytest.raises(ValueError, match="row 0: empty prompt"):
+        collate([[]], [[3]], advantages=[0])
+    with pytest.raises(ValueError, match="one entry per row"):
+        collate([[1]], [[3], [4]], advantages=[0])
+
+
+@pytest.mark.parametrize("n, world, micro", [(8, 1, 3), (8, 2, 4), (5, 2, 2), (3, 4, 2), (7, 3, 8)])
+def test_shard_covers_rows_once_with_equal_micro_batches(n, world, micro):
+    p, c, o, a = make_rollouts(0, rows=n)
+    b = collate(p, c, advantages=a, old_logps=o)
+    shards = [b.shard(r, world, micro) for r in range(world)]
+    assert len({len(s) for s in shards}) == 1  # the same number of backward passes on every rank
+    assert len({tuple(len(mb) for mb in s) for s in shards}) == 1
+    assert all(len(mb) <= micro for s in shards for mb in s)
+    # Each real row appears exactly once (filler rows carry no loss tokens).
+    assert sum(float(mb.loss_mask.sum()) for s in shards for mb in s) == float(b.loss_mask.sum())
+    assert sum(int((mb.loss_mask.sum(1) > 0).sum()) for s in shards for mb in s) == n
+    seen = sorted(float(x) for s in shards for mb in s for x, m in zip(mb.advantages, mb.loss_mask.sum(1)) if m > 0)
+    assert seen == sorted(float(x) for x in b.advantages)
+
+
+def test_token_logprobs_match_unpadded_scoring(tiny_model_dir):
+    model = load_model(tiny_model_dir).eval()
+    p, c, o, a = make_rollouts(1, rows=6)
+    b = collate(p, c, advantages=a, old_logps=o)
+    with torch.no_grad():
+        logp, ent = token_logprobs(model, b.input_ids, b.attention_mask, temperature=0.7)
+        for i, (pi, ci) in enumerate(zip(p, c)):
+            ids = torch.tensor([pi + ci])
+            logits = model(input_ids=ids).logits[0].float() / 0.7  # [l, V]
+            lsm = torch.log_softmax(logits, dim=-1)
+            want = torch.stack([lsm[len(pi) - 1 + j, tok] for j, tok in enumerate(ci)])  # [lc]
+            got = logp[i][b.loss_mask[i] > 0]
+            assert torch.allclose(got, want, atol=1e-5), i
+            ent_want = -(lsm.exp() * lsm).sum(-1)[len(pi) - 1 : len(pi) - 1 + len(ci)]
+            assert torch.allclose(ent[i][b.loss_mask[i] > 0], ent_want, atol=1e-5)
+    assert logp.shape == ent.shape == b.loss_mask.shape
+    assert (logp <= 0).all() and (ent >= 0).all()

@@ -1,0 +1,248 @@
+"""GRPO learners: one rank's model and optimizer (``Learner``), and W of them as DDP ranks in
+long-lived Ray actors (``LearnerGroup``).
+
+Why long-lived actors and not Ray Train's ``TorchTrainer``: one ``fit()`` costs ~20 s of start-up
+here, so a fit per step is out, and one fit for the whole run would put the learners' loop, not
+the driver, in charge of the engines.  The actors do what Ray Train's worker group does: Ray places
+them (a placement group, one bundle per rank, a GPU each when there are GPUs), rank 0 publishes a
+rendezvous address, and every rank calls ``torch.distributed.init_process_group`` (gloo on CPU,
+NCCL on GPU) and wraps its model in ``DistributedDataParallel``.  The collectives are torch's.
+
+Every rank receives the whole global batch (one object in Ray's store) and takes its shard, so it
+knows the global loss denominator: each rank's loss is its share of one global mean, multiplied by
+W because DDP averages gradients over ranks.  W learners then take the same step as one learner
+on the same batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Self
+
+import ray
+import torch
+import torch.distributed as dist
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from rldata.trainer.checkpoint import load_model, load_optimizer, save_model_state
+from rldata.trainer.config import TrainConfig
+from rldata.trainer.loss import grpo_loss
+from rldata.trainer.policy import RolloutBatch, token_logprobs
+
+__all__ = ["Learner", "LearnerGroup", "combine_stats"]
+
+# Per-rank sums that add up over ranks; combine_stats turns them into means.
+_SUM_KEYS = ("tokens", "clip_sum", "kl_sum", "ratio_sum", "entropy_sum", "logp_sum", "loss", "sequences")
+
+
+class Learner:
+    """One rank: the policy, its AdamW optimizer and, when kl_coef > 0, a frozen reference model.
+
+    With ``world_size > 1`` the caller must have initialised torch.distributed first.
+    """
+
+    def __init__(self, model_path: str | Path, cfg: TrainConfig, *, rank: int = 0, world_size: int = 1,
+                 device: str = "cpu", ref_path: str | Path | None = None, resume: bool = False):
+        self.cfg, self.rank, self.world_size, self.device = cfg, rank, world_size, device
+        self.model_path = Path(model_path)
+        self.model = load_model(model_path, device=device)
+        self.model.train()
+        self.ddp = None
+        if world_size > 1:
+            # DDP broadcasts rank 0's parameters at construction: all ranks start identical.
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[torch.device(device).index or 0] if device.startswith("cuda") else None)
+        self.ref = None
+        if cfg.kl_coef > 0:
+            # The reference is the model training started from, also when resuming from a checkpoint.
+            self.ref = load_model(ref_path or model_path, device=device).eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas,
+                                           weight_decay=cfg.weight_decay)
+        if resume:
+            load_optimizer(model_path, self.optimizer)
+
+    # --- the update -----------------------------------------------------------------------------
+    def step(self, batch: RolloutBatch) -> dict[str, float]:
+        """One optimizer step on this rank's shard of the global batch; returns per-rank sums."""
+        cfg = self.cfg
+        denom = batch.global_denominator(cfg.agg)
+        micro = batch.shard(self.rank, self.world_size, cfg.micro_batch)
+        forward = self.ddp if self.ddp is not None else self.model
+        sums = dict.fromkeys(_SUM_KEYS, 0.0)
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, mb in enumerate(micro):
+            mb = _to(mb, self.device)
+            # Gradients all-reduce only on the last micro-batch's backward.
+            sync = self.ddp is None or i == len(micro) - 1
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                logp, entropy = token_logprobs(forward, mb.input_ids, mb.attention_mask,
+                                               temperature=cfg.temperature)  # [b, l-1] each
+                old = logp.detach() if mb.old_logp is None else mb.old_logp  # [b, l-1]
+                ref = None
+                if self.ref is not None:
+                    with torch.no_grad():
+                        ref, _ = token_logprobs(self.ref, mb.input_ids, mb.attention_mask,
+                                                temperature=cfg.temperature, with_entropy=False)  # [b, l-1]
+                loss, st = grpo_loss(logp, old, ref, mb.advantages, mb.loss_mask, eps_low=cfg.eps_low,
+                                     eps_high=cfg.eps_high, kl_coef=cfg.kl_coef, agg=cfg.agg, denom=denom)
+                (loss * self.world_size).backward()
+            n = float(st["tokens"])
+            sums["tokens"] += n
+            sums["clip_sum"] += float(st["clip_frac"]) * n
+            sums["kl_sum"] += float(st["kl"]) * n
+            sums["ratio_sum"] += float(st["ratio_mean"]) * n
+            sums["entropy_sum"] += float((entropy * mb.loss_mask).sum())
+            sums["logp_sum"] += float((logp.detach() * mb.loss_mask).sum())
+            sums["loss"] += float(loss.detach())
+            sums["sequences"] += float((mb.loss_mask.sum(dim=1) > 0).sum())
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        self.optimizer.step()
+        return sums
+
+    # --- weights and checkpoints ----------------------------------------------------------------
+    def get_weights(self) -> list[tuple[str, torch.Tensor]]:
+        """(name, tensor) pairs in HF naming, on CPU: what an engine's ``reload_weights`` takes."""
+        return [(k, v.detach().to("cpu")) for k, v in self.model.state_dict().items()]
+
+    def get_grads(self) -> list[tuple[str, torch.Tensor]]:
+        """The last step's gradients (after the all-reduce and clipping), on CPU, for diagnostics."""
+        return [(k, p.grad.detach().to("cpu")) for k, p in self.model.named_parameters() if p.grad is not None]
+
+    def save(self, path: str | Path) -> None:
+        """Model (HF format), tokenizer files and optimizer state; rank 0 writes, all ranks wait."""
+        if self.rank == 0:
+            save_model_state(path, model=self.model, optimizer=self.optimizer, source_dir=self.model_path)
+        if self.world_size > 1:
+            dist.barrier()
+
+
+def _to(mb: RolloutBatch, device: str) -> RolloutBatch:
+    if device == "cpu":
+        return mb
+    return RolloutBatch(**{k: None if v is None else v.to(device) for k, v in vars(mb).items()})
+
+
+def combine_stats(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """Per-rank sums -> the step's stats (token means over the global batch)."""
+    tot = {k: sum(s[k] for s in per_rank) for k in _SUM_KEYS}
+    n = max(tot["tokens"], 1.0)
+    return {
+        "loss": tot["loss"],  # the global loss: the ranks' shares add up
+        "clip_frac": tot["clip_sum"] / n,
+        "kl": tot["kl_sum"] / n,
+        "ratio_mean": tot["ratio_sum"] / n,
+        "entropy": tot["entropy_sum"] / n,
+        "logp_mean": tot["logp_sum"] / n,
+        "grad_norm": per_rank[0]["grad_norm"],  # identical on every rank after the all-reduce
+        "tokens": tot["tokens"],
+        "sequences": tot["sequences"],
+    }
+
+
+# --- Ray ------------------------------------------------------------------------------------------
+@ray.remote
+class _LearnerActor:
+    """A Learner in its own process, one DDP rank."""
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0: an address and a free port for the others to meet at."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def setup(self, *, rank: int, world_size: int, master: tuple[str, int], model_path: str,
+              cfg: TrainConfig, use_gpu: bool, ref_path: str | None, resume: bool, timeout_s: float) -> int:
+        torch.set_num_threads(max(1, int(cfg.cpus_per_learner)))
+        device = "cuda" if use_gpu else "cpu"
+        if use_gpu:
+            torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
+        if world_size > 1:
+            dist.init_process_group("nccl" if use_gpu else "gloo", init_method=f"tcp://{master[0]}:{master[1]}",
+                                    rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        self.learner = Learner(model_path, cfg, rank=rank, world_size=world_size, device=device,
+                               ref_path=ref_path, resume=resume)
+        return os.getpid()
+
+    def step(self, batch: RolloutBatch) -> dict[str, float]:
+        return self.learner.step(batch)
+
+    def get_weights(self) -> list[tuple[str, torch.Tensor]]:
+        return self.learner.get_weights()
+
+    def get_grads(self) -> list[tuple[str, torch.Tensor]]:
+        return self.learner.get_grads()
+
+    def save(self, path: str) -> None:
+        self.learner.save(path)
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class LearnerGroup:
+    """W learner actors in one placement group, stepping together as DDP ranks.
+
+    ``resume=True`` takes ``model_path`` to be a checkpoint dir and restores the optimizer from it;
+    pass the original model as ``ref_path`` then, so the KL reference stays the starting model.
+    """
+
+    def __init__(self, model_path: str | Path, cfg: TrainConfig, *, use_gpu: bool | None = None,
+                 ref_path: str | Path | None = None, resume: bool = False, timeout_s: float = 300.0):
+        w = cfg.num_learners
+        if use_gpu is None:
+            use_gpu = ray.cluster_resources().get("GPU", 0) >= w
+        bundle = {"CPU": cfg.cpus_per_learner, **({"GPU": 1} if use_gpu else {})}
+        self.pg = placement_group([dict(bundle) for _ in range(w)], strategy="PACK")
+        ray.get(self.pg.ready(), timeout=timeout_s)
+        self.actors = [
+            _LearnerActor.options(
+                num_cpus=cfg.cpus_per_learner, num_gpus=1 if use_gpu else 0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=self.pg, placement_group_bundle_index=i),
+            ).remote()
+            for i in range(w)
+        ]
+        master = ray.get(self.actors[0].rendezvous.remote())
+        # All ranks must enter init_process_group together: start every setup, then wait.
+        self.pids = ray.get([
+            a.setup.remote(rank=i, world_size=w, master=master, model_path=str(model_path), cfg=cfg,
+                           use_gpu=use_gpu, ref_path=None if ref_path is None else str(ref_path),
+                           resume=resume, timeout_s=timeout_s)
+            for i, a in enumerate(self.actors)
+        ])
+        self.world_size, self.use_gpu = w, use_gpu
+
+    def step(self, batch: RolloutBatch) -> dict[str, float]:
+        ref = ray.put(batch)  # one copy in the object store, read by every rank
+        return combine_stats(ray.get([a.step.remote(ref) for a in self.actors]))
+
+    def get_weights(self, rank: int = 0) -> list[tuple[str, torch.Tensor]]:
+        return ray.get(self.actors[rank].get_weights.remote())
+
+    def get_grads(self, rank: int = 0) -> list[tuple[str, torch.Tensor]]:
+        return ray.get(self.actors[rank].get_grads.remote())
+
+    def save(self, path: str | Path) -> None:
+        """Model + optimizer into ``path`` (a staging dir; the driver adds trainer state and commits)."""
+        ray.get([a.save.remote(str(path)) for a in self.actors])
+
+    def shutdown(self) -> None:
+        with contextlib.suppress(Exception):
+            ray.get([a.shutdown.remote() for a in self.actors], timeout=30)
+        for a in self.actors:
+            ray.kill(a)
+        remove_placement_group(self.pg)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
