@@ -1,0 +1,79 @@
+"""``rldata judge``: run the generative judge over stored trajectories; export its preferences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
+from rldata.console import log
+
+judge_app = typer.Typer(
+    help="Generative judge (GenRM): judge trajectories, export preference pairs.", no_args_is_help=True
+)
+
+
+@judge_app.command("run")
+def run_cmd(
+    ctx: typer.Context,
+    mode: str = typer.Option(
+        "pointwise", "--mode", help="pointwise (VERDICT: 1/0) or pairwise (VERDICT: A/B)."
+    ),
+    model: str = typer.Option(
+        None, "--model", help="Judge model directory or name (default: the bundled model)."
+    ),
+    run_id: str = typer.Option(None, "--run-id", help="Only trajectories of this run."),
+    limit: int = typer.Option(None, "--limit", help="Judge at most this many trajectories (pairs)."),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Judge output budget."),
+    max_model_len: int = typer.Option(4096, "--max-model-len", help="Engine context length."),
+    no_swap: bool = typer.Option(False, "--no-swap", help="Pairwise: judge each pair in one order only."),
+    fmt: Format = FORMAT_OPT,
+) -> None:
+    """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
+    from rldata.engine import Engine
+    from rldata.params import SamplingSpec
+    from rldata.verify.judge import Judge, judge_store
+
+    store = get_store(ctx)
+    engine = Engine(model, max_model_len=max_model_len)
+    try:
+        judge = Judge(
+            engine, sampling=SamplingSpec(n=1, temperature=0.0, max_tokens=max_tokens), swap=not no_swap
+        )
+        added = judge_store(store, judge, mode=mode, run_id=run_id, limit=limit)
+    finally:
+        engine.close()
+    log(f"judge {mode}: {added} verdict row(s) added ({judge.version})")
+    verifier = "genrm" if mode == "pointwise" else "genrm_pair"
+    df = store.sql(
+        "SELECT passed, count(*) AS n, count(error) AS errors FROM verifications WHERE verifier = $v "
+        "GROUP BY passed ORDER BY passed",
+        params={"v": verifier},
+    ).pl()
+    emit(df, fmt, None)
+
+
+@judge_app.command("export")
+def export_cmd(
+    ctx: typer.Context,
+    out: Path = typer.Argument(..., help="Output file: .jsonl or .parquet."),
+    kind: list[str] = typer.Option(
+        ["pairwise", "pointwise"], "--kind", help="Which judge rows to use (repeatable): pairwise, pointwise."
+    ),
+) -> None:
+    """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts."""
+    from rldata.errors import RldataError
+    from rldata.verify.judge import export_preferences
+
+    bad = [k for k in kind if k not in ("pairwise", "pointwise")]
+    if bad:
+        raise RldataError(f"--kind must be pairwise or pointwise, got {', '.join(bad)}")
+    n = export_preferences(get_store(ctx), out, kinds=tuple(kind))
+    log(f"wrote {n} preference pair(s) to {out}")
+    emit(pl.DataFrame({"file": [str(out)], "pairs": [n]}), Format.table, None)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(judge_app, name="judge")

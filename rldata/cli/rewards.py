@@ -1,0 +1,49 @@
+"""``rldata rewards``: compose a stored run's rewards from a YAML reward spec and show every component."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.console import log
+
+
+def rewards(
+    ctx: typer.Context,
+    run_id: str = typer.Option(..., "--run-id", help="The run whose trajectories to score."),
+    spec: Path = typer.Option(None, "--spec", help="YAML reward spec (default: alpha 1, no normalization)."),
+    verifier: str = typer.Option(None, "--verifier", help="Only this verifier's rows make r_vr."),
+    rows: bool = typer.Option(
+        False, "--rows", help="Print one row per trajectory instead of per-domain means."
+    ),
+    step: int = typer.Option(None, "--write-metrics", help="Also write the means to `metrics` at this step."),
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty, z-scored per domain if asked."""
+    from rldata.verify.reward import (
+        RewardSpec,
+        load_reward_spec,
+        metrics_rows,
+        reward_metrics,
+        rewards_for_run,
+    )
+
+    store = get_store(ctx)
+    reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()
+    composed = rewards_for_run(store, run_id, reward_spec, verifier=verifier)
+    metrics = reward_metrics(composed)
+    if step is not None:
+        n = store.upsert("metrics", metrics_rows(run_id, step, metrics))
+        log(f"wrote {n} reward metric(s) for run {run_id!r} at step {step}")
+    if rows:
+        emit(composed, fmt, out)
+    else:
+        emit(pl.DataFrame({"name": list(metrics), "value": list(metrics.values())}), fmt, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rewards")(rewards)

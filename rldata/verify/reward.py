@@ -1,0 +1,253 @@
+"""Reward composition from a YAML spec, per domain, with every component kept for logging.
+
+For each sample of a batch, with its domain's settings::
+
+    r_vr'    = zscore_domain(r_vr)     if normalize else r_vr       # verifiable reward (0/1, score)
+    r_genrm' = zscore_domain(r_genrm)  if normalize else r_genrm    # generative judge score
+    total    = alpha * r_vr' + (1 - alpha) * r_genrm' - length_penalty(length)
+
+The z-score is taken per domain over the batch (population std; a domain whose values are all
+equal gets 0), before mixing, so a domain with a dense reward cannot drown one with a sparse reward.
+A missing component (a verifier or judge error, ``None``) is left out and the weights of the others
+renormalized; a sample with neither has ``total=None`` and should be dropped, as errors are
+everywhere else in rldata.
+
+YAML::
+
+    default: {alpha: 1.0, normalize: false}
+    domains:
+      math: {alpha: 1.0, normalize: true,
+             length_penalty: {kind: overlong, max_tokens: 512, buffer: 128, coef: 1.0}}
+      code: {alpha: 0.8, normalize: true}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from rldata.errors import RldataError
+
+__all__ = [
+    "COMPONENTS",
+    "DomainReward",
+    "LengthPenalty",
+    "RewardSpec",
+    "compose_rewards",
+    "load_reward_spec",
+    "metrics_rows",
+    "reward_metrics",
+    "rewards_for_run",
+]
+
+COMPONENTS = ("r_vr", "r_genrm", "r_vr_norm", "r_genrm_norm", "length_penalty", "total")
+_KINDS = ("none", "overlong", "linear")
+
+
+@dataclass(frozen=True)
+class LengthPenalty:
+    """``overlong``: DAPO's soft overlong penalty, 0 up to ``max_tokens - buffer``, rising linearly to
+    ``coef`` at ``max_tokens`` and ``coef`` beyond; ``linear``: ``coef * length / max_tokens``."""
+
+    kind: str = "none"
+    max_tokens: int = 1024
+    buffer: int = 256
+    coef: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"length_penalty.kind must be one of {_KINDS}, got {self.kind!r}")
+        if self.max_tokens <= 0:
+            raise ValueError(f"length_penalty.max_tokens must be > 0, got {self.max_tokens}")
+        if not 0 < self.buffer <= self.max_tokens:
+            raise ValueError(f"length_penalty.buffer must be in (0, max_tokens], got {self.buffer}")
+        if self.coef < 0:
+            raise ValueError(f"length_penalty.coef must be >= 0, got {self.coef}")
+
+    def expr(self, length: pl.Expr) -> pl.Expr:
+        if self.kind == "none":
+            return pl.lit(0.0)
+        if self.kind == "linear":
+            return self.coef * length.cast(pl.Float64) / self.max_tokens
+        start = self.max_tokens - self.buffer
+        return self.coef * ((length.cast(pl.Float64) - start) / self.buffer).clip(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class DomainReward:
+    alpha: float = 1.0  # weight of the verifiable reward; 1 - alpha goes to the judge
+    normalize: bool = False  # z-score each component within the domain's part of the batch
+    length_penalty: LengthPenalty = field(default_factory=LengthPenalty)
+    eps: float = 1e-6  # added to the std in the z-score
+
+    def __post_init__(self):
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+        if self.eps <= 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    default: DomainReward = field(default_factory=DomainReward)
+    domains: Mapping[str, DomainReward] = field(default_factory=dict)
+
+    def for_domain(self, domain: str) -> DomainReward:
+        return self.domains.get(domain, self.default)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any] | None, *, where: str = "reward spec") -> RewardSpec:
+        obj = dict(obj or {})
+        unknown = set(obj) - {"default", "domains"}
+        if unknown:
+            raise RldataError(
+                f"{where}: unknown key(s) {', '.join(sorted(unknown))} (expected default, domains)"
+            )
+        try:
+            default = _domain(obj.get("default"), f"{where}: default")
+            domains = {
+                str(d): _domain(v, f"{where}: domains.{d}") for d, v in (obj.get("domains") or {}).items()
+            }
+        except TypeError as e:
+            raise RldataError(f"{where}: {e}") from None
+        return cls(default=default, domains=domains)
+
+
+def _domain(obj: Any, where: str) -> DomainReward:
+    if obj is None:
+        return DomainReward()
+    if not isinstance(obj, Mapping):
+        raise RldataError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    kw = dict(obj)
+    lp = kw.pop("length_penalty", None)
+    try:
+        if lp is not None:
+            if not isinstance(lp, Mapping):
+                raise RldataError(f"{where}.length_penalty: expected a mapping")
+            kw["length_penalty"] = LengthPenalty(**lp)
+        return DomainReward(**kw)
+    except (TypeError, ValueError) as e:
+        raise RldataError(f"{where}: {e}") from None
+
+
+def load_reward_spec(path: str | Path) -> RewardSpec:
+    """Read a YAML reward spec (see the module docstring); errors name the file and the key."""
+    import yaml
+
+    path = Path(path)
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise RldataError(f"{path}: cannot read reward spec: {str(e).splitlines()[0]}") from None
+    if obj is not None and not isinstance(obj, Mapping):
+        raise RldataError(f"{path}: a reward spec is a mapping with 'default' and 'domains'")
+    return RewardSpec.from_dict(obj, where=str(path))
+
+
+def _zscore(col: str, eps: float) -> pl.Expr:
+    x = pl.col(col)
+    mean = x.mean().over("domain")
+    std = x.std(ddof=0).over("domain")
+    return pl.when(std > 0).then((x - mean) / (std + eps)).otherwise(pl.when(x.is_not_null()).then(0.0))
+
+
+def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -> pl.DataFrame:
+    """Add the reward components to a batch with columns ``domain``, ``r_vr`` and optionally
+    ``r_genrm`` and ``length`` (completion tokens).  Returns the batch (same row order) with
+    ``alpha``, ``r_vr_norm``, ``r_genrm_norm``, ``length_penalty`` and ``total`` added."""
+    df = batch if isinstance(batch, pl.DataFrame) else pl.DataFrame(dict(batch))
+    if "domain" not in df.columns or "r_vr" not in df.columns:
+        raise RldataError(f"compose_rewards needs columns 'domain' and 'r_vr'; got {df.columns}")
+    if "r_genrm" not in df.columns:
+        df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("r_genrm"))
+    if "length" not in df.columns:
+        df = df.with_columns(pl.lit(0, dtype=pl.Int64).alias("length"))
+    df = df.with_columns(pl.col("r_vr", "r_genrm").cast(pl.Float64), pl.col("length").cast(pl.Int64))
+    parts = []
+    for (dom,), part in df.with_row_index("_row").group_by("domain", maintain_order=True):
+        cfg = spec.for_domain(dom)
+        if cfg.alpha < 1.0 and part["r_genrm"].is_null().all() and part.height:
+            raise RldataError(f"domain {dom!r}: alpha={cfg.alpha} needs r_genrm (judge scores), none given")
+        norm = {
+            c: (_zscore(c, cfg.eps) if cfg.normalize else pl.col(c)).alias(f"{c}_norm")
+            for c in ("r_vr", "r_genrm")
+        }
+        part = part.with_columns(
+            norm["r_vr"],
+            norm["r_genrm"],
+            pl.lit(cfg.alpha).alias("alpha"),
+            cfg.length_penalty.expr(pl.col("length")).alias("length_penalty"),
+        )
+        w_vr = pl.when(pl.col("r_vr_norm").is_not_null()).then(pl.col("alpha")).otherwise(0.0)
+        w_rm = pl.when(pl.col("r_genrm_norm").is_not_null()).then(1.0 - pl.col("alpha")).otherwise(0.0)
+        mixed = (w_vr * pl.col("r_vr_norm").fill_null(0.0) + w_rm * pl.col("r_genrm_norm").fill_null(0.0)) / (
+            w_vr + w_rm
+        )
+        part = part.with_columns(
+            pl.when((w_vr + w_rm) > 0).then(mixed - pl.col("length_penalty")).otherwise(None).alias("total")
+        )
+        parts.append(part)
+    if not parts:
+        return df.with_columns(
+            *(
+                pl.lit(None, dtype=pl.Float64).alias(c)
+                for c in ("alpha", "r_vr_norm", "r_genrm_norm", "length_penalty", "total")
+            )
+        )
+    return pl.concat(parts, how="vertical").sort("_row").drop("_row")
+
+
+def reward_metrics(composed: pl.DataFrame) -> dict[str, float]:
+    """Per-domain means of every component (``reward/<component>/<domain>``) and overall totals,
+    ready for the ``metrics`` table."""
+    out: dict[str, float] = {}
+    for (dom,), part in composed.group_by("domain", maintain_order=True):
+        for c in COMPONENTS:
+            v = part[c].mean()
+            if v is not None:
+                out[f"reward/{c}/{dom}"] = float(v)
+        out[f"reward/n/{dom}"] = float(part.height)
+        out[f"reward/n_missing/{dom}"] = float(part["total"].null_count())
+    tot = composed["total"].mean() if composed.height else None
+    if tot is not None:
+        out["reward/total"] = float(tot)
+    return out
+
+
+def rewards_for_run(store, run_id: str, spec: RewardSpec, *, verifier: str | None = None) -> pl.DataFrame:
+    """Compose the rewards of a stored run's trajectories.
+
+    ``r_vr`` is 1.0 when every non-judge verification row of the trajectory passed (all layers of a
+    layered verifier), 0.0 when one failed, None when one errored or none exists; ``verifier``
+    restricts it to one verifier.  ``r_genrm`` is the pointwise judge's score (``genrm`` rows), None
+    for judge errors.  ``length`` is ``completion_tokens``.
+    """
+    from rldata.verify.judge import POINTWISE
+
+    only = "AND verifier = $verifier" if verifier else ""
+    q = f"""
+        WITH vr AS (
+            SELECT traj_id, CASE WHEN bool_or(passed IS NULL) THEN NULL
+                                 WHEN bool_and(passed) THEN 1.0 ELSE 0.0 END AS r_vr
+            FROM verifications WHERE layer <> 'judge' {only} GROUP BY traj_id),
+        rm AS (
+            SELECT traj_id, max(CASE WHEN passed IS NOT NULL THEN score END) AS r_genrm
+            FROM verifications WHERE verifier = $judge AND layer = 'judge' GROUP BY traj_id)
+        SELECT t.traj_id, t.task_id, k.domain, vr.r_vr, rm.r_genrm, t.completion_tokens AS length
+        FROM trajectories t JOIN tasks k USING (task_id)
+        LEFT JOIN vr USING (traj_id) LEFT JOIN rm USING (traj_id)
+        WHERE t.run_id = $run ORDER BY t.task_id, t.sample_idx, t.traj_id"""
+    params = {"run": run_id, "judge": POINTWISE, **({"verifier": verifier} if verifier else {})}
+    df = store.sql(q, params=params).pl()
+    if df.is_empty():
+        raise RldataError(f"run {run_id!r} has no trajectories")
+    return compose_rewards(df, spec)
+
+
+def metrics_rows(run_id: str, step: int, metrics: Mapping[str, float]) -> list[dict]:
+    """``metrics`` table rows for :func:`reward_metrics` output."""
+    return [{"run_id": run_id, "step": step, "name": k, "value": float(v)} for k, v in metrics.items()]
