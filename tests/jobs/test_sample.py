@@ -40,7 +40,7 @@ def _arith_tasks(n: int, seed: int = 0) -> list[dict]:
 def _counts(store):
     return store.sql(
         "SELECT count(*), count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories"
-    ).fetchone()
+    ).fetchall()[0]
 
 
 def test_sample_writes_n_per_task_and_ledger(store, ray_session):
@@ -51,7 +51,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     rows, distinct, tasks = _counts(store)
     assert (rows, distinct, tasks) == (24 * 8, 24 * 8, 24)
     # every sample is verified once by the math verifier, version recorded
-    v = store.sql("SELECT count(*), count(DISTINCT traj_id), min(verifier), min(verifier_version) FROM verifications").fetchone()
+    v = store.sql("SELECT count(*), count(DISTINCT traj_id), min(verifier), min(verifier_version) FROM verifications").fetchall()[0]
     assert v[0] == v[1] == 24 * 8 and v[2] == "math" and v[3]
     pr = store.read("passrates")
     assert pr.height == 24
@@ -150,7 +150,7 @@ def test_kill_driver_and_resume(tmp_path):
     assert p.poll() is None, f"job ended before it could be killed: {p.communicate()}"
     os.killpg(p.pid, signal.SIGKILL)  # the driver and the local Ray it started
     p.wait()
-    partial = open_store(root).sql("SELECT count(*) FROM trajectories").fetchone()[0]
+    partial = open_store(root).sql("SELECT count(*) FROM trajectories").fetchall()[0][0]
     assert 0 < partial < 320
     p2 = _cli(root, *args, "--format", "json")
     out, err = p2.communicate(timeout=600)
@@ -160,9 +160,9 @@ def test_kill_driver_and_resume(tmp_path):
     assert (rows, distinct, tasks) == (320, 320, 80)
     per_task = store.sql("SELECT DISTINCT count(*) FROM trajectories GROUP BY task_id").fetchall()
     assert per_task == [(4,)]
-    v = store.sql("SELECT count(*), count(DISTINCT traj_id) FROM verifications").fetchone()
+    v = store.sql("SELECT count(*), count(DISTINCT traj_id) FROM verifications").fetchall()[0]
     assert v == (320, 320)
-    assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchone() == (80, 4, 4)
+    assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (80, 4, 4)
     # and a third run says there is nothing to do
     p3 = _cli(root, *args)
     out, err = p3.communicate(timeout=300)

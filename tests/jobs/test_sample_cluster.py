@@ -29,8 +29,8 @@ SCRIPT = textwrap.dedent("""
         {"task_id": f"c{i}", "source": "arith", "domain": "math", "prompt": r["prompt"], "answer": r["answer"]}
         for i, r in enumerate(generate(16, seed=11))
     ])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     nodes = [n for n in ray.nodes() if n["Alive"]]
@@ -52,5 +52,5 @@ def test_two_node_cluster_job(tmp_path):
     from rldata import open_store
 
     store = open_store(tmp_path / "store")
-    assert store.sql("SELECT count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories").fetchone() == (64, 16)
-    assert store.sql("SELECT count(*) FROM passrates").fetchone()[0] == 16
+    assert store.sql("SELECT count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories").fetchall()[0] == (64, 16)
+    assert store.sql("SELECT count(*) FROM passrates").fetchall()[0][0] == 16
