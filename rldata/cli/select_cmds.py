@@ -1,0 +1,167 @@
+"""``rldata filter`` and ``rldata stratify``: difficulty selection and curriculum buckets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.console import log
+
+_CURRICULUM = typer.Option(Path("buckets.yaml"), "--curriculum", "-c", help="Curriculum file to write.")
+_CURRICULUM_ARG = typer.Argument(Path("buckets.yaml"), help="The curriculum file to check.")
+
+
+def filter_cmd(
+    ctx: typer.Context,
+    band: str = typer.Option(..., "--band", help="Pass-rate band LO,HI, e.g. 0.1,0.9 (decided from counts)."),
+    name: str = typer.Option(
+        ..., "--name", help="Selection name; re-running replaces its rows in one commit."
+    ),
+    model: str = typer.Option(None, "--model", help="Model of the pass rates (default: the only one)."),
+    params_hash: str = typer.Option(
+        None, "--params-hash", help="Sampling params hash (default: the only one)."
+    ),
+    verifier_version: str = typer.Option(
+        None, "--verifier-version", help="Verifier (default: the only one)."
+    ),
+    inclusive: bool = typer.Option(True, "--inclusive/--exclusive", help="Whether the band edges are kept."),
+    min_n: int = typer.Option(
+        None, "--min-n", help="Fewer samples -> insufficient_samples (default: most common n)."
+    ),
+    domain: str = typer.Option(None, "--domain", help="Only tasks of this domain."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Decide and print, write nothing."),
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
+    from rldata.select import REASONS, Band, filter_store
+
+    store = get_store(ctx)
+    b = Band.parse(band, inclusive=inclusive)
+    res, _ = filter_store(
+        store,
+        name=name,
+        band=b,
+        model=model,
+        params_hash=params_hash,
+        verifier_version=verifier_version,
+        min_n=min_n,
+        domain=domain,
+        dry_run=dry_run,
+    )
+    key = ", ".join(f"{k}={v}" for k, v in res.key.items())
+    where = "dry run, nothing written" if dry_run else f"selections version {res.selections_version}"
+    log(
+        f"filter {name!r}: kept {res.kept} of {res.total} tasks ({key}; passrates version "
+        f"{res.passrates_version}; min_n {res.min_n}; {where})"
+    )
+    short = res.counts.get("insufficient_samples", 0)
+    if short:
+        log(
+            f"warning: {short} task(s) have fewer than {res.min_n} samples (insufficient_samples, dropped): "
+            f"rldata sql \"SELECT task_id, n FROM selections WHERE selection = '{name}' "
+            "AND reason = 'insufficient_samples'\""
+        )
+    rows = [
+        {
+            "reason": r,
+            "decision": "keep" if r == "in_band" else "drop",
+            "tasks": res.counts.get(r, 0),
+            "share": res.counts.get(r, 0) / res.total if res.total else 0.0,
+        }
+        for r in REASONS
+    ]
+    emit(pl.DataFrame(rows), fmt, out)
+
+
+def _int_list(text: str | None, what: str) -> list[int] | None:
+    from rldata.errors import RldataError
+
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def stratify(
+    ctx: typer.Context,
+    selection: str = typer.Option(
+        ..., "--selection", "-s", help="The selection to bucket (see rldata filter)."
+    ),
+    buckets: str = typer.Option(
+        None, "--buckets", help="NAME:LOW-HIGH,... e.g. easy:0.7-0.9,medium:0.4-0.7,hard:0.1-0.4"
+    ),
+    quantiles: int = typer.Option(
+        None, "--quantiles", help="Instead of --buckets: this many equal-count buckets."
+    ),
+    curriculum: Path = _CURRICULUM,
+    seed: int = typer.Option(0, "--seed", help="Sampler seed recorded in the curriculum."),
+    phase_steps: str = typer.Option(
+        None, "--phase-steps", help="Step boundaries between phases, e.g. 100,300 (default: promotion rules)."
+    ),
+    window: int = typer.Option(10, "--window", help="Promotion rules: steps of accuracy to average."),
+    dominance: float = typer.Option(
+        0.6, "--dominance", help="Warn when one category holds more than this of a bucket."
+    ),
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
+    from rldata.select import parse_buckets, stratify_store
+
+    store = get_store(ctx)
+    res = stratify_store(
+        store,
+        selection=selection,
+        buckets=parse_buckets(buckets) if buckets else None,
+        quantiles=quantiles,
+        out=curriculum,
+        seed=seed,
+        phase_steps=_int_list(phase_steps, "--phase-steps"),
+        dominance=dominance,
+        window=window,
+    )
+    sizes = ", ".join(f"{b.name} {b.count} [{b.low:g}, {b.high:g})" for b in res.curriculum.buckets)
+    log(f"stratify {selection!r}: {sizes}; wrote {curriculum} (selections version {res.selections_version})")
+    for w in res.warnings:
+        log(f"warning: {w}")
+    emit(res.counts, fmt, out)
+
+
+def curriculum_cmd(
+    path: Path = _CURRICULUM_ARG,
+    fmt: Format = FORMAT_OPT,
+) -> None:
+    """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key."""
+    from rldata.curriculum import load
+
+    cur = load(path)
+    log(
+        f"{path}: valid; selection {cur.selection}, sampler {cur.sampler}, seed {cur.seed}, buckets "
+        + ", ".join(f"{b.name} [{b.low:g}, {b.high:g})" for b in cur.buckets)
+    )
+    rows = []
+    for p in cur.phases:
+        rule = p.promote_when
+        rows.append(
+            {
+                "phase": p.name,
+                **{f"w_{b}": float(p.weights.get(b, 0.0)) for b in cur.bucket_names},
+                "until_step": p.until_step,
+                "promote_when": None
+                if rule is None
+                else f"{rule.metric}({rule.bucket}) over {rule.window} steps >= {rule.threshold:g}",
+            }
+        )
+    emit(pl.DataFrame(rows), fmt)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("filter")(filter_cmd)
+    app.command("stratify")(stratify)
+    app.command("curriculum")(curriculum_cmd)

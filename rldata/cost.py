@@ -1,0 +1,132 @@
+"""Compute cost in GPU-hours: the Seed1.5-Thinking rule of thumb, GPU presets, measured sampling runs.
+
+    GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600)
+
+with k = 6 for training (forward + backward, the seed's formula) and k = 2 for generation
+(forward only).  ``N_active`` is the parameter count a token passes through: all parameters for a
+dense model, the active ones for a mixture of experts.  The seed's worked example, 7B dense on
+1e9 tokens at 989 TFLOPS and 40% MFU, gives about 29.5 GPU-hours.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow.dataset as pads
+
+from rldata._read import read_where
+from rldata.errors import RldataError
+
+__all__ = [
+    "GEN_FLOPS_PER_PARAM_TOKEN",
+    "GPUS",
+    "TRAIN_FLOPS_PER_PARAM_TOKEN",
+    "CostSpec",
+    "gpu_hours",
+    "parse_count",
+    "run_tokens",
+]
+
+TRAIN_FLOPS_PER_PARAM_TOKEN = 6.0  # 2 forward + 4 backward
+GEN_FLOPS_PER_PARAM_TOKEN = 2.0  # forward only
+
+# Peak dense (no sparsity) BF16 tensor throughput from the vendors' datasheets, TFLOPS (V100: FP16).
+GPUS: dict[str, float] = {
+    "h100": 989.0,  # H100 SXM
+    "h200": 989.0,
+    "b200": 2250.0,
+    "a100": 312.0,
+    "l40s": 362.0,
+    "l4": 121.0,
+    "v100": 125.0,
+    "mi300x": 1307.0,
+}
+
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str | float, *, what: str = "value") -> float:
+    """'7e9', '7B', '1.5T', '500M', 7000000000 -> a float; anything else is a clear error."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
+    if not m:
+        raise RldataError(f"{what}: expected a number like 7e9 or 7B, got {text!r}")
+    return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    """The hardware side: peak TFLOPS per GPU (or a preset name) and the model FLOPs utilisation."""
+
+    tflops: float
+    mfu: float = 0.4
+
+    def __post_init__(self):
+        if not self.tflops > 0:
+            raise RldataError(f"--tflops must be > 0, got {self.tflops}")
+        if not 0 < self.mfu <= 1:
+            raise RldataError(f"--mfu must be in (0, 1], got {self.mfu}")
+
+    @classmethod
+    def from_gpu(cls, gpu: str | None, *, tflops: float | None = None, mfu: float = 0.4) -> CostSpec:
+        if tflops is not None:
+            return cls(tflops, mfu)
+        if gpu is None:
+            raise RldataError(f"give --tflops or --gpu ({', '.join(GPUS)})")
+        if gpu.lower() not in GPUS:
+            raise RldataError(
+                f"unknown GPU {gpu!r}; presets: {', '.join(f'{k} ({v:g} TFLOPS)' for k, v in GPUS.items())}"
+            )
+        return cls(GPUS[gpu.lower()], mfu)
+
+
+def gpu_hours(
+    active_params: float,
+    tokens: float,
+    spec: CostSpec,
+    *,
+    flops_per_param_token: float = TRAIN_FLOPS_PER_PARAM_TOKEN,
+) -> float:
+    """k * N_active * N_tokens / (TFLOPS * 1e12 * MFU * 3600)."""
+    if active_params <= 0 or tokens < 0:
+        raise RldataError(f"parameters must be > 0 and tokens >= 0, got {active_params:g} and {tokens:g}")
+    return flops_per_param_token * active_params * tokens / (spec.tflops * 1e12 * spec.mfu * 3600.0)
+
+
+def run_tokens(
+    store, *, run_id: str | None = None, model: str | None = None, params_hash: str | None = None
+) -> pl.DataFrame:
+    """Measured token counts of stored sampling runs, one row per run_id.
+
+    Columns: run_id, model, params_hash, tasks, samples, prompt_tokens (summed over samples: an
+    upper bound, since vLLM's prefix cache prefills a prompt once per group), completion_tokens.
+    """
+    equals = {
+        k: v for k, v in (("run_id", run_id), ("model", model), ("params_hash", params_hash)) if v is not None
+    }
+    traj = read_where(
+        store,
+        "trajectories",
+        where=pads.field("step").is_null(),  # sampling, not training rollouts
+        columns=["run_id", "model", "params_hash", "task_id", "prompt_tokens", "completion_tokens"],
+        **equals,
+    )
+    out = (
+        traj.group_by("run_id", "model", "params_hash")
+        .agg(
+            pl.col("task_id").n_unique().alias("tasks"),
+            pl.len().alias("samples"),
+            pl.col("prompt_tokens").cast(pl.Int64).sum().alias("prompt_tokens"),
+            pl.col("completion_tokens").cast(pl.Int64).sum().alias("completion_tokens"),
+        )
+        .sort("run_id")
+    )
+    if out.height == 0:
+        what = ", ".join(
+            f"{k} {v!r}" for k, v in (("run", run_id), ("model", model), ("params", params_hash)) if v
+        )
+        raise RldataError(f"no sampling trajectories{' for ' + what if what else ''} in the store")
+    return out

@@ -1,0 +1,35 @@
+"""Curriculum: the ``buckets.yaml`` config (``config``) and the sampler that follows it (``sampler``)."""
+
+from rldata.curriculum.config import (
+    METRICS,
+    SCHEMA_VERSION,
+    Bucket,
+    Curriculum,
+    CurriculumError,
+    Phase,
+    Promotion,
+    check_buckets,
+    default_phases,
+    from_dict,
+    load,
+    save,
+)
+from rldata.curriculum.sampler import SAMPLERS, CurriculumSampler, register_sampler
+
+__all__ = [
+    "METRICS",
+    "SAMPLERS",
+    "SCHEMA_VERSION",
+    "Bucket",
+    "Curriculum",
+    "CurriculumError",
+    "CurriculumSampler",
+    "Phase",
+    "Promotion",
+    "check_buckets",
+    "default_phases",
+    "from_dict",
+    "load",
+    "register_sampler",
+    "save",
+]

@@ -1,0 +1,209 @@
+"""The curriculum sampler: which tasks the trainer trains on at each step.
+
+Deterministic for a seed.  Its whole state (phase, per-bucket cursors through seeded shuffles, RNG
+state, promotion windows) is a JSON-able dict, so a resumed run draws exactly what an
+uninterrupted run would have drawn.  Samplers are plain functions in a small registry:
+``mixture`` (the phase's bucket weights) and ``uniform`` (all tasks, buckets ignored: the baseline).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rldata.curriculum.config import Curriculum, Phase, _number
+from rldata.errors import RldataError
+
+__all__ = ["SAMPLERS", "CurriculumSampler", "register_sampler"]
+
+
+DrawFn = Callable[["CurriculumSampler", int], list[tuple[str, str]]]
+SAMPLERS: dict[str, DrawFn] = {}
+
+
+def register_sampler(name: str) -> Callable[[DrawFn], DrawFn]:
+    def deco(fn: DrawFn) -> DrawFn:
+        SAMPLERS[name] = fn
+        return fn
+
+    return deco
+
+
+@register_sampler("mixture")
+def _draw_mixture(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """Each draw picks a bucket by the phase's weights (empty buckets skipped), then its next task."""
+    weights = [(b, w) for b, w in s.phase.weights.items() if w > 0 and s.bucket_size(b) > 0]
+    if not weights:
+        raise RldataError(f"phase {s.phase.name!r}: every bucket with a positive weight is empty")
+    total = sum(w for _, w in weights)
+    out = []
+    for _ in range(k):
+        u, acc = s.rng.random() * total, 0.0
+        pick = weights[-1][0]
+        for b, w in weights:
+            acc += w
+            if u < acc:
+                pick = b
+                break
+        out.append((s.take(pick), pick))
+    return out
+
+
+@register_sampler("uniform")
+def _draw_uniform(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """The baseline that ignores buckets and phases: one shuffled pass over all tasks after another."""
+    return [s.take_pooled() for _ in range(k)]
+
+
+_POOL = "*"  # cursor name of the uniform sampler's pooled order
+
+
+class CurriculumSampler:
+    """Draws (task_id, bucket) batches under a curriculum; one ``next_batch`` call = one training step.
+
+    Per bucket, tasks are visited in a shuffle seeded by (seed, bucket, epoch) and restart with a
+    new shuffle when exhausted, so the state is a cursor, not a permutation.
+    """
+
+    def __init__(
+        self,
+        curriculum: Curriculum,
+        bucket_tasks: Mapping[str, list[str]],
+        *,
+        seed: int | None = None,
+        sampler: str | None = None,
+    ):
+        self.curriculum = curriculum
+        self.seed = curriculum.seed if seed is None else int(seed)
+        self.sampler = sampler or curriculum.sampler
+        if self.sampler not in SAMPLERS:
+            raise RldataError(f"unknown sampler {self.sampler!r} (known: {', '.join(SAMPLERS)})")
+        unknown = [b for b in bucket_tasks if b not in curriculum.bucket_names]
+        if unknown:
+            raise RldataError(
+                f"tasks given for unknown bucket(s) {unknown} (buckets: {curriculum.bucket_names})"
+            )
+        self._tasks = {b: sorted(set(bucket_tasks.get(b, ()))) for b in curriculum.bucket_names}
+        self._pool = sorted({(t, b) for b, ts in self._tasks.items() for t in ts})
+        if not self._pool:
+            raise RldataError("no tasks in any bucket")
+        self._window = max([p.promote_when.window for p in curriculum.phases if p.promote_when] or [1])
+        self.rng = random.Random(self.seed)
+        self._cursors: dict[str, list[int]] = {b: [0, 0] for b in [*curriculum.bucket_names, _POOL]}
+        self._orders: dict[str, tuple[int, list]] = {}
+        self._history: dict[str, list[float]] = {b: [] for b in curriculum.bucket_names}
+        self.step = 0  # batches drawn so far
+        self.phase_index = 0
+        self.last_observed: int | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return self.curriculum.phases[self.phase_index]
+
+    def bucket_size(self, bucket: str) -> int:
+        return len(self._tasks[bucket])
+
+    def _order(self, name: str, epoch: int) -> list:
+        cached = self._orders.get(name)
+        if cached is None or cached[0] != epoch:
+            items = list(self._pool if name == _POOL else self._tasks[name])
+            random.Random(f"{self.seed}/{name}/{epoch}").shuffle(items)  # str seeds hash with sha512: stable
+            cached = self._orders[name] = (epoch, items)
+        return cached[1]
+
+    def _next(self, name: str):
+        epoch, pos = self._cursors[name]
+        order = self._order(name, epoch)
+        item = order[pos]
+        self._cursors[name] = [epoch + 1, 0] if pos + 1 == len(order) else [epoch, pos + 1]
+        return item
+
+    def take(self, bucket: str) -> str:
+        return self._next(bucket)
+
+    def take_pooled(self) -> tuple[str, str]:
+        return self._next(_POOL)
+
+    def _advance(self) -> None:
+        if self.phase_index + 1 < len(self.curriculum.phases):
+            self.phase_index += 1
+            self._history = {b: [] for b in self._history}  # judge the new phase on its own steps
+
+    def next_batch(self, k: int) -> list[tuple[str, str]]:
+        """The next ``k`` (task_id, bucket) draws; a small bucket wraps around within a batch."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        batch = SAMPLERS[self.sampler](self, k)
+        self.step += 1
+        # advance now, so that .phase always names the phase the next batch is drawn from
+        while (
+            self.phase.until_step is not None
+            and self.step >= self.phase.until_step
+            and self.phase_index + 1 < len(self.curriculum.phases)
+        ):
+            self._advance()
+        return batch
+
+    def observe(self, step: int, per_bucket_accuracy: Mapping[str, float]) -> bool:
+        """Record step ``step``'s accuracy per bucket; return True when a promotion rule fired."""
+        if self.last_observed is not None and step <= self.last_observed:
+            raise RldataError(f"step {step} observed after step {self.last_observed}: steps must increase")
+        self.last_observed = step
+        for b, acc in per_bucket_accuracy.items():
+            if b not in self._history:
+                raise RldataError(
+                    f"accuracy for unknown bucket {b!r} (buckets: {self.curriculum.bucket_names})"
+                )
+            if not _number(acc) or not 0.0 <= acc <= 1.0:
+                raise RldataError(f"accuracy of bucket {b!r} must be in [0, 1], got {acc!r}")
+            self._history[b] = (self._history[b] + [float(acc)])[-self._window :]
+        rule = self.phase.promote_when
+        if rule is None or self.phase_index + 1 == len(self.curriculum.phases):
+            return False
+        recent = self._history[rule.bucket][-rule.window :]
+        if len(recent) == rule.window and sum(recent) / rule.window >= rule.threshold:
+            self._advance()
+            return True
+        return False
+
+    # ---- checkpointing --------------------------------------------------------------------------
+    def _fingerprint(self) -> str:
+        blob = json.dumps({b: self._tasks[b] for b in sorted(self._tasks)}).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def state_dict(self) -> dict:
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "version": 1,
+            "sampler": self.sampler,
+            "seed": self.seed,
+            "tasks": self._fingerprint(),
+            "step": self.step,
+            "phase": self.phase_index,
+            "last_observed": self.last_observed,
+            "cursors": {b: list(c) for b, c in self._cursors.items()},
+            "history": {b: list(h) for b, h in self._history.items()},
+            "rng": [version, list(internal), gauss],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a ``state_dict``; refuses one taken with other tasks, seed or sampler."""
+        for k, mine in (("sampler", self.sampler), ("seed", self.seed), ("tasks", self._fingerprint())):
+            if state.get(k) != mine:
+                raise RldataError(
+                    f"sampler state does not match this sampler: {k} {state.get(k)!r} != {mine!r}"
+                )
+        if not 0 <= state["phase"] < len(self.curriculum.phases):
+            raise RldataError(
+                f"sampler state has phase {state['phase']}, curriculum has {len(self.curriculum.phases)}"
+            )
+        self.step = int(state["step"])
+        self.phase_index = int(state["phase"])
+        self.last_observed = state["last_observed"]
+        self._cursors = {b: [int(e), int(p)] for b, (e, p) in state["cursors"].items()}
+        self._history = {b: [float(x) for x in h] for b, h in state["history"].items()}
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
