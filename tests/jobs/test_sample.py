@@ -128,31 +128,35 @@ def test_killed_engine_worker_is_recovered(store, ray_session):
     assert (rows, distinct, tasks) == (240, 240, 60)
 
 
-def _cli(store_path, *args, **kw):
+def _cli(store_path, *args, address=None, **kw):
     env = {**os.environ, "RLDATA_STORE": str(store_path), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    if address:
+        env["RAY_ADDRESS"] = address
     return subprocess.Popen([sys.executable, "-m", "rldata", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_kill_driver_and_resume(tmp_path):
+def test_kill_driver_and_resume(tmp_path, ray_session):
+    """kill -9 of the driver (a CLI process attached to the session's Ray), then the same command."""
     from rldata import open_store
 
+    address = ray_session.get_runtime_context().gcs_address
     root = tmp_path / "store"
     store = open_store(root)
     store.append("tasks", _arith_tasks(80, seed=9))
     args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1"]
-    p = _cli(root, *args, start_new_session=True)
+    p = _cli(root, *args, address=address, start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and p.poll() is None:
         if open_store(root).version("trajectories") >= 3:
             break
         time.sleep(0.3)
     assert p.poll() is None, f"job ended before it could be killed: {p.communicate()}"
-    os.killpg(p.pid, signal.SIGKILL)  # the driver and the local Ray it started
+    os.killpg(p.pid, signal.SIGKILL)  # Ray then ends the dead driver's job and its engine actors
     p.wait()
     partial = open_store(root).sql("SELECT count(*) FROM trajectories").fetchall()[0][0]
     assert 0 < partial < 320
-    p2 = _cli(root, *args, "--format", "json")
+    p2 = _cli(root, *args, "--format", "json", address=address)
     out, err = p2.communicate(timeout=600)
     assert p2.returncode == 0, err
     store = open_store(root)
@@ -164,6 +168,6 @@ def test_kill_driver_and_resume(tmp_path):
     assert v == (320, 320)
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (80, 4, 4)
     # and a third run says there is nothing to do
-    p3 = _cli(root, *args)
+    p3 = _cli(root, *args, address=address)
     out, err = p3.communicate(timeout=300)
     assert p3.returncode == 0 and "nothing to do" in err
