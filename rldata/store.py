@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
@@ -35,6 +35,7 @@ __all__ = ["Store", "open_store", "DEFAULT_STORE"]
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
 _COMMIT_RETRIES = 20
+_APPEND_RETRIES = 200
 
 
 def _is_local(uri: str) -> bool:
@@ -116,7 +117,10 @@ class Store:
         if dedupe:
             table = _unique(table, ts.key)
             return self._merge(name, table, update=False)
-        write_deltalake(self.uri(name), table, mode="append", storage_options=self.storage_options)
+        # appends never conflict with each other, they only race for the next version number:
+        # delta-rs's default of 15 tries ran out with 4 busy writers on a loaded machine
+        write_deltalake(self.uri(name), table, mode="append", storage_options=self.storage_options,
+                        commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES))
         return table.num_rows
 
     def upsert(self, name: str, data: Any) -> int:
@@ -236,7 +240,12 @@ class Store:
                 con.execute(f'CREATE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{paths}], union_by_name = true)')
                 return
             except duckdb.Error:
-                pass
+                gone = [f for f in files if not os.path.exists(f)]
+                if gone:
+                    raise RldataError(
+                        f"table {name!r} version {dtable.version()} can no longer be read: {len(gone)} of its "
+                        f"files were removed by compact (vacuum)"
+                    ) from None
         if not files:  # an empty Delta table gives a dataset DuckDB cannot scan
             import pyarrow.dataset as pads
 

@@ -110,7 +110,7 @@ def _from_arrow(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
                         raise SchemaError(ts.name, b.row + row_offset, f.name, b.reason) from None
                     raise SchemaError(ts.name, None, f.name, str(e)) from None
         elif f.name in ts.defaults_now:
-            col = pa.array([_now()] * n, type=f.type)
+            col = pa.repeat(pa.scalar(_now(), type=f.type), n)  # not a list of n datetimes: 1M rows took ~1 s
         else:
             col = pa.nulls(n, type=f.type)
         if f.name in ts.defaults_now and col.null_count:

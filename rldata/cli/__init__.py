@@ -53,12 +53,22 @@ _COMMANDS = [
     "ingest",
     "sql",
     "sample",
+    "interop",
+    "select_cmds", "stats", "cost",
+    "judge", "rewards",
+    "train",
+    "demo",
 ]
+
+
+_loaded: set[str] = set()
 
 
 def _load() -> None:
     for mod in _COMMANDS:
-        importlib.import_module(f"rldata.cli.{mod}").register(app)
+        if mod not in _loaded:  # main() may run many times in one process (tests): register once
+            importlib.import_module(f"rldata.cli.{mod}").register(app)
+            _loaded.add(mod)
 
 
 def main(argv: list[str] | None = None) -> int:

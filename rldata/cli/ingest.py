@@ -1,1 +1,110 @@
-def register(app): pass
+"""``rldata ingest``: load task files (JSON lines, Parquet, CSV, a Hugging Face dataset dir) into ``tasks``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import polars as pl
+import typer
+
+from rldata.cli._common import OUT_OPT, Format, emit, get_store
+from rldata.console import log
+from rldata.errors import RldataError
+
+_MAX_LISTED = 50  # rejects printed on stderr; --rejects FILE keeps them all
+
+
+class Preset(str, Enum):
+    gsm8k = "gsm8k"
+    verl = "verl"
+    math = "math"
+
+
+class OnError(str, Enum):
+    fail = "fail"
+    skip = "skip"
+
+
+class AnswerFormat(str, Enum):
+    text = "text"
+    gsm8k = "gsm8k"
+    boxed = "boxed"
+
+
+# Options whose type is not a plain str/int/bool live here, as sql.py's do (ruff B008).
+_PATH_ARG = typer.Argument(None, help="A .jsonl/.json, .parquet, .csv/.tsv file, or a dataset directory.")
+_PRESET_OPT = typer.Option(None, "--preset", help="Column layout: gsm8k, verl or math.")
+_ANSWER_FORMAT_OPT = typer.Option(
+    None, help="How to read the answer: text, gsm8k (#### N) or boxed (last \\boxed{})."
+)
+_ON_ERROR_OPT = typer.Option(
+    OnError.fail, help="fail: a bad record stops the ingest, nothing is written; skip: the rest lands and the "
+    "rejects are listed."
+)
+_DECONTAMINATE_OPT = typer.Option(None, help="Eval file: drop tasks sharing a word n-gram with its prompts.")
+_REJECTS_OPT = typer.Option(None, "--rejects", help="Write every reject to this JSON-lines file.")
+_FORMAT_OPT = typer.Option(
+    None, "--format", "-f", help="Also print the summary row on stdout: table, csv, json or parquet."
+)
+
+
+def ingest(
+    ctx: typer.Context,
+    path: Path = _PATH_ARG,
+    preset: Preset = _PRESET_OPT,
+    sample: str = typer.Option(None, "--sample", help="Ingest a bundled sample instead of PATH: arith, "
+                               "arith-heldout, gsm8k, gsm8k-test."),
+    prompt_field: str = typer.Option(None, help="Column holding the prompt (text or chat messages)."),
+    answer_field: str = typer.Option(None, help="Column holding the answer; a.b reaches into a struct."),
+    answer_format: AnswerFormat = _ANSWER_FORMAT_OPT,
+    category_field: str = typer.Option(None, help="Column holding the category."),
+    source: str = typer.Option(None, help="Source name for every task (default: the file's source column, "
+                               "the preset's name or the file stem)."),
+    domain: str = typer.Option(None, help="Domain for every task (default: the file's domain column, else math)."),
+    on_error: OnError = _ON_ERROR_OPT,
+    decontaminate: Path = _DECONTAMINATE_OPT,
+    ngram: int = typer.Option(13, min=1, help="n-gram length (words) for --decontaminate."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Read, check and count, but write nothing."),
+    rejects: Path = _REJECTS_OPT,
+    fmt: Format = _FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
+    from rldata.ingest import SAMPLES, sample_path
+    from rldata.ingest import ingest as run_ingest
+    from rldata.ingest import preset as get_preset
+
+    if (path is None) == (sample is None):
+        raise RldataError("give either PATH or --sample NAME")
+    preset_name = preset.value if preset else None
+    if sample is not None:
+        path = sample_path(sample)
+        preset_name = preset_name or SAMPLES[sample][1]
+    fields = get_preset(preset_name).with_overrides(
+        prompt=prompt_field, answer=answer_field, category=category_field,
+        answer_format=answer_format.value if answer_format else None,
+    )
+    summary = run_ingest(
+        get_store(ctx), path, fields=fields, source=source, domain=domain, on_error=on_error.value,
+        decontaminate=decontaminate, ngram=ngram, dry_run=dry_run, show_progress=True,
+    )
+    for r in summary.rejects[:_MAX_LISTED]:
+        log(f"rejected {r}")
+    if len(summary.rejects) > _MAX_LISTED:
+        more = "; --rejects FILE lists them all" if rejects is None else ""
+        log(f"... and {len(summary.rejects) - _MAX_LISTED} more rejects{more}")
+    if rejects is not None:
+        with open(rejects, "w") as f:
+            for r in summary.rejects:
+                f.write(json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason}) + "\n")
+    verb = "would add" if dry_run else "added"
+    log(f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
+        f"rejected {summary.rejected}, decontaminated {summary.decontaminated}")
+    if fmt is not None:
+        emit(pl.DataFrame([summary.row()]), fmt, out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)

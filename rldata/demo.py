@@ -1,0 +1,121 @@
+"""`rldata demo`: the whole loop on the embedded model and the bundled arithmetic tasks.
+
+ingest -> sample N=16 -> filter to the [0.1, 0.9] band -> stratify into buckets.yaml -> a short
+curriculum GRPO run (held-out accuracy before and after) -> report.  Each stage calls the same
+library function as its CLI command; the demo only chooses small sizes so the loop fits in a
+few minutes on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rldata.console import log
+from rldata.store import Store
+
+__all__ = ["DemoConfig", "run_demo", "NEXT_QUERIES"]
+
+NEXT_QUERIES = [
+    # how pass rates spread over the generator's difficulty levels
+    "SELECT json_extract_string(t.metadata, '$.level') AS level, count(*) AS tasks, round(avg(p.pass_rate), 3) AS mean "
+    "FROM passrates p JOIN tasks t USING (task_id) WHERE p.model NOT LIKE '%+%' GROUP BY 1 ORDER BY 1",
+    # why tasks were dropped by the filter
+    "SELECT selection, decision, reason, count(*) AS tasks FROM selections GROUP BY ALL ORDER BY 1, 4 DESC",
+    # training reward per step and bucket, from the written-back rollouts
+    "SELECT step, bucket, round(avg(reward), 3) AS reward, count(*) AS rollouts FROM trajectories "
+    "WHERE step IS NOT NULL GROUP BY ALL ORDER BY step, bucket LIMIT 30",
+]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    out: str = "rldata-demo"  # buckets.yaml, report/ and checkpoints go here
+    tasks: int = 600  # bundled training tasks to sample (of ~3,000), N=16 each
+    n: int = 16  # samples per task for the pass-rate ledger
+    steps: int = 30  # GRPO steps
+    eval_tasks: int = 100  # held-out tasks evaluated before and after training, N=16 each
+    seed: int = 0
+
+    def __post_init__(self):
+        if min(self.tasks, self.n, self.steps, self.eval_tasks) < 1:
+            raise ValueError("tasks, n, steps and eval_tasks must be >= 1")
+
+
+def _stage(name: str):
+    log(f"\n== {name}")
+    return time.monotonic()
+
+
+def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
+    """Run every stage; returns the artifacts' locations and headline numbers."""
+    from rldata.ingest import ingest, sample_path
+    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.overview import gather
+    from rldata.params import SamplingSpec
+    from rldata.report import render
+    from rldata.select import Band, filter_store, stratify_store
+    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.evaluate import HELDOUT_WHERE
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_all = time.monotonic()
+    times: dict[str, float] = {}
+
+    t = _stage("1/6 ingest the bundled arithmetic tasks (train and held-out splits)")
+    for name in ("arith", "arith-heldout"):
+        s = ingest(store, sample_path(name))
+        log(f"{name}: read {s.read}, added {s.added}, duplicates {s.duplicates}, rejected {s.rejected}")
+    times["ingest"] = time.monotonic() - t
+
+    t = _stage(f"2/6 sample N={cfg.n} per task with the embedded model (vLLM on Ray), verify, fill the ledger")
+    where = (f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
+             f"ORDER BY task_id LIMIT {cfg.tasks})")
+    spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=8, seed=cfg.seed)
+    sampled = run_sample(store, SampleJob(spec=spec, where=where))
+    times["sample"] = time.monotonic() - t
+
+    t = _stage("3/6 filter: keep the tasks the model sometimes solves (pass rate in [0.1, 0.9])")
+    result, _ = filter_store(store, name="demo-band", band=Band.parse("0.1,0.9"), model=sampled.model,
+                             params_hash=sampled.params_hash)
+    log(f"kept {result.kept} of {result.total} tasks; by reason: {result.counts}")
+    times["filter"] = time.monotonic() - t
+
+    t = _stage("4/6 stratify the kept tasks into easy / medium / hard buckets")
+    buckets_yaml = out / "buckets.yaml"
+    # phases advance by promotion rules (a bucket's recent accuracy), the default stratify writes
+    strat = stratify_store(store, selection="demo-band", quantiles=3, out=buckets_yaml, seed=cfg.seed)
+    for w in strat.warnings:
+        log(f"warning: {w}")
+    log(f"wrote {buckets_yaml}")
+    times["stratify"] = time.monotonic() - t
+
+    t = _stage(f"5/6 train {cfg.steps} GRPO steps with the curriculum; held-out accuracy before and after")
+    tcfg = TrainConfig.from_dict({
+        "curriculum": str(buckets_yaml), "steps": cfg.steps, "output_dir": str(out / "runs"), "seed": cfg.seed,
+        "prompts_per_step": 8, "group_size": 8, "max_tokens": 8, "lr": 2e-4, "micro_batch": 64,
+        "eval_size": cfg.eval_tasks, "eval_n": cfg.n,
+    })
+    trained = train(store, tcfg, DriverOptions(eval_where=HELDOUT_WHERE))
+    times["train"] = time.monotonic() - t
+
+    t = _stage("6/6 report")
+    files = render(gather(store, "demo-band"), out / "report")
+    times["report"] = time.monotonic() - t
+
+    evals = trained.evals
+    return {
+        "store": store.root,
+        "buckets_yaml": str(buckets_yaml),
+        "checkpoint": trained.checkpoint,
+        "report": str(files["html"]),
+        "sampled_tasks": sampled.tasks,
+        "samples": sampled.samples,
+        "kept_tasks": result.kept,
+        "heldout_accuracy_before": evals[0]["accuracy"] if evals else None,
+        "heldout_accuracy_after": evals[-1]["accuracy"] if len(evals) > 1 else None,
+        "seconds": {k: round(v, 1) for k, v in times.items()} | {"total": round(time.monotonic() - t_all, 1)},
+    }

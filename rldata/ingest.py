@@ -1,0 +1,228 @@
+"""Ingest task files into the store's ``tasks`` table.
+
+>>> summary = ingest(store, "train.jsonl", fields=preset("gsm8k"), on_error="skip")
+>>> summary.added, summary.duplicates, summary.rejected
+
+The pipeline, vectorized with Arrow/Polars/DuckDB (no per-row Python on the common path):
+read chunks (``ingest_read``) -> map columns to task fields and reject rows that lack a prompt or an
+answer, naming file:line and field (``ingest_map``, with the presets of ``ingest_presets``) ->
+normalize the prompt -> drop duplicate prompts (in the file and already in the store) -> optionally
+drop prompts that share a word n-gram with an eval set -> ``task_id`` = sha256 of the normalized
+(prompt, answer, source) -> ONE ``append(dedupe=True)``.  With ``on_error="fail"`` a single bad record
+stops the ingest before anything is written; with ``"skip"`` the good records land and the rejects
+are returned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.resources
+import json
+import uuid
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from rldata.console import progress
+from rldata.errors import InputError, RldataError
+from rldata.ingest_map import (
+    chunk_tasks,
+    find,
+    normalize_series,
+    normalize_text,
+    prompt_exprs,
+    task_id,
+    with_ids,
+)
+from rldata.ingest_presets import PRESETS, Fields, preset
+from rldata.ingest_read import POS, Reject, read_chunks
+
+__all__ = [
+    "PRESETS",
+    "SAMPLES",
+    "Fields",
+    "IngestSummary",
+    "contaminated",
+    "eval_ngrams",
+    "ingest",
+    "load_tasks",
+    "normalize_text",
+    "preset",
+    "sample_path",
+    "task_id",
+]
+
+_PROGRESS_MIN_BYTES = 16 << 20
+
+SAMPLES = {  # --sample NAME: bundled file (under rldata.sample_data) and its preset
+    "arith": ("arith_tasks.jsonl", "default"),
+    "arith-heldout": ("arith_heldout.jsonl", "default"),
+    "gsm8k": ("gsm8k/train.jsonl", "gsm8k"),
+    "gsm8k-test": ("gsm8k/test.jsonl", "gsm8k"),
+}
+
+
+def load_tasks(path, *, fields: Fields | None = None, source: str | None = None, domain: str | None = None,
+               on_error: str = "fail", show_progress: bool = False,
+               ids: bool = True) -> tuple[pl.DataFrame | None, list[Reject], int]:
+    """Read ``path`` into task rows (columns of ``tasks`` + ``__pos``/``__norm``), rejects and records read.
+
+    ``on_error="fail"`` raises :class:`InputError` at the first bad record.  ``ids=False`` leaves
+    ``task_id`` out (the caller adds it after dropping duplicates).
+    """
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    path = Path(path)
+    fields = fields or preset(None)
+    default_source = fields.default_source or (path.stem if path.is_file() else path.name)
+    parts, rejects, n_read = [], [], 0
+    size = _size(path)
+    show = show_progress and size >= _PROGRESS_MIN_BYTES  # a bar only for files that take a while
+    bar_cm = progress(f"ingest {path.name}", total=max(size >> 10, 1), unit="KiB") if show else nullcontext()
+    with bar_cm as bar:
+        for chunk in read_chunks(path):
+            ok, bad = chunk_tasks(chunk, fields, source=source, domain=domain, default_source=default_source)
+            n_read += chunk.frame.height + len(chunk.rejects)
+            if bad and on_error == "fail":
+                first = bad[0][1]
+                raise InputError(first.path, first.where, f"{first.reason} (nothing was written; "
+                                 "--on-error skip ingests the other records)", first.field)
+            rejects += [r for _, r in bad]
+            parts.append(ok)
+            if show:
+                bar.advance(chunk.nbytes >> 10)
+    frame = pl.concat(parts, how="vertical_relaxed") if parts else None
+    if ids and frame is not None:
+        frame = with_ids(frame)
+    return frame, rejects, n_read
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# ---- decontamination ----------------------------------------------------------------------------
+def _words(norm: pl.Series) -> list[list[str]]:
+    return norm.str.to_lowercase().str.extract_all(r"\w+|[^\w\s]").to_list()  # words and symbols
+
+
+def _grams(words: list[str] | None, n: int):
+    if not words:
+        return
+    if len(words) < n:  # a short text is one gram: only a whole-text match counts
+        yield " ".join(words)
+        return
+    for i in range(len(words) - n + 1):
+        yield " ".join(words[i : i + n])
+
+
+def eval_ngrams(path, *, n: int = 13, fields: Fields | None = None) -> set[str]:
+    """The word n-grams of every prompt of an eval file (its prompt column found as for ingest)."""
+    names = (*(fields or preset(None)).prompt, "prompt", "question", "problem", "messages")
+    grams: set[str] = set()
+    for chunk in read_chunks(path):
+        hit = find(chunk.frame, names)
+        if hit is None:
+            raise InputError(str(path), None, f"no prompt column (tried {', '.join(dict.fromkeys(names))})")
+        prompt, _ = prompt_exprs(chunk.frame, Fields(prompt=(hit[2],)), [])
+        texts = chunk.frame.select(prompt.alias("p")).to_series().drop_nulls()
+        for words in _words(normalize_series(texts)):
+            grams.update(_grams(words, n))
+    return grams
+
+
+def contaminated(norm_prompts: pl.Series, grams: set[str], *, n: int = 13) -> pl.Series:
+    """True where a (normalized) prompt shares an n-gram with ``grams``."""
+    hits = [any(g in grams for g in _grams(w, n)) for w in _words(norm_prompts)]
+    return pl.Series("contaminated", hits, dtype=pl.Boolean)
+
+
+# ---- the whole ingest ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IngestSummary:
+    """What one ingest did; ``read == added + duplicates + rejected + decontaminated``."""
+
+    path: str
+    read: int  # records in the file (including rejected ones)
+    added: int
+    duplicates: int  # prompt seen earlier in the file or already in the store
+    rejected: int
+    decontaminated: int
+    rejects: tuple[Reject, ...] = field(default=(), repr=False)
+    version: int | None = None  # the tasks table's version after the ingest
+
+    def row(self) -> dict:
+        d = asdict(self)
+        d.pop("rejects")
+        return d
+
+
+def sample_path(name: str) -> Path:
+    """Path of a bundled sample file (``arith``, ``arith-heldout``, ``gsm8k``, ``gsm8k-test``)."""
+    if name not in SAMPLES:
+        raise RldataError(f"unknown sample {name!r}; samples: {', '.join(SAMPLES)}")
+    ref = importlib.resources.files("rldata.sample_data").joinpath(SAMPLES[name][0])
+    if not ref.is_file():
+        raise RldataError(f"sample {name!r} is not bundled in this install ({ref})")
+    return Path(str(ref))
+
+
+def ingest(store, path, *, fields: Fields | None = None, source: str | None = None, domain: str | None = None,
+           on_error: str = "fail", decontaminate=None, ngram: int = 13, dry_run: bool = False,
+           show_progress: bool = False, record_run: bool = True) -> IngestSummary:
+    """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring."""
+    if ngram < 1:
+        raise ValueError(f"ngram must be >= 1, got {ngram}")
+    started = dt.datetime.now(dt.UTC)
+    version_before = store.version("tasks")
+    grams = eval_ngrams(decontaminate, n=ngram, fields=fields) if decontaminate else None
+    frame, rejects, n_read = load_tasks(path, fields=fields, source=source, domain=domain,
+                                        on_error=on_error, show_progress=show_progress, ids=False)
+    if frame is None or frame.height == 0:
+        new, dups, decont = frame, 0, 0
+    else:
+        new = _drop_known(frame.filter(pl.col("__norm").is_first_distinct()), store)
+        dups = frame.height - new.height
+        decont = 0
+        if grams:
+            mask = contaminated(new["__norm"], grams, n=ngram)
+            decont = int(mask.sum())
+            new = new.filter(~mask)
+    added, version = 0, version_before
+    if new is not None and new.height and not dry_run:
+        new = with_ids(new)
+        added = store.append("tasks", new.drop(POS, "__norm").to_arrow(), dedupe=True)
+        dups += new.height - added  # a concurrent ingest landed some of them first
+        version = store.version("tasks")
+    elif new is not None and dry_run:
+        added = new.height
+    summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
+    if record_run and not dry_run:
+        _record_run(store, summary, started, version_before,
+                    {"path": str(path), "fields": asdict(fields or preset(None)), "source": source,
+                     "domain": domain, "on_error": on_error, "decontaminate": str(decontaminate or ""),
+                     "ngram": ngram})
+    return summary
+
+
+def _drop_known(new: pl.DataFrame, store) -> pl.DataFrame:
+    """Rows of ``new`` whose normalized prompt is not already in the store's tasks."""
+    if store.count("tasks") == 0:
+        return new
+    prompts = pl.from_arrow(store.dataset("tasks").to_table(columns=["prompt"]))["prompt"].unique()
+    # the same raw text has the same normalized text: a re-ingest needs no normalizing of the store
+    new = new.join(prompts.to_frame("prompt"), on="prompt", how="anti", maintain_order="left")
+    if new.height == 0:
+        return new
+    known = normalize_series(prompts).unique().to_frame("__norm")
+    return new.join(known, on="__norm", how="anti", maintain_order="left")
+
+
+def _record_run(store, summary: IngestSummary, started, version_before: int, args: dict) -> None:
+    store.append("runs", [{
+        "run_id": uuid.uuid4().hex, "kind": "ingest", "args": json.dumps(args, default=str),
+        "store_versions": json.dumps({"tasks": version_before}), "status": "done", "started_at": started,
+        "ended_at": dt.datetime.now(dt.UTC), "summary": json.dumps(summary.row()),
+    }])

@@ -1,0 +1,310 @@
+"""Read task files in chunks: JSON lines, Parquet, CSV/TSV and local Hugging Face dataset directories.
+
+Each chunk is a Polars frame of the file's own columns plus ``__pos``: the 1-based line of a JSON-lines
+or CSV record, or the 0-based row of a Parquet / Arrow record, so that every error can name its place.
+Records that cannot be parsed at all (bad JSON, a line that is not an object, a CSV row with the
+wrong number of fields) come back as rejects of the chunk rather than as rows.
+
+JSON lines are parsed by Arrow in one vectorized pass; only a chunk that Arrow refuses (a syntax
+error, or a column whose type changes from line to line) is re-read line by line in Python, which
+finds the bad lines.  In that slow path a column of mixed types becomes text, and ``__kind_<col>``
+records each value's original JSON type so the caller can reject, say, an object where text belongs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from rldata.errors import InputError
+
+__all__ = ["KIND_PREFIX", "POS", "SUFFIXES", "Chunk", "Reject", "file_kind", "read_chunks"]
+
+POS = "__pos"
+KIND_PREFIX = "__kind_"
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
+            ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
+_CHUNK_BYTES = 32 << 20  # JSON lines / CSV read per chunk (one progress step)
+_CHUNK_ROWS = 200_000  # Parquet / Arrow rows per chunk
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A record that did not become a task: where it is, which field, why."""
+
+    path: str
+    where: str  # "17" (a line) or "row 3" / "train row 3" (tabular)
+    field: str | None
+    reason: str
+
+    def error(self) -> InputError:
+        return InputError(self.path, self.where, self.reason, self.field)
+
+    def __str__(self) -> str:
+        return str(self.error())
+
+
+@dataclass
+class Chunk:
+    frame: pl.DataFrame  # the source's columns + POS (+ KIND_PREFIX columns in the slow path)
+    unit: str  # "line" or "row" (or "train row" for a dataset split): how POS is shown
+    path: str
+    rejects: list[Reject] = field(default_factory=list)
+    nbytes: int = 0  # bytes of the file this chunk covered (progress)
+
+    def where(self, pos: int) -> str:
+        return str(pos) if self.unit == "line" else f"{self.unit} {pos}"
+
+
+def file_kind(path: Path) -> str:
+    if path.is_dir():
+        return "dir"
+    kind = SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise InputError(str(path), None, f"unknown file type {path.suffix!r}; use one of {', '.join(SUFFIXES)}")
+    return kind
+
+
+def read_chunks(path: str | Path) -> Iterator[Chunk]:
+    """Chunks of ``path``: a file, a ``save_to_disk`` dataset directory, or a directory of files."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(str(path), None, "no such file or directory")
+    kind = file_kind(path)
+    if kind == "jsonl":
+        yield from _jsonl_chunks(path)
+    elif kind == "parquet":
+        yield from _parquet_chunks(path)
+    elif kind == "csv":
+        yield from _csv_chunks(path)
+    elif (path / "state.json").exists() or (path / "dataset_dict.json").exists():
+        yield from _hf_chunks(path)
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+        if not files:
+            raise InputError(str(path), None, "not a Hugging Face dataset directory and holds no task files")
+        for p in files:
+            yield from read_chunks(p)
+
+
+# ---- JSON lines -------------------------------------------------------------------------------
+def _jsonl_chunks(path: Path) -> Iterator[Chunk]:
+    first_line = 1
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_CHUNK_BYTES)
+            if not block:
+                return
+            block += f.readline()  # finish the last line so a record never straddles two chunks
+            yield _jsonl_block(block, path, first_line)
+            first_line += block.count(b"\n")
+
+
+def _line_numbers(block: bytes, first_line: int, *, exact: bool) -> np.ndarray:
+    """Numbers of the lines of ``block`` that are not blank (Arrow skips blank lines).
+
+    Without ``exact`` every line counts unless the block has an empty line; the caller checks the
+    count against Arrow's rows and asks again with ``exact`` (whitespace-only lines) on a mismatch.
+    """
+    if not exact and b"\n\n" not in block and not block.startswith(b"\n"):
+        n = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+        return np.arange(first_line, first_line + n, dtype=np.int64)
+    return np.array([first_line + i for i, line in enumerate(block.split(b"\n")) if line.strip()], dtype=np.int64)
+
+
+def _jsonl_block(block: bytes, path: Path, first_line: int) -> Chunk:
+    try:
+        table = _arrow_json(block)
+        lines = _line_numbers(block, first_line, exact=False)
+        if table.num_rows != len(lines):
+            lines = _line_numbers(block, first_line, exact=True)
+        if table.num_rows == len(lines):
+            frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame(height=table.num_rows)
+            return Chunk(frame.with_columns(pl.Series(POS, lines)), "line", str(path), nbytes=len(block))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass  # a bad line or a column of mixed types: find out line by line below
+    return _jsonl_slow(block, path, first_line)
+
+
+def _arrow_json(block: bytes) -> pa.Table:
+    import pyarrow.json as pj
+
+    def read(block_size: int, schema: pa.Schema | None = None) -> pa.Table:
+        parse = pj.ParseOptions(explicit_schema=schema) if schema is not None else None
+        return pj.read_json(io.BytesIO(block), read_options=pj.ReadOptions(block_size=block_size),
+                            parse_options=parse)
+
+    size = 4 << 20  # several blocks per chunk: Arrow parses them on all cores
+    try:
+        table = read(size)
+    except pa.ArrowInvalid as e:
+        if "straddl" not in str(e):  # a line longer than a block: read the chunk as one block
+            raise
+        size = len(block) + 1
+        table = read(size)
+    # JSON has no timestamps: Arrow's guess turns "2020-01-01" answers into dates; keep them as text
+    fixed = pa.schema([f.with_type(_no_timestamps(f.type)) for f in table.schema])
+    return table if fixed.equals(table.schema) else read(size, fixed)
+
+
+def _no_timestamps(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_no_timestamps(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_no_timestamps(t.value_type)))
+    return t
+
+
+def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
+    records, positions, rejects = [], [], []
+    for i, raw in enumerate(block.split(b"\n")):
+        if not raw.strip():
+            continue
+        line = first_line + i
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+            col = f" (column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
+            rejects.append(Reject(str(path), str(line), None, f"invalid JSON: {msg}{col}"))
+            continue
+        if not isinstance(rec, dict):
+            rejects.append(Reject(str(path), str(line), None, f"expected a JSON object, got {_json_type(rec)}"))
+            continue
+        records.append(rec)
+        positions.append(line)
+    chunk = Chunk(records_frame(records, positions), "line", str(path), rejects, nbytes=len(block))
+    return chunk
+
+
+def _json_type(v) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(v), "number"
+    )
+
+
+def records_frame(records: list[dict], positions: list[int]) -> pl.DataFrame:
+    """A frame from parsed records; a column whose values disagree in type becomes text + a kind column."""
+    names: dict[str, None] = {}
+    for r in records:
+        names.update(dict.fromkeys(r))
+    cols: dict[str, pl.Series] = {}
+    for name in names:
+        values = [r.get(name) for r in records]
+        try:
+            cols[name] = pl.Series(name, pa.array(values))  # Arrow's inference refuses mixed types
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError):
+            kinds = [None if v is None or isinstance(v, str) else _json_type(v) for v in values]
+            text = [v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
+            cols[name] = pl.Series(name, text, dtype=pl.String)
+            cols[KIND_PREFIX + name] = pl.Series(KIND_PREFIX + name, kinds, dtype=pl.String)
+    frame = pl.DataFrame(list(cols.values())) if cols else pl.DataFrame(height=len(records))
+    return frame.with_columns(pl.Series(POS, positions, dtype=pl.Int64))
+
+
+# ---- Parquet, Arrow datasets ------------------------------------------------------------------
+def _parquet_chunks(path: Path) -> Iterator[Chunk]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(str(path), None, f"not a readable Parquet file: {e}") from None
+    size = path.stat().st_size
+    offset = 0
+    for batch in pf.iter_batches(batch_size=_CHUNK_ROWS):
+        yield _table_chunk(pa.Table.from_batches([batch]), path, "row", offset, size * batch.num_rows //
+                           max(pf.metadata.num_rows, 1))
+        offset += batch.num_rows
+
+
+def _table_chunk(table: pa.Table, path: Path, unit: str, offset: int, nbytes: int) -> Chunk:
+    frame = pl.from_arrow(table) if table.num_columns else pl.DataFrame(height=table.num_rows)
+    if isinstance(frame, pl.Series):
+        frame = frame.to_frame()
+    pos = pl.int_range(offset, offset + table.num_rows, dtype=pl.Int64, eager=True).alias(POS)
+    return Chunk(frame.with_columns(pos), unit, str(path), nbytes=nbytes)
+
+
+def _hf_chunks(path: Path) -> Iterator[Chunk]:
+    import datasets  # imported here: it takes about a second
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as e:  # noqa: BLE001 - datasets raises many kinds; all mean "cannot read this"
+        raise InputError(str(path), None, f"not a readable Hugging Face dataset: {e}") from None
+    splits = loaded.items() if isinstance(loaded, datasets.DatasetDict) else [(None, loaded)]
+    for split, ds in splits:
+        table = ds.with_format("arrow")[:]  # applies any indices mapping
+        unit = "row" if split is None else f"{split} row"
+        for offset in range(0, max(table.num_rows, 1), _CHUNK_ROWS):
+            part = table.slice(offset, _CHUNK_ROWS)
+            yield _table_chunk(part, path, unit, offset, part.nbytes)
+
+
+# ---- CSV --------------------------------------------------------------------------------------
+def _csv_chunks(path: Path) -> Iterator[Chunk]:
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    with open(path, newline="", encoding="utf-8") as f:
+        counted = _Counting(f)
+        reader = csv.reader(counted, delimiter=delimiter)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise InputError(str(path), "1", f"unreadable CSV header: {e}") from None
+        dup = {h for h in header if header.count(h) > 1}
+        if dup:
+            raise InputError(str(path), "1", f"duplicate column {min(dup)!r} in the header")
+        end_line = reader.line_num
+        while True:
+            rows, positions, rejects = [], [], []
+            before = counted.n
+            try:
+                for row in reader:
+                    line = end_line + 1  # a quoted field may span lines: the record starts here
+                    end_line = reader.line_num
+                    if not row or all(not v.strip() for v in row):
+                        continue
+                    if len(row) != len(header):
+                        rejects.append(Reject(str(path), str(line), None,
+                                              f"expected {len(header)} fields, got {len(row)}"))
+                    else:
+                        rows.append(row)
+                        positions.append(line)
+                    if len(rows) + len(rejects) >= _CHUNK_ROWS:
+                        break
+            except (csv.Error, UnicodeDecodeError) as e:
+                raise InputError(str(path), str(end_line + 1), f"unreadable CSV: {e}") from None
+            if not rows and not rejects:
+                return
+            cols = {h: [r[i] or None for r in rows] for i, h in enumerate(header)}  # empty cell = missing
+            frame = pl.DataFrame(cols, schema={h: pl.String for h in header})
+            frame = frame.with_columns(pl.Series(POS, positions, dtype=pl.Int64))
+            yield Chunk(frame, "line", str(path), rejects, nbytes=counted.n - before)
+
+
+class _Counting:
+    """Lines of a text file, counting characters read (progress without tell(), which csv forbids)."""
+
+    def __init__(self, f):
+        self.f, self.n = f, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.f)
+        self.n += len(line)
+        return line
