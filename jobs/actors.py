@@ -35,7 +35,15 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         )
         if address is None:
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
-        ray.init(**kwargs)
+        for attempt in range(3):
+            try:
+                ray.init(**kwargs)
+                break
+            except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+                # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: retry.
+                if "timed out during startup" not in str(e) or attempt == 2:
+                    raise
+                ray.shutdown()
     return ray.cluster_resources()
 
 

@@ -1,0 +1,92 @@
+"""``rldata train``: curriculum GRPO on Ray (vLLM engines + DDP learners), written back to the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
+from rldata.errors import InputError, RldataError
+
+__all__ = ["register", "train"]
+
+_CURRICULUM = typer.Option(None, "--curriculum", "-c", help="buckets.yaml (rldata stratify). Without it, tasks "
+                           "are drawn uniformly from the tasks table.")
+_CONFIG = typer.Option(None, "--config", help="train.yaml with TrainConfig fields (options below win).")
+_OUT = typer.Option(None, "--out", help="Output dir; checkpoints go to OUT/RUN_ID/checkpoints/.")
+
+
+def _config(config: Path | None, overrides: dict):
+    from rldata.trainer.config import ConfigError, TrainConfig
+
+    if config is not None:
+        return TrainConfig.from_yaml(config, **overrides)
+    try:
+        return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
+    except ConfigError as e:
+        raise InputError("command line", None, e.reason, field=e.field) from None
+
+
+def train(
+    ctx: typer.Context,
+    curriculum: Path = _CURRICULUM,
+    config: Path = _CONFIG,
+    model: str = typer.Option(None, help="Starting HF model directory. Default: the bundled tiny-arith model."),
+    steps: int = typer.Option(None, help="Optimizer steps."),
+    learners: int = typer.Option(None, "--learners", help="DDP learner actors (W)."),
+    engines: int = typer.Option(None, "--engines", help="vLLM engine actors (K)."),
+    out: Path = _OUT,
+    resume: bool = typer.Option(False, "--resume", help="Continue RUN_ID (default: the newest run in OUT) "
+                                "from its newest checkpoint."),
+    run_id: str = typer.Option(None, "--run-id", help="Run id (default: a fresh one)."),
+    sampler: str = typer.Option(None, "--sampler", help="Override the curriculum's sampler: mixture or uniform."),
+    uniform: bool = typer.Option(False, "--uniform", help="Shorthand for --sampler uniform (the baseline)."),
+    where: str = typer.Option(None, "--where", help="Without --curriculum: SQL predicate over tasks to train on."),
+    eval_heldout: bool = typer.Option(False, "--eval-heldout", help="Evaluate on the bundled held-out split "
+                                      "(metadata split = 'heldout') before, every --eval-every steps, and after."),
+    eval_where: str = typer.Option(None, "--eval-where", help="SQL predicate over tasks naming the held-out set."),
+    eval_every: int = typer.Option(None, "--eval-every", help="Evaluate every K steps (0: before and after only)."),
+    checkpoint_every: int = typer.Option(None, "--checkpoint-every", help="Checkpoint every K steps (and at the end)."),
+    seed: int = typer.Option(None, help="Run seed (sampler, engines' per-request seeds)."),
+    address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
+    max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    fmt: Format = FORMAT_OPT,
+) -> None:
+    """Train a policy with GRPO on verifiable rewards, following a curriculum.
+
+    Every rollout (dropped groups too), its verifications, the pass-rate ledger of each policy
+    version and per-step metrics land in the store; HF checkpoints land in OUT/RUN_ID/checkpoints.
+    """
+    import polars as pl
+
+    from rldata.trainer.driver import DriverOptions
+    from rldata.trainer.driver import train as run_train
+    from rldata.trainer.evaluate import HELDOUT_WHERE
+
+    if uniform and sampler not in (None, "uniform"):
+        raise RldataError("--uniform contradicts --sampler " + sampler)
+    if eval_heldout and eval_where:
+        raise RldataError("give --eval-heldout or --eval-where, not both")
+    if curriculum is not None and where:
+        raise RldataError("--where picks tasks for a run without --curriculum; the curriculum's selection picks them")
+    cfg = _config(config, {
+        "curriculum": None if curriculum is None else str(curriculum), "model": model, "steps": steps,
+        "num_learners": learners, "num_engines": engines, "output_dir": None if out is None else str(out),
+        "run_id": run_id, "eval_every": eval_every, "checkpoint_every": checkpoint_every, "seed": seed,
+    })
+    opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
+                         eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
+                         max_model_len=max_model_len)
+    s = run_train(get_store(ctx), cfg, opts)
+    evals = {e["step"]: e["accuracy"] for e in s.evals}
+    row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,
+           "policy_version": s.policy_version, "samples": s.samples, "groups_kept": s.groups_kept,
+           "groups_dropped": s.groups_dropped, "eval_first": evals[min(evals)] if evals else None,
+           "eval_last": evals[max(evals)] if evals else None, "seconds": round(s.seconds, 1),
+           "checkpoint": s.checkpoint}
+    emit(pl.DataFrame([row]), fmt)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)

@@ -1,0 +1,236 @@
+"""The one vLLM wrapper: load a model, sample N completions per prompt, swap weights in place.
+
+Used by ``rldata sample`` and by the trainer (the lead wraps it in a Ray actor for scale-out).
+vLLM is imported inside :class:`Engine` so that ``import rldata`` stays light.
+
+Defaults chosen for this project:
+- ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless the caller set it: the engine core runs in the
+  calling process, which starts in ~3 s on CPU instead of ~25 s and needs no ``__main__`` guard.
+- On CPU the KV cache is bounded by ``kv_cache_gib``; on CUDA by ``gpu_memory_utilization``.
+- On CPU the model runs eagerly (no torch.compile): compiling costs minutes on a busy machine.
+- In-process on CPU, vLLM sets the calling process's torch threads to 1 (its serving default)
+  and pins OpenMP threads; a trainer sharing the process sees that.
+- Returned log-probs are of the distribution actually sampled from (after temperature, top-p,
+  top-k: vLLM's ``processed_logprobs``), which is what an importance ratio against the
+  behaviour policy needs.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rldata.errors import RldataError
+from rldata.params import SamplingSpec
+
+__all__ = ["Sample", "Engine", "default_model_path", "model_revision", "device_kind", "DEFAULT_MODEL_ID"]
+
+DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion."""
+
+    text: str  # decoded completion, special tokens (</s>) left out
+    token_ids: tuple[int, ...]  # generated ids, including the eos id when it stopped on eos
+    prompt_tokens: int
+    completion_tokens: int
+    cumulative_logprob: float | None  # sum of ``logprobs``; None unless logprobs were asked for
+    logprobs: tuple[float, ...] | None  # per generated token, when asked
+    finish_reason: str  # "stop" | "length"
+
+
+def default_model_path() -> Path:
+    """The bundled tiny-arith model directory (inside the installed package)."""
+    from importlib.resources import files
+
+    path = Path(str(files("rldata.sample_data").joinpath("models", "tiny-arith")))
+    if not (path / "config.json").is_file():
+        raise RldataError(f"bundled model missing at {path}: run python -m rldata.jobs.pretrain_tiny --out {path}")
+    return path
+
+
+def model_revision(path: str | Path) -> str:
+    """Short sha256 over the weight files' names and bytes: changes exactly when the weights do."""
+    path = Path(path)
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+    if not files:
+        raise RldataError(f"{path}: no weight files (*.safetensors, *.bin, ...)")
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def device_kind() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _resolve(model: str | Path | None) -> tuple[str, str, str]:
+    """(path or hub name to load, model id to record, revision)."""
+    if model is None:
+        path = default_model_path()
+        return str(path), DEFAULT_MODEL_ID, model_revision(path)
+    p = Path(model).expanduser()
+    if p.is_dir():
+        return str(p.resolve()), str(p.resolve()), model_revision(p)
+    if p.exists() or str(model).startswith((".", "/", "~")):
+        raise RldataError(f"model {model}: not a model directory")
+    return str(model), str(model), ""  # a hub name: only usable when it is already in the local cache
+
+
+class Engine:
+    """A vLLM ``LLM`` with the project's defaults; one per process (or Ray actor)."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        seed: int = 0,
+        dtype: str = "float32",
+        max_model_len: int = 64,
+        kv_cache_gib: float = 1.0,
+        tensor_parallel_size: int = 1,
+        enable_prefix_caching: bool = True,
+        gpu_memory_utilization: float = 0.5,
+        enforce_eager: bool | None = None,
+    ):
+        if kv_cache_gib <= 0:
+            raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}")
+        load_path, self.model_id, self.revision = _resolve(model)
+        self.device = device_kind()
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        kwargs: dict = {}
+        if self.device == "cpu":
+            # vLLM's CPU platform reads the KV budget from this variable (whole GiB) and lets it
+            # override the engine argument, so an explicit setting by the user wins.
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(kv_cache_gib))))
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
+        else:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if enforce_eager is None:
+            # torch.compile of even a tiny model takes minutes on a busy 2-core CPU and buys little
+            # at this size; on a GPU the compiled graph and CUDA graphs are worth their start-up.
+            enforce_eager = self.device == "cpu"
+        from vllm import LLM
+
+        self._llm = LLM(
+            model=load_path,
+            seed=seed,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=enable_prefix_caching,
+            logprobs_mode="processed_logprobs",
+            max_logprobs=1,
+            enforce_eager=enforce_eager,
+            **kwargs,
+        )
+        self.max_model_len = max_model_len
+
+    @property
+    def llm(self):
+        """The underlying ``vllm.LLM`` (for what this wrapper does not cover)."""
+        if self._llm is None:
+            raise RldataError("engine is closed")
+        return self._llm
+
+    @property
+    def tokenizer(self):
+        return self.llm.get_tokenizer()
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        spec: SamplingSpec,
+        *,
+        seeds: Sequence[int | None] | None = None,
+        logprobs: bool = False,
+    ) -> list[list[Sample]]:
+        """``spec.n`` samples for each prompt, in prompt order.
+
+        One request per prompt with ``n=spec.n``, so the samples share the prompt's prefill.
+        ``seeds[i]`` seeds prompt i (its samples use seeds[i] .. seeds[i]+n-1); without
+        ``seeds`` every prompt uses ``spec.seed``.  Same seed, same weights: same samples,
+        whatever else is in the batch.
+        """
+        from vllm import SamplingParams
+
+        prompts = list(prompts)
+        if seeds is None:
+            seeds = [spec.seed] * len(prompts)
+        if len(seeds) != len(prompts):
+            raise RldataError(f"got {len(seeds)} seeds for {len(prompts)} prompts")
+        if not prompts:
+            return []
+        params = [
+            SamplingParams(
+                n=spec.n,
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                top_k=spec.top_k if spec.top_k > 0 else 0,  # 0 disables top-k in vLLM
+                max_tokens=spec.max_tokens,
+                stop=list(spec.stop) or None,
+                seed=s,
+                logprobs=0 if logprobs else None,  # 0: just the sampled token's log-prob
+            )
+            for s in seeds
+        ]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [[_sample(out, c, logprobs) for c in out.outputs] for out in outputs]
+
+    def reload_weights(self, weights: Iterable[tuple[str, "torch.Tensor"]]) -> None:  # noqa: F821
+        """Load new weights (HF names, e.g. a ``state_dict().items()``) into the running engine.
+
+        The prefix cache is dropped afterwards: its KV blocks were computed with the old weights.
+        """
+        weights = [(name, t.detach()) for name, t in weights]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        """Stop the engine and free its memory; a new Engine can then start in this process."""
+        if self._llm is None:
+            return
+        try:
+            self._llm.llm_engine.engine_core.shutdown()
+        finally:
+            self._llm = None
+            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+            gc.collect()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _sample(out, c, logprobs: bool) -> Sample:
+    lps = None
+    if logprobs and c.logprobs is not None:
+        lps = tuple(pos[tok].logprob for tok, pos in zip(c.token_ids, c.logprobs))
+    return Sample(
+        text=c.text,
+        token_ids=tuple(c.token_ids),
+        prompt_tokens=len(out.prompt_token_ids or ()),
+        completion_tokens=len(c.token_ids),
+        cumulative_logprob=(sum(lps) if lps is not None else None),
+        logprobs=lps,
+        finish_reason=c.finish_reason or "length",
+    )

@@ -1,0 +1,103 @@
+"""``rldata train``: bad input fails with one clear line before anything starts, and (slow) a real
+one-step run with held-out evaluation before and after, through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rldata import open_store
+from rldata.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bad_config_names_file_and_field(capsys, tmp_path):
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("prompts_per_step: 3\ngroup_size: 8\nmicro_batch: 16\n")
+    code, out, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--config", str(cfg))
+    assert code == 1 and out == ""
+    assert "train.yaml" in err and "micro_batch" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--steps", "0")
+    assert code == 1 and "steps" in err and "must be >= 1" in err
+
+
+def test_contradicting_options_are_refused(capsys, tmp_path):
+    store = ["--store", str(tmp_path / "s")]
+    code, _, err = run(capsys, *store, "train", "--uniform", "--sampler", "mixture")
+    assert code == 1 and "--uniform" in err
+    code, _, err = run(capsys, *store, "train", "--eval-heldout", "--eval-where", "true")
+    assert code == 1 and "--eval-heldout" in err
+    code, _, err = run(capsys, *store, "train", "--curriculum", "b.yaml", "--where", "true")
+    assert code == 1 and "--where" in err
+
+
+def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
+    open_store(tmp_path / "s").append("tasks", [{"task_id": "t", "source": "u", "domain": "math",
+                                                  "prompt": "1+1=", "answer": "2"}])
+    code, _, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--model", str(tmp_path / "nomodel"))
+    assert code == 1 and "nomodel" in err and "not found" in err
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"x")
+    code, _, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--curriculum", str(tmp_path / "no.yaml"),
+                       "--model", str(model))
+    assert code == 1 and "no.yaml" in err and "cannot read" in err
+
+
+@pytest.mark.slow
+def test_one_step_with_heldout_eval(capsys, tmp_path):
+    import ray
+
+    from rldata.engine import default_model_path
+
+    try:
+        default_model_path()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"bundled tiny model missing: {e}")
+    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
+    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
+    if restore:  # the run needs 4 logical CPUs: engine, learner, verification, eval engine
+        ray.shutdown()
+    try:
+        _one_step(capsys, tmp_path)
+    finally:
+        if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
+            ray.shutdown()
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+
+
+def _one_step(capsys, tmp_path):
+    from rldata.ingest import ingest, sample_path
+
+    root = tmp_path / "s"
+    store = open_store(root)
+    lines = sample_path("arith").read_text().splitlines()
+    (tmp_path / "train.jsonl").write_text("\n".join(x for x in lines if '"level":1' in x) + "\n")
+    held = sample_path("arith-heldout").read_text().splitlines()[:6]
+    (tmp_path / "held.jsonl").write_text("\n".join(held) + "\n")
+    ingest(store, tmp_path / "train.jsonl")
+    ingest(store, tmp_path / "held.jsonl")
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n")
+    code, out, err = run(capsys, "--store", str(root), "train", "--config", str(cfg), "--steps", "1",
+                         "--out", str(tmp_path / "runs"), "--run-id", "cli", "--eval-heldout", "--format", "json")
+    assert code == 0, err
+    row = json.loads(out)[0]
+    assert row["run_id"] == "cli" and row["last_step"] == 1 and 0 <= row["eval_first"] <= 1
+    assert row["checkpoint"].endswith("step-000001") and "step 1/1" in err
+    evals = store.sql("SELECT step, value FROM metrics WHERE run_id = 'cli' AND name = 'eval/accuracy' "
+                      "ORDER BY step").fetchall()
+    assert [s for s, _ in evals] == [0, 1]
+    models = {m for (m,) in store.sql("SELECT DISTINCT model FROM passrates").fetchall()}
+    assert any(m.startswith("step-000001@") for m in models)  # the checkpoint's eval, in the ledger
+    # held-out tasks are never trained on
+    assert store.sql("SELECT count(*) FROM trajectories t JOIN tasks USING (task_id) WHERE t.run_id = 'cli' "
+                     "AND json_extract_string(metadata, '$.split') = 'heldout'").fetchall()[0][0] == 0
+    assert store.sql("SELECT status FROM runs WHERE run_id = 'cli'").fetchall() == [("done",)]

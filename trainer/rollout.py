@@ -1,0 +1,197 @@
+"""One step's rollouts: draw prompts, generate G samples each on the engine actors, verify, reward,
+compute group advantages, and drop-and-replace zero-variance groups (dynamic sampling).
+
+Every id and seed is a pure function of (run, step, round, slot, task), so a resumed run regenerates
+exactly the rollouts an uninterrupted run would have: ``round`` is the dynamic-sampling round (0 =
+the step's first draw, 1.. = replacements), ``slot`` the prompt's position in its round (a task
+drawn twice in one round gets two different groups).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from rldata.trainer.advantages import compute_advantages, zero_variance_groups
+from rldata.trainer.config import TrainConfig
+
+from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase
+from rldata.curriculum import load as load_curriculum
+from rldata.errors import RldataError
+from rldata.params import SamplingSpec
+from rldata.store import Store
+
+__all__ = [
+    "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "request_seed", "rollout_id",
+]
+
+UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
+_TASK_COLS = "task_id, domain, prompt, answer, tests"
+
+
+def request_seed(seed: int, step: int, rnd: int, slot: int, task_id: str) -> int:
+    """The engine seed of one prompt's G samples (vLLM seeds sample i with seed + i: keep headroom)."""
+    h = hashlib.sha256(f"{seed}|{step}|{rnd}|{slot}|{task_id}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x3FFFFFFF
+
+
+def rollout_id(run_id: str, step: int, rnd: int, slot: int, task_id: str, sample_idx: int) -> str:
+    """``traj_id`` of a training rollout: a resumed run writes the same ids, never duplicates."""
+    return hashlib.sha256(f"train|{run_id}|{step}|{rnd}|{slot}|{task_id}|{sample_idx}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class Group:
+    """One prompt's G samples, their verdicts, rewards and advantages."""
+
+    task: Mapping[str, Any]  # task_id, domain, prompt, answer, tests
+    bucket: str
+    rnd: int
+    slot: int
+    seed: int
+    samples: list = field(default_factory=list)  # [G] rldata.engine.Sample
+    verdicts: list = field(default_factory=list)  # [G] list[Verdict]
+    passed: list = field(default_factory=list)  # [G] bool | None (None = verifier error)
+    rewards: np.ndarray | None = None  # [G]
+    advantages: np.ndarray | None = None  # [G]
+    traj_ids: list[str] = field(default_factory=list)
+    kept: bool = True
+    drop_reason: str | None = None
+
+
+@dataclass
+class RoundTimes:
+    generate: float = 0.0
+    reward: float = 0.0
+    rounds: int = 0
+
+
+# ---- task source ---------------------------------------------------------------------------------
+def _uniform_curriculum(seed: int) -> Curriculum:
+    return Curriculum(buckets=(Bucket(UNIFORM_BUCKET, 0.0, 1.0),),
+                      phases=(Phase(UNIFORM_BUCKET, {UNIFORM_BUCKET: 1.0}),), seed=seed, sampler="uniform")
+
+
+def build_sampler(store: Store, cfg: TrainConfig, *, sampler: str | None = None, tasks_where: str | None = None,
+                  exclude: Sequence[str] = ()) -> tuple[CurriculumSampler, dict[str, dict]]:
+    """The step sampler and the task rows it draws from.
+
+    With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows).
+    Without: every task (matching ``tasks_where``) in one bucket, drawn uniformly.  ``exclude`` (the
+    held-out tasks) is never trained on.  The sampler is seeded by the run's seed.
+    """
+    skip = set(exclude)
+    if cfg.curriculum:
+        cur = load_curriculum(cfg.curriculum)
+        if not cur.selection:
+            raise RldataError(f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection")
+        rows = store.sql("SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
+                         "AND bucket IS NOT NULL ORDER BY task_id", params=[cur.selection]).fetchall()
+        if not rows:
+            raise RldataError(f"selection {cur.selection!r} (named in {cfg.curriculum}) has no kept tasks with a "
+                              "bucket: run rldata stratify first")
+        buckets: dict[str, list[str]] = {}
+        for task_id, bucket in rows:
+            if task_id not in skip:
+                buckets.setdefault(bucket, []).append(task_id)
+        unknown = sorted(set(buckets) - set(cur.bucket_names))
+        if unknown:
+            raise RldataError(f"selection {cur.selection!r} has buckets {unknown} that {cfg.curriculum} does not define")
+    else:
+        cur = _uniform_curriculum(cfg.seed)
+        q = "SELECT task_id FROM tasks" + (f" WHERE {tasks_where}" if tasks_where else "") + " ORDER BY task_id"
+        buckets = {UNIFORM_BUCKET: [t for (t,) in store.sql(q).fetchall() if t not in skip]}
+    ids = sorted({t for ts in buckets.values() for t in ts})
+    if not ids:
+        raise RldataError("no training tasks" + (f" matching {tasks_where!r}" if tasks_where else "")
+                          + (" once the held-out tasks are left out" if skip else ""))
+    s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler)
+    tbl = store.sql(f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
+                    extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})}).pl()
+    tasks = {r["task_id"]: r for r in tbl.iter_rows(named=True)}
+    missing = [t for t in ids if t not in tasks]
+    if missing:
+        raise RldataError(f"{len(missing)} training task(s) are not in the tasks table, e.g. {missing[0]}")
+    return s, tasks
+
+
+def extra_draws(sampler: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """k more draws from the current phase WITHOUT counting a step (replacements for dropped groups)."""
+    return SAMPLERS[sampler.sampler](sampler, k)
+
+
+# ---- generate, verify, reward ----------------------------------------------------------------------
+def _generate(engines: Sequence, prompts: list[str], seeds: list[int], spec: SamplingSpec) -> list[list]:
+    """Prompts split in contiguous chunks over the engines; per-request seeds make the split irrelevant."""
+    import ray
+
+    k = len(engines)
+    bounds = [round(i * len(prompts) / k) for i in range(k + 1)]
+    refs = [engines[i].generate.remote(prompts[bounds[i]:bounds[i + 1]], spec, seeds[bounds[i]:bounds[i + 1]], True)
+            for i in range(k) if bounds[i + 1] > bounds[i]]
+    return [g for chunk in ray.get(refs) for g in chunk]
+
+
+def _passed(verdicts) -> bool | None:
+    """Correct when every layer passed; an error (None) when any layer errored, as in ``rldata sample``."""
+    if any(v.passed is None for v in verdicts):
+        return None
+    return all(v.passed for v in verdicts)
+
+
+def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
+    from rldata.verify.parallel import verify_on_ray
+
+    cfg = ctx.cfg
+    groups = []
+    for slot, (task_id, bucket) in enumerate(draws):
+        seed = request_seed(cfg.seed, step, rnd, slot, task_id)
+        groups.append(Group(task=ctx.tasks[task_id], bucket=bucket, rnd=rnd, slot=slot, seed=seed))
+    t0 = time.monotonic()
+    outs = _generate(ctx.engines, [g.task["prompt"] for g in groups], [g.seed for g in groups], ctx.spec)
+    times.generate += time.monotonic() - t0
+
+    t0 = time.monotonic()
+    items = []
+    for g, samples in zip(groups, outs):
+        g.samples = list(samples)
+        g.traj_ids = [rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))]
+        vname = ctx.verifier_for(g.task["domain"])[0]
+        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
+                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
+    verdicts = verify_on_ray(items, timeout_s=ctx.verify_timeout_s)
+    for g in groups:
+        g.verdicts = [verdicts[t] for t in g.traj_ids]
+        g.passed = [_passed(v) for v in g.verdicts]
+    # Reward: 1 when every verification layer passed, else 0 (a verifier error counts 0 and is counted).
+    rewards = np.array([[1.0 if p else 0.0 for p in g.passed] for g in groups])  # [groups, G]
+    adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
+    flat = zero_variance_groups(rewards)  # [groups]
+    for i, g in enumerate(groups):
+        g.rewards, g.advantages = rewards[i], adv[i]
+        if cfg.dynamic_sampling and flat[i]:
+            g.kept, g.drop_reason = False, "zero_variance"
+    times.reward += time.monotonic() - t0
+    times.rounds += 1
+    return groups
+
+
+def collect_step(ctx, step: int) -> tuple[list[Group], RoundTimes]:
+    """All groups of a step: the first draw plus up to ``max_resample`` rounds of replacements."""
+    cfg = ctx.cfg
+    times = RoundTimes()
+    draws = ctx.sampler.next_batch(cfg.prompts_per_step)
+    groups: list[Group] = []
+    for rnd in range(1 + (cfg.max_resample if cfg.dynamic_sampling else 0)):
+        new = _run_round(ctx, step, rnd, draws, times)
+        groups += new
+        missing = sum(not g.kept for g in new)
+        if missing == 0 or rnd == cfg.max_resample or not cfg.dynamic_sampling:
+            break
+        draws = extra_draws(ctx.sampler, missing)
+    return groups, times

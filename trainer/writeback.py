@@ -1,0 +1,203 @@
+"""Write-back of a training step: trajectories (dropped groups included), verifications, ledger rows
+and metrics, and the clean-up that makes a killed-and-resumed run end with no duplicate, no lost row.
+
+Ledger naming: rollouts of policy version v of run R, started from model ``M@rev``, are counted
+under the model name ``M@rev+R/vV`` (e.g. ``tiny-arith@1a2b3c4d5e6f+train-20260101-120000-ab12cd/v3``):
+one name per set of weights, so pass rates of different versions never pool, and the base name and
+revision stay readable in front.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from rldata.ledger import rows_from_outcomes, verifier_key
+from rldata.store import Store
+
+__all__ = [
+    "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "outcomes", "pending_outcomes",
+    "step_metrics", "trajectory_rows", "verification_rows", "write_ledger", "write_step",
+]
+
+
+def ledger_model(base_name: str, run_id: str, version: int) -> str:
+    return f"{base_name}+{run_id}/v{version}"
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def trajectory_rows(groups, *, run_id: str, step: int, model: str, revision: str, version: int, spec) -> list[dict]:
+    rows = []
+    sp = spec.to_json()
+    for g in groups:
+        for i, (s, tid) in enumerate(zip(g.samples, g.traj_ids)):
+            rows.append({
+                "traj_id": tid, "task_id": g.task["task_id"], "run_id": run_id, "sample_idx": i, "model": model,
+                "model_revision": revision, "policy_version": version, "params_hash": spec.params_hash,
+                "sampling_params": sp, "seed": g.seed, "prompt": g.task["prompt"], "completion": s.text,
+                "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+                "cumulative_logprob": s.cumulative_logprob, "finish_reason": s.finish_reason, "step": step,
+                "reward": float(g.rewards[i]), "advantage": float(g.advantages[i]) if g.kept else 0.0,
+                "bucket": g.bucket, "kept": g.kept, "drop_reason": g.drop_reason,
+            })
+    return rows
+
+
+def verification_rows(groups, verifier_for) -> list[dict]:
+    from rldata.jobs.sample import _verification_rows  # the one row format, shared with `rldata sample`
+
+    rows = []
+    for g in groups:
+        vname, vversion = verifier_for(g.task["domain"])
+        for tid, vs in zip(g.traj_ids, g.verdicts):
+            rows += _verification_rows(g.task["task_id"], tid, vname, vversion, vs)
+    return rows
+
+
+def outcomes(groups, verifier_for) -> list[tuple[str, str, bool | None]]:
+    """(task_id, verifier key, passed) per sample: what the ledger counts."""
+    return [(g.task["task_id"], verifier_key(*verifier_for(g.task["domain"])), p) for g in groups for p in g.passed]
+
+
+def write_ledger(store: Store, ledger_outcomes: Sequence, *, model: str, params_hash: str, run_id: str) -> None:
+    """Upsert the ledger rows of one policy version from ALL its samples so far (complete counts)."""
+    rows = rows_from_outcomes(ledger_outcomes, model=model, params_hash=params_hash, run_id=run_id)
+    if rows:
+        store.upsert("passrates", rows)
+
+
+def write_step(store: Store, *, traj: list[dict], ver: list[dict], ledger_outcomes: Sequence, model: str,
+               params_hash: str, run_id: str) -> None:
+    """Commit a step's rollouts.  Order matters for resume: samples, their verifications, then the ledger
+    (the caller appends the metrics last)."""
+    store.append("trajectories", traj)
+    store.append("verifications", ver)
+    write_ledger(store, ledger_outcomes, model=model, params_hash=params_hash, run_id=run_id)
+
+
+def metric_rows(run_id: str, step: int, values: dict[str, float]) -> list[dict]:
+    return [{"run_id": run_id, "step": step, "name": k, "value": float(v)} for k, v in values.items()]
+
+
+def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[str, float]:
+    """The step's numbers: rewards (overall and per bucket), groups kept/dropped, loss stats, lengths,
+    throughput and the time split."""
+    rewards = [r for g in groups for r in g.rewards]
+    lengths = [s.completion_tokens for g in groups for s in g.samples]
+    per_bucket: dict[str, list[float]] = defaultdict(list)
+    for g in groups:
+        per_bucket[g.bucket] += [float(r) for r in g.rewards]
+    m = {
+        "reward_mean": sum(rewards) / len(rewards),
+        "groups_kept": sum(g.kept for g in groups),
+        "groups_dropped": sum(not g.kept for g in groups),
+        "reward_errors": sum(p is None for g in groups for p in g.passed),
+        "resample_rounds": max(g.rnd for g in groups),
+        "response_len_mean": sum(lengths) / len(lengths),
+        "samples": len(rewards),
+        "gen_tokens_per_s": sum(lengths) / max(times["generate"], 1e-9),
+        "samples_per_s": len(rewards) / max(times["step"], 1e-9),
+        # The learners idle while the engines generate and the verifiers score (synchronous mode).
+        "learner_wait_frac": (times["generate"] + times["reward"]) / max(times["step"], 1e-9),
+    }
+    m |= {f"reward_mean/{b}": sum(v) / len(v) for b, v in sorted(per_bucket.items())}
+    if stats is not None:
+        m |= {k: stats[k] for k in ("loss", "kl", "clip_frac", "entropy", "ratio_mean", "grad_norm")}
+        m["train_tokens"] = stats["tokens"]
+    m |= {f"time/{k}": v for k, v in times.items()}
+    return m
+
+
+def bucket_accuracy(groups) -> dict[str, float]:
+    """Per bucket, the fraction of this step's samples that passed (verifier errors count as failed)."""
+    acc: dict[str, list[int]] = defaultdict(list)
+    for g in groups:
+        acc[g.bucket] += [1 if p else 0 for p in g.passed]
+    return {b: sum(v) / len(v) for b, v in acc.items()}
+
+
+def discard_after(store: Store, run_id: str, step: int, *, keep_versions_upto: int) -> dict[str, int]:
+    """Delete a run's rows written after ``step`` (a resumed run redoes those steps).
+
+    One delete per table: verifications (by the traj ids of the discarded trajectories), then
+    trajectories, metrics, and the ledger rows of policy versions above ``keep_versions_upto``.
+    """
+    r = _sql_str(run_id)
+    ids = [t for (t,) in store.sql(f"SELECT traj_id FROM trajectories WHERE run_id = {r} AND step > {int(step)}")
+           .fetchall()]
+    out = {"verifications": 0, "trajectories": 0, "metrics": 0, "passrates": 0}
+    if ids:
+        out["verifications"] = store.delete("verifications", f"traj_id IN ({', '.join(map(_sql_str, ids))})")
+        out["trajectories"] = store.delete("trajectories", f"run_id = {r} AND step > {int(step)}")
+    if store.sql(f"SELECT count(*) FROM metrics WHERE run_id = {r} AND step > {int(step)}").fetchall()[0][0]:
+        out["metrics"] = store.delete("metrics", f"run_id = {r} AND step > {int(step)}")
+    stale = [m for (m,) in store.sql(f"SELECT DISTINCT model FROM passrates WHERE run_id = {r}").fetchall()
+             if _version_of(m, run_id) is not None and _version_of(m, run_id) > keep_versions_upto]
+    if stale:
+        out["passrates"] = store.delete("passrates", f"run_id = {r} AND model IN ({', '.join(map(_sql_str, stale))})")
+    return out
+
+
+def _version_of(model: str, run_id: str) -> int | None:
+    head, _, v = model.rpartition("/v")
+    return int(v) if head.endswith(f"+{run_id}") and v.isdigit() else None
+
+
+def pending_outcomes(store: Store, run_id: str, model: str, step: int) -> list[tuple[str, str, bool | None]]:
+    """Outcomes already stored for ``model`` (a policy version that generated more than one step,
+    because an update was skipped) up to ``step``: the ledger row of that version counts them too."""
+    rows = store.sql(
+        "SELECT v.task_id, v.traj_id, v.verifier || '@' || v.verifier_version, "
+        "       bool_or(v.passed IS NULL OR v.error IS NOT NULL), bool_and(coalesce(v.passed, false)) "
+        "FROM verifications v JOIN trajectories t USING (traj_id) "
+        "WHERE t.run_id = $run AND t.model = $model AND t.step <= $step GROUP BY 1, 2, 3",
+        params={"run": run_id, "model": model, "step": step}).fetchall()
+    return [(task, vkey, None if err else bool(ok)) for task, _, vkey, err, ok in rows]
+
+
+class Writer:
+    """Runs commit functions one after another in a background thread, so a step's write-back
+    overlaps the next step's generation.  After a failure the remaining commits are skipped (the
+    order is what makes resume safe) and the error is raised by the next ``submit`` or ``flush``."""
+
+    def __init__(self):
+        self._q: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rldata-writeback", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            fn = self._q.get()
+            try:
+                if fn is None:
+                    return
+                if self._error is None:
+                    fn()
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread by flush()
+                self._error = e
+            finally:
+                self._q.task_done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        self._raise()
+        self._q.put(fn)
+
+    def flush(self) -> None:
+        """Wait until every submitted commit is done; raise the first failure."""
+        self._q.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join()
+        self._raise()
