@@ -121,7 +121,7 @@ def main() -> None:
           f"{len(units)} distinct (answer, gold) checks ({n / len(units):.1f}x duplication)")
 
     t0 = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     print(f"ray.init: {time.monotonic() - t0:.1f}s (not counted)")
     settings = {"baseline (sequential math_verify)": run_baseline,
                 "math_verify on extracted answers, no dedup (1 core)": run_extracted,

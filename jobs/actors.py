@@ -26,14 +26,15 @@ _WORKER_ENV = {
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, float]:
     """Connect to ``address`` (or $RAY_ADDRESS), or start a local Ray; return cluster resources."""
     if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS") or None
+        # No address: always a fresh local Ray ("local"), never a cluster that happens to run here.
+        address = address or os.environ.get("RAY_ADDRESS") or "local"
         kwargs: dict[str, Any] = dict(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": dict(_WORKER_ENV)},
         )
-        if address is None:
+        if address == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
         for attempt in range(3):
             try:

@@ -119,9 +119,6 @@ def test_logprobs_per_generated_token(engine, prompts):
             assert s.logprobs is not None and len(s.logprobs) == s.completion_tokens
             assert all(lp <= 0.0 for lp in s.logprobs)
             assert s.cumulative_logprob == pytest.approx(sum(s.logprobs), abs=1e-4)
-    # greedy: the sampled distribution is a point mass, so every chosen token has log-prob 0
-    greedy = engine.generate(prompts[:3], SamplingSpec(n=1, temperature=0.0, max_tokens=8), logprobs=True)
-    assert all(abs(lp) < 1e-4 for g in greedy for s in g for lp in s.logprobs)
 
 
 @pytest.mark.slow
@@ -134,20 +131,26 @@ def test_max_tokens_cuts_with_finish_reason_length(engine, prompts):
             assert s.finish_reason == ("stop" if s.token_ids[0] == EOS_ID else "length")
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
-def test_greedy_output_matches_transformers(engine, prompts):
+@pytest.fixture(scope="module")
+def hf():
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = default_model_path()
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_greedy_output_matches_transformers(engine, prompts, hf):
+    import torch
+
+    tok, model = hf
     greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
     ours = [g[0].text for g in engine.generate(prompts, greedy)]
     theirs = []
     for p in prompts:
-        ids = tok(p, return_tensors="pt").input_ids
+        ids = tok(p, return_tensors="pt").input_ids  # [1, T]
         with torch.no_grad():
             gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -158,11 +161,27 @@ def test_greedy_output_matches_transformers(engine, prompts):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_reload_weights_changes_outputs_and_restores(engine, prompts):
+def test_logprobs_are_of_the_tempered_sampling_distribution(engine, prompts, hf):
+    """Each returned log-prob equals transformers' log_softmax(logits / T) at the chosen token."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(default_model_path(), dtype=torch.float32)
+    tok, model = hf
+    spec = SamplingSpec(n=3, temperature=0.5, max_tokens=8, seed=11)
+    for prompt, group in zip(prompts[:6], engine.generate(prompts[:6], spec, logprobs=True)):
+        for s in group:
+            ids = torch.tensor([tok(prompt).input_ids + list(s.token_ids)])  # [1, P + C]
+            with torch.no_grad():
+                logits = model(ids).logits[0, s.prompt_tokens - 1 : -1]  # [C, V]: predicts each completion token
+            ref = torch.log_softmax(logits / 0.5, dim=-1).gather(1, ids[0, s.prompt_tokens :, None])[:, 0]  # [C]
+            assert s.logprobs == pytest.approx(ref.tolist(), abs=2e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_reload_weights_changes_outputs_and_restores(engine, prompts, hf):
+    import torch
+
+    _, model = hf
     original = {k: v.clone() for k, v in model.state_dict().items()}
     greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
     trans = str.maketrans("12", "21")

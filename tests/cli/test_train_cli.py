@@ -70,7 +70,7 @@ def test_one_step_with_heldout_eval(capsys, tmp_path):
     finally:
         if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
             ray.shutdown()
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
 
 
 def _one_step(capsys, tmp_path):

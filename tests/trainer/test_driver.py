@@ -39,11 +39,11 @@ def train_ray():
     if restore:
         ray.shutdown()
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=env)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=env)
     yield ray
     if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
         ray.shutdown()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
 
 
 def _arith_file(tmp: Path) -> Path:

@@ -1,0 +1,182 @@
+"""Rollout + update throughput of ``rldata train`` against TRL's GRPOTrainer, side by side, on CPU.
+
+    python benchmarks/bench_grpo_vs_trl.py [--sizes tiny,scaled] [--steps 6] [--warmup 2]
+
+Same model, same prompts (the bundled arith tasks), same G=16, 4 prompts per step (batch 64), same
+completion cap, temperature 1, one optimizer step per batch, no KL term, token-level loss, clip
+[0.8, 1.28], exact-answer reward from rldata's math verifier.  rldata: one vLLM engine actor + one
+learner actor on local Ray, dynamic sampling off (exactly 64 rollouts per step, as TRL), every
+rollout written to a Delta store.  TRL: GRPOTrainer with transformers' generate, in one process.
+
+Sizes: ``tiny`` = the bundled model (2.4M parameters), 16-token cap; ``scaled`` = the same
+architecture at ~27M parameters (hidden 512, 8 layers), random init, 64-token answers (its eos is a
+token the model cannot emit, so every answer runs to the cap in both systems).
+
+Samples/s = 64 x timed steps / wall time of those steps (warm-up steps excluded: engine/Ray start,
+first-call compilation).  Each side runs in its own child process, one after the other.  Also
+reported for rldata: the fraction of step time the learners wait on generation + verification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "_work" / "grpo_vs_trl"
+G, PROMPTS = 16, 4
+SIZES = {"tiny": 16, "scaled": 64}  # completion cap per size
+
+
+def _tasks(n: int) -> list[dict]:
+    from rldata.ingest import sample_path
+
+    rows = [json.loads(x) for x in sample_path("arith").read_text().splitlines() if x.strip()]
+    return rows[:n]
+
+
+def scaled_model() -> Path:
+    """~27M-parameter Llama with the tiny model's tokenizer, random init; eos = a token beyond the
+    model's vocabulary, so generation always runs to the cap."""
+    path = WORK / "scaled-llama"
+    if (path / "config.json").exists():
+        return path
+    import torch
+    from rldata.jobs.pretrain_tiny import build_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = build_tokenizer()
+    vocab = len(tok)
+    tok.add_special_tokens({"eos_token": "<eos64>"})  # id == vocab: never sampled
+    tok.model_max_length = 128
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
+                      num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=128,
+                      bos_token_id=1, eos_token_id=vocab, pad_token_id=0, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.eos_token_id = vocab
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def model_for(size: str) -> str:
+    from rldata.engine import default_model_path
+
+    return str(default_model_path() if size == "tiny" else scaled_model())
+
+
+# ---- rldata ----------------------------------------------------------------------------------------
+def run_rldata(size: str, steps: int, warmup: int) -> dict:
+    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.driver import DriverOptions, train
+
+    from rldata import open_store
+
+    tmp = Path(tempfile.mkdtemp(dir=WORK))
+    store = open_store(tmp / "store")
+    store.append("tasks", [{"task_id": f"b{i:04d}", "source": "arith", "domain": "math", "prompt": r["prompt"],
+                            "answer": r["answer"]} for i, r in enumerate(_tasks(PROMPTS * (steps + warmup)))])
+    cfg = TrainConfig(model=model_for(size), run_id="bench", output_dir=str(tmp / "runs"), steps=steps + warmup,
+                      prompts_per_step=PROMPTS, group_size=G, max_tokens=SIZES[size], dynamic_sampling=False,
+                      micro_batch=PROMPTS * G, lr=1e-5, seed=0)
+    t0 = time.monotonic()
+    train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
+    total = time.monotonic() - t0
+    m = store.sql("SELECT step, name, value, epoch_us(created_at) / 1e6 AS t FROM metrics WHERE run_id = 'bench'").pl()
+    at = {r["step"]: r["t"] for r in m.filter(m["name"] == "samples").iter_rows(named=True)}
+    wall = at[steps + warmup] - at[warmup]
+    timed = m.filter(m["step"] > warmup)
+
+    def mean(name):
+        v = timed.filter(timed["name"] == name)["value"]
+        return float(v.mean()) if len(v) else None
+
+    return {"samples_per_s": PROMPTS * G * steps / wall, "wall_s": wall, "total_s": total,
+            "learner_wait_frac": mean("learner_wait_frac"), "response_len_mean": mean("response_len_mean"),
+            "time_split_s": {k: mean(f"time/{k}") for k in ("generate", "reward", "update", "sync", "writeback")}}
+
+
+# ---- TRL -------------------------------------------------------------------------------------------
+def run_trl(size: str, steps: int, warmup: int) -> dict:
+    import datasets
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rldata.verify import for_domain
+
+    verifier = for_domain("math")
+    lengths: list[float] = []
+
+    def reward(completions, answer, completion_ids=None, **_):
+        if completion_ids is not None:
+            lengths.extend(len(c) for c in completion_ids)
+        return [1.0 if all(v.passed for v in verifier.verify(c, {"answer": a})) else 0.0
+                for c, a in zip(completions, answer)]
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.ends: list[float] = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.ends.append(time.monotonic())
+
+    rows = [{"prompt": r["prompt"], "answer": r["answer"]} for r in _tasks(PROMPTS * (steps + warmup))]
+    clock = Clock()
+    out = tempfile.mkdtemp(dir=WORK)
+    args = GRPOConfig(output_dir=out, use_cpu=True, per_device_train_batch_size=PROMPTS * G, num_generations=G,
+                      max_completion_length=SIZES[size], max_steps=steps + warmup, learning_rate=1e-5, beta=0.0,
+                      epsilon=0.2, epsilon_high=0.28, loss_type="dapo", temperature=1.0, num_iterations=1,
+                      report_to=[], logging_steps=1, save_strategy="no", bf16=False, disable_tqdm=True, seed=0)
+    t0 = time.monotonic()
+    trainer = GRPOTrainer(model=model_for(size), reward_funcs=reward, args=args,
+                          train_dataset=datasets.Dataset.from_list(rows), callbacks=[clock])
+    trainer.train()
+    wall = clock.ends[-1] - clock.ends[warmup - 1]
+    timed_len = lengths[PROMPTS * G * warmup:]
+    return {"samples_per_s": PROMPTS * G * steps / wall, "wall_s": wall, "total_s": time.monotonic() - t0,
+            "response_len_mean": sum(timed_len) / len(timed_len) if timed_len else None}
+
+
+# ---- driver ----------------------------------------------------------------------------------------
+def child(which: str, size: str, steps: int, warmup: int) -> dict:
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
+    p = subprocess.run([sys.executable, __file__, "--child", which, "--sizes", size, "--steps", str(steps),
+                        "--warmup", str(warmup)], capture_output=True, text=True, env=env, check=False)
+    if p.returncode:
+        return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="tiny,scaled")
+    ap.add_argument("--steps", type=int, default=6, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    ap.add_argument("--child", choices=["rldata", "trl"])
+    args = ap.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    if args.child:
+        fn = run_rldata if args.child == "rldata" else run_trl
+        print(json.dumps(fn(args.sizes, args.steps, args.warmup)))
+        return
+    results = {}
+    for size in args.sizes.split(","):
+        ours, trl = child("rldata", size, args.steps, args.warmup), child("trl", size, args.steps, args.warmup)
+        ratio = ours["samples_per_s"] / trl["samples_per_s"] if "error" not in ours and "error" not in trl else None
+        results[size] = {"rldata": ours, "trl": trl, "ratio": ratio}
+        print(f"{size}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
+              f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
+              f"rldata learners wait on generation {ours.get('learner_wait_frac') or float('nan'):.0%}", flush=True)
+    (HERE / "bench_grpo_vs_trl.json").write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

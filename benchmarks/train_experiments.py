@@ -1,0 +1,164 @@
+"""Issue 5 §6 experiments, through the real CLI, on the bundled tiny model and arith tasks (CPU).
+
+    python benchmarks/train_experiments.py [--steps 40] [--eval-every 10] [--base-tasks 1000]
+
+1. ingest the bundled arith tasks and their held-out split;
+2. base pass rates at N=16 (``rldata sample``) on ``--base-tasks`` training tasks, then
+   ``rldata filter --band 0.1,0.9`` and ``rldata stratify`` (easy/hard buckets, easy first) -> buckets.yaml;
+3. run A: ``rldata train --curriculum buckets.yaml`` (band-filtered buckets, curriculum mixture);
+   run B: ``rldata train --where <all training tasks>`` (unfiltered, uniform); same seed, steps,
+   batch, eval schedule;
+4. held-out accuracy at N=16 before, every ``--eval-every`` steps and after, from the metrics table;
+   steps each run needs to reach given accuracies; a PNG of both curves.
+
+Everything lands under benchmarks/_work/train_exp/ (store, runs); the summary is printed as JSON and
+written to benchmarks/train_experiments.json, the curves to benchmarks/train_experiments.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "_work" / "train_exp"  # + "-<tag>" with --tag
+RLDATA = str(Path(sys.executable).parent / "rldata")
+TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
+
+
+def sh(*argv: str) -> str:
+    t0 = time.monotonic()
+    env = {**os.environ, "RLDATA_STORE": str(WORK / "store")}
+    p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
+    tail = "\n".join(p.stderr.strip().splitlines()[-3:])
+    print(f"$ rldata {' '.join(argv)[:160]}  [{time.monotonic() - t0:.0f}s]\n{tail}", file=sys.stderr, flush=True)
+    if p.returncode:
+        raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p.stdout
+
+
+def sql(q: str) -> list[dict]:
+    return json.loads(sh("sql", q, "--format", "json"))
+
+
+def prepare(args) -> dict:
+    if not sql("SELECT count(*) AS n FROM tasks")[0]["n"]:
+        sh("ingest", "--sample", "arith")
+        sh("ingest", "--sample", "arith-heldout")
+    where = (f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id "
+             f"LIMIT {args.base_tasks})")
+    sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0", *args.model_opt)
+    base = sql("SELECT model, count(*) AS tasks, avg(pass_rate) AS mean FROM passrates GROUP BY model "
+               "ORDER BY tasks DESC LIMIT 1")[0]
+    sh("filter", "--band", "0.1,0.9", "--name", "band16", "--model", base["model"])
+    sh("stratify", "-s", "band16", "--buckets", "easy:0.5-0.9,hard:0.1-0.5", "--phase-steps",
+       str(args.steps // 4), "--curriculum", str(WORK / "buckets.yaml"))
+    kept = sql("SELECT bucket, count(*) AS n FROM selections WHERE selection = 'band16' AND decision = 'keep' "
+               "GROUP BY bucket ORDER BY bucket")
+    return {"base_model": base["model"], "base_tasks": base["tasks"], "base_train_pass_rate": base["mean"],
+            "band_buckets": {r["bucket"]: r["n"] for r in kept}}
+
+
+def train(args, run_id: str, *extra: str) -> dict:
+    cfg = WORK / "train.yaml"
+    cfg.write_text(
+        f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
+        f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: 0\n"
+        f"eval_size: {args.eval_size}\neval_n: 16\n")
+    t0 = time.monotonic()
+    out = sh("train", "--config", str(cfg), "--steps", str(args.steps), "--eval-every", str(args.eval_every),
+             "--eval-heldout", "--run-id", run_id, "--out", str(WORK / "runs"), "--format", "json", *args.model_opt,
+             *extra)
+    row = json.loads(out)[0]
+    row["wall_s"] = round(time.monotonic() - t0, 1)
+    curve = sql(f"SELECT step, value FROM metrics WHERE run_id = '{run_id}' AND name = 'eval/accuracy' ORDER BY step")
+    per_step = sql(f"SELECT name, avg(value) AS v, sum(value) AS s FROM metrics WHERE run_id = '{run_id}' AND name "
+                   "IN ('reward_mean', 'groups_kept', 'groups_dropped', 'samples', 'time/step', 'learner_wait_frac') "
+                   "GROUP BY name")
+    row["curve"] = [(r["step"], r["value"]) for r in curve]
+    row["per_step_mean"] = {r["name"]: r["v"] for r in per_step}
+    row["samples_total"] = next((r["s"] for r in per_step if r["name"] == "samples"), None)
+    return row
+
+
+def steps_to(curve, target: float):
+    return next((s for s, v in curve if v >= target), None)
+
+
+def plot(runs: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=100)
+    for name, r in runs.items():
+        xs, ys = zip(*r["curve"])
+        ax.plot(xs, ys, marker="o", label=name)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out accuracy (N=16)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def report(suffix: str) -> None:
+    """Curves of every training run in the store (also runs started by hand), as JSON and PNG."""
+    rows = sql("SELECT run_id, step, value FROM metrics WHERE name = 'eval/accuracy' ORDER BY run_id, step")
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault(r["run_id"], {"curve": []})["curve"].append((r["step"], r["value"]))
+    (HERE / f"train_experiments{suffix}.json").write_text(json.dumps(runs, indent=2))
+    plot(runs, HERE / f"train_experiments{suffix}.png")
+    print(json.dumps(runs, indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--eval-size", type=int, default=150)
+    ap.add_argument("--base-tasks", type=int, default=1000)
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--model", help="model dir (default: the bundled tiny-arith model)")
+    ap.add_argument("--tag", help="work dir suffix and result file suffix")
+    ap.add_argument("--report-only", action="store_true", help="only re-read the curves of every run in the store")
+    args = ap.parse_args()
+    args.model_opt = ["--model", args.model] if args.model else []
+    global WORK
+    if args.tag:
+        WORK = WORK.with_name(f"train_exp-{args.tag}")
+    suffix = f"-{args.tag}" if args.tag else ""
+    if args.report_only:
+        report(suffix)
+        return
+    WORK.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    prep = prepare(args)
+    runs = {
+        "curriculum (band buckets)": train(args, "exp-curriculum", "--curriculum", str(WORK / "buckets.yaml")),
+        "uniform (unfiltered)": train(args, "exp-uniform", "--where", TRAIN_SPLIT),
+    }
+    before = runs["curriculum (band buckets)"]["curve"][0][1]
+    best = max(v for r in runs.values() for _, v in r["curve"])
+    targets = sorted({round(before + f * (best - before), 4) for f in (0.25, 0.5, 0.75)})
+    summary = {"args": vars(args), **prep, "runs": runs, "targets": {
+        str(t): {name: steps_to(r["curve"], t) for name, r in runs.items()} for t in targets},
+        "total_wall_s": round(time.monotonic() - t0, 1)}
+    summary["args"].pop("model_opt", None)
+    (HERE / f"train_experiments{suffix}.json").write_text(json.dumps(summary, indent=2, default=str))
+    plot(runs, HERE / f"train_experiments{suffix}.png")
+    print(json.dumps(summary, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
