@@ -8,6 +8,7 @@ few minutes on two CPU cores.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,13 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.trainer.driver import DriverOptions, train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
+    from rldata.jobs.actors import ensure_ray
+
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    # One local Ray for every stage, with the logical CPUs the trainer schedules (engine, learner,
+    # verification, evaluation); the phases alternate, so two physical cores are enough.
+    ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
     t_all = time.monotonic()
     times: dict[str, float] = {}
 
