@@ -3,7 +3,7 @@
     python -m rldata.jobs.pretrain_tiny --out sample_data/models/tiny-arith
     python -m rldata.jobs.pretrain_tiny --report sample_data/models/tiny-arith   # N=16 pass rates
 
-Sequences are ``<s> 12+7= 19 </s>`` (no spaces; one token per character).  The loss covers the
+A sequence is ``<s>`` + ``12+7=`` + ``19`` + ``</s>``, one token per character.  The loss covers the
 answer characters and ``</s>`` only, so the model learns to answer and to stop.  Problems come
 from :mod:`rldata.sample_data.arith` streams over the difficulty levels, with the bundled
 held-out prompts excluded.  The model is deliberately under-trained: its sampled pass rates
@@ -21,16 +21,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = [
-    "SPECIALS",
     "CHARS",
+    "SPECIALS",
     "TinyConfig",
     "TrainConfig",
     "build_char_tokenizer",
-    "build_tokenizer",
     "build_model",
-    "problem_stream",
+    "build_tokenizer",
     "encode_batch",
+    "histogram",
+    "measure",
+    "problem_stream",
+    "save",
     "train",
+    "write_readme",
 ]
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0..3
@@ -40,12 +44,12 @@ CHARS = "0123456789+-*()= "
 
 @dataclass(frozen=True)
 class TinyConfig:
-    """Model shape.  The defaults give ~2.4 M parameters, ~9.5 MB in float32."""
+    """Model shape.  The defaults give ~0.8 M parameters, ~3.3 MB in float32."""
 
-    hidden_size: int = 192
-    intermediate_size: int = 576
+    hidden_size: int = 128
+    intermediate_size: int = 384
     num_hidden_layers: int = 4
-    num_attention_heads: int = 6
+    num_attention_heads: int = 4
     max_position_embeddings: int = 64
 
     def __post_init__(self):
@@ -57,13 +61,15 @@ class TinyConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1500
+    steps: int = 1000
     batch_size: int = 128
-    lr: float = 2e-3
+    lr: float = 3e-3
     warmup: int = 50
     weight_decay: float = 0.01
     seed: int = 0
-    threads: int = 2  # the CPU is shared: stay polite
+    # One thread: on a shared 2-core machine two OpenMP threads ran at half the speed of one
+    # (spin-waiting on a descheduled partner), and a fixed count keeps the run bit-reproducible.
+    threads: int = 1
     level_weights: dict = field(default_factory=lambda: {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0})
 
     def __post_init__(self):
@@ -190,7 +196,7 @@ def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: T
                             weight_decay=train_cfg.weight_decay)
     stream = problem_stream(train_cfg.level_weights, seed=train_cfg.seed, exclude=exclude)
     losses: list[float] = []
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     for step in range(train_cfg.steps):
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, train_cfg)
@@ -205,12 +211,12 @@ def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: T
             recent = sum(losses[-log_every:]) / len(losses[-log_every:])
             log(f"step {step + 1}/{train_cfg.steps} loss {recent:.4f} ({time.monotonic() - t0:.0f} s)")
     save(model, out, model_cfg=model_cfg, train_cfg=train_cfg, seconds=time.monotonic() - t0,
-         final_loss=sum(losses[-50:]) / len(losses[-50:]))
+         cpu_seconds=time.process_time() - c0, final_loss=sum(losses[-50:]) / len(losses[-50:]))
     return losses
 
 
 def save(model, out: str | Path, *, model_cfg: TinyConfig, train_cfg: TrainConfig, seconds: float,
-         final_loss: float) -> None:
+         cpu_seconds: float | None = None, final_loss: float) -> None:
     """Weights, config, tokenizer and generation config, loadable by transformers and vLLM."""
     from transformers import GenerationConfig
 
@@ -226,7 +232,7 @@ def save(model, out: str | Path, *, model_cfg: TinyConfig, train_cfg: TrainConfi
     tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     cfg_path.write_text(json.dumps(tok_cfg, indent=2) + "\n")
     meta = {"model": asdict(model_cfg), "train": asdict(train_cfg), "seconds": round(seconds, 1),
-            "final_loss": round(final_loss, 4)}
+            "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1), "final_loss": round(final_loss, 4)}
     (out / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
@@ -267,6 +273,7 @@ def write_readme(model_dir: str | Path, report: str) -> None:
     meta = json.loads((model_dir / "training.json").read_text())
     m, t = meta["model"], meta["train"]
     size = sum(p.stat().st_size for p in model_dir.glob("*.safetensors")) / 1e6
+    cpu = f" ({meta['cpu_seconds'] / 60:.1f} CPU-minutes)" if meta.get("cpu_seconds") else ""
     weights = ",".join(f"{w:g}" for _, w in sorted(t["level_weights"].items(), key=lambda kv: int(kv[0])))
     (model_dir / "README.md").write_text(f"""# tiny-arith
 
@@ -285,8 +292,9 @@ Prompt: `<s>` + expression + `=` (e.g. `<s>12+7=`); completion: the answer's cha
 
 Supervised, loss on the answer and `</s>` only, AdamW (warm-up {t["warmup"]} steps, cosine to 10%),
 seed {t["seed"]}, problems drawn from the arithmetic generator's levels 1..5 (weights {weights}) with the
-bundled held-out prompts excluded.  {meta["seconds"]:.0f} s wall clock on a shared 2-core CPU; final loss
-{meta["final_loss"]}.  Deliberately under-trained, so that sampled pass rates spread over [0, 1].
+bundled held-out prompts excluded.  {meta["seconds"]:.0f} s wall clock{cpu} on a shared 2-core CPU;
+final loss {meta["final_loss"]} (per answer token).  Deliberately under-trained, so that sampled pass
+rates spread over [0, 1].
 
 ## Measured pass rates (N=16)
 

@@ -23,11 +23,15 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 
-__all__ = ["Sample", "Engine", "default_model_path", "model_revision", "device_kind", "DEFAULT_MODEL_ID"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["DEFAULT_MODEL_ID", "Engine", "Sample", "default_model_path", "device_kind", "model_revision"]
 
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -106,7 +110,9 @@ class Engine:
         enable_prefix_caching: bool = True,
         gpu_memory_utilization: float = 0.5,
         enforce_eager: bool | None = None,
+        **llm_kwargs,
     ):
+        """``model`` None = the bundled tiny model; ``llm_kwargs`` go to ``vllm.LLM`` as they are."""
         if kv_cache_gib <= 0:
             raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}")
         load_path, self.model_id, self.revision = _resolve(model)
@@ -114,9 +120,9 @@ class Engine:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         kwargs: dict = {}
         if self.device == "cpu":
-            # vLLM's CPU platform reads the KV budget from this variable (whole GiB) and lets it
-            # override the engine argument, so an explicit setting by the user wins.
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(kv_cache_gib))))
+            # Passed as an argument, not through VLLM_CPU_KVCACHE_SPACE: an environment variable
+            # would outlive this engine and size the next one.  vLLM lets that variable, when the
+            # user set it, override the argument.
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
@@ -136,7 +142,7 @@ class Engine:
             logprobs_mode="processed_logprobs",
             max_logprobs=1,
             enforce_eager=enforce_eager,
-            **kwargs,
+            **{**kwargs, **llm_kwargs},
         )
         self.max_model_len = max_model_len
 
@@ -180,7 +186,7 @@ class Engine:
                 n=spec.n,
                 temperature=spec.temperature,
                 top_p=spec.top_p,
-                top_k=spec.top_k if spec.top_k > 0 else 0,  # 0 disables top-k in vLLM
+                top_k=max(0, spec.top_k),  # 0 disables top-k in vLLM
                 max_tokens=spec.max_tokens,
                 stop=list(spec.stop) or None,
                 seed=s,
@@ -191,10 +197,11 @@ class Engine:
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         return [[_sample(out, c, logprobs) for c in out.outputs] for out in outputs]
 
-    def reload_weights(self, weights: Iterable[tuple[str, "torch.Tensor"]]) -> None:  # noqa: F821
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load new weights (HF names, e.g. a ``state_dict().items()``) into the running engine.
 
-        The prefix cache is dropped afterwards: its KV blocks were computed with the old weights.
+        The prefix cache is dropped afterwards: its KV blocks were computed with the old weights
+        (vLLM's reload leaves them in place, and a prompt sharing a cached block would reuse them).
         """
         weights = [(name, t.detach()) for name, t in weights]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
@@ -208,7 +215,10 @@ class Engine:
             self._llm.llm_engine.engine_core.shutdown()
         finally:
             self._llm = None
-            from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
 
             destroy_model_parallel()
             destroy_distributed_environment()

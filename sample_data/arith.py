@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "ArithSpec",
-    "LEVELS",
-    "BUNDLE_TRAIN",
     "BUNDLE_HELDOUT",
+    "BUNDLE_TRAIN",
+    "LEVELS",
+    "ArithSpec",
     "evaluate",
     "generate",
     "generate_levels",
-    "make_bundle",
     "load_bundled",
+    "make_bundle",
     "write_jsonl",
 ]
 

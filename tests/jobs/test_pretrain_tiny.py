@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from rldata.jobs import pretrain_tiny as pt
 
 
@@ -34,7 +33,7 @@ def test_problem_stream_skips_excluded_prompts():
     stream = pt.problem_stream({1: 1.0}, seed=0, exclude={"1+1=", "2*3="})
     pairs = [next(stream) for _ in range(2000)]
     assert all(p not in {"1+1=", "2*3="} for p, _ in pairs)
-    assert all(str(eval(p[:-1])) == a for p, a in pairs)  # noqa: S307
+    assert all(str(eval(p[:-1])) == a for p, a in pairs)
     assert len({p for p, _ in pairs}) > 200  # level 1 has 255 prompts, two of them excluded
 
 
