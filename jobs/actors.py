@@ -15,7 +15,7 @@ import ray
 
 from rldata.params import SamplingSpec
 
-__all__ = ["ensure_ray", "start_engines", "EngineActor"]
+__all__ = ["EngineActor", "RemoteEngine", "ensure_ray", "start_engines"]
 
 _WORKER_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine lives in the actor's process: fast start
@@ -64,7 +64,13 @@ class EngineActor:
             "revision": self.engine.revision,
             "pid": os.getpid(),
             "node": ray.util.get_node_ip_address(),
+            "max_model_len": self.engine.max_model_len,
         }
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        """Prompt lengths in the engine's tokens (what a caller checks against ``max_model_len``)."""
+        tok = self.engine.tokenizer
+        return [len(tok.encode(p)) for p in prompts]
 
     def generate(
         self, prompts: Sequence[str], spec: SamplingSpec, seeds: Sequence[int | None] | None = None,
@@ -117,3 +123,20 @@ def start_engines(
     ]
     ray.get([a.ping.remote() for a in actors])
     return actors
+
+
+class RemoteEngine:
+    """An engine actor seen as a local :class:`rldata.engine.Engine` (``generate``, ``count_tokens``,
+    ``model_id``, ``revision``, ``max_model_len``), so the generative judge runs on the job's own
+    engines."""
+
+    def __init__(self, actor):
+        self.actor = actor
+        info = ray.get(actor.info.remote())
+        self.model_id, self.revision, self.max_model_len = info["model_id"], info["revision"], info["max_model_len"]
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        return ray.get(self.actor.count_tokens.remote(list(prompts)))
+
+    def generate(self, prompts: Sequence[str], spec: SamplingSpec, seeds: Sequence[int | None] | None = None):
+        return ray.get(self.actor.generate.remote(list(prompts), spec, seeds, False))

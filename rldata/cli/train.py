@@ -51,6 +51,8 @@ def train(
     seed: int = typer.Option(None, help="Run seed (sampler, engines' per-request seeds)."),
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
     max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    reward_spec: Path = typer.Option(None, "--reward-spec", help="YAML reward spec (judge mix, length penalty, "
+                                     "per-domain z-scores). Default: the verifier's 1/0."),
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Train a policy with GRPO on verifiable rewards, following a curriculum.
@@ -74,6 +76,7 @@ def train(
         "curriculum": None if curriculum is None else str(curriculum), "model": model, "steps": steps,
         "num_learners": learners, "num_engines": engines, "output_dir": None if out is None else str(out),
         "run_id": run_id, "eval_every": eval_every, "checkpoint_every": checkpoint_every, "seed": seed,
+        "reward_spec": None if reward_spec is None else str(reward_spec),
     })
     opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
                          eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,

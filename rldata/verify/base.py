@@ -11,11 +11,15 @@ turns a crash or timeout into an error verdict (``passed=None``), never a silent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "for_domain", "get_verifier", "register"]
+__all__ = [
+    "DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "all_passed", "for_domain", "get_verifier", "register",
+    "verdict_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,26 @@ class Verdict:
     @classmethod
     def failure(cls, error: str, *, layer: str = "answer", extracted: str | None = None) -> Verdict:
         return cls(passed=None, score=0.0, extracted=extracted, error=error, layer=layer)
+
+
+def all_passed(verdicts: Sequence[Verdict]) -> bool | None:
+    """A sample's outcome over its layers: None (an error) if any layer errored, else whether all
+    passed.  The one rule the ledger, ``rldata sample`` and the trainer share."""
+    if any(v.passed is None for v in verdicts):
+        return None
+    return all(v.passed for v in verdicts)
+
+
+def verdict_rows(task_id: str, traj_id: str, verifier: str, version: str, verdicts: Sequence[Verdict]) -> list[dict]:
+    """``verifications`` rows, one per layer, for one sample's verdicts."""
+    return [
+        {
+            "traj_id": traj_id, "task_id": task_id, "verifier": verifier, "verifier_version": version,
+            "layer": v.layer, "passed": v.passed, "score": float(v.score), "extracted": v.extracted,
+            "error": v.error, "detail": json.dumps(dict(v.detail), default=str) if v.detail else None,
+        }
+        for v in verdicts
+    ]
 
 
 class Verifier(Protocol):

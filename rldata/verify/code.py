@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rldata.verify.base import Verdict, register
+from rldata.verify.base import Verdict, all_passed, register
 from rldata.verify.code_rules import CodeRules, CodeTests, check_rules, extract_code, parse_tests, same_value
 from rldata.verify.sandbox import SandboxLimits, SandboxResult, run_python
 
@@ -141,13 +141,6 @@ def run_tests(code: str, tests: CodeTests, *, limits: SandboxLimits | None = Non
     pub = _layer_verdict("public", tests.public, results, 0, tests.style, run, load_error)
     hid = _layer_verdict("hidden", tests.hidden, results, len(tests.public), tests.style, run, load_error)
     return pub, hid
-
-
-def all_passed(verdicts: Sequence[Verdict]) -> bool | None:
-    """Overall result of a layered verification: None if any layer errored, else all passed."""
-    if any(v.passed is None for v in verdicts):
-        return None
-    return all(v.passed for v in verdicts)
 
 
 @register("code", domains=("code",))

@@ -168,8 +168,13 @@ class Judge:
         """Judge outputs; a prompt too long for the engine gets an error verdict, not a crash."""
         limit = getattr(self.engine, "max_model_len", None)
         todo, out = [], [None] * len(prompts)
-        for i, p in enumerate(prompts):
-            n_tok = len(self.engine.tokenizer.encode(p)) if limit else 0
+        if not limit:
+            lengths = [0] * len(prompts)
+        elif hasattr(self.engine, "count_tokens"):  # an engine actor: one call, not one per prompt
+            lengths = self.engine.count_tokens(prompts)
+        else:
+            lengths = [len(self.engine.tokenizer.encode(p)) for p in prompts]
+        for i, (p, n_tok) in enumerate(zip(prompts, lengths)):
             if limit and n_tok + self.sampling.max_tokens > limit:
                 out[i] = Verdict.failure(
                     f"judge prompt too long: {n_tok} tokens + {self.sampling.max_tokens} "

@@ -37,11 +37,13 @@ __all__ = [
     "DomainReward",
     "LengthPenalty",
     "RewardSpec",
+    "RewardTally",
     "compose_rewards",
     "load_reward_spec",
     "metrics_rows",
     "reward_metrics",
     "rewards_for_run",
+    "score_samples",
 ]
 
 COMPONENTS = ("r_vr", "r_genrm", "r_vr_norm", "r_genrm_norm", "length_penalty", "total")
@@ -98,6 +100,10 @@ class RewardSpec:
 
     def for_domain(self, domain: str) -> DomainReward:
         return self.domains.get(domain, self.default)
+
+    def needs_judge(self, domains) -> bool:
+        """Whether any of ``domains`` mixes in the judge's score (alpha < 1)."""
+        return any(self.for_domain(d).alpha < 1.0 for d in domains)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any] | None, *, where: str = "reward spec") -> RewardSpec:
@@ -162,7 +168,8 @@ def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -
     df = batch if isinstance(batch, pl.DataFrame) else pl.DataFrame(dict(batch))
     if "domain" not in df.columns or "r_vr" not in df.columns:
         raise RldataError(f"compose_rewards needs columns 'domain' and 'r_vr'; got {df.columns}")
-    if "r_genrm" not in df.columns:
+    judged = "r_genrm" in df.columns  # all-null judge scores (every verdict an error) are allowed
+    if not judged:
         df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("r_genrm"))
     if "length" not in df.columns:
         df = df.with_columns(pl.lit(0, dtype=pl.Int64).alias("length"))
@@ -170,7 +177,7 @@ def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -
     parts = []
     for (dom,), part in df.with_row_index("_row").group_by("domain", maintain_order=True):
         cfg = spec.for_domain(dom)
-        if cfg.alpha < 1.0 and part["r_genrm"].is_null().all() and part.height:
+        if cfg.alpha < 1.0 and not judged and part.height:
             raise RldataError(f"domain {dom!r}: alpha={cfg.alpha} needs r_genrm (judge scores), none given")
         norm = {
             c: (_zscore(c, cfg.eps) if cfg.normalize else pl.col(c)).alias(f"{c}_norm")
@@ -201,21 +208,67 @@ def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -
     return pl.concat(parts, how="vertical").sort("_row").drop("_row")
 
 
+def score_samples(
+    domains: list[str],
+    passed: list[bool | None],
+    lengths: list[int],
+    spec: RewardSpec,
+    *,
+    judge_scores: list[float | None] | None = None,
+) -> pl.DataFrame:
+    """Compose the rewards of one batch of samples (the online path of ``rldata sample`` and the
+    trainer).  ``passed`` is the verifier outcome (None = error); ``judge_scores`` the pointwise
+    judge's scores (None = judge error), given when the spec needs them."""
+    batch = {
+        "domain": pl.Series(domains, dtype=pl.String),
+        "r_vr": pl.Series([None if p is None else float(p) for p in passed], dtype=pl.Float64),
+        "length": pl.Series(lengths, dtype=pl.Int64),
+    }
+    if judge_scores is not None:
+        batch["r_genrm"] = pl.Series(judge_scores, dtype=pl.Float64)
+    return compose_rewards(pl.DataFrame(batch), spec)
+
+
+class RewardTally:
+    """Running per-domain sums of every component, so a long job can log means without keeping the
+    composed rows (``rldata sample`` streams its batches)."""
+
+    def __init__(self):
+        self._sum: dict[tuple[str, str], float] = {}
+        self._cnt: dict[tuple[str, str], int] = {}
+        self._rows: dict[str, int] = {}
+        self._missing: dict[str, int] = {}
+
+    def add(self, composed: pl.DataFrame) -> RewardTally:
+        for (dom,), part in composed.group_by("domain", maintain_order=True):
+            for c in COMPONENTS:
+                col = part[c].drop_nulls()
+                if len(col):
+                    self._sum[dom, c] = self._sum.get((dom, c), 0.0) + float(col.sum())
+                    self._cnt[dom, c] = self._cnt.get((dom, c), 0) + len(col)
+            self._rows[dom] = self._rows.get(dom, 0) + part.height
+            self._missing[dom] = self._missing.get(dom, 0) + part["total"].null_count()
+        return self
+
+    def metrics(self) -> dict[str, float]:
+        """Per-domain means of every component (``reward/<component>/<domain>``), counts, and the
+        overall mean total, ready for the ``metrics`` table."""
+        out: dict[str, float] = {}
+        for dom in self._rows:
+            for c in COMPONENTS:
+                if self._cnt.get((dom, c)):
+                    out[f"reward/{c}/{dom}"] = self._sum[dom, c] / self._cnt[dom, c]
+            out[f"reward/n/{dom}"] = float(self._rows[dom])
+            out[f"reward/n_missing/{dom}"] = float(self._missing[dom])
+        n = sum(self._cnt.get((d, "total"), 0) for d in self._rows)
+        if n:
+            out["reward/total"] = sum(self._sum.get((d, "total"), 0.0) for d in self._rows) / n
+        return out
+
+
 def reward_metrics(composed: pl.DataFrame) -> dict[str, float]:
-    """Per-domain means of every component (``reward/<component>/<domain>``) and overall totals,
-    ready for the ``metrics`` table."""
-    out: dict[str, float] = {}
-    for (dom,), part in composed.group_by("domain", maintain_order=True):
-        for c in COMPONENTS:
-            v = part[c].mean()
-            if v is not None:
-                out[f"reward/{c}/{dom}"] = float(v)
-        out[f"reward/n/{dom}"] = float(part.height)
-        out[f"reward/n_missing/{dom}"] = float(part["total"].null_count())
-    tot = composed["total"].mean() if composed.height else None
-    if tot is not None:
-        out["reward/total"] = float(tot)
-    return out
+    """:meth:`RewardTally.metrics` of one composed batch."""
+    return RewardTally().add(composed).metrics()
 
 
 def rewards_for_run(store, run_id: str, spec: RewardSpec, *, verifier: str | None = None) -> pl.DataFrame:

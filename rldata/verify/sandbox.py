@@ -136,6 +136,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _wait_uid_gone(uid: int, timeout_s: float = 5.0) -> None:
+    """Wait until no process runs as the sandbox's fresh ``uid``.  Killing the pid namespace's leader
+    makes the kernel kill the rest, but they exit a moment later: return only once they have."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = False
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    if os.stat(f"/proc/{name}").st_uid == uid:
+                        alive = True
+                        os.kill(int(name), signal.SIGKILL)
+                except OSError:
+                    pass
+        if not alive:
+            return
+        time.sleep(0.01)
+
+
 def _pump(proc, status_r, limits, deadline) -> tuple[bytes, bytes, bytes, str | None]:
     """Read stdout, stderr and the status pipe until all close; enforce the wall and output caps."""
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(), status_r: bytearray()}
@@ -250,6 +269,8 @@ def run_python(
         if proc is not None:
             _kill_group(proc)  # also reaps what a finished program left behind without a pid ns
             returncode = proc.wait()
+            if uid is not None:
+                _wait_uid_gone(uid)
             for f in (proc.stdout, proc.stderr):
                 f.close()
         os.close(status_r)

@@ -72,18 +72,49 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     run = store.read("runs").row(0, named=True)
     assert run["kind"] == "sample" and run["status"] == "done"
     assert json.loads(run["store_versions"])["tasks"] >= 1
+    # the default reward spec: each sample's reward is its verifier outcome, logged as metrics
+    rv = store.sql("SELECT t.reward, v.passed FROM trajectories t JOIN verifications v USING (traj_id)").fetchall()
+    assert len(rv) == 24 * 8 and all(r == (1.0 if p else 0.0) for r, p in rv)
+    m = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = $1 AND step = 0",
+                       params=[summary.run_id]).fetchall())
+    n_ok = sum(p for _, p in rv)
+    assert m["reward/r_vr/math"] == pytest.approx(n_ok / len(rv)) == pytest.approx(m["reward/total"])
+    assert m["reward/n/math"] == len(rv) and m["reward/length_penalty/math"] == 0.0
+    assert summary.reward_mean == pytest.approx(n_ok / len(rv))
 
     # same command again: a no-op that writes nothing
     versions = store.versions()
     again = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
     assert again.noop and store.versions() == versions
 
-    # another temperature never mixes with the first in the ledger
+    # another temperature never mixes with the first in the ledger; this run composes its rewards from
+    # a spec that mixes in the judge (run on the job's engine), z-scores and penalizes length
+    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+
+    reward = RewardSpec(domains={"math": DomainReward(
+        alpha=0.5, normalize=True, length_penalty=LengthPenalty(kind="linear", max_tokens=8, buffer=8, coef=0.1))})
     hot = SamplingSpec(n=4, temperature=0.5, max_tokens=8, seed=0)
-    run_sample(store, SampleJob(spec=hot, batch_tasks=24))
+    hot_summary = run_sample(store, SampleJob(spec=hot, batch_tasks=24, reward=reward))
     pr2 = store.read("passrates")
     assert pr2.height == 48
     assert pr2.group_by("params_hash").len().sort("params_hash")["len"].to_list() == [24, 24]
+    rows = store.sql(
+        "SELECT t.traj_id, t.reward, t.completion_tokens AS len, v.passed FROM trajectories t "
+        "JOIN verifications v ON v.traj_id = t.traj_id AND v.verifier = 'math' "
+        "WHERE t.params_hash = $1 ORDER BY t.traj_id", params=[hot.params_hash]).pl()
+    assert rows.height == 24 * 4
+    # The judge ran on every sample; its prompt does not fit the tiny model's 64-token context, so each
+    # verdict is an error row, and the weights renormalize to the verifier's z-scored reward.
+    judged = store.sql("SELECT count(*), count(passed), min(error) FROM verifications WHERE verifier = 'genrm'"
+                       ).fetchall()[0]
+    assert judged[0] == 24 * 4 and judged[1] == 0 and "too long" in judged[2]
+    x = rows["passed"].cast(float)
+    z = (x - x.mean()) / (x.std(ddof=0) + 1e-6)  # one commit batch = the z-score batch
+    want = z - 0.1 * rows["len"] / 8
+    assert rows["reward"].to_list() == pytest.approx(want.to_list())
+    hm = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = $1", params=[hot_summary.run_id]).fetchall())
+    assert hm["reward/length_penalty/math"] == pytest.approx((0.1 * rows["len"] / 8).mean())
+    assert hm["reward/r_vr/math"] == pytest.approx(x.mean())
 
 
 def test_seeded_runs_reproduce(tmp_path, ray_session):

@@ -232,3 +232,39 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(full, tmp_path):
     b = load_file(ckpts / "step-000004" / "model.safetensors")
     assert a.keys() == b.keys()
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+
+
+def test_reward_spec_drives_the_rewards_the_judge_rows_and_the_metrics(train_ray, tmp_path):
+    """A YAML reward spec: the judge is mixed in (alpha 0.5) and a linear length penalty applies.  The
+    judge runs on the run's engine; its prompt does not fit the tiny model's 64-token context, so every
+    verdict is an error row and the weight goes back to the verifier's reward."""
+    spec = tmp_path / "reward.yaml"
+    spec.write_text("domains:\n  math: {alpha: 0.5, length_penalty: {kind: linear, max_tokens: 6, buffer: 6, "
+                    "coef: 0.3}}\n")
+    store = _store(tmp_path)
+    summary = _train(store, _cfg(tmp_path / "runs", "shaped", 1).replace(reward_spec=str(spec), checkpoint_every=0))
+    rows = store.sql(
+        "SELECT t.reward, t.completion_tokens, v.passed FROM trajectories t JOIN verifications v "
+        "ON v.traj_id = t.traj_id AND v.verifier = 'math' WHERE t.run_id = 'shaped'").fetchall()
+    assert len(rows) == summary.samples >= P * G
+    for reward, length, passed in rows:
+        assert reward == pytest.approx((1.0 if passed else 0.0) - 0.3 * length / 6)
+    judged = store.sql("SELECT count(*), count(passed) FROM verifications v JOIN trajectories t USING (traj_id) "
+                       "WHERE t.run_id = 'shaped' AND v.verifier = 'genrm'").fetchall()[0]
+    assert judged == (len(rows), 0)
+    m = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = 'shaped' AND step = 1").fetchall())
+    lens = [length for _, length, _ in rows]
+    assert m["reward/length_penalty/math"] == pytest.approx(0.3 * sum(lens) / len(lens) / 6)
+    assert m["reward/r_vr/math"] == pytest.approx(sum(bool(p) for *_, p in rows) / len(rows))
+    assert "reward/r_genrm/math" not in m  # no judge score: every verdict was an error
+
+
+def test_a_bad_reward_spec_fails_before_anything_runs(tmp_path):
+    from rldata.errors import RldataError
+
+    spec = tmp_path / "reward.yaml"
+    spec.write_text("domains:\n  math: {alpha: 2}\n")
+    store = _store(tmp_path)
+    with pytest.raises(RldataError, match="reward.yaml.*alpha"):
+        _train(store, _cfg(tmp_path / "runs", "bad", 1).replace(reward_spec=str(spec)))
+    assert store.sql("SELECT count(*) FROM runs WHERE kind = 'train'").fetchall()[0][0] == 0

@@ -63,3 +63,49 @@ def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path):
     bad = Curriculum(buckets=cur.buckets, phases=cur.phases, selection="nope")
     with pytest.raises(RldataError, match="no kept tasks"):
         build_sampler(store, TrainConfig(curriculum=str(save_curriculum(bad, tmp_path / "bad.yaml"))))
+
+
+def _group(domain: str, passed: list, lengths: list[int]):
+    from rldata.trainer.rollout import Group
+
+    from rldata.engine import Sample
+
+    samples = [Sample(text="1", token_ids=(5,) * n, prompt_tokens=4, completion_tokens=n, cumulative_logprob=None,
+                      logprobs=None, finish_reason="stop") for n in lengths]
+    return Group(task={"task_id": "t", "domain": domain, "prompt": "1+0=", "answer": "1", "tests": None},
+                 bucket=UNIFORM_BUCKET, rnd=0, slot=0, seed=0, samples=samples, passed=list(passed))
+
+
+def test_default_reward_is_the_verifier_outcome_and_errors_count_zero():
+    from types import SimpleNamespace
+
+    from rldata.trainer.rollout import _rewards
+
+    from rldata.verify.reward import RewardSpec
+
+    groups = [_group("math", [True, False, None, True], [2, 2, 3, 2]), _group("math", [False] * 4, [1, 2, 3, 4])]
+    r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)  # [groups, G]
+    assert r.tolist() == [[1.0, 0.0, 0.0, 1.0], [0.0] * 4]
+    assert groups[0].composed["total"].to_list() == [1.0, 0.0, None, 1.0]  # the error stays visible
+
+
+def test_reward_spec_zscores_per_domain_over_the_round_then_penalizes_length():
+    from types import SimpleNamespace
+
+    import numpy as np
+    from rldata.trainer.rollout import _rewards
+
+    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+
+    spec = RewardSpec(domains={"math": DomainReward(normalize=True, length_penalty=LengthPenalty(
+        kind="linear", max_tokens=4, buffer=4, coef=0.5))})
+    groups = [_group("math", [True, False, False, True], [1, 2, 3, 4]), _group("math", [False] * 4, [4] * 4),
+              _group("text", [True, True, False, False], [1, 1, 1, 1])]
+    r = _rewards(SimpleNamespace(reward=spec, judge=None), groups)
+    x = np.array([1, 0, 0, 1, 0, 0, 0, 0], dtype=float)  # the math samples of the round, z-scored together
+    z = (x - x.mean()) / (x.std() + 1e-6)
+    pen = 0.5 * np.array([1, 2, 3, 4, 4, 4, 4, 4]) / 4
+    assert r[:2].ravel() == pytest.approx(z - pen)
+    assert r[2].tolist() == [1.0, 1.0, 0.0, 0.0]  # "text" uses the default: no z-score, no penalty
+    # The all-wrong math group still has equal rewards (same z, same length): dynamic sampling drops it.
+    assert len(set(r[1].tolist())) == 1
