@@ -331,16 +331,15 @@ def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: di
     tids = list(fresh)
     rows = [fresh[t][0] for t in tids]
     completions = [fresh[t][1].text for t in tids]
-    judge_rows_, scores = [], None
+    judge_rows_, jv = [], None
     if ctx.judge is not None:
         from rldata.verify.judge import POINTWISE, judge_rows
 
         jv = ctx.judge.pointwise([r["prompt"] for r in rows], completions, [r["answer"] for r in rows])
-        scores = [v.score if v.passed is not None else None for v in jv]
         judge_rows_ = judge_rows(jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE,
                                  version=ctx.judge.version)
     composed = score_samples([r["domain"] for r in rows], [all_passed(verdicts[t]) for t in tids],
-                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge_scores=scores)
+                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge=jv)
     ctx.tally.add(composed)
     total = dict(zip(tids, composed["total"].to_list()))
     for r in traj_rows:

@@ -188,20 +188,17 @@ def _rewards(ctx, groups: list[Group]) -> np.ndarray:
     default spec a sample's reward is 1 when every verification layer passed, else 0.  A sample with
     no reward (verifier error, and no judge score) gets 0 and is counted in the metrics."""
     samples = [(g, i) for g in groups for i in range(len(g.samples))]
-    scores = None
+    verdicts = None
     if ctx.judge is not None:
         verdicts = ctx.judge.pointwise([g.task["prompt"] for g, _ in samples], [g.samples[i].text for g, i in samples],
                                        [g.task["answer"] for g, _ in samples])
-        for g in groups:
-            g.judge_verdicts = []
-        for (g, _), v in zip(samples, verdicts):
-            g.judge_verdicts.append(v)
-        scores = [v.score if v.passed is not None else None for v in verdicts]
     composed = score_samples([g.task["domain"] for g, _ in samples], [g.passed[i] for g, i in samples],
-                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge_scores=scores)
+                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts)
     start = 0
     for g in groups:
         g.composed = composed.slice(start, len(g.samples))
+        if verdicts is not None:
+            g.judge_verdicts = verdicts[start:start + len(g.samples)]
         start += len(g.samples)
     return np.array([g.composed["total"].fill_null(0.0).to_list() for g in groups])  # [groups, G]
 

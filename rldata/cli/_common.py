@@ -13,7 +13,7 @@ import typer
 
 from rldata.errors import RldataError
 
-__all__ = ["Format", "emit", "get_store", "FORMAT_OPT", "OUT_OPT"]
+__all__ = ["FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "get_store"]
 
 
 class Format(str, Enum):
@@ -21,6 +21,13 @@ class Format(str, Enum):
     csv = "csv"
     json = "json"
     parquet = "parquet"
+
+
+class OnError(str, Enum):
+    """What a bad input record does: ``fail`` aborts with nothing written, ``skip`` keeps the rest."""
+
+    fail = "fail"
+    skip = "skip"
 
 
 FORMAT_OPT = typer.Option(Format.table, "--format", "-f", help="How to print rows: table, csv, json or parquet.")

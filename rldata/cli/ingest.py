@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import OUT_OPT, Format, emit, get_store
+from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store
 from rldata.console import log
 from rldata.errors import RldataError
 
@@ -20,11 +20,6 @@ class Preset(str, Enum):
     gsm8k = "gsm8k"
     verl = "verl"
     math = "math"
-
-
-class OnError(str, Enum):
-    fail = "fail"
-    skip = "skip"
 
 
 class AnswerFormat(str, Enum):

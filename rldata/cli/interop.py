@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import emit, get_store
+from rldata.cli._common import OnError, emit, get_store
 from rldata.console import log
 from rldata.errors import RldataError
 
@@ -26,11 +26,6 @@ class ImportFormat(str, Enum):
     verl = "verl"
     trl = "trl"
     jsonl = "jsonl"
-
-
-class OnError(str, Enum):
-    fail = "fail"
-    skip = "skip"
 
 
 class PromptStyle(str, Enum):

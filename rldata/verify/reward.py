@@ -23,7 +23,7 @@ YAML::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from rldata.errors import RldataError
+from rldata.verify.base import Verdict
 
 __all__ = [
     "COMPONENTS",
@@ -214,18 +215,18 @@ def score_samples(
     lengths: list[int],
     spec: RewardSpec,
     *,
-    judge_scores: list[float | None] | None = None,
+    judge: Sequence[Verdict] | None = None,
 ) -> pl.DataFrame:
     """Compose the rewards of one batch of samples (the online path of ``rldata sample`` and the
-    trainer).  ``passed`` is the verifier outcome (None = error); ``judge_scores`` the pointwise
-    judge's scores (None = judge error), given when the spec needs them."""
+    trainer).  ``passed`` is the verifier outcome (None = error); ``judge`` the pointwise judge's
+    verdicts (an error verdict gives no score), given when the spec needs them."""
     batch = {
         "domain": pl.Series(domains, dtype=pl.String),
         "r_vr": pl.Series([None if p is None else float(p) for p in passed], dtype=pl.Float64),
         "length": pl.Series(lengths, dtype=pl.Int64),
     }
-    if judge_scores is not None:
-        batch["r_genrm"] = pl.Series(judge_scores, dtype=pl.Float64)
+    if judge is not None:
+        batch["r_genrm"] = pl.Series([v.score if v.passed is not None else None for v in judge], dtype=pl.Float64)
     return compose_rewards(pl.DataFrame(batch), spec)
 
 
