@@ -1,7 +1,8 @@
 """Text answers: exact match after normalization, and regex match.
 
 Both look at the answer the completion states ("The answer is Paris.", "Answer: Paris",
-``\\boxed{Paris}``) when it states one, else at the whole completion.
+``\\boxed{Paris}``) when it states one, else at the whole completion.  Several different stated
+answers ("Answer: Paris" ... "\\boxed{London}") are a hedge: a wrong answer with ``reason: hedged``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from importlib.metadata import version as _pkg_version
 from typing import Any
 
 from rldata.verify.base import Verdict, register
-from rldata.verify.extract import TAIL_CHARS, extract_answer
+from rldata.verify.extract import HEDGE_SEP, TAIL_CHARS, extract_answers
 
 __all__ = ["ExactVerifier", "RegexVerifier", "normalize_text"]
 
@@ -24,13 +25,28 @@ def normalize_text(s: str) -> str:
     return _WS.sub(" ", s.strip()).casefold()
 
 
-def _candidate(completion: str | None) -> str | None:
-    """The stated answer, else the whole completion (its last TAIL_CHARS), stripped; None if empty."""
+def _candidate(completion: str | None, norm=lambda s: s) -> str | None:
+    """The stated answer, else the whole completion (its last TAIL_CHARS), stripped; None if empty.
+
+    Several stated answers that differ after ``norm`` come joined by HEDGE_SEP (see :func:`_hedged`).
+    """
     if not completion:
         return None
-    stated = extract_answer(completion, numeric=False)
-    text = stated if stated is not None else completion[-TAIL_CHARS:].strip()
-    return text or None
+    stated: list[str] = []
+    for a in extract_answers(completion, numeric=False):
+        if norm(a) not in stated:
+            stated.append(norm(a))
+    if stated:
+        return HEDGE_SEP.join(stated)
+    text = completion[-TAIL_CHARS:].replace(HEDGE_SEP, " ").strip()
+    return norm(text) or None
+
+
+def _hedged(extracted: str) -> Verdict | None:
+    if HEDGE_SEP not in extracted:
+        return None
+    answers = extracted.split(HEDGE_SEP)
+    return Verdict(False, 0.0, " | ".join(answers), detail={"reason": "hedged", "answers": answers})
 
 
 @register("exact", domains=("text",))
@@ -38,12 +54,11 @@ class ExactVerifier:
     """``passed`` when the normalized answer equals the normalized ``task["answer"]``."""
 
     name = "exact"
-    version = "rldata1"
+    version = "rldata2"
     in_process = True  # string compares cannot hang: no child process needed
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
-        cand = _candidate(completion)
-        return normalize_text(cand) if cand is not None else None
+        return _candidate(completion, normalize_text)
 
     def check(self, extracted: str | None, task: Mapping[str, Any]) -> list[Verdict]:
         gold = task.get("answer")
@@ -51,6 +66,9 @@ class ExactVerifier:
             return [Verdict.failure("task has no gold answer", extracted=extracted)]
         if extracted is None:
             return [Verdict(False, 0.0, None, detail={"reason": "no_answer"})]
+        hedge = _hedged(extracted)
+        if hedge is not None:
+            return [hedge]
         ok = extracted == normalize_text(str(gold))
         return [Verdict(ok, 1.0 if ok else 0.0, extracted)]
 
@@ -67,7 +85,7 @@ class RegexVerifier:
     """
 
     name = "regex"
-    version = f"regex-{_pkg_version('regex')}+rldata1"
+    version = f"regex-{_pkg_version('regex')}+rldata2"
     match_timeout_s = 2.0
     in_process = True  # the regex engine's own timeout bounds the match
 
@@ -86,6 +104,9 @@ class RegexVerifier:
             return [Verdict.failure(f"bad regex {str(pattern)[:80]!r}: {e}", extracted=extracted)]
         if extracted is None:
             return [Verdict(False, 0.0, None, detail={"reason": "no_answer"})]
+        hedge = _hedged(extracted)
+        if hedge is not None:
+            return [hedge]
         try:
             ok = compiled.fullmatch(extracted, timeout=self.match_timeout_s) is not None
         except TimeoutError:

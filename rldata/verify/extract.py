@@ -1,61 +1,141 @@
-"""Pull the final answer out of a model's completion.
+"""Pull the final answer(s) out of a model's completion.
 
-Priority (the first rule that finds something wins; within a rule the LAST occurrence wins,
-because models restate and correct themselves before concluding):
+The text is first normalized: NFKC (full-width ``４２`` is ``42``, no-break and thin spaces are
+spaces), superscript exponents become ``^{..}`` (before NFKC would glue ``10²³`` into ``1023``),
+the unicode minus is ``-``, LaTeX ``{,}`` is ``,`` and ``\\,`` between digits is a space.
+
+Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 
 1. ``\\boxed{...}`` / ``\\fbox{...}``, brace-balanced (nested braces fine, ``\\{`` ignored)
 2. ``#### 42`` (GSM8K style)
 3. ``The answer is 42`` / ``The final answer is $\\frac{1}{2}$.`` (case-insensitive)
-4. ``A: 42`` / ``Answer: 42``
-5. the final number in the text (ints, decimals, negatives, fractions ``3/4``, ``1,234``)
+4. ``Answer: 42`` / ``A: 42`` (``A:`` only at the start of a line)
 
-Rule 5 is skipped with ``numeric=False`` (text answers), where rules 2-4 return the rest of the
-line instead of the first number in it.
+Every stated answer counts: :func:`extract_answers` returns all distinct ones (the caller decides
+whether they are equivalent; several distinct final answers are a hedge, never a pass).  One
+statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
+each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
+final number of the text is the answer, but only when it plainly ends the text: not inside an
+unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), not
+followed by more than a short remainder.  A final ``$...$`` segment or bare ``\\frac{a}{b}`` is
+taken whole (``$\\dfrac{3}{4}$`` is ``\\dfrac{3}{4}``, not ``4``).
 
-Work is bounded whatever the input: only the last :data:`TAIL_CHARS` characters are scanned,
-every pattern is linear (no nested quantifiers over the same characters), and brace matching is
-one pass over brace tokens, so a 10 MB completion or ``"\\boxed{" * 10000`` costs the same as a
-normal one.
+Numbers are read whole: ``.5``, ``1.5e3``, ``6.02 x 10^23``, thousands separators ``1,000``,
+``1 000``, ``1'000``, ``1.000.000`` and Indian ``1,00,000``; they come out normalized
+(``1000``, ``0.5``, ``6.02*10^(23)``).  A single ``1.000`` is the decimal 1.000, and ``1,5`` is
+left as written (a list or a decimal comma: ambiguous, so it never equals a plain number).
+
+Work is bounded whatever the input: only the tail is scanned, every pattern is linear, and brace
+matching is one pass over brace tokens, so a 10 MB completion or ``"\\boxed{" * 10000`` costs the
+same as a normal one.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["NUMBER", "TAIL_CHARS", "clean_number", "extract_answer"]
+__all__ = ["HEDGE_SEP", "NUMBER", "TAIL_CHARS", "clean_number", "extract_answer", "extract_answers", "normalize"]
 
 TAIL_CHARS = 8192  # answers sit at the end; a model that rambles for more than 8 KB after it lost it
 MAX_MARKERS = 16  # occurrences of one marker tried, from the last
 MAX_LINE = 256  # what follows a marker ("The answer is ...") is read up to here
+MAX_ANSWERS = 8  # distinct stated answers kept (more is a hedge all the same)
+MAX_REMAINDER = 80  # text allowed after a fallback final number
+HEDGE_SEP = "\x1e"  # joins several answers in one extracted string; control chars are removed from input
 
-# A number: 1,234 (thousands groups of exactly 3) | 1234, optional decimals, optional /denominator.
+# A number.  The separator forms come before plain digits so "10 000" is one number; the final
+# (?!\d) makes the regex back off a separator form that does not end cleanly ("1,2345").
+_GROUPED = (
+    r"\d{1,3}(?:,\d{3})+"  # 1,234,567
+    r"|\d{1,2}(?:,\d{2})+,\d{3}"  # 1,00,000 (Indian)
+    r"|\d{1,3}(?:['’]\d{3})+"  # 1'000 (Swiss)
+    r"|\d{1,3}(?:\.\d{3}){2,}"  # 1.000.000 (one group "1.000" is a decimal)
+    r"|\d{1,3}(?: \d{3})+"  # 10 000 (SI; NFKC made thin and no-break spaces plain)
+)
+_EXP = (
+    r"[eE][-+]?\d+"
+    r"|[ \t]*(?:\\times|\\cdot|×|·|\*|x)[ \t]*10[ \t]*\^[ \t]*(?:\{[ \t]*[-+]?\d+[ \t]*\}|\([ \t]*[-+]?\d+[ \t]*\)|[-+]?\d+)"
+)
 # A minus counts as a sign only when no digit, letter or closing bracket precedes it: the final
 # number of "10-3" is "3", not "-3".
-_CORE = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?"
-NUMBER = re.compile(rf"(?:(?<![\w)\]}}.])-)?{_CORE}")
-_FULL_NUMBER = re.compile(rf"\s*\\?\$?\s*(-?{_CORE})\s*%?\s*\.?\s*")
+NUMBER = re.compile(
+    rf"(?:(?<![\w)\]}}.])-)?"
+    rf"(?:(?<![\d.])(?P<lead>\.\d+)|(?:(?P<grp>{_GROUPED})|(?P<amb>\d+(?:,\d+)+)|(?P<plain>\d+))(?P<dec>\.\d+)?)"
+    rf"(?:(?P<exp>{_EXP})|/(?P<den>\d+))?(?!\d)"
+)
+_FULL_NUMBER = re.compile(
+    rf"\s*(?:\\\$|\$)?\s*(?P<num>{NUMBER.pattern})\s*(?:\\%|%|percent)?\s*\.?\s*"
+)
 
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
 _HASHES = re.compile(r"####[ \t]*")
 _ANSWER_IS = re.compile(r"\banswer\s+is\b[ \t]*:?[ \t]*", re.IGNORECASE)
-_ANSWER_COLON = re.compile(r"(?:\b(?i:answer)|(?<![\w])A)[ \t]*:[ \t]*")
+_ANSWER_COLON = re.compile(r"(?:\b(?i:answer)|(?m:^)[ \t]*A)[ \t]*:[ \t]*")
 # "$...$" or "\(...\)" right after a marker: a LaTeX answer
 _MATH_DELIM = re.compile(rf"\$\$?([^$\n]{{1,{MAX_LINE}}})\$\$?|\\\(((?:(?!\\\)).){{1,{MAX_LINE}}})\\\)")
+_MATH_SEGMENT = re.compile(r"\$\$?([^$]{1,512})\$\$?|\\\((.{1,512}?)\\\)|\\\[(.{1,512}?)\\\]", re.DOTALL)
+_BARE_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\\[dt]?frac\s*\d\s*\d")
+_HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:equal\s+to\s+|exactly\s+)?\$?-?[\d.,]+\$?", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?!\d)|[!?;\n]")
+# What may follow a stated number for the number alone to be the answer: a unit, percent,
+# punctuation or the end.  Anything else ("2\pi", "5x", "2 \sqrt{3}") makes the whole statement the answer.
+_PLAIN_AFTER = re.compile(
+    r"\s*$|\s*[.,;:!)\]]|\s*(?:\\%|%|percent\b|°|\^\s*\{?\s*\\circ|\\text|\\mathrm|\\mbox|\\,)"
+    r"|\s+(?!(?:pi|sqrt|i|x|y|z|n|e|times|cdot)\b)[A-Za-z]"
+)
+_OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷^_({]|\\[a-zA-Z]+|\bnot|n't|\bnever)\s*$")
+_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/×÷^_=<>?]|\\(?!text|mathrm|mbox|%|\$|\]|\)))")
+
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
+_SUPERSCRIPT_RUN = re.compile(f"[{_SUPERSCRIPTS}]+")
+_SUPER_TO_ASCII = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_LATEX_THIN_SPACE = re.compile(r"(?<=\d)\\[,;:! ](?=\d)")
+
+
+def normalize(text: str) -> str:
+    """NFKC plus the fixes it needs (see the module docstring)."""
+    text = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group().translate(_SUPER_TO_ASCII) + "}", text)
+    text = unicodedata.normalize("NFKC", text)
+    text = text.replace("\u2212", "-").replace("\u2044", "/").replace("{,}", ",")
+    text = _LATEX_THIN_SPACE.sub(" ", text)
+    return _CONTROL.sub(" ", text)
+
+
+def _canon(m: re.Match) -> str:
+    """A NUMBER match in normal form: "1,234.50" -> "1234.50", "6.02 x 10^23" -> "6.02*10^(23)"."""
+    if m["amb"] is not None:  # "1,5": a list or a decimal comma; math-verify reads it as a set
+        return m.group().strip()
+    sign = "-" if m.group().startswith("-") else ""
+    if m["lead"] is not None:
+        mant = "0" + m["lead"]
+    else:
+        whole = m["grp"] if m["grp"] is not None else m["plain"]
+        mant = re.sub(r"[,'’. ]", "", whole) + (m["dec"] or "")
+    if m["exp"] is not None:
+        power = int(re.findall(r"[-+]?\d+", m["exp"])[-1])
+        return f"{sign}{mant}*10^({power})"
+    if m["den"] is not None:
+        return f"{sign}{mant}/{m['den']}"
+    return sign + mant
 
 
 def clean_number(s: str) -> str | None:
-    """``"$1,234."`` -> ``"1234"``; None if ``s`` is not a single number (with optional $, %, period)."""
-    m = _FULL_NUMBER.fullmatch(s)
-    return m.group(1).replace(",", "") if m else None
+    """``"$1,234."`` -> ``"1234"``, ``"50\\%"`` -> ``"50"``; None if ``s`` is not a single number."""
+    m = _FULL_NUMBER.fullmatch(normalize(s))
+    num = NUMBER.fullmatch(m["num"]) if m is not None else None
+    return _canon(num) if num is not None and num["amb"] is None else None
 
 
-def _last_box(s: str) -> tuple[int, int, int] | None:
-    """(box start, content start, content end) of the \\boxed{} that closes last, or None."""
+def _box_spans(s: str) -> list[tuple[int, int, int]]:
+    """(box start, content start, content end) of the outermost closed \\boxed{}/\\fbox{} in ``s``."""
     starts = [i for i in (s.find("\\boxed"), s.find("\\fbox")) if i >= 0]
     if not starts:
-        return None
+        return []
     stack: list[tuple[int, int] | None] = []  # per open brace: (box start, content start) or None
-    best = None
+    spans: list[tuple[int, int, int]] = []
     for m in _BOX_TOKENS.finditer(s, min(starts)):
         tok = m.group()
         if tok[0] == "\\" and len(tok) == 2:  # escaped brace: part of the content
@@ -67,73 +147,152 @@ def _last_box(s: str) -> tuple[int, int, int] | None:
         elif stack:
             opened = stack.pop()
             if opened is not None:
-                best = (opened[0], opened[1], m.start())
-    return best
+                while spans and spans[-1][0] > opened[0]:  # boxes inside this one: the outer one wins
+                    spans.pop()
+                spans.append((opened[0], opened[1], m.start()))
+    return spans
 
 
-def _boxed(tail: str) -> str | None:
-    """Content of the \\boxed{} that closes last (for nested boxes, the innermost whole one)."""
-    span = _last_box(tail)
-    if span is None:
-        return None
-    content = tail[span[1]:span[2]].strip()
-    for _ in range(8):  # \boxed{\boxed{3}}: the answer is 3 (bounded: adversarial nesting)
-        inner = _last_box(content)
-        if inner is None or inner[0] != 0 or inner[2] != len(content) - 1:
-            break
-        content = content[inner[1]:inner[2]].strip()
-    return content or None
+def _boxes(s: str) -> list[str]:
+    """Contents of the outermost closed boxes in ``s``, in order; ``\\boxed{\\boxed{3}}`` is ``3``."""
+    out = []
+    for _, a, b in _box_spans(s)[-MAX_MARKERS:]:
+        content = s[a:b].strip()
+        for _ in range(8):  # bounded: adversarial nesting
+            inner = _box_spans(content)
+            if len(inner) != 1 or inner[0][0] != 0 or inner[0][2] != len(content) - 1:
+                break
+            content = content[inner[0][1]:inner[0][2]].strip()
+        if content:
+            out.append(content)
+    return out
 
 
-def _after_marker(rest: str, numeric: bool) -> str | None:
-    """What a marker ("####", "The answer is", "Answer:") points at, from the rest of its line."""
-    rest = rest.split("\n", 1)[0]
-    m = _MATH_DELIM.match(rest.lstrip())
+def _numbers(stmt: str) -> list[re.Match]:
+    return list(NUMBER.finditer(_NEGATED.sub(" ", stmt)))[:MAX_ANSWERS]
+
+
+def _from_statement(stmt: str, numeric: bool) -> list[str]:
+    """The answer(s) one statement gives: ``20 or 30`` gives both (a hedge), ``not 5, it's 7`` gives 7."""
+    stmt = stmt.strip()
+    num = clean_number(stmt)
+    if num is not None:
+        return [num]
+    nums = _numbers(stmt) if numeric else []
+    if len(nums) > 1 and _HEDGE.search(stmt):
+        return [_canon(m) for m in nums]
+    if not numeric:
+        return [stmt] if stmt else []
+    if stmt.startswith("\\") or not nums:  # undelimited LaTeX: "is \frac{1}{2}."; or no number at all
+        return [stmt] if stmt.startswith("\\") else []
+    first = nums[0]
+    negated = _NEGATED.sub(" ", stmt)
+    if _PLAIN_AFTER.match(negated, first.end()) and not _OPERATOR_BEFORE.search(negated[:first.start()][-12:]):
+        return [_canon(first)]
+    return [stmt]  # "2\pi", "5x": math-verify reads the whole statement
+
+
+def _after_marker(rest: str, numeric: bool) -> list[str]:
+    """What a marker ("####", "The answer is", "Answer:") points at, from the rest of its sentence."""
+    rest = rest.split("\n", 1)[0].lstrip()
+    if rest.startswith(("\\boxed", "\\fbox")):  # "Final answer: \boxed{5}": the box speaks for itself
+        return []
+    m = _MATH_DELIM.match(rest)
     if m:
         inner = (m.group(1) or m.group(2) or "").strip()
-        num = clean_number(inner)
-        if num is not None:
-            return num
         if inner:
-            return inner
-    if numeric and rest.lstrip().startswith("\\"):  # undelimited LaTeX: "is \frac{1}{2}."
-        return rest.strip().rstrip(".").strip() or None
-    if numeric:
-        m = NUMBER.search(rest)
-        return m.group().replace(",", "") if m else None
-    text = rest.strip().rstrip(".").strip()
-    if text.startswith("$") and text.endswith("$") and len(text) > 1:
-        text = text.strip("$").strip()
-    return text or None
-
-
-def _last_marker(pattern: re.Pattern, tail: str, numeric: bool) -> str | None:
-    # Only the last few markers: a tail full of "A:" must not cost one line scan per marker.
-    for m in list(pattern.finditer(tail))[-MAX_MARKERS:][::-1]:
-        ans = _after_marker(tail[m.end():m.end() + MAX_LINE], numeric)
-        if ans is not None:
-            return ans
-    return None
-
-
-def extract_answer(text: str | None, *, numeric: bool = True) -> str | None:
-    """The answer a completion gives, or None when it gives none (see the module docstring)."""
-    if not text:
-        return None
-    if not isinstance(text, str):
-        text = str(text)
-    tail = text[-TAIL_CHARS:].replace("\u2212", "-")  # unicode minus, as some tokenizers emit
-    boxed = _boxed(tail)
-    if boxed is not None:
-        num = clean_number(boxed)
-        return num if num is not None else boxed
-    for pattern in (_HASHES, _ANSWER_IS, _ANSWER_COLON):
-        ans = _last_marker(pattern, tail, numeric)
-        if ans is not None:
-            return ans
+            return _from_statement(inner, numeric) if _HEDGE.search(inner) else [clean_number(inner) or inner]
+    end = _SENTENCE_END.search(rest)
+    stmt = rest[:end.start()] if end else rest
     if not numeric:
-        return None
+        stmt = stmt.strip()
+        if stmt.startswith("$") and stmt.endswith("$") and len(stmt) > 1:
+            stmt = stmt.strip("$").strip()
+        return [stmt] if stmt else []
+    return _from_statement(stmt, numeric)
+
+
+def _stated(tail: str, numeric: bool) -> list[str]:
+    """Every stated answer, highest-priority rule first, within a rule the last occurrence first."""
+    out: list[str] = []
+    for box in reversed(_boxes(tail)):
+        num = clean_number(box)
+        out.extend([num] if num is not None else _box_answers(box, numeric))
+    for pattern in (_HASHES, _ANSWER_IS, _ANSWER_COLON):
+        for m in list(pattern.finditer(tail))[-MAX_MARKERS:][::-1]:
+            out.extend(_after_marker(tail[m.end():m.end() + MAX_LINE], numeric))
+    return out
+
+
+def _box_answers(box: str, numeric: bool) -> list[str]:
+    """A box's answer; ``\\boxed{41 \\text{ or } 42}`` gives both numbers (a hedge)."""
+    plain = re.sub(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}", r" \1 ", box)
+    nums = _numbers(plain) if numeric else []
+    if len(nums) > 1 and _HEDGE.search(plain):
+        return [_canon(m) for m in nums]
+    return [box]
+
+
+def _final_number(tail: str) -> list[str]:
+    """The fallback: the final number (or final $...$ / \\frac) when it plainly ends the text."""
     last = None
     for last in NUMBER.finditer(tail):
         pass
-    return last.group().replace(",", "") if last else None
+    seg = None
+    for seg in _MATH_SEGMENT.finditer(tail):
+        pass
+    frac = None
+    for frac in _BARE_FRAC.finditer(tail):
+        pass
+    if last is None and seg is None:
+        return []
+    cands = [(m.end(), kind, m) for kind, m in (("seg", seg), ("frac", frac), ("num", last)) if m is not None]
+    end, kind, m = max(cands, key=lambda c: (c[0], c[1] != "num"))
+    remainder = tail[end:]
+    if len(remainder.strip()) > MAX_REMAINDER or "?" in remainder or _OPERATOR_AFTER.match(remainder):
+        return []
+    if kind == "seg":
+        inner = next(g for g in m.groups() if g is not None).strip()
+        if not inner:
+            return []
+        return [clean_number(inner) or inner]
+    if kind == "frac":
+        return [m.group()]
+    if _OPERATOR_BEFORE.search(tail[max(0, m.start() - 12):m.start()]):
+        return []
+    start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
+    sentence = tail[start + 1:end]
+    nums = _numbers(sentence)
+    if len(nums) > 1 and _HEDGE.search(sentence):
+        return [_canon(x) for x in nums]
+    return [_canon(m)]
+
+
+def extract_answers(text: str | None, *, numeric: bool = True) -> list[str]:
+    """Every distinct answer the completion states, the one that ranks first first (see module doc).
+
+    Empty: no answer.  More than one: the completion hedges (or corrected itself after stating an
+    answer), unless the caller finds them all equivalent (``0.5`` and ``\\frac{1}{2}``).
+    """
+    if not text:
+        return []
+    if not isinstance(text, str):
+        text = str(text)
+    tail = normalize(text[-TAIL_CHARS:])
+    found = _stated(tail, numeric)
+    if not found and numeric:
+        found = _final_number(tail)
+    out: list[str] = []
+    for a in found:
+        if a and a not in out:
+            out.append(a)
+    return out[:MAX_ANSWERS]
+
+
+def extract_answer(text: str | None, *, numeric: bool = True) -> str | None:
+    """The first-ranked answer (a boxed one before ``####`` before ``answer is`` before ``Answer:``).
+
+    Use :func:`extract_answers` to see a hedge: this returns one answer even when there are several.
+    """
+    found = extract_answers(text, numeric=numeric)
+    return found[0] if found else None

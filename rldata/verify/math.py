@@ -11,15 +11,20 @@ that no in-process timeout can interrupt.  A timeout or a crash becomes an error
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib.metadata import version as _pkg_version
 from typing import Any
 
 from rldata.verify.base import Verdict, register
-from rldata.verify.extract import clean_number, extract_answer
+from rldata.verify.extract import HEDGE_SEP, clean_number, extract_answer, extract_answers
 
 __all__ = ["MAX_ANSWER_CHARS", "MathVerifier", "parse_answer"]
+
+# A trailing percent sign means nothing to the comparison: "50%", "50\\%" and "50 percent" are all
+# 50, on the gold's side as on the answer's (math-verify alone reads "50\\%" as 0.5 but "50%" as 50).
+_PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|percent)\s*\$?\s*\.?\s*$")
 
 MAX_ANSWER_CHARS = 2000  # longer "answers" are not answers; parsing them only burns the time budget
 
@@ -51,6 +56,7 @@ def parse_answer(text: str) -> tuple:
     nothing parses.
     """
     mv = _mv()
+    text = _PERCENT.sub("", text) or text
     num = clean_number(text)
     if num is not None:
         return tuple(mv.parse(num, extraction_config=[mv.ExprExtractionConfig()], parsing_timeout=None))
@@ -66,13 +72,26 @@ def _gold_text(gold: str) -> str:
     return gold
 
 
+def _all_same(preds: list[tuple]) -> bool:
+    """Whether several stated answers are one answer restated ("0.5" and "\\frac{1}{2}"): when in
+    doubt (one does not parse), they are not."""
+    first = preds[0]
+    if not first:
+        return False
+    verify = _mv().verify
+    return all(
+        p and verify(list(first), list(p), timeout_seconds=None) and verify(list(p), list(first), timeout_seconds=None)
+        for p in preds[1:]
+    )
+
+
 @register("math", domains=("math", "arith"))
 class MathVerifier:
     """``passed`` when the extracted answer is equivalent to ``task["answer"]`` under math-verify."""
 
     name = "math"
     # Bump the +rldataN suffix whenever extraction or gold handling changes what passes.
-    version = f"math-verify-{_pkg_version('math-verify')}+rldata1"
+    version = f"math-verify-{_pkg_version('math-verify')}+rldata2"
 
     def prepare(self) -> None:
         """Import and warm math-verify (rldata.verify.run calls this outside any deadline)."""
@@ -80,7 +99,9 @@ class MathVerifier:
         mv.verify(list(parse_answer("\\frac{1}{2}")), list(parse_answer("0.5")), timeout_seconds=None)
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
-        return extract_answer(completion)
+        """The answer; several stated answers come joined by :data:`HEDGE_SEP` for :meth:`check`."""
+        found = extract_answers(completion)
+        return HEDGE_SEP.join(found) if found else None
 
     def check(self, extracted: str | None, task: Mapping[str, Any]) -> list[Verdict]:
         gold = task.get("answer")
@@ -93,7 +114,12 @@ class MathVerifier:
         gold_parsed = parse_answer(_gold_text(str(gold).strip()))
         if not gold_parsed:
             return [Verdict.failure(f"gold answer {str(gold)[:80]!r} does not parse", extracted=extracted)]
-        pred = parse_answer(extracted)
+        answers = extracted.split(HEDGE_SEP)
+        preds = [parse_answer(a) for a in answers]
+        if len(answers) > 1 and not _all_same(preds):
+            shown = " | ".join(answers)[:MAX_ANSWER_CHARS]
+            return [Verdict(False, 0.0, shown, detail={"reason": "hedged", "answers": answers})]
+        extracted, pred = answers[0], preds[0]
         if not pred:
             return [Verdict(False, 0.0, extracted, detail={"reason": "unparseable"})]
         ok = bool(_mv().verify(list(gold_parsed), list(pred), timeout_seconds=None))

@@ -91,3 +91,12 @@ def test_huge_completion():
 def test_verify_many_routes_by_domain_and_name():
     out = verify_many([("text", "Paris", {"answer": "paris"}), ("regex", "a1", {"answer": r"a\d"})], timeout_s=5.0)
     assert [vs[0].passed for vs in out] == [True, True]
+
+
+def test_several_different_stated_answers_are_hedged():
+    from rldata.verify.exact import ExactVerifier, RegexVerifier
+
+    for v, gold in ((ExactVerifier(), "Paris"), (RegexVerifier(), "Par.*")):
+        out = v.verify("Answer: Paris\nThe answer is London.", {"answer": gold})[0]
+        assert out.passed is False and out.detail["reason"] == "hedged"
+        assert v.verify("Answer: Paris\nThe answer is Paris.", {"answer": gold})[0].passed is True

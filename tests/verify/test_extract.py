@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rldata.verify.extract import TAIL_CHARS, clean_number, extract_answer
+from rldata.verify.extract import TAIL_CHARS, clean_number, extract_answer, extract_answers
 
 
 @pytest.mark.parametrize(
@@ -124,3 +124,66 @@ def test_deeply_nested_box_returns_some_content_quickly():
     out, secs = _timed("\\boxed{" * 3000 + "5" + "}" * 3000)
     assert secs < 0.5
     assert out is not None and "5" in out
+
+
+# ---- issue 12: numbers read whole, NFKC, LaTeX fallbacks, hedges ---------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (".5 is the answer", ["0.5"]),
+        ("The answer is .5", ["0.5"]),
+        ("The answer is 1.5e3", ["1.5*10^(3)"]),
+        ("The answer is 2.5E-4.", ["2.5*10^(-4)"]),
+        ("The answer is 6.02 x 10^23", ["6.02*10^(23)"]),
+        ("\\boxed{6.02 \\times 10^{23}}", ["6.02*10^(23)"]),
+        ("about 6.02×10²³ molecules", ["6.02*10^(23)"]),  # superscripts: not glued into 1023 by NFKC
+        ("Answer: 10 000", ["10000"]),
+        ("Answer: 10\u202f000", ["10000"]),  # narrow no-break space
+        ("Answer: 10\\,000", ["10000"]),
+        ("The answer is 1'000", ["1000"]),
+        ("The answer is 1.000.000", ["1000000"]),
+        ("The answer is 1,00,000", ["100000"]),
+        ("The answer is 1.000", ["1.000"]),  # one dot group is a decimal
+        ("The answer is 1,5", ["1,5"]),  # ambiguous: kept as written, never a plain number
+        ("The answer is not 5, it's 7", ["7"]),
+        ("The answer isn't 5; see below", []),
+        ("Answer: ４２", ["42"]),
+        ("\\boxed{４２}", ["42"]),
+        ("so we get $10{,}000$", ["10000"]),
+        ("so the result is $\\dfrac{3}{4}$", ["\\dfrac{3}{4}"]),
+        ("so the result is \\frac{3}{4}", ["\\frac{3}{4}"]),
+        ("\\boxed{50\\%}", ["50"]),
+        ("That is 50%.", ["50"]),
+        ("The answer is 2\\pi", ["2\\pi"]),  # not "2"
+        ("The answer is 5x", ["5x"]),
+    ],
+)
+def test_numbers_are_read_whole(text, expected):
+    assert extract_answers(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\\boxed{41} or maybe \\boxed{42}", ["42", "41"]),
+        ("Answer: 20 degrees or 30 degrees", ["20", "30"]),
+        ("\\boxed{41 \\text{ or } 42}", ["41", "42"]),
+        ("The answer is either 3 or 4.", ["3", "4"]),
+        ("The answer is 5. Wait, the answer is 7.", ["7", "5"]),
+        ("It is 41 or maybe 42", ["41", "42"]),
+        ("The answer is 5. Check: \\boxed{6}", ["6", "5"]),
+        ("Final answer: \\boxed{5}", ["5"]),  # the marker points at the box: one answer
+        ("#### 18\nThe answer is 18.", ["18"]),
+    ],
+)
+def test_every_stated_answer_is_returned(text, expected):
+    assert extract_answers(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["so 3 + 4 =", "Is it 42? Let me think about it", "we compute 2^{10", "the value is not 5",
+     "We need 42. " + "Then we think about many other things at length and never conclude. " * 3],
+)
+def test_final_number_only_when_it_plainly_ends_the_text(text):
+    assert extract_answers(text) == []

@@ -124,3 +124,59 @@ def test_timeout_works_outside_the_main_thread():
     assert hung.passed is None and hung.error.startswith("timeout")
     assert ok.passed is True
     assert elapsed < 1.0 + kill_after_s(1.0) + START_BUDGET_S
+
+
+# ---- issue 12: extraction never cuts a number short, hedges fail, percent is consistent ---------
+@pytest.mark.parametrize(
+    ("completion", "wrong_gold", "right_gold"),
+    [
+        (".5", "5", "1/2"),
+        ("The answer is 1.5e3", "1.5", "1500"),
+        ("The answer is 6.02 x 10^23", "6.02", "6.02 \\times 10^{23}"),
+        ("Answer: 10 000", "10", "10000"),
+        ("The answer is not 5, it's 7", "5", "7"),
+        ("so we get $10{,}000$", "000", "10000"),
+        ("so the result is $\\dfrac{3}{4}$", "4", "0.75"),
+        ("Answer: ４２", "4", "42"),
+    ],
+)
+def test_numbers_are_not_cut_short(mv, completion, wrong_gold, right_gold):
+    assert _one(mv, completion, wrong_gold).passed is False
+    assert _one(mv, completion, right_gold).passed is True
+
+
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("\\boxed{41} or maybe \\boxed{42}", "42"),
+        ("Answer: 20 degrees or 30 degrees", "20"),
+        ("\\boxed{41 \\text{ or } 42}", "41"),
+        ("The answer is 5. Wait, the answer is 7.", "7"),
+        ("It is either 41 or 42", "42"),
+    ],
+)
+def test_hedged_answers_fail_with_reason(mv, completion, gold):
+    v = _one(mv, completion, gold)
+    assert v.passed is False and v.error is None
+    assert v.detail["reason"] == "hedged" and len(v.detail["answers"]) == 2
+
+
+def test_restating_one_answer_is_not_a_hedge(mv):
+    assert _one(mv, "\\boxed{0.5}, that is \\boxed{\\frac{1}{2}}", "1/2").passed is True
+    assert _one(mv, "The answer is 18.\n#### 18", "18").passed is True
+
+
+@pytest.mark.parametrize(("completion", "gold"), [("That is 50%.", "50"), ("\\boxed{50\\%}", "50"),
+                                                  ("That is 50%.", "50\\%"), ("\\boxed{50\\%}", "50%"),
+                                                  ("The answer is 50 percent", "50")])
+def test_percent_is_consistent(mv, completion, gold):
+    assert _one(mv, completion, gold).passed is True
+
+
+def test_percent_is_not_a_fraction(mv):
+    assert _one(mv, "\\boxed{50\\%}", "0.5").passed is False
+    assert _one(mv, "That is 50%.", "0.5").passed is False
+
+
+def test_version_moved_past_rldata1(mv):
+    assert mv.version.endswith("+rldata2")
