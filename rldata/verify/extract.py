@@ -8,7 +8,7 @@ Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 
 1. ``\\boxed{...}`` / ``\\fbox{...}``, brace-balanced (nested braces fine, ``\\{`` ignored)
 2. ``#### 42`` (GSM8K style)
-3. ``The answer is 42`` / ``The final answer is $\\frac{1}{2}$.`` (case-insensitive)
+3. ``The answer is 42`` / ``The final answer is $\\frac{1}{2}$.`` (case-insensitive; also ``答案是``)
 4. ``Answer: 42`` / ``A: 42`` (``A:`` only at the start of a line)
 
 Every stated answer counts: :func:`extract_answers` returns all distinct ones (the caller decides
@@ -16,8 +16,9 @@ whether they are equivalent; several distinct final answers are a hedge, never a
 statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
 each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
 final number of the text is the answer, but only when it plainly ends the text: not inside an
-unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), not
-followed by more than a short remainder.  A final ``$...$`` segment or bare ``\\frac{a}{b}`` is
+unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), followed
+only by a short remainder that ends the sentence (``12 in total.``), unless it follows ``=`` or
+stands alone on the last line (``27``): a text that merely stops on a number may be cut off.  A final ``$...$`` segment or bare ``\\frac{a}{b}`` is
 taken whole (``$\\dfrac{3}{4}$`` is ``\\dfrac{3}{4}``, not ``4``).
 
 Numbers are read whole: ``.5``, ``1.5e3``, ``6.02 x 10^23``, thousands separators ``1,000``,
@@ -70,7 +71,7 @@ _FULL_NUMBER = re.compile(
 
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
 _HASHES = re.compile(r"####[ \t]*")
-_ANSWER_IS = re.compile(r"\banswer\s+is\b[ \t]*:?[ \t]*", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"(?:\banswer\s+is\b|答案是|答案为)[ \t]*:?[ \t]*", re.IGNORECASE)
 _ANSWER_COLON = re.compile(r"(?:\b(?i:answer)|(?m:^)[ \t]*A)[ \t]*:[ \t]*")
 # "$...$" or "\(...\)" right after a marker: a LaTeX answer
 _MATH_DELIM = re.compile(rf"\$\$?([^$\n]{{1,{MAX_LINE}}})\$\$?|\\\(((?:(?!\\\)).){{1,{MAX_LINE}}})\\\)")
@@ -78,6 +79,7 @@ _MATH_SEGMENT = re.compile(r"\$\$?([^$]{1,512})\$\$?|\\\((.{1,512}?)\\\)|\\\[(.{
 _BARE_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\\[dt]?frac\s*\d\s*\d")
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:equal\s+to\s+|exactly\s+)?\$?-?[\d.,]+\$?", re.IGNORECASE)
+_NEW_SENTENCE = re.compile(r"[.!;]\s+\S")
 _SENTENCE_END = re.compile(r"\.(?!\d)|[!?;\n]")
 # What may follow a stated number for the number alone to be the answer: a unit, percent,
 # punctuation or the end.  Anything else ("2\pi", "5x", "2 \sqrt{3}") makes the whole statement the answer.
@@ -249,7 +251,10 @@ def _final_number(tail: str) -> list[str]:
     cands = [(m.end(), kind, m) for kind, m in (("seg", seg), ("frac", frac), ("num", last)) if m is not None]
     end, kind, m = max(cands, key=lambda c: (c[0], c[1] != "num"))
     remainder = tail[end:]
-    if len(remainder.strip()) > MAX_REMAINDER or "?" in remainder or _OPERATOR_AFTER.match(remainder):
+    rest = remainder.strip()
+    if len(rest) > MAX_REMAINDER or "?" in remainder or _OPERATOR_AFTER.match(remainder):
+        return []
+    if _NEW_SENTENCE.search(rest):  # "... 100 points. First we count": the text went on
         return []
     if kind == "seg":
         inner = next(g for g in m.groups() if g is not None).strip()
@@ -258,7 +263,14 @@ def _final_number(tail: str) -> list[str]:
         return [clean_number(inner) or inner]
     if kind == "frac":
         return [m.group()]
-    if _OPERATOR_BEFORE.search(tail[max(0, m.start() - 12):m.start()]):
+    before = tail[max(0, m.start() - 12):m.start()]
+    if _OPERATOR_BEFORE.search(before):
+        return []
+    # A number that merely stops the text ("First, the triangle has 3") may be a cut-off
+    # completion: it counts when a sentence ends after it, when it follows "=", or when it is
+    # alone on its line (a bare completion such as "27").
+    line = tail[tail.rfind("\n", 0, m.start()) + 1:m.start()]
+    if not (rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
         return []
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1:end]

@@ -38,11 +38,11 @@ from rldata.verify.extract import TAIL_CHARS, clean_number, extract_answer, extr
         ("answer: -0.25", "-0.25"),
         # final number
         ("we get 10-3 = 7", "7"),
-        ("the total is -12", "-12"),
-        ("it costs $1,234,567.89 in total", "1234567.89"),
-        ("ratio 3/4", "3/4"),
+        ("the total is -12.", "-12"),
+        ("it costs $1,234,567.89 in total.", "1234567.89"),
+        ("the ratio is 3/4.", "3/4"),
         ("about 3.5 km.", "3.5"),
-        ("\u22126 degrees", "-6"),  # unicode minus
+        ("\u22126 degrees.", "-6"),  # unicode minus
     ],
 )
 def test_formats(text, expected):
@@ -136,7 +136,7 @@ def test_deeply_nested_box_returns_some_content_quickly():
         ("The answer is 2.5E-4.", ["2.5*10^(-4)"]),
         ("The answer is 6.02 x 10^23", ["6.02*10^(23)"]),
         ("\\boxed{6.02 \\times 10^{23}}", ["6.02*10^(23)"]),
-        ("about 6.02×10²³ molecules", ["6.02*10^(23)"]),  # superscripts: not glued into 1023 by NFKC
+        ("about 6.02×10²³ molecules.", ["6.02*10^(23)"]),  # superscripts: not glued into 1023 by NFKC
         ("Answer: 10 000", ["10000"]),
         ("Answer: 10\u202f000", ["10000"]),  # narrow no-break space
         ("Answer: 10\\,000", ["10000"]),
@@ -170,7 +170,7 @@ def test_numbers_are_read_whole(text, expected):
         ("\\boxed{41 \\text{ or } 42}", ["41", "42"]),
         ("The answer is either 3 or 4.", ["3", "4"]),
         ("The answer is 5. Wait, the answer is 7.", ["7", "5"]),
-        ("It is 41 or maybe 42", ["41", "42"]),
+        ("It is 41 or maybe 42.", ["41", "42"]),
         ("The answer is 5. Check: \\boxed{6}", ["6", "5"]),
         ("Final answer: \\boxed{5}", ["5"]),  # the marker points at the box: one answer
         ("#### 18\nThe answer is 18.", ["18"]),
@@ -183,7 +183,14 @@ def test_every_stated_answer_is_returned(text, expected):
 @pytest.mark.parametrize(
     "text",
     ["so 3 + 4 =", "Is it 42? Let me think about it", "we compute 2^{10", "the value is not 5",
+     "Let me think. First, the triangle has 3", "The target is 100 points. First we count the points",
      "We need 42. " + "Then we think about many other things at length and never conclude. " * 3],
 )
 def test_final_number_only_when_it_plainly_ends_the_text(text):
     assert extract_answers(text) == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [("27", "27"), ("think\n27", "27"), ("so 3 + 4 = 7", "7"),
+                                                ("That makes 12 in total.", "12"), ("$\\frac{1}{2}$", "\\frac{1}{2}")])
+def test_final_number_that_ends_the_text(text, expected):
+    assert extract_answer(text) == expected

@@ -152,7 +152,7 @@ def test_numbers_are_not_cut_short(mv, completion, wrong_gold, right_gold):
         ("Answer: 20 degrees or 30 degrees", "20"),
         ("\\boxed{41 \\text{ or } 42}", "41"),
         ("The answer is 5. Wait, the answer is 7.", "7"),
-        ("It is either 41 or 42", "42"),
+        ("It is either 41 or 42.", "42"),
     ],
 )
 def test_hedged_answers_fail_with_reason(mv, completion, gold):
