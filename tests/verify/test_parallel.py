@@ -72,11 +72,11 @@ def test_results_by_key_and_dedup(ray_session, tmp_path):
 
 
 def test_math_on_ray(ray_session):
-    comps = ["The answer is 18.", "#### 18", "\\boxed{18}", "So 17", "", "\\boxed{\\frac{36}{2}}"]
+    comps = ["The answer is 18.", "#### 18", "\\boxed{18}", "So 17.", "", "\\boxed{\\frac{36}{2}}"]
     items = [_item(f"k{i}", comps[i % len(comps)], "18", domain="math") for i in range(96)]
     stats = VerifyStats()
     out = verify_on_ray(items, timeout_s=5.0, stats=stats)
-    assert [out[f"k{i}"][0].passed for i in range(96)] == [comps[i % len(comps)] not in ("So 17", "")
+    assert [out[f"k{i}"][0].passed for i in range(96)] == [comps[i % len(comps)] not in ("So 17.", "")
                                                            for i in range(96)]
     assert stats.unique == 4  # 18, 17, no answer, \frac{36}{2}
 

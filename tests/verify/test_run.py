@@ -95,7 +95,7 @@ def test_identical_pairs_are_verified_once(tmp_path):
 def test_math_dedup_merges_equal_extractions():
     stats = VerifyStats()
     items = [("math", c, {"answer": "1,234"}) for c in
-             ["#### 1234", "The answer is 1,234.", "\\boxed{1234}", "so 1,234", "#### 1235", "no idea"]]
+             ["#### 1234", "The answer is 1,234.", "\\boxed{1234}", "so 1,234.", "#### 1235", "no idea"]]
     out = verify_many(items, timeout_s=5.0, stats=stats)
     assert [vs[0].passed for vs in out] == [True, True, True, True, False, False]
     assert stats.unique == 3  # "1234", "1235", no answer
