@@ -24,7 +24,7 @@ The ``tasks.tests`` JSON format is documented in docs/code_and_rewards.md and :f
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any

@@ -132,6 +132,7 @@ class CodeRules:
         "modules",
     )
     max_code_chars: int = 50_000
+    allow_plain_eval: bool = True  # eval() the rules can see through is allowed (see _eval_problems)
 
     def __post_init__(self):
         if self.max_code_chars <= 0:
@@ -172,7 +173,10 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
             and isinstance(node.func, ast.Name)
             and node.func.id in rules.forbidden_calls
         ):
-            out.append(f"line {line}: call {node.func.id}()")
+            if node.func.id == "eval" and rules.allow_plain_eval:
+                out.extend(f"line {line}: {why}" for why in _eval_problems(node, tree, rules, allowed))
+            else:
+                out.append(f"line {line}: call {node.func.id}()")
         if isinstance(node, ast.Attribute) and node.attr in rules.forbidden_attrs:
             out.append(f"line {line}: attribute .{node.attr}")
         if isinstance(node, ast.Name) and node.id in rules.forbidden_attrs:
@@ -180,10 +184,62 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
     return out
 
 
+# ---- eval: what the rule layer lets through ----------------------------------------------------
+# eval() is banned because code it runs is code the rules never saw.  The author of a solution is
+# the untrusted party, the task's test inputs are not: a solution evaluating an expression it
+# assembles from its inputs (HumanEval/160: "2+3*4") hides nothing, while one that assembles code
+# from its own string fragments ("__imp" + "ort__") does.  So eval(x) is allowed when the rules
+# can still see everything it could run: one positional argument (no custom namespaces); a string
+# literal argument passes these same rules; and the rest of the code holds no material to spell
+# hidden code with: no string literal (docstrings aside) with "_", "(" or a forbidden name in it,
+# and no chr/getattr/setattr/bytes/bytearray/decode.  exec() and compile() stay banned outright.
+# The sandbox, not this check, is what contains code (no network, own uid, limits).
+_SPELLING_CALLS = frozenset({"chr", "getattr", "setattr", "delattr", "bytes", "bytearray", "decode", "fromhex"})
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _eval_problems(call: ast.Call, tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> list[str]:
+    if len(call.args) != 1 or call.keywords or isinstance(call.args[0], ast.Starred):
+        return ["call eval() with namespaces or more than one argument"]
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant):
+        try:
+            inner = ast.parse(str(arg.value), mode="eval")
+        except (SyntaxError, ValueError):
+            return []  # raises at run time: nothing runs
+        bad = _violations(inner, rules, allowed)
+        return [f"eval() of a string that breaks the rules ({bad[0]})"] if bad else []
+    banned = {n.lower() for n in (*rules.forbidden_calls, *rules.forbidden_modules, *rules.forbidden_attrs)}
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in docs:
+            text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+            low = text.lower()
+            if "_" in text or "(" in text or any(b in low for b in banned):
+                return [f"call eval() in code whose string {text[:30]!r} could spell hidden code"]
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name in _SPELLING_CALLS:
+                return [f"call eval() in code that calls {name}()"]
+    return []
+
+
 def _literals(tree: ast.AST) -> list[Any]:
-    """Every constant and literal container in the code (tuples as lists, like JSON)."""
+    """Every constant and literal container in the code (tuples as lists, like JSON), docstrings aside."""
+    docs = _docstrings(tree)
     out = []
     for node in ast.walk(tree):
+        if id(node) in docs:
+            continue
         if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp)):
             try:  # UnaryOp: negative numbers (-4 is USub applied to 4)
                 out.append(_as_json(ast.literal_eval(node)))
@@ -219,25 +275,68 @@ def _trivial(v: Any, style: str) -> bool:
     return False
 
 
-def _hardcoded(tree: ast.AST, tests: CodeTests) -> list[int]:
-    """Indices of public tests whose (non-trivial) expected output appears literally in the code."""
+def _word(v: Any) -> bool:
+    """A short word ("YES", "Odd", "seven"): vocabulary a solution builds answers from."""
+    return isinstance(v, str) and re.fullmatch(r"[A-Za-z]{1,12}", v.strip()) is not None
+
+
+def _strong(v: Any) -> bool:
+    """An output too specific to be in the code by chance: not a word, not a small number."""
+    if isinstance(v, bool) or _word(v):
+        return False
+    if isinstance(v, (int, float)):
+        return abs(v) > 10
+    return True
+
+
+def _hardcoded_function(lits: list[Any], tests: CodeTests) -> tuple[list[int], bool]:
+    """(indices of public cases whose output is a literal, whether that is evidence of hard-coding).
+
+    Evidence is either an input->output pair written in the code (a non-trivial argument of a case,
+    or its whole argument list, next to its output: ``if (a, b) == (2, 3): return 5``) with at least
+    two outputs present, or three distinct strong outputs (see :func:`_strong`) present without any
+    input.  A solution that returns "YES"/"NO" or number words has the outputs but not the inputs.
+    """
+    def has(want: Any) -> bool:
+        return any(same_value(x, want) for x in lits)
+
+    cases = [c for c in tests.public if not _trivial(c["output"], "function")]
+    hits, pinned = [], 0
+    for i, case in enumerate(tests.public):
+        if _trivial(case["output"], "function") or not has(case["output"]):
+            continue
+        hits.append(i)
+        inp = case["input"]
+        args = list(inp.values()) if isinstance(inp, dict) else list(inp)
+        if (len(args) > 1 and has(args)) or any(not _trivial(a, "function") and has(a) for a in args):
+            pinned += 1
+    strong = []
+    for i in hits:
+        out = tests.public[i]["output"]
+        if _strong(out) and not any(same_value(out, o) for o in strong):
+            strong.append(out)
+    flagged = bool(cases) and ((pinned >= 1 and len(hits) >= min(2, len(cases))) or len(strong) >= 3)
+    return hits, flagged
+
+
+def _hardcoded(tree: ast.AST, tests: CodeTests) -> tuple[list[int], bool]:
+    """Public tests whose (non-trivial) expected output appears literally in the code, and whether
+    that counts as hard-coding."""
     lits = _literals(tree)
-    if tests.style == "stdio":
-        texts = {str(x).strip() for x in lits if isinstance(x, (str, int, float)) and not isinstance(x, bool)}
-        texts |= {" ".join(str(y) for y in x) for x in lits if isinstance(x, list)}
+    if tests.style == "function":
+        return _hardcoded_function(lits, tests)
+    texts = {str(x).strip() for x in lits if isinstance(x, (str, int, float)) and not isinstance(x, bool)}
+    texts |= {" ".join(str(y) for y in x) for x in lits if isinstance(x, list)}
     hits = []
     for i, case in enumerate(tests.public):
         want = case["output"]
         if _trivial(want, tests.style):
             continue
-        if tests.style == "stdio":
-            w = "\n".join(ln.rstrip() for ln in want.strip().splitlines())
-            found = w in texts or w.replace("\n", " ") in texts
-        else:
-            found = any(same_value(x, want) for x in lits)
-        if found:
+        w = "\n".join(ln.rstrip() for ln in want.strip().splitlines())
+        if w in texts or w.replace("\n", " ") in texts:
             hits.append(i)
-    return hits
+    n = sum(1 for c in tests.public if not _trivial(c["output"], tests.style))
+    return hits, n > 0 and len(hits) >= min(2, n)
 
 
 def check_rules(code: str | None, tests: CodeTests, rules: CodeRules = CodeRules()) -> Verdict:
@@ -265,9 +364,7 @@ def check_rules(code: str | None, tests: CodeTests, rules: CodeRules = CodeRules
     bad = _violations(tree, rules, tests.allow_modules)
     checks["forbidden"] = "ok" if not bad else "; ".join(bad[:10])
     if tests.hardcode_check:
-        hits = _hardcoded(tree, tests)
-        n = sum(1 for c in tests.public if not _trivial(c["output"], tests.style))
-        flagged = n > 0 and len(hits) >= min(2, n)
+        hits, flagged = _hardcoded(tree, tests)
         checks["hardcoded"] = f"public outputs {hits} appear as literals" if flagged else "ok"
     passed = all(v == "ok" for v in checks.values())
     return Verdict(passed, 1.0 if passed else 0.0, code, None, {"checks": checks}, layer="rule")
