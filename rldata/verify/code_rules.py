@@ -156,8 +156,12 @@ def extract_code(completion: str, *, require_fence: bool = False) -> str | None:
 # ---- rule layer --------------------------------------------------------------------------------
 def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> list[str]:
     banned = set(rules.forbidden_modules) - set(allowed)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     out = []
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called
+                and node.id in _CODE_RUNNERS and node.id in rules.forbidden_calls):
+            out.append(f"line {getattr(node, 'lineno', 0)}: {node.id} used as a value")  # f = eval; f(s)
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -194,6 +198,7 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
 # hidden code with: no string literal (docstrings aside) with "_", "(" or a forbidden name in it,
 # and no chr/getattr/setattr/bytes/bytearray/decode.  exec() and compile() stay banned outright.
 # The sandbox, not this check, is what contains code (no network, own uid, limits).
+_CODE_RUNNERS = frozenset({"eval", "exec", "compile", "__import__"})
 _SPELLING_CALLS = frozenset({"chr", "getattr", "setattr", "delattr", "bytes", "bytearray", "decode", "fromhex"})
 
 
