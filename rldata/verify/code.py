@@ -46,7 +46,7 @@ __all__ = [
     "same_value",
 ]
 
-VERSION = "1"
+VERSION = "2"  # 2: the rule layer no longer rejects YES/NO outputs or eval() of assembled expressions
 HARNESS = Path(__file__).with_name("_harness.py")
 
 
