@@ -43,11 +43,12 @@ def math_table() -> dict:
     return out
 
 
-def _hack(t: dict) -> str:
+def _hack(t: dict) -> tuple[str, str]:
+    """(a body returning nothing, a lookup table of the public cases) for one task."""
     tests = t["tests"]
     if tests["style"] == "stdio":
-        return "print()\n", f"import sys\nprint({ {c['input']: c['output'] for c in tests['public']}!r}" \
-                            ".get(sys.stdin.read(), ''), end='')\n"
+        table = {c["input"]: c["output"] for c in tests["public"]}
+        return "print()\n", f"import sys\nprint({table!r}.get(sys.stdin.read(), ''), end='')\n"
     entry = tests["entry_point"]
     lines = [f"def {entry}(*args):"]
     for c in tests["public"]:

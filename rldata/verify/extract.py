@@ -9,7 +9,8 @@ Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 1. ``\\boxed{...}`` / ``\\fbox{...}``, brace-balanced (nested braces fine, ``\\{`` ignored)
 2. ``#### 42`` (GSM8K style)
 3. ``The answer is 42`` / ``The final answer is $\\frac{1}{2}$.`` (case-insensitive; also ``答案是``)
-4. ``Answer: 42`` / ``A: 42`` (``A:`` only at the start of a line)
+4. ``Answer: 42``; ``A: 42`` only at the start of a line and only when nothing above is stated
+   (an option list "A: red / B: blue" is not a set of answers)
 
 Every stated answer counts: :func:`extract_answers` returns all distinct ones (the caller decides
 whether they are equivalent; several distinct final answers are a hedge, never a pass).  One
@@ -72,7 +73,9 @@ _FULL_NUMBER = re.compile(
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
 _HASHES = re.compile(r"####[ \t]*")
 _ANSWER_IS = re.compile(r"(?:\banswer\s+is\b|答案是|答案为)[ \t]*:?[ \t]*", re.IGNORECASE)
-_ANSWER_COLON = re.compile(r"(?:\b(?i:answer)|(?m:^)[ \t]*A)[ \t]*:[ \t]*")
+_ANSWER_COLON = re.compile(r"\banswer[ \t]*:[ \t]*", re.IGNORECASE)
+# "A:" only at a line start, and only when nothing else is stated: option lists ("A: red") are not answers
+_A_COLON = re.compile(r"^[ \t]*A[ \t]*:[ \t]*", re.MULTILINE)
 # "$...$" or "\(...\)" right after a marker: a LaTeX answer
 _MATH_DELIM = re.compile(rf"\$\$?([^$\n]{{1,{MAX_LINE}}})\$\$?|\\\(((?:(?!\\\)).){{1,{MAX_LINE}}})\\\)")
 _MATH_SEGMENT = re.compile(r"\$\$?([^$]{1,512})\$\$?|\\\((.{1,512}?)\\\)|\\\[(.{1,512}?)\\\]", re.DOTALL)
@@ -222,6 +225,9 @@ def _stated(tail: str, numeric: bool) -> list[str]:
         out.extend([num] if num is not None else _box_answers(box, numeric))
     for pattern in (_HASHES, _ANSWER_IS, _ANSWER_COLON):
         for m in list(pattern.finditer(tail))[-MAX_MARKERS:][::-1]:
+            out.extend(_after_marker(tail[m.end():m.end() + MAX_LINE], numeric))
+    if not out:
+        for m in list(_A_COLON.finditer(tail))[-MAX_MARKERS:][::-1]:
             out.extend(_after_marker(tail[m.end():m.end() + MAX_LINE], numeric))
     return out
 

@@ -100,3 +100,10 @@ def test_several_different_stated_answers_are_hedged():
         out = v.verify("Answer: Paris\nThe answer is London.", {"answer": gold})[0]
         assert out.passed is False and out.detail["reason"] == "hedged"
         assert v.verify("Answer: Paris\nThe answer is Paris.", {"answer": gold})[0].passed is True
+
+
+def test_an_option_list_is_not_a_hedge():
+    from rldata.verify.exact import ExactVerifier
+
+    out = ExactVerifier().verify("A: red\nB: blue\nThe answer is B.", {"answer": "B"})[0]
+    assert out.passed is True and out.extracted == "b"
