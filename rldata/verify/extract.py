@@ -207,14 +207,13 @@ def _after_marker(rest: str, numeric: bool) -> list[str]:
         inner = (m.group(1) or m.group(2) or "").strip()
         if inner:
             return _from_statement(inner, numeric) if _HEDGE.search(inner) else [clean_number(inner) or inner]
+    if not numeric:  # the rest of the line: a text answer may hold periods ("St. Louis", "U.S.A.")
+        text = rest.strip().rstrip(".").strip()
+        if text.startswith("$") and text.endswith("$") and len(text) > 1:
+            text = text.strip("$").strip()
+        return [text] if text else []
     end = _SENTENCE_END.search(rest)
-    stmt = rest[:end.start()] if end else rest
-    if not numeric:
-        stmt = stmt.strip()
-        if stmt.startswith("$") and stmt.endswith("$") and len(stmt) > 1:
-            stmt = stmt.strip("$").strip()
-        return [stmt] if stmt else []
-    return _from_statement(stmt, numeric)
+    return _from_statement(rest[:end.start()] if end else rest, numeric)
 
 
 def _stated(tail: str, numeric: bool) -> list[str]:

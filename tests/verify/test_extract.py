@@ -69,6 +69,7 @@ def test_text_mode_returns_rest_of_line_and_no_final_number():
     assert extract_answer("The answer is Paris.", numeric=False) == "Paris"
     assert extract_answer("Answer: New York\nbye", numeric=False) == "New York"
     assert extract_answer("I think 42", numeric=False) is None
+    assert extract_answer("The answer is St. Louis.", numeric=False) == "St. Louis"
 
 
 def test_clean_number():
