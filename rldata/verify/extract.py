@@ -80,7 +80,8 @@ _A_COLON = re.compile(r"^[ \t]*A[ \t]*:[ \t]*", re.MULTILINE)
 _MATH_DELIM = re.compile(rf"\$\$?([^$\n]{{1,{MAX_LINE}}})\$\$?|\\\(((?:(?!\\\)).){{1,{MAX_LINE}}})\\\)")
 _MATH_SEGMENT = re.compile(r"\$\$?([^$]{1,512})\$\$?|\\\((.{1,512}?)\\\)|\\\[(.{1,512}?)\\\]", re.DOTALL)
 _BARE_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\\[dt]?frac\s*\d\s*\d")
-_HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b", re.IGNORECASE)
+_HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b|\d\s+to\s+-?\.?\d", re.IGNORECASE)
+_LIST_BEFORE = re.compile(r"\d\s*(?:,|\band)\s*$")  # "41, 42": the final number closes a list
 _NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:equal\s+to\s+|exactly\s+)?\$?-?[\d.,]+\$?", re.IGNORECASE)
 _NEW_SENTENCE = re.compile(r"[.!;]\s+\S")
 _SENTENCE_END = re.compile(r"\.(?!\d)|[!?;\n]")
@@ -213,6 +214,8 @@ def _after_marker(rest: str, numeric: bool) -> list[str]:
             text = text.strip("$").strip()
         return [text] if text else []
     end = _SENTENCE_END.search(rest)
+    if end and end.group() == "?":  # "the answer is 42?": a question, not an answer
+        return []
     return _from_statement(rest[:end.start()] if end else rest, numeric)
 
 
@@ -280,7 +283,7 @@ def _final_number(tail: str) -> list[str]:
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1:end]
     nums = _numbers(sentence)
-    if len(nums) > 1 and _HEDGE.search(sentence):
+    if len(nums) > 1 and (_HEDGE.search(sentence) or _LIST_BEFORE.search(tail[:m.start()])):
         return [_canon(x) for x in nums]
     return [_canon(m)]
 
