@@ -196,7 +196,8 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
 # can still see everything it could run: one positional argument (no custom namespaces); a string
 # literal argument passes these same rules; and the rest of the code holds no material to spell
 # hidden code with: no string literal (docstrings aside) with "_", "(" or a forbidden name in it,
-# and no chr/getattr/setattr/bytes/bytearray/decode.  exec() and compile() stay banned outright.
+# no chr/getattr/setattr/bytes/bytearray/decode, no __doc__.  exec() and compile() stay banned.
+# Residual: text spelled from repr() of objects; the rules do not chase that.
 # The sandbox, not this check, is what contains code (no network, own uid, limits).
 _CODE_RUNNERS = frozenset({"eval", "exec", "compile", "__import__"})
 _SPELLING_CALLS = frozenset({"chr", "getattr", "setattr", "delattr", "bytes", "bytearray", "decode", "fromhex"})
@@ -235,6 +236,8 @@ def _eval_problems(call: ast.Call, tree: ast.AST, rules: CodeRules, allowed: tup
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if name in _SPELLING_CALLS:
                 return [f"call eval() in code that calls {name}()"]
+        if getattr(node, "attr", None) == "__doc__" or getattr(node, "id", None) == "__doc__":
+            return ["call eval() in code that reads a docstring"]  # the docstrings were not checked
     return []
 
 

@@ -87,6 +87,7 @@ def test_rule_layer_flags_lookup_tables_of_the_public_cases():
         ("def f(x):\n    s = ''.join(chr(c) for c in x)\n    return eval(s)\n", False),
         ("def f(x):\n    return eval(x, {'a': 1})\n", False),  # custom namespace
         ("def f(x):\n    g = eval\n    return g('1')\n", False),  # an alias the rules cannot follow
+        ("def f(x):\n    \"\"\"__import__('os')\"\"\"\n    return eval(f.__doc__)\n", False),
         ("def f(x):\n    exec('y = 1')\n    return 1\n", False),  # exec stays banned
         ("def f(x):\n    return compile(x, 'a', 'eval')\n", False),
     ],
