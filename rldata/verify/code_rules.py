@@ -204,8 +204,11 @@ _SPELLING_CALLS = frozenset({"chr", "getattr", "setattr", "delattr", "bytes", "b
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants, which the checks skip; none when the code reads __doc__."""
     ids = set()
     for node in ast.walk(tree):
+        if getattr(node, "attr", None) == "__doc__" or getattr(node, "id", None) == "__doc__":
+            return set()
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):

@@ -107,6 +107,9 @@ def test_eval_rule(code, ok):
         ("def f(n):\n    if n == 17:\n        return 'YES'\n    return 'NO'\n", True),  # input pinned to output
         ("def f(n):\n    return {17: 'YES', 20: 'NO'}[n]\n", True),
         ("def f(n):\n    out = [4913, 8000, 1331]\n    return out.pop(0)\n", True),  # outputs only, all specific
+        ("def f(n):\n    \"\"\"Returns 'YES' for 17\"\"\"\n    return 'YES' if n % 2 else 'NO'\n", False),
+        ("def f(n):\n    \"\"\"YES\"\"\"\n    if n == 17:\n        return f.__doc__\n    return 'NO'\n",
+         True),  # the code reads its docstring: then it counts as a literal
     ],
 )
 def test_hard_coding_rule(code, flagged):
