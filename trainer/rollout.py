@@ -30,7 +30,7 @@ from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples
 
 __all__ = [
     "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
-    "rollout_id",
+    "rollout_id", "set_advantages",
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
@@ -168,14 +168,23 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
         g.passed = [all_passed(v) for v in g.verdicts]
     rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
-    flat = zero_variance_groups(rewards)  # [groups]
-    for i, g in enumerate(groups):
-        g.rewards, g.advantages = rewards[i], adv[i]
-        if cfg.dynamic_sampling and flat[i]:
-            g.kept, g.drop_reason = False, "zero_variance"
+    set_advantages(groups, rewards, adv, dynamic_sampling=cfg.dynamic_sampling)
     times.reward += time.monotonic() - t0
     times.rounds += 1
     return groups
+
+
+def set_advantages(groups: list[Group], rewards: np.ndarray, adv: np.ndarray, *, dynamic_sampling: bool) -> None:
+    """Store each group's rewards and advantages; with dynamic sampling, mark the groups without
+    signal as dropped.  Keep or drop is decided on the spread of correctness (``r_mix``: the reward
+    before the length penalty), never on the penalty's: an all-wrong group with rewards
+    ``[0 x7, -0.01]`` has no signal, yet the std division would blow the penalty spread up into
+    full-size advantages (+0.35/-2.47).  Kept groups' advantages use the composed reward."""
+    flat = zero_variance_groups(np.array([g.composed["r_mix"].to_list() for g in groups]), tol=1e-12)  # [groups]
+    for i, g in enumerate(groups):
+        g.rewards, g.advantages = rewards[i], adv[i]
+        if dynamic_sampling and flat[i]:
+            g.kept, g.drop_reason = False, "zero_variance"
 
 
 def load_reward(cfg: TrainConfig) -> RewardSpec:
@@ -185,8 +194,8 @@ def load_reward(cfg: TrainConfig) -> RewardSpec:
 
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:
     """Compose the round's rewards from the reward spec (the round is the z-score batch); with the
-    default spec a sample's reward is 1 when every verification layer passed, else 0.  A sample with
-    no reward (verifier error, and no judge score) gets 0 and is counted in the metrics."""
+    default spec a sample's reward is 1 when every verification layer passed, else 0.  A verifier
+    error counts as a wrong answer before the z-score (rldata.verify.reward) and in the metrics."""
     samples = [(g, i) for g in groups for i in range(len(g.samples))]
     verdicts = None
     if ctx.judge is not None:
@@ -200,7 +209,7 @@ def _rewards(ctx, groups: list[Group]) -> np.ndarray:
         if verdicts is not None:
             g.judge_verdicts = verdicts[start:start + len(g.samples)]
         start += len(g.samples)
-    return np.array([g.composed["total"].fill_null(0.0).to_list() for g in groups])  # [groups, G]
+    return np.array([g.composed["total"].to_list() for g in groups])  # [groups, G]
 
 
 def collect_step(ctx, step: int) -> tuple[list[Group], RoundTimes]:
