@@ -77,8 +77,8 @@ def test_filter_stratify_stats_report(root, tmp_path, capsys):
     )
     assert code == 0, err
     rows = {r["reason"]: r["tasks"] for r in json.loads(out)}
-    assert rows == {"in_band": 13, "too_hard": 2, "too_easy": 2, "insufficient_samples": 1}
-    assert "kept 13 of 18" in err and "insufficient_samples" in err
+    assert rows == {"in_band": 13, "too_hard": 2, "too_easy": 2, "insufficient_samples": 0, "not_sampled": 1}
+    assert "kept 13 of 18" in err and "not_sampled" in err
 
     yaml_path = tmp_path / "buckets.yaml"
     code, out, err = _run(
