@@ -55,6 +55,7 @@ class SampleJob:
             raise RldataError("give --where or --selection, not both")
         if self.batch_tasks < 1:
             raise RldataError("batch_tasks must be >= 1")
+        self.reward.check_max_tokens(self.spec.max_tokens)
 
 
 @dataclass

@@ -188,8 +188,11 @@ def set_advantages(groups: list[Group], rewards: np.ndarray, adv: np.ndarray, *,
 
 
 def load_reward(cfg: TrainConfig) -> RewardSpec:
-    """The run's reward spec (``cfg.reward_spec``), or the default: the verifier's 1/0."""
-    return load_reward_spec(cfg.reward_spec) if cfg.reward_spec else RewardSpec()
+    """The run's reward spec (``cfg.reward_spec``), checked against the run's ``max_tokens``, or the
+    default: the verifier's 1/0."""
+    if not cfg.reward_spec:
+        return RewardSpec()
+    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.max_tokens, where=cfg.reward_spec)
 
 
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:

@@ -40,6 +40,7 @@ def sample(
     from rldata.verify.reward import RewardSpec, load_reward_spec
 
     reward = load_reward_spec(reward_spec) if reward_spec is not None else RewardSpec()
+    reward.check_max_tokens(max_tokens, where=str(reward_spec))  # a spec written for another run fails here
     try:
         spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     except ValueError as e:

@@ -108,6 +108,22 @@ class RewardSpec:
     def for_domain(self, domain: str) -> DomainReward:
         return self.domains.get(domain, self.default)
 
+    def check_max_tokens(self, max_tokens: int, *, where: str = "reward spec") -> RewardSpec:
+        """Validate every length penalty against the run's completion cap ``max_tokens``.
+
+        A penalty whose ``max_tokens`` exceeds the run's never reaches its full value (an
+        ``overlong`` one whose ramp starts past the cap never fires at all): the spec was written
+        for another run, so it is an error, not a silent no-op."""
+        named = [("default", self.default), *((f"domains.{d}", v) for d, v in self.domains.items())]
+        for key, dom in named:
+            lp = dom.length_penalty
+            if lp.kind != "none" and lp.max_tokens > max_tokens:
+                raise RldataError(
+                    f"{where}: {key}.length_penalty.max_tokens={lp.max_tokens} exceeds the run's max_tokens="
+                    f"{max_tokens} (completions never get that long): set it to at most {max_tokens}"
+                )
+        return self
+
     def needs_judge(self, domains) -> bool:
         """Whether any of ``domains`` mixes in the judge's score (alpha < 1)."""
         return any(self.for_domain(d).alpha < 1.0 for d in domains)

@@ -300,3 +300,26 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
     bad.write_text("domains:\n  code: {alpha: 3}\n")
     assert main(["--store", store.root, "rewards", "--run-id", "r1", "--spec", str(bad)]) == 1
     assert "alpha must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path):
+    # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
+    from rldata.jobs.sample import SampleJob
+    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.rollout import load_reward
+
+    from rldata.params import SamplingSpec
+
+    path = tmp_path / "r.yaml"
+    path.write_text("domains:\n  math: {length_penalty: {kind: overlong}}\n")
+    spec = load_reward_spec(path)
+    with pytest.raises(RldataError, match=r"domains\.math\.length_penalty\.max_tokens=1024 exceeds the run's max_tokens=16"):
+        spec.check_max_tokens(16, where=str(path))
+    assert spec.check_max_tokens(1024) is spec and RewardSpec().check_max_tokens(1) == RewardSpec()
+    with pytest.raises(RldataError, match=f"{path}: .*max_tokens=16"):
+        load_reward(TrainConfig(reward_spec=str(path), max_tokens=16))
+    with pytest.raises(RldataError, match="max_tokens=16"):
+        SampleJob(spec=SamplingSpec(max_tokens=16), reward=spec)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("domains:\n  math: {length_penalty: {kind: overlong, max_tokens: 16, buffer: 4}}\n")
+    assert load_reward(TrainConfig(reward_spec=str(ok), max_tokens=16)).for_domain("math").length_penalty.buffer == 4
