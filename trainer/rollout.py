@@ -25,12 +25,12 @@ from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 from rldata.store import Store
-from rldata.verify.base import all_passed
+from rldata.verify.base import all_passed, no_answer
 from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples
 
 __all__ = [
     "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
-    "rollout_id", "set_advantages",
+    "rollout_id", "set_advantages", "verify_groups",
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
@@ -142,9 +142,24 @@ def _generate(engines: Sequence, prompts: list[str], seeds: list[int], spec: Sam
     return [g for chunk in ray.get(refs) for g in chunk]
 
 
-def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
+def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None) -> None:
+    """Set each group's ``verdicts`` and ``passed``.  Every result is looked up by the sample's own
+    traj id, never by position, so a check that fails or times out mid-batch cannot shift the
+    verdicts (and rewards) of the samples after it."""
     from rldata.verify.parallel import verify_on_ray
 
+    items = []
+    for g in groups:
+        vname = verifier_for(g.task["domain"])[0]
+        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
+                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
+    verdicts = verify_on_ray(items, timeout_s=timeout_s)
+    for g in groups:
+        g.verdicts = [verdicts[t] for t in g.traj_ids]
+        g.passed = [all_passed(v) for v in g.verdicts]
+
+
+def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
     cfg = ctx.cfg
     groups = []
     for slot, (task_id, bucket) in enumerate(draws):
@@ -155,17 +170,10 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     times.generate += time.monotonic() - t0
 
     t0 = time.monotonic()
-    items = []
     for g, samples in zip(groups, outs):
         g.samples = list(samples)
         g.traj_ids = [rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))]
-        vname = ctx.verifier_for(g.task["domain"])[0]
-        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
-                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
-    verdicts = verify_on_ray(items, timeout_s=ctx.verify_timeout_s)
-    for g in groups:
-        g.verdicts = [verdicts[t] for t in g.traj_ids]
-        g.passed = [all_passed(v) for v in g.verdicts]
+    verify_groups(groups, ctx.verifier_for, timeout_s=ctx.verify_timeout_s)
     rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
     set_advantages(groups, rewards, adv, dynamic_sampling=cfg.dynamic_sampling)
@@ -205,7 +213,8 @@ def _rewards(ctx, groups: list[Group]) -> np.ndarray:
         verdicts = ctx.judge.pointwise([g.task["prompt"] for g, _ in samples], [g.samples[i].text for g, i in samples],
                                        [g.task["answer"] for g, _ in samples])
     composed = score_samples([g.task["domain"] for g, _ in samples], [g.passed[i] for g, i in samples],
-                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts)
+                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts,
+                             no_answer=[bool(g.verdicts) and no_answer(g.verdicts[i]) for g, i in samples])
     start = 0
     for g in groups:
         g.composed = composed.slice(start, len(g.samples))

@@ -50,7 +50,8 @@ def sample(
     summary = run_sample(get_store(ctx), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
-            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}"
+            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "
+            f"no answer {summary.no_answer}"
             + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else ""))
     import polars as pl
 

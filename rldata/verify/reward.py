@@ -242,10 +242,12 @@ def score_samples(
     spec: RewardSpec,
     *,
     judge: Sequence[Verdict] | None = None,
+    no_answer: Sequence[bool] | None = None,
 ) -> pl.DataFrame:
     """Compose the rewards of one batch of samples (the online path of ``rldata sample`` and the
     trainer).  ``passed`` is the verifier outcome (None = error); ``judge`` the pointwise judge's
-    verdicts (an error verdict gives no score), given when the spec needs them."""
+    verdicts (an error verdict gives no score), given when the spec needs them; ``no_answer`` marks
+    the parse failures (:func:`rldata.verify.base.no_answer`), counted in the metrics."""
     batch = {
         "domain": pl.Series(domains, dtype=pl.String),
         "r_vr": pl.Series([None if p is None else float(p) for p in passed], dtype=pl.Float64),
@@ -253,6 +255,8 @@ def score_samples(
     }
     if judge is not None:
         batch["r_genrm"] = pl.Series([v.score if v.passed is not None else None for v in judge], dtype=pl.Float64)
+    if no_answer is not None:
+        batch["no_answer"] = pl.Series([bool(x) for x in no_answer], dtype=pl.Boolean)
     return compose_rewards(pl.DataFrame(batch), spec)
 
 
@@ -266,6 +270,7 @@ class RewardTally:
         self._rows: dict[str, int] = {}
         self._errors: dict[str, int] = {}
         self._rm_errors: dict[str, int] = {}
+        self._no_answer: dict[str, int] = {}
 
     def add(self, composed: pl.DataFrame) -> RewardTally:
         for (dom,), part in composed.group_by("domain", maintain_order=True):
@@ -277,6 +282,8 @@ class RewardTally:
             self._rows[dom] = self._rows.get(dom, 0) + part.height
             self._errors[dom] = self._errors.get(dom, 0) + int(part["vr_error"].sum())
             self._rm_errors[dom] = self._rm_errors.get(dom, 0) + int(part["rm_error"].sum())
+            if "no_answer" in part.columns:
+                self._no_answer[dom] = self._no_answer.get(dom, 0) + int(part["no_answer"].sum())
         return self
 
     def metrics(self) -> dict[str, float]:
@@ -290,6 +297,9 @@ class RewardTally:
             out[f"reward/n/{dom}"] = float(self._rows[dom])
             out[f"reward/n_error/{dom}"] = float(self._errors[dom])  # verifier errors, scored as wrong
             out[f"reward/n_judge_error/{dom}"] = float(self._rm_errors[dom])
+            if dom in self._no_answer:  # parse failures: completions with no extractable answer
+                out[f"parse_fail/{dom}"] = self._no_answer[dom] / self._rows[dom]
+                out[f"parse_fail/n/{dom}"] = float(self._no_answer[dom])
         n = sum(self._cnt.get((d, "total"), 0) for d in self._rows)
         if n:
             out["reward/total"] = sum(self._sum.get((d, "total"), 0.0) for d in self._rows) / n

@@ -152,3 +152,35 @@ def test_dynamic_sampling_decides_on_correctness_and_keeps_the_composed_reward()
     r_off = _rewards(SimpleNamespace(reward=spec, judge=None), off)
     set_advantages(off, r_off, compute_advantages(r_off), dynamic_sampling=False)
     assert off[0].kept
+
+
+@pytest.mark.slow  # real math-verify in its child process, with one real 2 s timeout
+def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
+    # other frameworks' one-slot shift: a failed check dropped from a positional list moves every
+    # later reward onto the wrong sample
+    from types import SimpleNamespace
+
+    from rldata.trainer.rollout import Group, _rewards, verify_groups
+
+    from rldata.engine import Sample
+    from rldata.verify.reward import RewardSpec
+
+    texts = [r"\boxed{12}", r"\boxed{9^{9^{9^{9}}}}", r"\boxed{13}", "no idea", r"\boxed{12}", r"\boxed{11}"]
+    samples = [Sample(text=t, token_ids=(5,) * 3, prompt_tokens=4, completion_tokens=3, cumulative_logprob=None,
+                      logprobs=None, finish_reason="stop") for t in texts]
+    groups = [Group(task={"task_id": f"t{k}", "domain": "math", "prompt": "q", "answer": "12", "tests": None},
+                    bucket=UNIFORM_BUCKET, rnd=0, slot=k, seed=0, samples=samples[3 * k:3 * k + 3],
+                    traj_ids=[f"t{k}/{i}" for i in range(3)]) for k in range(2)]
+    verify_groups(groups, lambda d: ("math", "v"), timeout_s=2)
+    assert groups[0].passed == [True, None, False] and groups[1].passed == [False, True, False]
+    assert "timeout" in groups[0].verdicts[1][0].error
+    assert [v[0].extracted for g in groups for v in g.verdicts] == ["12", "9^{9^{9^{9}}}", "13", None, "12", "11"]
+    r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)
+    assert r.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the timeout scores as wrong, nothing shifts
+    assert groups[1].composed["no_answer"].to_list() == [True, False, False]  # "no idea": a parse failure
+    import polars as pl
+
+    from rldata.verify.reward import reward_metrics
+
+    m = reward_metrics(pl.concat([g.composed for g in groups]))
+    assert m["parse_fail/math"] == pytest.approx(1 / 6) and m["reward/n_error/math"] == 1.0
