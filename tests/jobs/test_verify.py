@@ -86,3 +86,22 @@ def test_verify_errors_are_one_line_and_write_nothing(store):
     with pytest.raises(RldataError, match="--batch"):
         VerifyJob(batch=0)
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 0
+
+
+def test_verify_cli_prints_a_summary_and_reruns_as_a_noop(store, capsys):
+    import json
+
+    from rldata.cli import main
+
+    seed(store)
+    assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
+    out, err = capsys.readouterr()
+    row = json.loads(out)[0]
+    assert row["verified"] == 16 and row["verifiers"] == "exact@rldata1" and row["ledger_rows"] == 4
+    assert "verified 16 trajectories" in err
+    assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)[0]["noop"] is True and "nothing to do" in err
+    assert main(["--store", str(store.root), "verify", "--run-id", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rldata: error: no trajectories to verify") and err.count("\n") == 1
