@@ -178,6 +178,11 @@ def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
     r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)
     assert r.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the timeout scores as wrong, nothing shifts
     assert groups[1].composed["no_answer"].to_list() == [True, False, False]  # "no idea": a parse failure
+    # the adversarial case: under normalize the timeout must not beat the wrong answer beside it
+    from rldata.verify.reward import DomainReward
+
+    z = _rewards(SimpleNamespace(reward=RewardSpec(default=DomainReward(normalize=True)), judge=None), groups)
+    assert z[0][1] == pytest.approx(z[0][2]) and z[0][1] < z[0][0]
     import polars as pl
 
     from rldata.verify.reward import reward_metrics
