@@ -114,3 +114,27 @@ def test_audit_errors(store):
         audit_store(store, verifier="math", against="labels")
     with pytest.raises(RldataError, match="labels go in --against"):
         audit_store(store, verifier="labels", against="math")
+
+
+def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
+    # the labels use case end to end: import another trainer's dump (rewards kept as labels),
+    # re-score it with rldata's math verifier, audit the verifier against the labels
+    from rldata.jobs.verify import VerifyJob, run_verify
+
+    from rldata.interop.imports import ImportSpec, import_rollouts
+
+    recs = [("What is 6*7?", "42", r"so \boxed{42}", 1.0),
+            ("What is 6*7?", "42", r"\boxed{41}", 0.0),
+            ("Half of 1?", "1/2", r"\boxed{0.5}", 0.0),  # the other trainer's reward missed an equivalence
+            ("Half of 1?", "1/2", "I am not sure", 0.0)]
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"prompt": p, "answer": a, "completion": c, "score": s}) + "\n"
+                            for p, a, c, s in recs))
+    res = import_rollouts(store, path=dump, spec=ImportSpec(format="jsonl", run_id="imp"))
+    assert res.trajectories_added == 4
+    v = run_verify(store, VerifyJob(run_id="imp", timeout_s=5))
+    assert v.verified == 4 and v.no_answer == 1
+    audit = audit_store(store, verifier="math", against="labels", run_id="imp")
+    assert audit.compared == 4 and audit.agreement["agree"][0] == 3
+    assert dict(audit.classes.select("class", "count").iter_rows())["equivalence"] == 1
+    assert audit.rates["fp"] == 1 and audit.rates["fn"] == 0  # against these labels, 0.5 = 1/2 reads as an FP
