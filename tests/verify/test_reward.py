@@ -302,7 +302,7 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
     assert "alpha must be in [0, 1]" in capsys.readouterr().err
 
 
-def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path):
+def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
     # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
     from rldata.jobs.sample import SampleJob
     from rldata.trainer.config import TrainConfig
@@ -320,6 +320,10 @@ def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path):
         load_reward(TrainConfig(reward_spec=str(path), max_tokens=16))
     with pytest.raises(RldataError, match="max_tokens=16"):
         SampleJob(spec=SamplingSpec(max_tokens=16), reward=spec)
+    from rldata.cli import main
+
+    assert main(["--store", str(tmp_path / "s"), "sample", "--reward-spec", str(path), "--max-tokens", "16"]) == 1
+    assert "max_tokens=1024 exceeds the run's max_tokens=16" in capsys.readouterr().err  # before any engine starts
     ok = tmp_path / "ok.yaml"
     ok.write_text("domains:\n  math: {length_penalty: {kind: overlong, max_tokens: 16, buffer: 4}}\n")
     assert load_reward(TrainConfig(reward_spec=str(ok), max_tokens=16)).for_domain("math").length_penalty.buffer == 4
