@@ -29,7 +29,7 @@ from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
 from rldata.runs import record_run
 from rldata.store import Store
-from rldata.verify.base import all_passed, verdict_rows
+from rldata.verify.base import all_passed, no_answer, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
@@ -55,6 +55,7 @@ class SampleJob:
             raise RldataError("give --where or --selection, not both")
         if self.batch_tasks < 1:
             raise RldataError("batch_tasks must be >= 1")
+        self.reward.check_max_tokens(self.spec.max_tokens)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class SampleSummary:
     samples: int = 0
     correct: int = 0
     errors: int = 0
+    no_answer: int = 0  # parse failures: verified completions with no extractable answer
     seconds: float = 0.0
     noop: bool = False
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
@@ -306,6 +308,7 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         ok = all_passed(vs)
         s.correct += int(bool(ok))
         s.errors += int(ok is None)
+        s.no_answer += int(no_answer(vs))
         if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             outcomes.append((task_id, verifier_key(vname, vversion), ok))
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
@@ -339,7 +342,8 @@ def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: di
         judge_rows_ = judge_rows(jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE,
                                  version=ctx.judge.version)
     composed = score_samples([r["domain"] for r in rows], [all_passed(verdicts[t]) for t in tids],
-                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge=jv)
+                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge=jv,
+                             no_answer=[no_answer(verdicts[t]) for t in tids])
     ctx.tally.add(composed)
     total = dict(zip(tids, composed["total"].to_list()))
     for r in traj_rows:

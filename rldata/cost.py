@@ -21,16 +21,29 @@ from rldata.errors import RldataError
 
 __all__ = [
     "GEN_FLOPS_PER_PARAM_TOKEN",
+    "GEN_MFU",
     "GPUS",
     "TRAIN_FLOPS_PER_PARAM_TOKEN",
+    "TRAIN_MFU",
     "CostSpec",
     "gpu_hours",
+    "looks_moe",
     "parse_count",
     "run_tokens",
 ]
 
 TRAIN_FLOPS_PER_PARAM_TOKEN = 6.0  # 2 forward + 4 backward
 GEN_FLOPS_PER_PARAM_TOKEN = 2.0  # forward only
+
+# Default MFU per kind of work.  Training is compute-bound (large matmuls over whole sequences):
+# 0.4 is a usual well-tuned figure.  Decoding is memory-bandwidth-bound: each step reads every
+# weight (and the KV cache) from HBM to make one token per sequence.  At batch B a step does 2*B
+# FLOPs per weight and reads 2 bytes per bf16 weight, about B FLOPs per byte, while an H100 needs
+# ~295 FLOPs per byte (989 TFLOPS / 3.35 TB/s) to keep its tensor cores busy; RL sampling batches
+# rarely get near that, so measured decode MFU sits around 5-15%.  0.1 keeps generation estimates
+# from being 4x optimistic; measure your engine and pass --mfu.
+TRAIN_MFU = 0.4
+GEN_MFU = 0.1
 
 # Peak dense (no sparsity) BF16 tensor throughput from the vendors' datasheets, TFLOPS (V100: FP16).
 GPUS: dict[str, float] = {
@@ -71,7 +84,7 @@ class CostSpec:
             raise RldataError(f"--mfu must be in (0, 1], got {self.mfu}")
 
     @classmethod
-    def from_gpu(cls, gpu: str | None, *, tflops: float | None = None, mfu: float = 0.4) -> CostSpec:
+    def from_gpu(cls, gpu: str | None, *, tflops: float | None = None, mfu: float = TRAIN_MFU) -> CostSpec:
         if tflops is not None:
             return cls(tflops, mfu)
         if gpu is None:
@@ -94,6 +107,28 @@ def gpu_hours(
     if active_params <= 0 or tokens < 0:
         raise RldataError(f"parameters must be > 0 and tokens >= 0, got {active_params:g} and {tokens:g}")
     return flops_per_param_token * active_params * tokens / (spec.tflops * 1e12 * spec.mfu * 3600.0)
+
+
+# names of mixture-of-experts families: 8x7B, -A3B (active), MoE, and well-known sparse models
+_MOE_NAME = re.compile(r"moe|mixtral|\d+x\d+(\.\d+)?b|-a\d+(\.\d+)?b\b|deepseek-v[23]|gpt-oss|dbrx|arctic|jamba",
+                       re.IGNORECASE)
+_MOE_CONFIG_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
+def looks_moe(model: str) -> bool:
+    """Whether a model name, or the ``config.json`` of a model directory, says mixture of experts."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(model) / "config.json"
+    if cfg.is_file():
+        try:
+            conf = json.loads(cfg.read_text())
+        except (OSError, ValueError):
+            conf = {}
+        if any((conf.get(k) or 0) > 1 for k in _MOE_CONFIG_KEYS):
+            return True
+    return bool(_MOE_NAME.search(Path(model).name if cfg.is_file() else model))
 
 
 def run_tokens(

@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from rldata.overview import Overview
 
-__all__ = ["PLOTS", "render", "write_html", "write_plots"]
+__all__ = ["PLOTS", "histogram_title", "render", "write_html", "write_plots"]
 
 _KEEP, _DROP = "#2b8a3e", "#adb5bd"
 _MAX_CATEGORIES = 8  # more categories than this are folded into "other" in the bucket plot
@@ -47,8 +47,15 @@ def _histogram(ov: Overview, ax) -> None:
     ax.set_xlabel("pass rate (n_correct / n)")
     ax.set_ylabel("tasks")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"Pass rates of {ov.total} tasks, {ov.key['model']}")
+    ax.set_title(histogram_title(ov))
     ax.legend(frameon=False)
+
+
+def histogram_title(ov: Overview) -> str:
+    """Counts the tasks plotted (the sampled ones), not every task of the selection."""
+    sampled = int(ov.histogram["tasks"].sum())
+    rest = f" (of {ov.total})" if sampled != ov.total else ""
+    return f"Pass rates of {sampled} sampled tasks{rest}, {ov.key['model']}"
 
 
 def _retained(ov: Overview, ax) -> None:

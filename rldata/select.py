@@ -7,8 +7,14 @@ every task from integer counts, never from a float pass rate, so band edges are 
 - exclusive band (lo, hi): keep when ``floor(lo*n) + 1 <= n_correct <= ceil(hi*n) - 1``
 
 (``lo*n`` is computed in exact rationals: 0.1 means 1/10.)  With n=16 and [0.1, 0.9], 2..14
-correct pass; 1/16 and 15/16 do not.  Reasons: ``in_band`` (keep), ``too_hard``, ``too_easy`` and
-``insufficient_samples`` (n < min_n, including tasks with no pass-rate row at all: n=0).
+correct pass; 1/16 and 15/16 do not.  Reasons: ``in_band`` (keep), ``too_hard``, ``too_easy``,
+``not_sampled`` (no pass-rate row for the slice) and ``insufficient_samples``.
+
+Verifier errors are not samples of the pass rate (``n`` leaves them out) but they were drawn, so
+``min_n`` is compared with the samples drawn, ``n + n_error``: one error among 16 samples must not
+drop a task, which would quietly bias a selection against tasks with slow or flaky verification.
+A task is ``insufficient_samples`` when fewer than ``min_n`` samples were drawn, or fewer than half
+of ``min_n`` were verified (a pass rate from a few survivors is no estimate).
 
 The result is a named selection: rows of the ``selections`` table, replaced in one Delta commit,
 that record the passrates version and the parameters that produced them.
@@ -50,7 +56,7 @@ __all__ = [
     "stratify_store",
 ]
 
-REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples")
+REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples", "not_sampled")
 KEY = ("model", "params_hash", "verifier_version")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -95,7 +101,8 @@ def band_limits(band: Band, n: int) -> tuple[int, int]:
 
 
 def decide(df: pl.DataFrame | pl.LazyFrame, band: Band, *, min_n: int) -> pl.DataFrame:
-    """Add ``pass_rate``, ``decision`` and ``reason`` to a frame with integer ``n`` and ``n_correct``."""
+    """Add ``pass_rate``, ``decision`` and ``reason`` to a frame with integer ``n`` and ``n_correct``
+    (and ``n_error``, verifier errors, when known; see the module docstring)."""
     lo, hi = band.fractions()
     n = pl.col("n").cast(pl.Int64)
     # the integer forms of band_limits, vectorized (floor division; ceil(a/b) = -((-a) // b))
@@ -106,8 +113,13 @@ def decide(df: pl.DataFrame | pl.LazyFrame, band: Band, *, min_n: int) -> pl.Dat
         kmin = (n * lo.numerator) // lo.denominator + 1
         kmax = -((-n * hi.numerator) // hi.denominator) - 1
     k = pl.col("n_correct")
+    cols = df.collect_schema().names() if isinstance(df, pl.LazyFrame) else df.columns
+    drawn = n + (pl.col("n_error").fill_null(0).cast(pl.Int64) if "n_error" in cols else 0)
+    min_n = max(min_n, 1)
     reason = (
-        pl.when(n < max(min_n, 1))
+        pl.when(drawn == 0)
+        .then(pl.lit("not_sampled"))
+        .when((drawn < min_n) | (n < (min_n + 1) // 2))
         .then(pl.lit("insufficient_samples"))
         .when(k < kmin)
         .then(pl.lit("too_hard"))
@@ -132,7 +144,8 @@ def decide(df: pl.DataFrame | pl.LazyFrame, band: Band, *, min_n: int) -> pl.Dat
 
 
 def default_min_n(n: pl.Series) -> int:
-    """The most common sample count (ties: the larger), i.e. the N the pass-rate job used."""
+    """The most common sample count (ties: the larger), i.e. the N the pass-rate job used.  Give it
+    the samples drawn (``n + n_error``), so verifier errors do not lower it."""
     n = n.drop_nulls()
     if n.len() == 0:
         return 1
@@ -214,19 +227,20 @@ def filter_store(
     """Decide every task against one ledger slice and (unless ``dry_run``) write selection ``name``.
 
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
-    pass-rate row for the slice; tasks without one get n=0 and ``insufficient_samples``.
+    pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
     """
     check_name(name)
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
     passrates = read_where(
-        store, "passrates", version=pr_version, columns=["task_id", *KEY, "n", "n_correct"]
+        store, "passrates", version=pr_version, columns=["task_id", *KEY, "n", "n_correct", "n_error"]
     )
     key = resolve_key(
         passrates.lazy(), model=model, params_hash=params_hash, verifier_version=verifier_version
     )
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
-        "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64)
+        "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),
+        pl.col("n_error").fill_null(0).cast(pl.Int64),
     )
     del passrates
     task_ids = read_where(store, "tasks", columns=["task_id"], **({"domain": domain} if domain else {}))
@@ -237,10 +251,10 @@ def filter_store(
     # the union: rated tasks plus the never-sampled ones with n = 0 (an anti join costs half a full join)
     unrated = task_ids.join(rates, on="task_id", how="anti")
     df = pl.concat([rates, unrated], how="diagonal").with_columns(
-        pl.col("n").fill_null(0), pl.col("n_correct").fill_null(0)
+        pl.col("n").fill_null(0), pl.col("n_correct").fill_null(0), pl.col("n_error").fill_null(0)
     )
     if min_n is None:
-        min_n = default_min_n(rates["n"])
+        min_n = default_min_n(rates["n"] + rates["n_error"])
     if min_n < 1:
         raise RldataError(f"--min-n must be >= 1, got {min_n}")
     decided = decide(df, band, min_n=min_n)

@@ -128,7 +128,7 @@ VERIFICATIONS = TableSchema(
         _f("detail", pa.string(), doc="JSON detail (failing test, judge rationale, ...)"),
         _f("created_at", TS, True),
     ]),
-    key=("traj_id", "verifier", "layer"),
+    key=("traj_id", "verifier", "verifier_version", "layer"),  # a new verifier version adds rows, never replaces
 )
 
 PASSRATES = TableSchema(

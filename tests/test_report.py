@@ -11,7 +11,7 @@ from PIL import Image
 
 from rldata.errors import RldataError
 from rldata.overview import gather
-from rldata.report import PLOTS, render
+from rldata.report import PLOTS, histogram_title, render
 from rldata.select import Band, filter_store, parse_buckets, stratify_store
 
 
@@ -75,6 +75,8 @@ def test_overview_numbers(store):
     hist = {r["label"]: (r["tasks"], r["kept"]) for r in ov.histogram.to_dicts()}
     assert len(hist) == 17 and hist["0/16"] == (7, 0) and hist["16/16"] == (4, 0) and hist["8/16"] == (1, 1)
     assert ov.total == len(counts) + 1 and ov.kept == 13  # +1: the task without samples
+    assert histogram_title(ov) == f"Pass rates of {len(counts)} sampled tasks (of {len(counts) + 1}), m"
+    assert ov.summary()["reasons"]["not_sampled"] == 1
     assert dict(ov.buckets.select("bucket", "tasks").iter_rows()) == {"easy": 3, "medium": 5, "hard": 5}
     s = ov.savings
     dropped = [i for i, k in enumerate(counts) if not 2 <= k <= 14]

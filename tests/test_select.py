@@ -123,7 +123,7 @@ def test_filter_writes_a_named_selection_with_provenance(store):
     result, _ = filter_store(store, name="seed", band=Band(0.1, 0.9))
     sel = read_selection(store, "seed")
     assert result.kept == 13 and result.total == 17
-    assert result.counts == {"in_band": 13, "too_hard": 2, "too_easy": 2, "insufficient_samples": 0}
+    assert result.counts == {"in_band": 13, "too_hard": 2, "too_easy": 2, "insufficient_samples": 0, "not_sampled": 0}
     by_k = {r["n_correct"]: r for r in sel.to_dicts()}
     assert by_k[1]["reason"] == "too_hard" and by_k[15]["reason"] == "too_easy"
     assert by_k[2]["decision"] == "keep" and by_k[14]["decision"] == "keep"
@@ -144,12 +144,29 @@ def test_tasks_without_enough_samples_are_reported_not_silently_handled(store):
     store.upsert("passrates", _rates([8, 8]) + [{**_rates([8], n=4, prefix="t")[0], "task_id": "t2"}])
     result, _ = filter_store(store, name="s", band=Band(0.1, 0.9))
     sel = {r["task_id"]: r for r in read_selection(store, "s").to_dicts()}
-    assert result.min_n == 16 and result.counts["insufficient_samples"] == 2
-    assert sel["lonely"]["reason"] == "insufficient_samples" and sel["lonely"]["n"] == 0
+    assert result.min_n == 16 and result.counts["insufficient_samples"] == 1
+    assert result.counts["not_sampled"] == 1
+    assert sel["lonely"]["reason"] == "not_sampled" and sel["lonely"]["n"] == 0  # never sampled: its own reason
     assert sel["t2"]["reason"] == "insufficient_samples" and sel["t2"]["n"] == 4
     assert sel["t0"]["decision"] == "keep"
     result, _ = filter_store(store, name="s", band=Band(0.1, 0.9), min_n=4)
-    assert result.counts["insufficient_samples"] == 1  # only the task with no samples at all
+    assert result.counts["insufficient_samples"] == 0 and result.counts["not_sampled"] == 1
+
+
+def test_a_verifier_error_does_not_drop_a_task_as_insufficient(store):
+    # issue 12: n leaves errors out, so one error among 16 made n=15 < min_n=16 -> insufficient_samples
+    flaky = {**_rates([8], prefix="f")[0], "n": 15, "n_correct": 7, "n_error": 1, "pass_rate": 7 / 15}
+    broken = {**_rates([1], prefix="b")[0], "n": 2, "n_correct": 1, "n_error": 14, "pass_rate": 0.5}
+    store.upsert("passrates", _rates([8, 8, 8]) + [flaky, broken])
+    result, _ = filter_store(store, name="s", band=Band(0.1, 0.9))
+    sel = {r["task_id"]: r for r in read_selection(store, "s").to_dicts()}
+    assert result.min_n == 16  # the samples drawn, errors included
+    assert sel["f0"]["reason"] == "in_band" and sel["f0"]["n"] == 15  # decided on its 15 verified samples
+    assert sel["b0"]["reason"] == "insufficient_samples"  # 2 verified of 16 drawn: no estimate
+    errs = [{**r, "n": 15, "n_error": 1} for r in _rates([8] * 5, prefix="e")]
+    store.upsert("passrates", errs)
+    result, _ = filter_store(store, name="s2", band=Band(0.1, 0.9))
+    assert result.min_n == 16 and result.counts["insufficient_samples"] == 1  # errors do not lower min_n
 
 
 def test_selection_never_mixes_models_or_verifier_versions(store):

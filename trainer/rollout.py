@@ -25,12 +25,12 @@ from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 from rldata.store import Store
-from rldata.verify.base import all_passed
+from rldata.verify.base import all_passed, no_answer
 from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples
 
 __all__ = [
     "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
-    "rollout_id",
+    "rollout_id", "set_advantages", "verify_groups",
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
@@ -142,9 +142,24 @@ def _generate(engines: Sequence, prompts: list[str], seeds: list[int], spec: Sam
     return [g for chunk in ray.get(refs) for g in chunk]
 
 
-def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
+def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None) -> None:
+    """Set each group's ``verdicts`` and ``passed``.  Every result is looked up by the sample's own
+    traj id, never by position, so a check that fails or times out mid-batch cannot shift the
+    verdicts (and rewards) of the samples after it."""
     from rldata.verify.parallel import verify_on_ray
 
+    items = []
+    for g in groups:
+        vname = verifier_for(g.task["domain"])[0]
+        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
+                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
+    verdicts = verify_on_ray(items, timeout_s=timeout_s)
+    for g in groups:
+        g.verdicts = [verdicts[t] for t in g.traj_ids]
+        g.passed = [all_passed(v) for v in g.verdicts]
+
+
+def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
     cfg = ctx.cfg
     groups = []
     for slot, (task_id, bucket) in enumerate(draws):
@@ -155,52 +170,58 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     times.generate += time.monotonic() - t0
 
     t0 = time.monotonic()
-    items = []
     for g, samples in zip(groups, outs):
         g.samples = list(samples)
         g.traj_ids = [rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))]
-        vname = ctx.verifier_for(g.task["domain"])[0]
-        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
-                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
-    verdicts = verify_on_ray(items, timeout_s=ctx.verify_timeout_s)
-    for g in groups:
-        g.verdicts = [verdicts[t] for t in g.traj_ids]
-        g.passed = [all_passed(v) for v in g.verdicts]
+    verify_groups(groups, ctx.verifier_for, timeout_s=ctx.verify_timeout_s)
     rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
-    flat = zero_variance_groups(rewards)  # [groups]
-    for i, g in enumerate(groups):
-        g.rewards, g.advantages = rewards[i], adv[i]
-        if cfg.dynamic_sampling and flat[i]:
-            g.kept, g.drop_reason = False, "zero_variance"
+    set_advantages(groups, rewards, adv, dynamic_sampling=cfg.dynamic_sampling)
     times.reward += time.monotonic() - t0
     times.rounds += 1
     return groups
 
 
+def set_advantages(groups: list[Group], rewards: np.ndarray, adv: np.ndarray, *, dynamic_sampling: bool) -> None:
+    """Store each group's rewards and advantages; with dynamic sampling, mark the groups without
+    signal as dropped.  Keep or drop is decided on the spread of correctness (``r_mix``: the reward
+    before the length penalty), never on the penalty's: an all-wrong group with rewards
+    ``[0 x7, -0.01]`` has no signal, yet the std division would blow the penalty spread up into
+    full-size advantages (+0.35/-2.47).  Kept groups' advantages use the composed reward."""
+    flat = zero_variance_groups(np.array([g.composed["r_mix"].to_list() for g in groups]), tol=1e-12)  # [groups]
+    for i, g in enumerate(groups):
+        g.rewards, g.advantages = rewards[i], adv[i]
+        if dynamic_sampling and flat[i]:
+            g.kept, g.drop_reason = False, "zero_variance"
+
+
 def load_reward(cfg: TrainConfig) -> RewardSpec:
-    """The run's reward spec (``cfg.reward_spec``), or the default: the verifier's 1/0."""
-    return load_reward_spec(cfg.reward_spec) if cfg.reward_spec else RewardSpec()
+    """The run's reward spec (``cfg.reward_spec``), checked against the run's ``max_tokens``, or the
+    default: the verifier's 1/0."""
+    if not cfg.reward_spec:
+        return RewardSpec()
+    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.max_tokens, where=cfg.reward_spec)
 
 
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:
     """Compose the round's rewards from the reward spec (the round is the z-score batch); with the
-    default spec a sample's reward is 1 when every verification layer passed, else 0.  A sample with
-    no reward (verifier error, and no judge score) gets 0 and is counted in the metrics."""
+    default spec a sample's reward is 1 when every verification layer passed, else 0.  A verifier
+    error counts as a wrong answer before the z-score (rldata.verify.reward) and in the metrics."""
     samples = [(g, i) for g in groups for i in range(len(g.samples))]
     verdicts = None
     if ctx.judge is not None:
         verdicts = ctx.judge.pointwise([g.task["prompt"] for g, _ in samples], [g.samples[i].text for g, i in samples],
                                        [g.task["answer"] for g, _ in samples])
     composed = score_samples([g.task["domain"] for g, _ in samples], [g.passed[i] for g, i in samples],
-                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts)
+                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts,
+                             no_answer=[bool(g.verdicts) and no_answer(g.verdicts[i]) for g, i in samples])
     start = 0
     for g in groups:
         g.composed = composed.slice(start, len(g.samples))
         if verdicts is not None:
             g.judge_verdicts = verdicts[start:start + len(g.samples)]
         start += len(g.samples)
-    return np.array([g.composed["total"].fill_null(0.0).to_list() for g in groups])  # [groups, G]
+    return np.array([g.composed["total"].to_list() for g in groups])  # [groups, G]
 
 
 def collect_step(ctx, step: int) -> tuple[list[Group], RoundTimes]:

@@ -55,7 +55,7 @@ _COMMANDS = [
     "sample",
     "interop",
     "select_cmds", "stats", "cost",
-    "judge", "rewards",
+    "judge", "rewards", "verify",
     "train",
     "demo",
 ]

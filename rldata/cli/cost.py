@@ -24,6 +24,9 @@ _KIND = typer.Option(
 def cost(
     ctx: typer.Context,
     params: str = typer.Option(..., "--params", help="Model parameters: 7e9 or 7B (MoE: the total)."),
+    name: str = typer.Option(
+        None, "--name", help="Model name or directory, checked for mixture of experts (warns without --active-params)."
+    ),
     active_params: str = typer.Option(
         None, "--active-params", help="MoE: parameters active per token (e.g. 20B)."
     ),
@@ -33,7 +36,10 @@ def cost(
     gpu: str = typer.Option(
         None, "--gpu", help="GPU preset: h100, h200, b200, a100, l40s, l4, v100, mi300x."
     ),
-    mfu: float = typer.Option(0.4, "--mfu", help="Model FLOPs utilisation, 0-1."),
+    mfu: float = typer.Option(
+        None, "--mfu", help="Model FLOPs utilisation, 0-1 (default: 0.4 training, 0.1 generation: decoding is "
+        "memory-bound)."
+    ),
     gpus: int = typer.Option(None, "--gpus", help="GPUs in parallel: adds wall-clock hours."),
     run: str = typer.Option(
         None, "--run", help="Price a stored sampling run's measured tokens (generation)."
@@ -45,12 +51,18 @@ def cost(
     fmt: Format = FORMAT_OPT,
     out: Path = OUT_OPT,
 ) -> None:
-    """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k=6 training, 2 generation."""
+    """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k=6 training, 2 generation.
+
+    MFU defaults to 0.4 for training and 0.1 for generation (decoding is memory-bound)."""
+    from rldata.console import log
     from rldata.cost import (
         GEN_FLOPS_PER_PARAM_TOKEN,
+        GEN_MFU,
         TRAIN_FLOPS_PER_PARAM_TOKEN,
+        TRAIN_MFU,
         CostSpec,
         gpu_hours,
+        looks_moe,
         parse_count,
         run_tokens,
     )
@@ -62,10 +74,21 @@ def cost(
         raise RldataError(f"--active-params ({active:g}) cannot exceed --params ({total:g})")
     if tokens is None and run is None and model is None:
         raise RldataError("give --tokens, --run or --model")
-    spec = CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu)
+    specs = {k: CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu if mfu is not None else d)
+             for k, d in ((TRAIN_FLOPS_PER_PARAM_TOKEN, TRAIN_MFU), (GEN_FLOPS_PER_PARAM_TOKEN, GEN_MFU))}
     rows = []
+    warned = set()
+
+    def moe_check(model_name: str | None) -> None:
+        if model_name and not active_params and model_name not in warned and looks_moe(model_name):
+            warned.add(model_name)
+            log(f"warning: {model_name} looks like a mixture of experts but no --active-params was given: "
+                "priced with all --params active per token, an overestimate")
+
+    moe_check(name)
 
     def add(scenario: str, n_tokens: float, k: float, **extra) -> None:
+        spec = specs[k]
         hours = gpu_hours(active, n_tokens, spec, flops_per_param_token=k)
         row = {
             "scenario": scenario,
@@ -87,6 +110,7 @@ def cost(
     if run is not None or model is not None:
         target = parse_count(scale_tasks, what="--scale-tasks") if scale_tasks else None
         for r in run_tokens(get_store(ctx), run_id=run, model=model).iter_rows(named=True):
+            moe_check(r["model"])
             measured = float(r["prompt_tokens"] + r["completion_tokens"])
             info = {"tasks": r["tasks"], "samples": r["samples"], "completion_tokens": r["completion_tokens"]}
             add(f"run {r['run_id']}", measured, GEN_FLOPS_PER_PARAM_TOKEN, **info)

@@ -40,6 +40,7 @@ def sample(
     from rldata.verify.reward import RewardSpec, load_reward_spec
 
     reward = load_reward_spec(reward_spec) if reward_spec is not None else RewardSpec()
+    reward.check_max_tokens(max_tokens, where=str(reward_spec))  # a spec written for another run fails here
     try:
         spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
@@ -49,7 +50,8 @@ def sample(
     summary = run_sample(get_store(ctx), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
-            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}"
+            f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "
+            f"no answer {summary.no_answer}"
             + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else ""))
     import polars as pl
 

@@ -61,10 +61,14 @@ def filter_cmd(
     short = res.counts.get("insufficient_samples", 0)
     if short:
         log(
-            f"warning: {short} task(s) have fewer than {res.min_n} samples (insufficient_samples, dropped): "
+            f"warning: {short} task(s) have fewer than {res.min_n} samples drawn, or under half of them verified "
+            "(insufficient_samples, dropped): "
             f"rldata sql \"SELECT task_id, n FROM selections WHERE selection = '{name}' "
             "AND reason = 'insufficient_samples'\""
         )
+    unsampled = res.counts.get("not_sampled", 0)
+    if unsampled:
+        log(f"{unsampled} task(s) have no samples for this ledger slice (not_sampled, dropped)")
     rows = [
         {
             "reason": r,

@@ -106,13 +106,25 @@ def report(
     selection: str = _SELECTION,
     group_size: int = _GROUP,
     tokens_per_sample: float = _TOKENS,
+    audit_verifier: str = typer.Option(None, "--audit-verifier", help="Add a verifier audit section (see audit)."),
+    audit_against: str = typer.Option("labels", "--audit-against", help="The audit's reference: a verifier or labels."),
 ) -> None:
     """The same as stats, as PNG plots and one self-contained HTML page (images embedded)."""
     from rldata.overview import gather
     from rldata.report import render
 
-    ov = gather(get_store(ctx), selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
+    store = get_store(ctx)
+    ov = gather(store, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
+    audit = None
+    if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
+        from rldata.audit import audit_store
+
+        audit = audit_store(store, verifier=audit_verifier, against=audit_against)
     files = render(ov, out)
+    if audit is not None:
+        from rldata.audit import add_to_report
+
+        add_to_report(files["html"], audit)
     log(f"report of {ov.selection!r}: {', '.join(p.name for p in files.values())} in {out}")
     print(files["html"])
 

@@ -231,15 +231,22 @@ class Curriculum:
 
 
 def default_phases(
-    buckets: list[Bucket] | tuple[Bucket, ...], *, phase_steps: list[int] | None = None, window: int = 10
+    buckets: list[Bucket] | tuple[Bucket, ...], *, phase_steps: list[int] | None = None, window: int = 10,
+    max_phase_steps: int | None = None,
 ) -> tuple[Phase, ...]:
     """An easy -> hard progression: one phase per bucket, easiest first.
 
     Phase i puts 0.6 on its focus bucket, 0.3 on the next harder one and spreads the rest over
     the easier ones (so solved skills keep being rehearsed).  Each phase but the last ends after
     ``phase_steps[i]`` steps when given, else when the focus bucket's accuracy over ``window``
-    steps reaches the bucket's upper edge (the model now solves it like the easiest tasks in it).
+    steps reaches the bucket's upper edge (the model now solves it like the easiest tasks in it),
+    or at the latest at step ``(i + 1) * max_phase_steps`` (default ``10 * window``): a model too
+    weak to reach the edge must not stall on phase 0 forever.
     """
+    if max_phase_steps is None:
+        max_phase_steps = 10 * window
+    if max_phase_steps < 1:
+        raise CurriculumError("max_phase_steps", f"must be >= 1, got {max_phase_steps}")
     order = sorted(buckets, key=lambda b: -b.high)  # easiest (highest pass rate) first
     m = len(order)
     if phase_steps is not None and len(phase_steps) != m - 1:
@@ -259,7 +266,7 @@ def default_phases(
         total = sum(w.values())
         w = {k: round(v / total, 4) for k, v in w.items()}
         last = i == m - 1
-        until = None if last or phase_steps is None else int(phase_steps[i])
+        until = None if last else int(phase_steps[i]) if phase_steps is not None else (i + 1) * max_phase_steps
         promote = None
         if not last and phase_steps is None:
             promote = Promotion(bucket=focus.name, threshold=round(min(focus.high, 1.0), 4), window=window)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
-    "DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "all_passed", "for_domain", "get_verifier", "register",
-    "verdict_rows",
+    "DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "all_passed", "for_domain", "get_verifier", "no_answer",
+    "register", "verdict_rows",
 ]
 
 
@@ -42,6 +42,13 @@ def all_passed(verdicts: Sequence[Verdict]) -> bool | None:
     if any(v.passed is None for v in verdicts):
         return None
     return all(v.passed for v in verdicts)
+
+
+def no_answer(verdicts: Sequence[Verdict]) -> bool:
+    """A parse failure: the verifier ran (no error) but found no answer (or code) to check in the
+    completion: every non-judge layer has ``extracted`` None.  Counted apart from wrong answers."""
+    own = [v for v in verdicts if v.layer != "judge"]
+    return bool(own) and all_passed(own) is not None and all(v.extracted is None for v in own)
 
 
 def verdict_rows(task_id: str, traj_id: str, verifier: str, version: str, verdicts: Sequence[Verdict]) -> list[dict]:

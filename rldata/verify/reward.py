@@ -8,9 +8,15 @@ For each sample of a batch, with its domain's settings::
 
 The z-score is taken per domain over the batch (population std; a domain whose values are all
 equal gets 0), before mixing, so a domain with a dense reward cannot drown one with a sparse reward.
-A missing component (a verifier or judge error, ``None``) is left out and the weights of the others
-renormalized; a sample with neither has ``total=None`` and should be dropped, as errors are
-everywhere else in rldata.
+
+Errors count as wrong.  A verifier error (``r_vr`` None: crash, timeout) scores 0, and a judge
+error 0, BEFORE the z-score, and the length penalty applies as to any sample; so an error never
+scores above a wrong answer of the same length in any spec, and a policy gains nothing by making
+the verifier time out.  (Leaving errors out of the group statistics and the loss was rejected: a
+masked sample escapes the negative advantage a wrong one gets, which is itself a reward hack.)
+``vr_error`` / ``rm_error`` flag them, and the metrics count them (``reward/n_error/<domain>``).
+``r_mix`` is the reward before the length penalty; dynamic sampling keeps or drops a group on its
+spread (correctness), never on the penalty's.
 
 YAML::
 
@@ -102,6 +108,22 @@ class RewardSpec:
     def for_domain(self, domain: str) -> DomainReward:
         return self.domains.get(domain, self.default)
 
+    def check_max_tokens(self, max_tokens: int, *, where: str = "reward spec") -> RewardSpec:
+        """Validate every length penalty against the run's completion cap ``max_tokens``.
+
+        A penalty whose ``max_tokens`` exceeds the run's never reaches its full value (an
+        ``overlong`` one whose ramp starts past the cap never fires at all): the spec was written
+        for another run, so it is an error, not a silent no-op."""
+        named = [("default", self.default), *((f"domains.{d}", v) for d, v in self.domains.items())]
+        for key, dom in named:
+            lp = dom.length_penalty
+            if lp.kind != "none" and lp.max_tokens > max_tokens:
+                raise RldataError(
+                    f"{where}: {key}.length_penalty.max_tokens={lp.max_tokens} exceeds the run's max_tokens="
+                    f"{max_tokens} (completions never get that long): set it to at most {max_tokens}"
+                )
+        return self
+
     def needs_judge(self, domains) -> bool:
         """Whether any of ``domains`` mixes in the judge's score (alpha < 1)."""
         return any(self.for_domain(d).alpha < 1.0 for d in domains)
@@ -175,6 +197,11 @@ def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -
     if "length" not in df.columns:
         df = df.with_columns(pl.lit(0, dtype=pl.Int64).alias("length"))
     df = df.with_columns(pl.col("r_vr", "r_genrm").cast(pl.Float64), pl.col("length").cast(pl.Int64))
+    # errors count as wrong (0) before the z-score: see the module docstring
+    df = df.with_columns(
+        pl.col("r_vr").is_null().alias("vr_error"),
+        (pl.col("r_genrm").is_null() & judged).alias("rm_error"),
+    ).with_columns(pl.col("r_vr").fill_null(0.0), *([pl.col("r_genrm").fill_null(0.0)] if judged else []))
     parts = []
     for (dom,), part in df.with_row_index("_row").group_by("domain", maintain_order=True):
         cfg = spec.for_domain(dom)
@@ -195,15 +222,14 @@ def compose_rewards(batch: pl.DataFrame | Mapping[str, Any], spec: RewardSpec) -
         mixed = (w_vr * pl.col("r_vr_norm").fill_null(0.0) + w_rm * pl.col("r_genrm_norm").fill_null(0.0)) / (
             w_vr + w_rm
         )
-        part = part.with_columns(
-            pl.when((w_vr + w_rm) > 0).then(mixed - pl.col("length_penalty")).otherwise(None).alias("total")
-        )
+        part = part.with_columns(pl.when((w_vr + w_rm) > 0).then(mixed).otherwise(None).alias("r_mix"))
+        part = part.with_columns((pl.col("r_mix") - pl.col("length_penalty")).alias("total"))
         parts.append(part)
     if not parts:
         return df.with_columns(
             *(
                 pl.lit(None, dtype=pl.Float64).alias(c)
-                for c in ("alpha", "r_vr_norm", "r_genrm_norm", "length_penalty", "total")
+                for c in ("alpha", "r_vr_norm", "r_genrm_norm", "length_penalty", "r_mix", "total")
             )
         )
     return pl.concat(parts, how="vertical").sort("_row").drop("_row")
@@ -216,10 +242,12 @@ def score_samples(
     spec: RewardSpec,
     *,
     judge: Sequence[Verdict] | None = None,
+    no_answer: Sequence[bool] | None = None,
 ) -> pl.DataFrame:
     """Compose the rewards of one batch of samples (the online path of ``rldata sample`` and the
     trainer).  ``passed`` is the verifier outcome (None = error); ``judge`` the pointwise judge's
-    verdicts (an error verdict gives no score), given when the spec needs them."""
+    verdicts (an error verdict gives no score), given when the spec needs them; ``no_answer`` marks
+    the parse failures (:func:`rldata.verify.base.no_answer`), counted in the metrics."""
     batch = {
         "domain": pl.Series(domains, dtype=pl.String),
         "r_vr": pl.Series([None if p is None else float(p) for p in passed], dtype=pl.Float64),
@@ -227,6 +255,8 @@ def score_samples(
     }
     if judge is not None:
         batch["r_genrm"] = pl.Series([v.score if v.passed is not None else None for v in judge], dtype=pl.Float64)
+    if no_answer is not None:
+        batch["no_answer"] = pl.Series([bool(x) for x in no_answer], dtype=pl.Boolean)
     return compose_rewards(pl.DataFrame(batch), spec)
 
 
@@ -238,7 +268,9 @@ class RewardTally:
         self._sum: dict[tuple[str, str], float] = {}
         self._cnt: dict[tuple[str, str], int] = {}
         self._rows: dict[str, int] = {}
-        self._missing: dict[str, int] = {}
+        self._errors: dict[str, int] = {}
+        self._rm_errors: dict[str, int] = {}
+        self._no_answer: dict[str, int] = {}
 
     def add(self, composed: pl.DataFrame) -> RewardTally:
         for (dom,), part in composed.group_by("domain", maintain_order=True):
@@ -248,7 +280,10 @@ class RewardTally:
                     self._sum[dom, c] = self._sum.get((dom, c), 0.0) + float(col.sum())
                     self._cnt[dom, c] = self._cnt.get((dom, c), 0) + len(col)
             self._rows[dom] = self._rows.get(dom, 0) + part.height
-            self._missing[dom] = self._missing.get(dom, 0) + part["total"].null_count()
+            self._errors[dom] = self._errors.get(dom, 0) + int(part["vr_error"].sum())
+            self._rm_errors[dom] = self._rm_errors.get(dom, 0) + int(part["rm_error"].sum())
+            if "no_answer" in part.columns:
+                self._no_answer[dom] = self._no_answer.get(dom, 0) + int(part["no_answer"].sum())
         return self
 
     def metrics(self) -> dict[str, float]:
@@ -260,7 +295,11 @@ class RewardTally:
                 if self._cnt.get((dom, c)):
                     out[f"reward/{c}/{dom}"] = self._sum[dom, c] / self._cnt[dom, c]
             out[f"reward/n/{dom}"] = float(self._rows[dom])
-            out[f"reward/n_missing/{dom}"] = float(self._missing[dom])
+            out[f"reward/n_error/{dom}"] = float(self._errors[dom])  # verifier errors, scored as wrong
+            out[f"reward/n_judge_error/{dom}"] = float(self._rm_errors[dom])
+            if dom in self._no_answer:  # parse failures: completions with no extractable answer
+                out[f"parse_fail/{dom}"] = self._no_answer[dom] / self._rows[dom]
+                out[f"parse_fail/n/{dom}"] = float(self._no_answer[dom])
         n = sum(self._cnt.get((d, "total"), 0) for d in self._rows)
         if n:
             out["reward/total"] = sum(self._sum.get((d, "total"), 0.0) for d in self._rows) / n
@@ -276,7 +315,8 @@ def rewards_for_run(store, run_id: str, spec: RewardSpec, *, verifier: str | Non
     """Compose the rewards of a stored run's trajectories.
 
     ``r_vr`` is 1.0 when every non-judge verification row of the trajectory passed (all layers of a
-    layered verifier), 0.0 when one failed, None when one errored or none exists; ``verifier``
+    layered verifier), 0.0 when one failed, None (scored as wrong, flagged ``vr_error``) when one
+    errored or none exists; ``verifier``
     restricts it to one verifier.  ``r_genrm`` is the pointwise judge's score (``genrm`` rows), None
     for judge errors.  ``length`` is ``completion_tokens``.
     """

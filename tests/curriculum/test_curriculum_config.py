@@ -65,6 +65,9 @@ def test_default_phases_go_from_easy_to_hard():
         assert max(p.weights, key=p.weights.get) == p.name  # each phase focuses its bucket
     assert phases[0].weights["hard"] == 0  # hard tasks wait for the model
     assert phases[0].promote_when == Promotion("easy", 0.9, 10) and phases[-1].promote_when is None
+    # issue 12: without --phase-steps a phase waited for its promotion rule forever; now each is bounded
+    assert [p.until_step for p in phases] == [100, 200, None]
+    assert [p.until_step for p in default_phases(BUCKETS, window=4, max_phase_steps=7)] == [7, 14, None]
     stepped = default_phases(BUCKETS, phase_steps=[50, 150])
     assert [p.until_step for p in stepped] == [50, 150, None] and all(p.promote_when is None for p in stepped)
 

@@ -138,3 +138,17 @@ def test_constructor_errors():
         CurriculumSampler(_curriculum(), {})
     with pytest.raises(RldataError, match="unknown sampler"):
         CurriculumSampler(_curriculum(), TASKS, sampler="magic")
+
+
+def test_a_weak_model_still_advances_through_a_default_curriculum():
+    # issue 12: phase 0 waited for a mean accuracy >= 0.9 (the easy bucket's upper edge) forever
+    from rldata.curriculum import default_phases
+
+    cur = Curriculum(buckets=BUCKETS, phases=default_phases(BUCKETS, window=2, max_phase_steps=5))
+    s = CurriculumSampler(cur, TASKS, seed=0)
+    seen = []
+    for step in range(12):
+        seen.append(s.phase.name)
+        s.next_batch(4)
+        s.observe(step, {"easy": 0.3, "medium": 0.1, "hard": 0.0})  # never near any promotion threshold
+    assert seen == ["easy"] * 5 + ["medium"] * 5 + ["hard"] * 2

@@ -104,17 +104,20 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
         "WHERE t.params_hash = $1 ORDER BY t.traj_id", params=[hot.params_hash]).pl()
     assert rows.height == 24 * 4
     # The judge ran on every sample; its prompt does not fit the tiny model's 64-token context, so each
-    # verdict is an error row, and the weights renormalize to the verifier's z-scored reward.
+    # verdict is an error row, scored as the lowest judge score (0) before the z-score (issue 12: an
+    # error never scores above a wrong answer): a constant, z-scored to 0, so half the weight is left.
     judged = store.sql("SELECT count(*), count(passed), min(error) FROM verifications WHERE verifier = 'genrm'"
                        ).fetchall()[0]
     assert judged[0] == 24 * 4 and judged[1] == 0 and "too long" in judged[2]
     x = rows["passed"].cast(float)
     z = (x - x.mean()) / (x.std(ddof=0) + 1e-6)  # one commit batch = the z-score batch
-    want = z - 0.1 * rows["len"] / 8
+    want = 0.5 * z - 0.1 * rows["len"] / 8
     assert rows["reward"].to_list() == pytest.approx(want.to_list())
     hm = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = $1", params=[hot_summary.run_id]).fetchall())
     assert hm["reward/length_penalty/math"] == pytest.approx((0.1 * rows["len"] / 8).mean())
     assert hm["reward/r_vr/math"] == pytest.approx(x.mean())
+    assert hm["reward/n_judge_error/math"] == 24 * 4 and hm["reward/n_error/math"] == 0
+    assert 0.0 <= hm["parse_fail/math"] <= 1.0 and hot_summary.no_answer == round(hm["parse_fail/n/math"])
 
 
 def test_seeded_runs_reproduce(tmp_path, ray_session):

@@ -237,7 +237,7 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(full, tmp_path):
 def test_reward_spec_drives_the_rewards_the_judge_rows_and_the_metrics(train_ray, tmp_path):
     """A YAML reward spec: the judge is mixed in (alpha 0.5) and a linear length penalty applies.  The
     judge runs on the run's engine; its prompt does not fit the tiny model's 64-token context, so every
-    verdict is an error row and the weight goes back to the verifier's reward."""
+    verdict is an error row, scored as the lowest judge score, 0 (an error never beats a wrong answer)."""
     spec = tmp_path / "reward.yaml"
     spec.write_text("domains:\n  math: {alpha: 0.5, length_penalty: {kind: linear, max_tokens: 6, buffer: 6, "
                     "coef: 0.3}}\n")
@@ -248,7 +248,7 @@ def test_reward_spec_drives_the_rewards_the_judge_rows_and_the_metrics(train_ray
         "ON v.traj_id = t.traj_id AND v.verifier = 'math' WHERE t.run_id = 'shaped'").fetchall()
     assert len(rows) == summary.samples >= P * G
     for reward, length, passed in rows:
-        assert reward == pytest.approx((1.0 if passed else 0.0) - 0.3 * length / 6)
+        assert reward == pytest.approx(0.5 * (1.0 if passed else 0.0) + 0.5 * 0.0 - 0.3 * length / 6)
     judged = store.sql("SELECT count(*), count(passed) FROM verifications v JOIN trajectories t USING (traj_id) "
                        "WHERE t.run_id = 'shaped' AND v.verifier = 'genrm'").fetchall()[0]
     assert judged == (len(rows), 0)
@@ -256,7 +256,7 @@ def test_reward_spec_drives_the_rewards_the_judge_rows_and_the_metrics(train_ray
     lens = [length for _, length, _ in rows]
     assert m["reward/length_penalty/math"] == pytest.approx(0.3 * sum(lens) / len(lens) / 6)
     assert m["reward/r_vr/math"] == pytest.approx(sum(bool(p) for *_, p in rows) / len(rows))
-    assert "reward/r_genrm/math" not in m  # no judge score: every verdict was an error
+    assert m["reward/r_genrm/math"] == 0.0 and m["reward/n_judge_error/math"] == len(rows)  # every verdict an error
 
 
 def test_a_bad_reward_spec_fails_before_anything_runs(tmp_path):

@@ -86,7 +86,8 @@ def test_default_reward_is_the_verifier_outcome_and_errors_count_zero():
     groups = [_group("math", [True, False, None, True], [2, 2, 3, 2]), _group("math", [False] * 4, [1, 2, 3, 4])]
     r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)  # [groups, G]
     assert r.tolist() == [[1.0, 0.0, 0.0, 1.0], [0.0] * 4]
-    assert groups[0].composed["total"].to_list() == [1.0, 0.0, None, 1.0]  # the error stays visible
+    assert groups[0].composed["total"].to_list() == [1.0, 0.0, 0.0, 1.0]  # the error scores as a wrong answer
+    assert groups[0].composed["vr_error"].to_list() == [False, False, True, False]  # and stays visible
 
 
 def test_reward_spec_zscores_per_domain_over_the_round_then_penalizes_length():
@@ -109,3 +110,82 @@ def test_reward_spec_zscores_per_domain_over_the_round_then_penalizes_length():
     assert r[2].tolist() == [1.0, 1.0, 0.0, 0.0]  # "text" uses the default: no z-score, no penalty
     # The all-wrong math group still has equal rewards (same z, same length): dynamic sampling drops it.
     assert len(set(r[1].tolist())) == 1
+
+
+def test_an_error_never_beats_a_wrong_answer_under_normalize_and_length_penalty():
+    # issue 12: pass/pass/error/fail under normalize gave the error the batch mean (0), above the fail
+    from types import SimpleNamespace
+
+    from rldata.trainer.rollout import _rewards
+
+    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+
+    lp = LengthPenalty(kind="overlong", max_tokens=8, buffer=4, coef=0.5)
+    spec = RewardSpec(default=DomainReward(normalize=True, length_penalty=lp))
+    groups = [_group("math", [True, True, None, False], [2, 2, 8, 8])]
+    r = _rewards(SimpleNamespace(reward=spec, judge=None), groups)[0]
+    assert r[2] == pytest.approx(r[3]) and r[3] < r[0]  # the error is exactly a long wrong answer
+    assert groups[0].composed["length_penalty"][2] == 0.5  # the penalty applies to the error too
+
+
+def test_dynamic_sampling_decides_on_correctness_and_keeps_the_composed_reward():
+    from types import SimpleNamespace
+
+    import numpy as np
+    from rldata.trainer.advantages import compute_advantages
+    from rldata.trainer.rollout import _rewards, set_advantages
+
+    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+
+    lp = LengthPenalty(kind="overlong", max_tokens=100, buffer=50, coef=0.01)
+    spec = RewardSpec(default=DomainReward(length_penalty=lp))
+    groups = [_group("math", [False] * 8, [1] * 7 + [100]),  # all wrong: [0 x7, -0.01]
+              _group("math", [True] + [False] * 7, [1] * 7 + [100])]
+    rewards = _rewards(SimpleNamespace(reward=spec, judge=None), groups)
+    assert rewards[0].tolist() == pytest.approx([0.0] * 7 + [-0.01])
+    adv = compute_advantages(rewards)
+    set_advantages(groups, rewards, adv, dynamic_sampling=True)
+    assert not groups[0].kept and groups[0].drop_reason == "zero_variance"  # no correctness signal
+    assert groups[1].kept and np.allclose(groups[1].advantages, adv[1])  # advantage of the composed reward
+    assert groups[1].advantages[7] < groups[1].advantages[1]  # the penalty still ranks the kept group
+    off = [_group("math", [False] * 8, [1] * 8)]
+    r_off = _rewards(SimpleNamespace(reward=spec, judge=None), off)
+    set_advantages(off, r_off, compute_advantages(r_off), dynamic_sampling=False)
+    assert off[0].kept
+
+
+@pytest.mark.slow  # real math-verify in its child process, with one real 2 s timeout
+def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
+    # other frameworks' one-slot shift: a failed check dropped from a positional list moves every
+    # later reward onto the wrong sample
+    from types import SimpleNamespace
+
+    from rldata.trainer.rollout import Group, _rewards, verify_groups
+
+    from rldata.engine import Sample
+    from rldata.verify.reward import RewardSpec
+
+    texts = [r"\boxed{12}", r"\boxed{9^{9^{9^{9}}}}", r"\boxed{13}", "no idea", r"\boxed{12}", r"\boxed{11}"]
+    samples = [Sample(text=t, token_ids=(5,) * 3, prompt_tokens=4, completion_tokens=3, cumulative_logprob=None,
+                      logprobs=None, finish_reason="stop") for t in texts]
+    groups = [Group(task={"task_id": f"t{k}", "domain": "math", "prompt": "q", "answer": "12", "tests": None},
+                    bucket=UNIFORM_BUCKET, rnd=0, slot=k, seed=0, samples=samples[3 * k:3 * k + 3],
+                    traj_ids=[f"t{k}/{i}" for i in range(3)]) for k in range(2)]
+    verify_groups(groups, lambda d: ("math", "v"), timeout_s=2)
+    assert groups[0].passed == [True, None, False] and groups[1].passed == [False, True, False]
+    assert "timeout" in groups[0].verdicts[1][0].error
+    assert [v[0].extracted for g in groups for v in g.verdicts] == ["12", "9^{9^{9^{9}}}", "13", None, "12", "11"]
+    r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)
+    assert r.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the timeout scores as wrong, nothing shifts
+    assert groups[1].composed["no_answer"].to_list() == [True, False, False]  # "no idea": a parse failure
+    # the adversarial case: under normalize the timeout must not beat the wrong answer beside it
+    from rldata.verify.reward import DomainReward
+
+    z = _rewards(SimpleNamespace(reward=RewardSpec(default=DomainReward(normalize=True)), judge=None), groups)
+    assert z[0][1] == pytest.approx(z[0][2]) and z[0][1] < z[0][0]
+    import polars as pl
+
+    from rldata.verify.reward import reward_metrics
+
+    m = reward_metrics(pl.concat([g.composed for g in groups]))
+    assert m["parse_fail/math"] == pytest.approx(1 / 6) and m["reward/n_error/math"] == 1.0

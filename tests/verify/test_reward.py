@@ -83,14 +83,44 @@ def test_overlong_and_linear_length_penalties():
     assert out["total"].to_list() == pytest.approx([-0.1])
 
 
-def test_missing_components_renormalize_weights():
+def test_errors_count_as_wrong_before_mixing():
     spec = RewardSpec(default=DomainReward(alpha=0.25))
     out = compose_rewards(
         {"domain": ["m"] * 3, "r_vr": [1.0, None, None], "r_genrm": [None, 1.0, None]}, spec
     )
-    assert out["total"].to_list() == [1.0, 1.0, None]  # the verifier alone, the judge alone, nothing
+    assert out["total"].to_list() == pytest.approx([0.25, 0.75, 0.0])  # an error is a 0 of its component
+    assert out["vr_error"].to_list() == [False, True, True]
+    assert out["rm_error"].to_list() == [True, False, True]
     both = compose_rewards({"domain": ["m"], "r_vr": [1.0], "r_genrm": [0.0]}, spec)
     assert both["total"].to_list() == pytest.approx([0.25])
+
+
+ERROR_SPECS = [
+    RewardSpec(),
+    RewardSpec(default=DomainReward(normalize=True)),
+    RewardSpec(default=DomainReward(normalize=True, length_penalty=LengthPenalty("overlong", 16, 8, 0.5))),
+    RewardSpec(default=DomainReward(length_penalty=LengthPenalty("linear", 16, 8, 0.5))),
+]
+
+
+@pytest.mark.parametrize("spec", ERROR_SPECS)
+def test_an_error_never_scores_above_a_wrong_answer(spec):
+    # issue 12: pass/pass/error/fail under normalize gave 0.71/0.71/0/-1.41 (the error at the mean)
+    out = compose_rewards({"domain": ["m"] * 4, "r_vr": [1.0, 1.0, None, 0.0], "length": [4, 4, 14, 14]}, spec)
+    total = out["total"].to_list()
+    assert total[2] <= total[3] < total[0]
+    assert total[2] == pytest.approx(total[3])  # same length: the error is exactly a wrong answer
+    assert out["length_penalty"][2] == out["length_penalty"][3]  # the penalty applies to errors too
+    m = reward_metrics(out)
+    assert m["reward/n_error/m"] == 1.0 and m["reward/n_judge_error/m"] == 0.0
+
+
+def test_a_judge_error_never_scores_above_a_wrong_judged_answer():
+    spec = RewardSpec(default=DomainReward(alpha=0.5, normalize=True))
+    out = compose_rewards({"domain": ["m"] * 4, "r_vr": [0.0, 0.0, 0.0, 1.0], "r_genrm": [0.0, None, 1.0, 1.0]},
+                          spec)
+    total = out["total"].to_list()
+    assert total[1] == pytest.approx(total[0]) and total[1] < total[2] < total[3]
 
 
 def test_alpha_below_one_needs_judge_scores():
@@ -143,7 +173,7 @@ def test_metrics_log_every_component_per_domain():
     m = reward_metrics(out)
     assert m["reward/r_vr/a"] == 0.5 and m["reward/r_genrm/a"] == 1.0
     assert m["reward/total/a"] == pytest.approx(0.75) and m["reward/total/b"] == pytest.approx(0.5)
-    assert m["reward/n/a"] == 2.0 and m["reward/n_missing/b"] == 0.0
+    assert m["reward/n/a"] == 2.0 and m["reward/n_error/b"] == 0.0
     assert m["reward/total"] == pytest.approx((1.0 + 0.5 + 0.5) / 3)
     assert {"reward/length_penalty/a", "reward/r_vr_norm/b", "reward/r_genrm_norm/b"} <= set(m)
 
@@ -225,9 +255,11 @@ def test_rewards_for_a_stored_run(store):
     spec = RewardSpec(domains={"code": DomainReward(alpha=0.5)})
     out = rewards_for_run(store, "r1", spec).sort("traj_id")
     assert out["traj_id"].to_list() == ["c1/0", "c1/1", "c1/2", "m1/0", "m1/1"]
-    assert out["r_vr"].to_list() == [1.0, 0.0, None, 1.0, 0.0]  # all layers must pass; an error is None
-    assert out["r_genrm"].to_list() == [None, None, 1.0, 0.0, None]
-    assert out["total"].to_list() == [1.0, 0.0, 1.0, 1.0, 0.0]  # c1/2: the judge alone
+    assert out["r_vr"].to_list() == [1.0, 0.0, 0.0, 1.0, 0.0]  # all layers must pass; an error scores 0
+    assert out["vr_error"].to_list() == [False, False, True, False, False]
+    assert out["r_genrm"].to_list() == [0.0, 0.0, 1.0, 0.0, 0.0]  # a judge error scores 0 too
+    assert out["rm_error"].to_list() == [True, True, False, False, True]
+    assert out["total"].to_list() == [0.5, 0.0, 0.5, 1.0, 0.0]
     assert out["length"].to_list() == [30, 50, 10, 4, 8]
     with pytest.raises(RldataError, match="no trajectories"):
         rewards_for_run(store, "nope", spec)
@@ -259,10 +291,39 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     got = {r["name"]: r["value"] for r in json.loads(out)}
-    assert got["reward/total/code"] == pytest.approx(2 / 3) and got["reward/total/math"] == pytest.approx(0.5)
+    # code: 0.5, 0, 0.5 (the sandbox error scores as a fail, the judge error as a 0 judge score)
+    assert got["reward/total/code"] == pytest.approx(1 / 3) and got["reward/total/math"] == pytest.approx(0.5)
+    assert got["reward/n_error/code"] == 1.0 and got["reward/n_judge_error/code"] == 2.0
     stored = store.sql("SELECT name, value FROM metrics WHERE run_id = 'r1' AND step = 0").pl()
     assert dict(stored.iter_rows()) == pytest.approx(got)
     bad = tmp_path / "bad.yaml"
     bad.write_text("domains:\n  code: {alpha: 3}\n")
     assert main(["--store", store.root, "rewards", "--run-id", "r1", "--spec", str(bad)]) == 1
     assert "alpha must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
+    # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
+    from rldata.jobs.sample import SampleJob
+    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.rollout import load_reward
+
+    from rldata.params import SamplingSpec
+
+    path = tmp_path / "r.yaml"
+    path.write_text("domains:\n  math: {length_penalty: {kind: overlong}}\n")
+    spec = load_reward_spec(path)
+    with pytest.raises(RldataError, match=r"domains\.math\.length_penalty\.max_tokens=1024 exceeds the run's max_tokens=16"):
+        spec.check_max_tokens(16, where=str(path))
+    assert spec.check_max_tokens(1024) is spec and RewardSpec().check_max_tokens(1) == RewardSpec()
+    with pytest.raises(RldataError, match=f"{path}: .*max_tokens=16"):
+        load_reward(TrainConfig(reward_spec=str(path), max_tokens=16))
+    with pytest.raises(RldataError, match="max_tokens=16"):
+        SampleJob(spec=SamplingSpec(max_tokens=16), reward=spec)
+    from rldata.cli import main
+
+    assert main(["--store", str(tmp_path / "s"), "sample", "--reward-spec", str(path), "--max-tokens", "16"]) == 1
+    assert "max_tokens=1024 exceeds the run's max_tokens=16" in capsys.readouterr().err  # before any engine starts
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("domains:\n  math: {length_penalty: {kind: overlong, max_tokens: 16, buffer: 4}}\n")
+    assert load_reward(TrainConfig(reward_spec=str(ok), max_tokens=16)).for_domain("math").length_penalty.buffer == 4

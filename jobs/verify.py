@@ -1,0 +1,182 @@
+"""`rldata verify`: re-score stored trajectories with a verifier, or a new version of one.
+
+Verification is a stage of its own: completions stay, verifiers change.  ``run_verify`` selects
+trajectories (a run, and/or a SQL predicate over ``trajectories t`` joined with ``tasks k``),
+verifies those without a result under the chosen verifier's CURRENT version, appends the new
+``verifications`` rows under that version, and rebuilds the pass-rate ledger rows of that version
+for every (model, params_hash) it touched.
+
+- Old results stay: ``verifications`` is keyed on (traj_id, verifier, verifier_version, layer),
+  so a new version adds rows beside the old ones, and the ledger keys on ``name@version``: two
+  versions never mix in one pass rate.
+- Resumable and idempotent, like ``rldata sample``: rows are committed per batch (appended with
+  ``dedupe``), a re-run verifies only what has no result yet, and a run with nothing left to do
+  and ledger rows in place is a no-op that records nothing.
+
+The checks run through :func:`rldata.verify.parallel.verify_on_ray` (identical answer/gold pairs
+checked once; crashes and timeouts become error verdicts), on Ray when it is initialized or an
+address is given, else in this process's killable child.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import polars as pl
+import pyarrow as pa
+
+from rldata.console import log, progress
+from rldata.errors import RldataError
+from rldata.ledger import recompute_passrates, verifier_key
+from rldata.runs import record_run
+from rldata.store import Store
+from rldata.verify.base import all_passed, no_answer, verdict_rows
+
+__all__ = ["VerifyJob", "VerifySummary", "run_verify", "select_trajectories"]
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    verifier: str | None = None  # registry name (or a domain); None = each task's domain default
+    run_id: str | None = None  # only this run's trajectories
+    where: str | None = None  # SQL predicate over `trajectories t` joined with `tasks k`
+    batch: int = 1024  # trajectories per verification call and per commit
+    timeout_s: float = 10.0  # per distinct check; a timeout records an error result
+    address: str | None = None  # Ray cluster; None = Ray if already initialized, else this machine
+
+    def __post_init__(self):
+        if self.batch < 1:
+            raise RldataError(f"--batch must be >= 1, got {self.batch}")
+        if self.timeout_s <= 0:
+            raise RldataError(f"--timeout must be > 0, got {self.timeout_s}")
+
+
+@dataclass
+class VerifySummary:
+    run_id: str | None
+    verifiers: list[str]  # name@version keys written
+    trajectories: int  # selected
+    already_verified: int
+    verified: int = 0
+    correct: int = 0
+    errors: int = 0
+    no_answer: int = 0  # parse failures: the verifier found no answer in the completion
+    ledger_rows: int = 0
+    seconds: float = 0.0
+    noop: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def select_trajectories(store: Store, *, run_id: str | None = None, where: str | None = None) -> pl.DataFrame:
+    """traj_id, task_id, model, params_hash, completion, domain, answer, tests of the selected trajectories."""
+    conds = [f"({where})"] if where else []
+    params = {}
+    if run_id:
+        conds.append("t.run_id = $run")
+        params["run"] = run_id
+    q = ("SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests "
+         "FROM trajectories t JOIN tasks k USING (task_id)"
+         + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY t.traj_id")
+    try:
+        return store.sql(q, params=params or None).pl()
+    except Exception as e:
+        if not where:
+            raise
+        raise RldataError(f"--where {where!r}: {str(e).splitlines()[0]}") from None
+
+
+def _verifiers(job: VerifyJob, domains: list[str]) -> dict[str, tuple[str, str]]:
+    """domain -> (registry name, version) of the verifier that scores it."""
+    from rldata.verify import for_domain, get_verifier
+    from rldata.verify.run import resolve_verifier
+
+    out = {}
+    for d in domains:
+        try:
+            v = get_verifier(resolve_verifier(job.verifier)) if job.verifier else for_domain(d)
+        except KeyError as e:
+            raise RldataError(str(e.args[0])) from None
+        out[d] = (v.name, v.version)
+    return out
+
+
+def _verified(store: Store, traj_ids: list[str], vkeys: set[str]) -> set[str]:
+    ids = {"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})}
+    rows = store.sql("SELECT DISTINCT v.traj_id FROM verifications v JOIN _ids USING (traj_id) "
+                     "WHERE v.verifier || '@' || v.verifier_version IN (SELECT unnest($vkeys))",
+                     params={"vkeys": sorted(vkeys)}, extra=ids).fetchall()
+    return {t for (t,) in rows}
+
+
+def _ledger_complete(store: Store, sel: pl.DataFrame, vkeys: set[str]) -> bool:
+    """Whether every selected (task, model, params_hash) has a ledger row for its verifier."""
+    want = sel.select("task_id", "model", "params_hash", "vkey").unique()
+    have = store.sql("SELECT task_id, model, params_hash, verifier_version AS vkey FROM passrates "
+                     "WHERE verifier_version IN (SELECT unnest($vkeys))", params={"vkeys": sorted(vkeys)}).pl()
+    return want.join(have, on=["task_id", "model", "params_hash", "vkey"], how="anti").height == 0
+
+
+def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
+    """Verify (or finish verifying) the selected trajectories; rebuild the ledger for the version."""
+    sel = select_trajectories(store, run_id=job.run_id, where=job.where)
+    if sel.height == 0:
+        what = " and ".join(x for x in (f"run {job.run_id!r}" if job.run_id else "",
+                                        f"--where {job.where!r}" if job.where else "") if x)
+        raise RldataError("no trajectories to verify" + (f" for {what}" if what else ": the store has none"))
+    verifiers = _verifiers(job, sel["domain"].unique().sort().to_list())
+    vkeys = {verifier_key(*nv) for nv in verifiers.values()}
+    sel = sel.with_columns(pl.col("domain").replace_strict({d: verifier_key(*nv) for d, nv in verifiers.items()})
+                           .alias("vkey"))
+    done = _verified(store, sel["traj_id"].to_list(), vkeys)
+    todo = sel.filter(~pl.col("traj_id").is_in(list(done)))
+    summary = VerifySummary(None, sorted(vkeys), sel.height, len(done))
+    if todo.height == 0 and sel["model"].null_count() == 0 and _ledger_complete(store, sel, vkeys):
+        summary.noop = True
+        log(f"nothing to do: all {sel.height} trajectories have results under {', '.join(sorted(vkeys))} "
+            "and ledger rows")
+        return summary
+    args = {"verifier": job.verifier, "run_id": job.run_id, "where": job.where, "verifiers": sorted(vkeys)}
+    with record_run(store, "verify", args) as run:
+        summary.run_id = run.run_id
+        t0 = time.monotonic()
+        if todo.height:
+            if job.address:
+                from rldata.jobs.actors import ensure_ray
+
+                ensure_ray(job.address)
+            log(f"verifying {todo.height} trajectories with {', '.join(sorted(vkeys))} ({len(done)} already done)")
+            with progress("verifying", total=todo.height, unit="samples") as bar:
+                for i in range(0, todo.height, job.batch):
+                    part = todo.slice(i, job.batch)
+                    _verify_batch(store, part, verifiers, job, summary)
+                    bar.advance(part.height)
+        summary.seconds = time.monotonic() - t0
+        for (model, ph), part in sel.filter(pl.col("model").is_not_null()).group_by("model", "params_hash"):
+            summary.ledger_rows += len(recompute_passrates(
+                store, model=model, params_hash=ph, verifier_versions=vkeys,
+                task_ids=part["task_id"].unique().to_list(), run_id=run.run_id))
+        run.summary = summary.to_dict()
+    return summary
+
+
+def _verify_batch(store: Store, part: pl.DataFrame, verifiers: dict, job: VerifyJob, s: VerifySummary) -> None:
+    from rldata.verify.parallel import verify_on_ray
+
+    rows = part.to_dicts()
+    items = [{"key": r["traj_id"], "verifier": verifiers[r["domain"]][0], "domain": r["domain"],
+              "completion": r["completion"], "answer": r["answer"], "tests": r["tests"]} for r in rows]
+    verdicts = verify_on_ray(items, timeout_s=job.timeout_s)
+    out = []
+    for r in rows:
+        vs = verdicts[r["traj_id"]]  # keyed by traj_id: a failed check cannot shift results between samples
+        name, version = verifiers[r["domain"]]
+        out += verdict_rows(r["task_id"], r["traj_id"], name, version, vs)
+        ok = all_passed(vs)
+        s.correct += int(bool(ok))
+        s.errors += int(ok is None)
+        s.no_answer += int(no_answer(vs))
+    store.append("verifications", out, dedupe=True)  # one commit per batch: a kill loses at most this batch
+    s.verified += len(rows)
