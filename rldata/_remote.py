@@ -13,11 +13,12 @@ requests, with nothing downloaded ahead.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from rldata.errors import RldataError
 
-__all__ = ["arrow_s3_filesystem", "is_remote", "parse_storage_options", "redact", "remote_dataset"]
+__all__ = ["arrow_s3_filesystem", "is_remote", "one_line", "parse_storage_options", "redact", "remote_dataset"]
 
 # keys whose values are credentials (lower-cased, delta-rs accepts both spellings)
 _SECRET_KEYS = {"aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token",
@@ -25,6 +26,7 @@ _SECRET_KEYS = {"aws_secret_access_key", "aws_session_token", "secret_access_key
                 "azure_storage_sas_key", "azure_client_secret", "account_key", "client_secret", "sas_token"}
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 _seen_secrets: set[str] = set()
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def is_remote(uri: str) -> bool:
@@ -107,3 +109,15 @@ def remote_dataset(files: list[str], schema, storage_options: dict[str, str] | N
 
     paths = [f.split("://", 1)[1] for f in files]
     return pads.dataset(paths, schema=schema, format="parquet", filesystem=arrow_s3_filesystem(storage_options))
+
+
+def one_line(text: str) -> str:
+    """delta-rs/object_store errors are a chain of lines ("Generic S3 error / ↳ Error performing PUT ...
+    / ↳ Server returned non-2xx status code"): join the chain so a one-line error keeps its cause."""
+    lines = [ln.strip().lstrip("↳").strip() for ln in _ANSI.sub("", text).strip().splitlines()]
+    lines = [ln for ln in lines if ln]
+    if len(lines) > 1 and any("↳" in ln for ln in text.splitlines()[1:]):
+        return ": ".join(lines)
+    return lines[0] if lines else ""
+
+

@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one place that turns errors into exit codes
         if debug:
             raise
-        from rldata._remote import redact  # a store error may quote its settings: never print a secret
+        from rldata._remote import one_line, redact  # a store error may quote its settings: never print a secret
 
-        reason = redact(str(e).strip().splitlines()[0]) if str(e).strip() else type(e).__name__
+        reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):
             reason = f"{type(e).__name__}: {reason}"
         print(f"rldata: error: {reason}", file=sys.stderr)
