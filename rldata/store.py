@@ -170,7 +170,7 @@ class Store:
             import pyarrow.dataset as pads
 
             return pads.dataset(schemas.get(name).schema.empty_table())
-        return _pruned_dataset(self, name, dtable) or dtable.to_pyarrow_dataset()
+        return dtable.to_pyarrow_dataset()
 
     def scan(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.LazyFrame:
         """A lazy Polars frame over the table (Polars' own Delta reader: it reads the string-view
@@ -251,7 +251,7 @@ class Store:
 
             con.register(name, pads.dataset(schemas.get(name).schema.empty_table()))
         else:
-            con.register(name, _pruned_dataset(self, name, dtable) or dtable.to_pyarrow_dataset())
+            con.register(name, dtable.to_pyarrow_dataset())
 
     # ---- maintenance --------------------------------------------------------------------------
     def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:
@@ -282,17 +282,6 @@ class Store:
                 "schema_version": ts.version,
             })
         return pl.DataFrame(rows)
-
-
-def _pruned_dataset(store: Store, name: str, dtable: DeltaTable):
-    """For a remote store: a dataset over the version's files read by pyarrow's own S3 client, which
-    fetches only the needed column chunks and row groups (see rldata._remote); ``None`` when the table
-    needs the Delta reader (deletion vectors, column mapping, partitions) or is not on S3."""
-    if _is_local(store.root) or dtable.protocol().min_reader_version != 1 or dtable.metadata().partition_columns:
-        return None
-    from rldata._remote import remote_dataset
-
-    return remote_dataset(dtable.file_uris(), schemas.get(name).schema, store.storage_options)
 
 
 def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Table:

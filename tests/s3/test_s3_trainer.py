@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "trainer"))
-from test_writeback import SPEC, _group, _verifier_for, _write  # noqa: E402 - the local tests' builders
-
-from rldata.trainer import writeback as wb  # noqa: E402
+from rldata.trainer import writeback as wb
+from test_writeback import SPEC, _group, _verifier_for, _write
 
 
 def test_write_back_resume_cleanup_and_ledger_on_s3(s3_store):
