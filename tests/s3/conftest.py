@@ -1,7 +1,10 @@
 """A real S3-API server (moto in server mode) on 127.0.0.1, started once per test session.
 
 moto honours ``If-None-Match: *`` on PutObject (checked by test_s3_store.py), which is what delta-rs
-1.x relies on for concurrent commits to S3.
+1.x relies on for concurrent commits to S3.  But moto checks "is the key absent?" and then writes, in
+two steps, on a threaded server: two simultaneous commits of one version could both pass the check.
+S3 makes the check and the write one atomic step, so the fixture does the same for moto by holding one
+lock around each conditional PutObject (all other requests run concurrently, as before).
 """
 
 from __future__ import annotations
@@ -42,11 +45,31 @@ def options_for(endpoint: str) -> dict[str, str]:
             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET}
 
 
+def _atomic_conditional_puts() -> None:
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.put_object, "_rldata_atomic", False):
+        return
+    lock, put = threading.Lock(), S3Response.put_object
+
+    def put_object(self):
+        if self.headers.get("If-None-Match") or self.headers.get("If-Match"):
+            with lock:
+                return put(self)
+        return put(self)
+
+    put_object._rldata_atomic = True
+    S3Response.put_object = put_object
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    _atomic_conditional_puts()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
