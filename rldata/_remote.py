@@ -34,10 +34,10 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, str] | None:
     if not pairs:
         return None
     out: dict[str, str] = {}
-    for pair in pairs:
+    for i, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise RldataError(f"--storage-option expects KEY=VALUE, got {key.strip() or pair!r}")
+        if not sep or not key.strip():  # not echoed: a malformed option may hold a secret
+            raise RldataError(f"--storage-option expects KEY=VALUE: option {i} has no key or no '='")
         out[key.strip()] = value
         if key.strip().lower() in _SECRET_KEYS and value:
             _seen_secrets.add(value)
@@ -64,5 +64,3 @@ def one_line(text: str) -> str:
     if len(lines) > 1 and any("↳" in ln for ln in text.splitlines()[1:]):
         return ": ".join(lines)
     return lines[0] if lines else ""
-
-

@@ -6,7 +6,7 @@ import json
 import multiprocessing as mp
 
 import boto3
-from conftest import SECRET
+from s3_helpers import SECRET
 
 from rldata import open_store
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import options_for
+from s3_helpers import options_for
 from s3_proxy import FaultProxy
 from test_s3_store import _tasks
 

@@ -9,7 +9,7 @@ import sys
 import boto3
 import polars as pl
 import pytest
-from conftest import SECRET, options_for
+from s3_helpers import SECRET, options_for
 from s3_proxy import FaultProxy
 
 from rldata import open_store
