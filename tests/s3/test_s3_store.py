@@ -143,6 +143,16 @@ def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path
                        capture_output=True, text=True, check=False, env=s3_server.env(RLDATA_STORE=s3_uri), timeout=300)
     assert p.returncode == 0 and p.stdout.splitlines()[1] == "2", p.stderr[-2000:]
     store = open_store(s3_uri, storage_options=s3_server.options)
+    # an export's files and manifest (rldata-manifest.json) hold no secret either
+    ids = [r[0] for r in store.sql("SELECT task_id FROM tasks ORDER BY task_id LIMIT 5").fetchall()]
+    store.append("selections", [{"selection": "s3sel", "task_id": t, "decision": "keep", "reason": "in_band"}
+                                for t in ids])
+    p = _cli(s3_server, "--store", s3_uri, "export", "--selection", "s3sel", "--format", "verl",
+             "--out", str(tmp_path / "exp"), env_creds=False)
+    assert p.returncode == 0 and SECRET not in p.stdout + p.stderr, p.stderr[-2000:]
+    written = [f for f in (tmp_path / "exp").rglob("*") if f.is_file()]
+    assert any(f.name == "rldata-manifest.json" for f in written)
+    assert all(SECRET.encode() not in f.read_bytes() for f in written)
     from rldata import schemas
 
     scanned = 0
