@@ -18,7 +18,7 @@ import re
 
 from rldata.errors import RldataError
 
-__all__ = ["one_line", "parse_storage_options", "redact"]
+__all__ = ["one_line", "parse_storage_options", "polars_storage_options", "redact"]
 
 # keys whose values are credentials (lower-cased, delta-rs accepts both spellings)
 _SECRET_KEYS = {"aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token",
@@ -64,3 +64,22 @@ def one_line(text: str) -> str:
     if len(lines) > 1 and any("↳" in ln for ln in text.splitlines()[1:]):
         return ": ".join(lines)
     return lines[0] if lines else ""
+
+
+def polars_storage_options(options: dict[str, str] | None) -> dict[str, object] | None:
+    """``options`` as Polars' Delta scan takes them: Polars reads a few keys itself (``max_retries``,
+    ``retry_timeout_ms``, ...) and refuses them as strings, while delta-rs wants every value a string."""
+    if not options:
+        return options
+    from polars.io.cloud._utils import POLARS_STORAGE_CONFIG_KEYS
+
+    out: dict[str, object] = {}
+    for k, v in options.items():
+        if k.lower() in POLARS_STORAGE_CONFIG_KEYS:
+            try:
+                out[k.lower()] = int(v)
+            except ValueError:
+                raise RldataError(f"--storage-option {k} expects a whole number") from None
+        else:
+            out[k] = v
+    return out

@@ -58,6 +58,21 @@ def test_reads_sql_and_time_travel(s3_store):
     assert s3_store.sql("SELECT count(*) FROM runs").fetchall() == [(0,)]  # an empty remote table
 
 
+def test_given_options_beat_the_environment_in_every_reader(s3_server, s3_uri, monkeypatch):
+    """--storage-option values win over AWS_* variables (here: a dead endpoint, wrong keys), for the Delta
+    writer, DuckDB SQL and Polars' scan alike, and retry settings reach them all."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "wrong-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    store = open_store(s3_uri, storage_options={**s3_server.options, "max_retries": "2", "retry_timeout": "10s"})
+    store.append("tasks", _tasks(3))
+    assert store.sql("SELECT count(*) FROM tasks").fetchall() == [(3,)]
+    assert store.read("tasks").height == 3 and store.dataset("tasks").count_rows() == 3
+    assert store.scan("tasks").filter(pl.col("answer") == "2").collect().height == 1
+    with pytest.raises(Exception, match="max_retries"):  # delta-rs names the bad setting
+        open_store(s3_uri, storage_options={**s3_server.options, "max_retries": "many"})
+
+
 def test_remote_sql_fetches_only_the_needed_columns_and_row_groups(s3_server, s3_uri):
     store = open_store(s3_uri, storage_options=s3_server.options)
     # a wide prompt column; files big enough that pyarrow's 64 KiB footer read is not most of the traffic
