@@ -6,6 +6,7 @@ import json
 import multiprocessing as mp
 
 import boto3
+import pytest
 from s3_helpers import SECRET
 
 from rldata import open_store
@@ -20,6 +21,7 @@ def _writer(uri: str, options: dict, w: int) -> None:
                                 "prompt": f"writer {w} batch {b} row {i}", "answer": str(i)} for i in range(ROWS)])
 
 
+@pytest.mark.slow  # subprocesses: 10-30 s on a loaded 2-core machine
 def test_four_processes_append_to_one_s3_table(s3_server, s3_uri):
     open_store(s3_uri, storage_options=s3_server.options)
     ctx = mp.get_context("spawn")

@@ -48,6 +48,7 @@ def test_a_transient_fault_mid_commit_is_retried_and_rows_land_once(s3_server, s
     assert store.append("tasks", _tasks(10), dedupe=True) == 0
 
 
+@pytest.mark.slow  # subprocesses: 10-30 s on a loaded 2-core machine
 def test_a_server_that_refuses_every_commit_gives_a_clear_error_and_no_partial_table(s3_server, s3_uri):
     store = open_store(s3_uri, storage_options=s3_server.options)
     store.append("tasks", _tasks(5))

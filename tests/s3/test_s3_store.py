@@ -135,6 +135,7 @@ def _cli(s3_server, *args, env_creds: bool):
                           env=env, timeout=300)
 
 
+@pytest.mark.slow  # subprocesses: 10-30 s on a loaded 2-core machine
 def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path):
     from rldata.ingest import sample_path
 
