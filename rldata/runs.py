@@ -46,7 +46,9 @@ def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | N
         yield handle
     except BaseException as e:
         end = dt.datetime.now(dt.timezone.utc)
-        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
+        from rldata._remote import redact  # an object-store error may quote a credential
+
+        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else redact(f"{type(e).__name__}: {e}")
         store.upsert("runs", [{**base, "status": "failed", "ended_at": end, "error": reason[:2000],
                                "summary": json.dumps(handle.summary, default=str)}])
         raise

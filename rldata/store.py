@@ -179,7 +179,10 @@ class Store:
             version = int(version) if version.isdigit() else dt.datetime.fromisoformat(version)
         if not self.table(name, version=version).file_uris():
             return pl.LazyFrame(schema=pl.from_arrow(schemas.get(name).schema.empty_table()).schema)
-        return pl.scan_delta(self.uri(name), version=version, storage_options=self.storage_options)
+        from rldata._remote import polars_storage_options
+
+        opts = polars_storage_options(self.storage_options)  # Polars wants a few of them as numbers
+        return pl.scan_delta(self.uri(name), version=version, storage_options=opts)
 
     def read(self, name: str, *, version: int | str | dt.datetime | None = None) -> pl.DataFrame:
         """The whole table as a Polars frame."""

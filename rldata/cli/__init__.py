@@ -41,10 +41,17 @@ def _root(
     store: str = typer.Option(
         None, "--store", envvar="RLDATA_STORE", help="Store root (directory or URI). Default: ./rldata-store."
     ),
+    storage_option: list[str] = typer.Option(
+        None, "--storage-option", metavar="KEY=VALUE",
+        help="Object-store setting for an s3:// store (repeatable), e.g. AWS_ENDPOINT_URL=http://host:9000. "
+             "Default: the AWS_* environment variables. See docs/cluster.md.",
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    ctx.obj = {"store": store, "debug": debug}
+    from rldata._remote import parse_storage_options
+
+    ctx.obj = {"store": store, "debug": debug, "storage_options": parse_storage_options(storage_option)}
 
 
 # One module per noun; each exposes ``register(app)``.  Add new nouns here.
@@ -95,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one place that turns errors into exit codes
         if debug:
             raise
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        from rldata._remote import one_line, redact  # a store error may quote its settings: never print a secret
+
+        reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):
             reason = f"{type(e).__name__}: {reason}"
         print(f"rldata: error: {reason}", file=sys.stderr)

@@ -41,7 +41,7 @@ def get_store(ctx: typer.Context):
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store_obj" not in obj:
-        obj["store_obj"] = open_store(obj.get("store"))
+        obj["store_obj"] = open_store(obj.get("store"), storage_options=obj.get("storage_options"))
         root.obj = obj
     return obj["store_obj"]
 
