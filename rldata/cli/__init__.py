@@ -56,7 +56,7 @@ _COMMANDS = [
     "interop",
     "select_cmds", "stats", "cost",
     "judge", "rewards",
-    "train",
+    "train", "runs_cmds",
     "demo",
 ]
 
