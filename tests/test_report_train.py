@@ -1,10 +1,13 @@
 """The report's training page from metrics rows written through the real store: one PNG per family,
 runs overlaid, seeds grouped by tag (mean and band), "no data" panels, and the CLI around it.
-(tests/trainer/test_train_report.py goes from a real training run to the PNGs.)"""
+(tests/trainer/test_train_report.py goes from a real training run to the PNGs.)  The page is also
+screenshot with headless Chromium (docs/img/screenshot.sh) and checked for its plot titles."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +104,22 @@ def test_runs_cli_lists_runs_with_headlines(store, capsys):
     assert len(out.splitlines()) == 2
     code, out, _ = _cli(capsys, "--store", store.root, "runs", "--kind", "sample", "--format", "json")
     assert code == 0 and json.loads(out) == []
+
+
+@pytest.mark.slow  # headless Chromium takes a few seconds per page
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(),
+                    reason="/usr/bin/chromium is absent (Debian package chromium; .ci/setup installs it)")
+def test_training_page_screenshot_in_headless_chromium(store, tmp_path):
+    _run(store, "a", tag="t")
+    _run(store, "b", tag="t", offset=0.1)
+    files = render_training(store, ["a", "b"], tmp_path / "rep", group_by="tag")
+    script = Path(__file__).resolve().parents[1] / "docs" / "img" / "screenshot.sh"
+    png = tmp_path / "page.png"
+    dom = subprocess.run(["bash", str(script), str(files["training_html"]), str(png)], capture_output=True,
+                         text=True, timeout=180, check=True).stdout
+    for title in ("Reward and accuracy", "Held-out accuracy", "Kept and dropped groups",
+                  "KL, entropy and clip fraction", "Response length", "Per-bucket accuracy", "Time per phase"):
+        assert f"<figcaption>{title}" in dom, title
+    head = png.read_bytes()[:24]
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert head.startswith(b"\x89PNG") and (width, height) == (1150, 1500) and png.stat().st_size > 50_000
