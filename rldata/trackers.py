@@ -21,7 +21,7 @@ from rldata.console import log
 from rldata.errors import RldataError
 from rldata.store import Store
 
-__all__ = ["TRACKERS", "Tracker", "open_tracker", "replay", "tracker_names"]
+__all__ = ["TRACKERS", "Tracker", "check_tracker", "open_tracker", "replay", "tracker_names"]
 
 
 class Tracker:
@@ -31,6 +31,7 @@ class Tracker:
 
     name = ""
     extra = ""  # the pyproject extra that installs the tracker's library
+    module = ""  # the library's top-level module, checked before a run starts
 
     def __init__(self, out: str | os.PathLike, *, run_id: str, config: Mapping[str, Any]):
         self.out = Path(out)
@@ -81,7 +82,7 @@ class NoTracker(Tracker):
 class TensorBoardTracker(Tracker):
     """Scalars in an event dir (``tensorboard --logdir OUT``); the config as a text summary."""
 
-    name, extra = "tensorboard", "tensorboard"
+    name, extra, module = "tensorboard", "tensorboard", "tensorboard"
 
     def _open(self, config: dict) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -101,7 +102,7 @@ class TensorBoardTracker(Tracker):
 class WandbTracker(Tracker):
     """A W&B offline run under OUT/wandb (``wandb sync`` uploads it later, if wanted)."""
 
-    name, extra = "wandb", "wandb"
+    name, extra, module = "wandb", "wandb", "wandb"
 
     def _open(self, config: dict) -> None:
         os.environ.setdefault("WANDB_SILENT", "true")
@@ -125,7 +126,7 @@ def _wandb_id(run_id: str) -> str:
 class MlflowTracker(Tracker):
     """An MLflow run in a file store (``mlflow ui --backend-store-uri OUT``), experiment ``rldata``."""
 
-    name, extra = "mlflow", "mlflow"
+    name, extra, module = "mlflow", "mlflow", "mlflow"
 
     def _open(self, config: dict) -> None:
         # MLflow 3 refuses the file store unless asked; it is the one backend mlflow-skinny runs offline
@@ -184,11 +185,21 @@ def tracker_names() -> list[str]:
     return list(TRACKERS)
 
 
-def open_tracker(name: str, out: str | os.PathLike | None, *, run_id: str, config: Mapping[str, Any]) -> Tracker:
-    """The tracker ``name`` writing under ``out``; a clear error when its extra is not installed."""
+def check_tracker(name: str) -> None:
+    """Fail now, with the install hint, when ``name`` is unknown or its library is missing."""
+    import importlib.util
+
     cls = TRACKERS.get(name)
     if cls is None:
         raise RldataError(f"unknown tracker {name!r}: choose one of {', '.join(TRACKERS)}")
+    if cls.module and importlib.util.find_spec(cls.module) is None:
+        raise RldataError(f"tracker {name} needs {cls.module}: pip install 'rldata[{cls.extra}]'")
+
+
+def open_tracker(name: str, out: str | os.PathLike | None, *, run_id: str, config: Mapping[str, Any]) -> Tracker:
+    """The tracker ``name`` writing under ``out``; a clear error when its extra is not installed."""
+    check_tracker(name)
+    cls = TRACKERS[name]
     if cls is NoTracker:
         return NoTracker(run_id=run_id)
     if out is None:

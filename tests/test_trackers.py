@@ -99,7 +99,11 @@ def test_a_failing_tracker_is_switched_off_with_one_warning(tmp_path, capsys):
     assert err.count("tracker failing failed") == 1 and "metrics export --run r" in err
 
 
-def test_unknown_tracker_and_export_errors(store, tmp_path, capsys):
+class _Missing(Tracker):
+    name, extra, module = "missing", "x", "no_such_module_rldata"
+
+
+def test_unknown_tracker_and_export_errors(store, tmp_path, capsys, monkeypatch):
     from rldata.trainer.driver import DriverOptions
 
     from rldata.errors import RldataError
@@ -109,6 +113,9 @@ def test_unknown_tracker_and_export_errors(store, tmp_path, capsys):
         open_tracker("neptune", tmp_path, run_id="r", config={})
     with pytest.raises(RldataError, match="neptune"):
         DriverOptions(tracker="neptune")
+    monkeypatch.setitem(TRACKERS, "missing", _Missing)
+    with pytest.raises(RldataError, match=r"pip install 'rldata\[x\]'"):  # before any run starts
+        DriverOptions(tracker="missing")
     code = main(["--store", store.root, "metrics", "export", "--run", "nope", "--to", "tensorboard", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 1 and "nope" in err and err.count("\n") == 1

@@ -65,10 +65,9 @@ class DriverOptions:
     tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
 
     def __post_init__(self):
-        from rldata.trackers import TRACKERS
+        from rldata.trackers import check_tracker
 
-        if self.tracker not in TRACKERS:
-            raise RldataError(f"unknown tracker {self.tracker!r}: choose one of {', '.join(TRACKERS)}")
+        check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
