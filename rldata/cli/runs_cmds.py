@@ -12,7 +12,7 @@ from rldata.console import log
 __all__ = ["register"]
 
 metrics_app = typer.Typer(help="A run's metrics, from the store.", no_args_is_help=True)
-_EXPORT_DIR = typer.Argument(..., help="Directory the tracker writes to.")
+_EXPORT_DIR = typer.Argument(..., metavar="DIR", help="Directory the tracker writes to.")
 
 
 def runs(
