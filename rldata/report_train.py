@@ -76,9 +76,12 @@ def _no_data(ax, names: str) -> None:
     ax.set_yticks([])
 
 
-def _draw(ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str = "-", marker=None) -> bool:
-    """One metric of every series on ``ax``: a line per series (the mean), a band where it has >1 run."""
+def _draw(ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str = "-", marker=None,
+          lw: float = 1.5) -> bool:
+    """One metric of every series on ``ax``: a line per series (the mean), a band where it has >1 run.
+    The series' name is in the label only when there are several (run ids are long)."""
     drew = False
+    several = curves["series"].n_unique() > 1
     for i, ((series,), d) in enumerate(curves.filter(pl.col("name") == name).group_by("series",
                                                                                          maintain_order=True)):
         if d.height == 0:
@@ -87,28 +90,32 @@ def _draw(ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str 
         c = color if color is not None else plt.get_cmap("tab10")(i % 10)
         ls = style if color is None else _STYLES[i % len(_STYLES)]
         tag = f" (mean of {n})" if n > 1 else ""
-        ax.plot(x, d["mean"].to_list(), ls=ls, color=c, marker=marker, ms=5,
-                label=" ".join(x for x in (str(series), label) if x) + tag)
+        text = " ".join(t for t in (str(series) if several else "", label) if t) + tag
+        ax.plot(x, d["mean"].to_list(), ls=ls, color=c, marker=marker, ms=5, lw=lw, label=text or None)
         if n > 1:
             ax.fill_between(x, d["lo"].to_list(), d["hi"].to_list(), color=c, alpha=0.15, lw=0)
         drew = True
     return drew
 
 
-def _lines(ax, curves, names: Sequence[tuple[str, str]], *, per_metric_color: bool, marker=None) -> bool:
+def _lines(ax, curves, names: Sequence[tuple[str, str]], *, per_metric_color: bool, marker=None,
+           widths: Sequence[float] = ()) -> bool:
     cmap = plt.get_cmap("tab10")
     drew = False
     for j, (name, label) in enumerate(names):
         drew |= _draw(ax, curves, name, label=label, color=cmap(j % 10) if per_metric_color else None,
-                      marker=marker)
+                      marker=marker, lw=widths[j] if j < len(widths) else 1.5)
     if drew:
-        ax.legend(frameon=False, fontsize=7)
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(frameon=False, fontsize=7)
         ax.set_xlabel("step")
     return drew
 
 
 def _reward(curves, fig, ax) -> str:
-    if not _lines(ax, curves, [("reward_mean", "reward"), ("accuracy", "accuracy")], per_metric_color=True):
+    # reward drawn wide underneath: with the default 1/0 reward it equals accuracy
+    if not _lines(ax, curves, [("reward_mean", "reward"), ("accuracy", "accuracy")], per_metric_color=True,
+                  widths=(4.0, 1.5)):
         _no_data(ax, "reward_mean / accuracy")
     return "Reward and accuracy"
 
