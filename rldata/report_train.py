@@ -168,10 +168,11 @@ def _buckets(curves, fig, ax) -> str:
     ax.set_ylabel("accuracy" if names[0].startswith("accuracy/") else "reward (mean)")
     phase = curves.filter(pl.col("name") == "phase").sort("series", "step")
     changes = phase.filter(pl.col("mean") != pl.col("mean").shift(1).over("series"))
-    for step, p in changes.select("step", "mean").unique().sort("step").iter_rows():
+    several = curves["series"].n_unique() > 1
+    for series, step, p in changes.select("series", "step", "mean").unique().sort("step").iter_rows():
         ax.axvline(step, color="#e03131", lw=1, ls="--")
-        ax.text(step, 1.0, f" phase {int(p)}", transform=ax.get_xaxis_transform(), fontsize=7, color="#e03131",
-                va="top")
+        ax.text(step, 1.0, f" {series}: phase {int(p)}" if several else f" phase {int(p)}", fontsize=7,
+                transform=ax.get_xaxis_transform(), color="#e03131", va="top")
     return "Per-bucket accuracy (dashed: curriculum phase changes)"
 
 
@@ -218,6 +219,7 @@ def _runs_table(runs: pl.DataFrame) -> str:
     rows = []
     for r in runs.iter_rows(named=True):
         s = json.loads(r["summary"] or "{}")
+        s = s if isinstance(s, dict) else {}
         ev = s.get("evals") or []
         cells = [r["run_id"], r["tag"] or "", r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}",
                  _duration(r["started_at"], r["ended_at"]), s.get("last_step", ""),
