@@ -112,6 +112,15 @@ def _lines(ax, curves, names: Sequence[tuple[str, str]], *, per_metric_color: bo
     return drew
 
 
+def _simple(ax, curves, pairs, *, ylabel: str, missing: str, **kw) -> bool:
+    """The metrics ``pairs`` on ``ax`` with ``ylabel``, or the "no data" panel naming ``missing``."""
+    if _lines(ax, curves, pairs, **kw):
+        ax.set_ylabel(ylabel)
+        return True
+    _no_data(ax, missing)
+    return False
+
+
 def _reward(curves, fig, ax) -> str:
     # reward drawn wide underneath: with the default 1/0 reward it equals accuracy
     if not _lines(ax, curves, [("reward_mean", "reward"), ("accuracy", "accuracy")], per_metric_color=True,
@@ -121,20 +130,16 @@ def _reward(curves, fig, ax) -> str:
 
 
 def _heldout(curves, fig, ax) -> str:
-    if _lines(ax, curves, [("eval/accuracy", "held-out accuracy")], per_metric_color=False, marker="o"):
-        ax.set_ylabel("accuracy (points: evaluations)")
-    else:
-        _no_data(ax, "eval/accuracy (train with --eval-heldout)")
+    _simple(ax, curves, [("eval/accuracy", "held-out accuracy")], ylabel="accuracy (points: evaluations)",
+            missing="eval/accuracy (train with --eval-heldout)", per_metric_color=False, marker="o")
     return "Held-out accuracy"
 
 
 def _groups(curves, fig, ax) -> str:
     names = sorted(n for n in curves["name"].unique().to_list() if n.startswith("groups_dropped/"))
     pairs = [("groups_kept", "kept"), ("groups_dropped", "dropped")] + [(n, f"dropped: {n[15:]}") for n in names]
-    if _lines(ax, curves, pairs, per_metric_color=True):
-        ax.set_ylabel("groups per step")
-    else:
-        _no_data(ax, "groups_kept / groups_dropped")
+    _simple(ax, curves, pairs, ylabel="groups per step", missing="groups_kept / groups_dropped",
+            per_metric_color=True)
     return "Kept and dropped groups"
 
 
@@ -151,10 +156,8 @@ def _policy(curves, fig, ax) -> str:
 
 
 def _length(curves, fig, ax) -> str:
-    if _lines(ax, curves, [("response_len_mean", "")], per_metric_color=False):
-        ax.set_ylabel("completion tokens (mean)")
-    else:
-        _no_data(ax, "response_len_mean")
+    _simple(ax, curves, [("response_len_mean", "")], ylabel="completion tokens (mean)",
+            missing="response_len_mean", per_metric_color=False)
     return "Response length"
 
 
@@ -162,10 +165,10 @@ def _buckets(curves, fig, ax) -> str:
     names = sorted(n for n in curves["name"].unique().to_list() if n.startswith("accuracy/"))
     if not names:  # runs written before accuracy/<bucket> existed: their reward per bucket
         names = sorted(n for n in curves["name"].unique().to_list() if n.startswith("reward_mean/"))
-    if not _lines(ax, curves, [(n, n.split("/", 1)[1]) for n in names], per_metric_color=True):
-        _no_data(ax, "accuracy/<bucket>")
+    ylabel = "accuracy" if names and names[0].startswith("accuracy/") else "reward (mean)"
+    if not _simple(ax, curves, [(n, n.split("/", 1)[1]) for n in names], ylabel=ylabel,
+                   missing="accuracy/<bucket>", per_metric_color=True):
         return "Per-bucket accuracy"
-    ax.set_ylabel("accuracy" if names[0].startswith("accuracy/") else "reward (mean)")
     phase = curves.filter(pl.col("name") == "phase").sort("series", "step")
     changes = phase.filter(pl.col("mean") != pl.col("mean").shift(1).over("series"))
     several = curves["series"].n_unique() > 1
@@ -177,10 +180,8 @@ def _buckets(curves, fig, ax) -> str:
 
 
 def _timing(curves, fig, ax) -> str:
-    if _lines(ax, curves, [(f"time/{p}", p) for p in TIME_PHASES], per_metric_color=True):
-        ax.set_ylabel("seconds per step")
-    else:
-        _no_data(ax, "time/<phase>")
+    _simple(ax, curves, [(f"time/{p}", p) for p in TIME_PHASES], ylabel="seconds per step",
+            missing="time/<phase>", per_metric_color=True)
     return "Time per phase"
 
 
