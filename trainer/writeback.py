@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 
 import polars as pl
@@ -113,6 +113,12 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         "learner_wait_frac": (times["generate"] + times["reward"]) / max(times["step"], 1e-9),
     }
     m |= {f"reward_mean/{b}": sum(v) / len(v) for b, v in sorted(per_bucket.items())}
+    # Accuracy apart from reward: they differ once a reward spec mixes in a judge or a length penalty.
+    passed = [1.0 if p else 0.0 for g in groups for p in g.passed]
+    m["accuracy"] = sum(passed) / len(passed)
+    m |= {f"accuracy/{b}": v for b, v in sorted(bucket_accuracy(groups).items())}
+    reasons = Counter(g.drop_reason or "unknown" for g in groups if not g.kept)
+    m |= {f"groups_dropped/{r}": float(n) for r, n in sorted(reasons.items())}
     composed = [g.composed for g in groups if g.composed is not None]
     if composed:  # every reward component, per domain
         m |= reward_metrics(pl.concat(composed))

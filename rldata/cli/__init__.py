@@ -63,7 +63,7 @@ _COMMANDS = [
     "interop",
     "select_cmds", "stats", "cost",
     "judge", "rewards", "verify",
-    "train",
+    "train", "runs_cmds",
     "demo",
 ]
 

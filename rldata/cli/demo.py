@@ -30,8 +30,8 @@ def demo(
     store = get_store(ctx)
     result = run_demo(store, DemoConfig(out=out, tasks=tasks, n=n, steps=steps, eval_tasks=eval_tasks, seed=seed))
     log("\n== done. Artifacts:")
-    for key in ("store", "buckets_yaml", "report", "checkpoint"):
-        log(f"  {key:13s} {result[key]}")
+    for key in ("store", "buckets_yaml", "report", "training_report", "checkpoint"):
+        log(f"  {key:15s} {result[key]}")
     log(f"  held-out accuracy (N={n}): before {result['heldout_accuracy_before']}, "
         f"after {result['heldout_accuracy_after']}")
     log("\nThree queries worth running next:")

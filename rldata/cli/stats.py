@@ -10,6 +10,7 @@ import typer
 
 from rldata.cli._common import get_store
 from rldata.console import log
+from rldata.errors import RldataError
 
 _SELECTION = typer.Option(None, "--selection", "-s", help="Selection to describe (default: the only one).")
 _GROUP = typer.Option(
@@ -21,6 +22,11 @@ _TOKENS = typer.Option(
     "--tokens-per-sample",
     help="Completion tokens per sample when the store has no trajectories to measure.",
 )
+
+_RUNS = typer.Option(None, "--run", "-r", help="Add the training page (training.html) for this run; repeat "
+                     "to overlay runs. See rldata runs for the ids.")
+_GROUP_BY = typer.Option("run", "--group-by", help="run: one line per run; tag: runs sharing a --tag (seeds) "
+                         "as their mean with a min-max band.")
 
 
 def _bar(kept: int, tasks: int, top: int, width: int = 40) -> str:
@@ -108,19 +114,34 @@ def report(
     tokens_per_sample: float = _TOKENS,
     audit_verifier: str = typer.Option(None, "--audit-verifier", help="Add a verifier audit section (see audit)."),
     audit_against: str = typer.Option("labels", "--audit-against", help="The audit's reference: a verifier or labels."),
+    runs: list[str] = _RUNS,
+    group_by: str = _GROUP_BY,
 ) -> None:
-    """The same as stats, as PNG plots and one self-contained HTML page (images embedded)."""
+    """The same as stats, as PNG plots and one self-contained HTML page (images embedded).
+
+    With --run, also a training page of those runs' curves.  A store with no selection yet gets the
+    training page only.
+    """
     from rldata.overview import gather
     from rldata.report import render
+    from rldata.report_train import GROUP_BY, render_training
 
+    if group_by not in GROUP_BY:
+        raise RldataError(f"--group-by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     store = get_store(ctx)
+    runs = list(runs or [])
+    if runs and selection is None and store.scan("selections").select("selection").head(1).collect().height == 0:
+        files = render_training(store, runs, out, group_by=group_by)
+        log(f"training report of {', '.join(runs)}: {', '.join(p.name for p in files.values())} in {out}")
+        print(files["training_html"])
+        return
     ov = gather(store, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
     audit = None
     if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
         from rldata.audit import audit_store
 
         audit = audit_store(store, verifier=audit_verifier, against=audit_against)
-    files = render(ov, out)
+    files = render(ov, out, store=store, runs=tuple(runs), group_by=group_by)
     if audit is not None:
         from rldata.audit import add_to_report
 

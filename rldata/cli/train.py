@@ -15,6 +15,13 @@ _CURRICULUM = typer.Option(None, "--curriculum", "-c", help="buckets.yaml (rldat
                            "are drawn uniformly from the tasks table.")
 _CONFIG = typer.Option(None, "--config", help="train.yaml with TrainConfig fields (options below win).")
 _OUT = typer.Option(None, "--out", help="Output dir; checkpoints go to OUT/RUN_ID/checkpoints/.")
+_REWARD_SPEC = typer.Option(None, "--reward-spec", help="YAML reward spec (judge mix, length penalty, "
+                            "per-domain z-scores). Default: the verifier's 1/0.")
+_TAG = typer.Option(None, "--tag", help="A name shared by runs of one setting (e.g. its seeds): "
+                    "rldata report --group-by tag draws their mean and spread.")
+_TRACKER = typer.Option("none", "--tracker", help="Also stream every metric to tensorboard, wandb "
+                        "(offline) or mlflow (file store); none: the store only.")
+_TRACKER_DIR = typer.Option(None, "--tracker-dir", help="Where the tracker writes (default: OUT/RUN_ID/TRACKER).")
 
 
 def _config(config: Path | None, overrides: dict):
@@ -51,8 +58,10 @@ def train(
     seed: int = typer.Option(None, help="Run seed (sampler, engines' per-request seeds)."),
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
     max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
-    reward_spec: Path = typer.Option(None, "--reward-spec", help="YAML reward spec (judge mix, length penalty, "
-                                     "per-domain z-scores). Default: the verifier's 1/0."),
+    reward_spec: Path = _REWARD_SPEC,
+    tag: str = _TAG,
+    tracker: str = _TRACKER,
+    tracker_dir: Path = _TRACKER_DIR,
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Train a policy with GRPO on verifiable rewards, following a curriculum.
@@ -80,7 +89,8 @@ def train(
     })
     opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
                          eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
-                         max_model_len=max_model_len)
+                         max_model_len=max_model_len, tag=tag, tracker=tracker,
+                         tracker_dir=None if tracker_dir is None else str(tracker_dir))
     s = run_train(get_store(ctx), cfg, opts)
     evals = {e["step"]: e["accuracy"] for e in s.evals}
     row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,

@@ -28,6 +28,9 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
     assert p.stderr.count("rldata --store") == 3  # the three queries worth running next
     assert Path(result["buckets_yaml"]).is_file() and Path(result["report"]).is_file()
     assert (Path(result["checkpoint"]) / "model.safetensors").is_file()
+    training = Path(result["training_report"])  # the run's training page, linked from the selection page
+    assert "Held-out accuracy" in training.read_text() and (training.parent / "train_heldout.png").is_file()
+    assert 'href="training.html"' in Path(result["report"]).read_text()
     assert result["sampled_tasks"] == 48 and result["samples"] == 48 * 16
     assert 0 <= result["heldout_accuracy_before"] <= 1 and 0 <= result["heldout_accuracy_after"] <= 1
 
