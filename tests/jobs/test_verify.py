@@ -97,7 +97,7 @@ def test_verify_cli_prints_a_summary_and_reruns_as_a_noop(store, capsys):
     assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
     out, err = capsys.readouterr()
     row = json.loads(out)[0]
-    assert row["verified"] == 16 and row["verifiers"] == "exact@rldata1" and row["ledger_rows"] == 4
+    assert row["verified"] == 16 and row["verifiers"] == "exact@rldata2" and row["ledger_rows"] == 4
     assert "verified 16 trajectories" in err
     assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
     out, err = capsys.readouterr()
