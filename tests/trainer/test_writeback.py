@@ -58,15 +58,18 @@ def test_rows_validate_and_keep_dropped_groups(store):
 def test_step_metrics_and_bucket_accuracy():
     groups = [_group("t1", "easy", [True, False]), _group("t2", "easy", [True, True], slot=1, kept=False),
               _group("t3", "hard", [None, False], slot=2, kept=False)]
-    times = {"generate": 2.0, "reward": 1.0, "update": 0.5, "sync": 0.5, "step": 4.0}
-    m = wb.step_metrics(groups, {"loss": 0.1, "kl": 0.0, "clip_frac": 0.0, "entropy": 1.0, "ratio_mean": 1.0,
-                                 "grad_norm": 2.0, "tokens": 4.0}, times)
+    times = {"generate": 2.0, "reward": 1.0, "update": 0.5, "sync": 0.5, "learner_idle": 3.0, "engine_idle": 1.0,
+             "step": 4.0}
+    stats = dict.fromkeys(wb.LEARNER_STATS, 0.5) | {"tokens": 4.0}
+    m = wb.step_metrics(groups, stats, times)
     assert m["reward_mean"] == pytest.approx(3 / 6)
     assert m["reward_mean/easy"] == pytest.approx(0.75) and m["reward_mean/hard"] == 0.0
     assert (m["groups_kept"], m["groups_dropped"], m["reward_errors"]) == (1, 2, 1)
-    assert m["learner_wait_frac"] == pytest.approx(0.75) and m["time/generate"] == 2.0
+    assert m["learner_idle_frac"] == pytest.approx(0.75) and m["engine_idle_frac"] == pytest.approx(0.25)
+    assert m["time/generate"] == 2.0
     assert m["response_len_mean"] == pytest.approx(2.5) and m["gen_tokens_per_s"] == pytest.approx(7.5)
     assert wb.bucket_accuracy(groups) == {"easy": 0.75, "hard": 0.0}  # an error counts as not passed
+    assert all(m[k] == 0.5 for k in wb.LEARNER_STATS) and m["train_tokens"] == 4.0
 
 
 def test_discard_after_removes_only_the_runs_later_rows(store):
