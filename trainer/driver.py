@@ -367,11 +367,11 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
                         "stale_dropped": sum(g.drop_reason == "stale" for g in groups)}
             promotions = observations.promotions
             model = wb.ledger_model(base_name, run_id, gen_version)
-            traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision,
-                                      version=gen_version, spec=ctx.spec)
-            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, traj=traj,
-                                  ver=wb.verification_rows(groups, ctx.verifier_for, ctx.judge), ledger_outcomes=ledger,
-                                  model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
+            # Rows are built in the writer thread too: off the learners' critical path.
+            rows = partial(_rows, groups, ctx, run_id=run_id, step=step, model=model, revision=revision,
+                           version=gen_version)
+            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, rows,
+                                  ledger_outcomes=ledger, model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
             _accumulate(summary, metrics, groups)
             summary.last_step, summary.policy_version = step, version
             if hold(step):
@@ -385,12 +385,19 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
         pipe.close(timeout=120)
 
 
-def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, **rows) -> None:
+def _rows(groups, ctx, *, run_id, step, model, revision, version) -> tuple[list[dict], list[dict]]:
+    traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision, version=version,
+                              spec=ctx.spec)
+    return traj, wb.verification_rows(groups, ctx.verifier_for, ctx.judge)
+
+
+def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, rows, **ledger) -> None:
     """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
     t0 = time.monotonic()
-    wb.write_step(store, **rows)
+    traj, ver = rows()
+    wb.write_step(store, traj=traj, ver=ver, **ledger)
     metrics["time/writeback"] = time.monotonic() - t0
-    store.append("metrics", wb.metric_rows(rows["run_id"], step, metrics))
+    store.append("metrics", wb.metric_rows(ledger["run_id"], step, metrics))
     summary.time["writeback"] = summary.time.get("writeback", 0.0) + metrics["time/writeback"]
     _log_step(step, total, metrics)
 
