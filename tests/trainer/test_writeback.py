@@ -102,3 +102,22 @@ def test_ledger_model_names_parse_back():
     assert name == "tiny-arith@0123abcd+train-1/v12"
     assert wb._version_of(name, "train-1") == 12
     assert wb._version_of(name, "train-2") is None and wb._version_of("tiny-arith@0123", "train-1") is None
+
+
+def test_resume_recounts_the_ledger_of_an_older_version_that_generated_discarded_steps(store):
+    """Async mode: v0 generated steps 1 and 2 (K >= 1), v1 step 3; a resume from step 1's checkpoint
+    (v1) discards steps 2-3.  v0's ledger row counted step 2's samples: it is recounted from step 1's."""
+    g1 = [_group("t1", "easy", [True, False], step=1)]
+    g2 = [_group("t1", "easy", [True, True], step=2), _group("t2", "easy", [False, True], step=2, slot=1)]
+    model0 = wb.ledger_model("tiny@abc", "r", 0)
+    _write(store, "r", 1, 0, g1)
+    _write(store, "r", 2, 0, g2)
+    wb.write_ledger(store, wb.outcomes(g1 + g2, _verifier_for), model=model0, params_hash=SPEC.params_hash,
+                    run_id="r")  # what the driver wrote after step 2: both steps of v0
+    _write(store, "r", 3, 1, [_group("t3", "hard", [True, False], step=3)])
+    older = [m for m in wb.models_after(store, "r", 1) if m != wb.ledger_model("tiny@abc", "r", 1)]
+    assert older == [model0]
+    wb.discard_after(store, "r", 1, keep_versions_upto=0)
+    wb.rebuild_ledger(store, "r", older, step=1, params_hash=SPEC.params_hash)
+    rows = store.sql("SELECT model, task_id, n, n_correct FROM passrates ORDER BY ALL").fetchall()
+    assert rows == [(model0, "t1", 2, 1)]  # t2 (only in step 2) gone, t1 back to step 1's two samples
