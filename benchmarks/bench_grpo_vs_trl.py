@@ -188,7 +188,7 @@ def main() -> None:
             ours = child("rldata", size, args.steps, args.warmup, mode)
             ratio = (ours["samples_per_s"] / trl["samples_per_s"]
                      if "error" not in ours and "error" not in trl else None)
-            key = size + ("" if mode == "sync" else f"/{mode}") + (
+            key = f"{size}/{mode}" + (
                 f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")
             results[key] = {"rldata": ours, "trl": trl, "ratio": ratio, "steps": args.steps, "warmup": args.warmup,
                             "mode": mode, "load_avg_before": load, "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
