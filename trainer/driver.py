@@ -124,7 +124,8 @@ class _Ctx:
 def _ray_cpus_needed(cfg: TrainConfig, evaluating: bool) -> float:
     # An engine actor reserves one CPU, each learner its bundle, verification tasks one CPU, and an
     # evaluation's sample job one more engine.  Phases alternate in synchronous mode, so these are
-    # scheduling slots, not cores that must all be busy at once.
+    # scheduling slots, not cores that must all be busy at once (async mode runs them at once: the
+    # same slots, sharing the cores).
     return cfg.num_engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
 
 
