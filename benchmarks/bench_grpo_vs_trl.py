@@ -1,6 +1,7 @@
 """Rollout + update throughput of ``rldata train`` against TRL's GRPOTrainer, side by side, on CPU.
 
     python benchmarks/bench_grpo_vs_trl.py [--sizes tiny,scaled] [--steps 6] [--warmup 2]
+                                           [--modes sync,async1,async2,async4]
 
 Same model, same prompts (the bundled arith tasks), same G=16, 4 prompts per step (batch 64), same
 completion cap, temperature 1, one optimizer step per batch, no KL term, token-level loss, clip
@@ -13,8 +14,10 @@ architecture at ~27M parameters (hidden 512, 8 layers), random init, 64-token an
 token the model cannot emit, so every answer runs to the cap in both systems).
 
 Samples/s = 64 x timed steps / wall time of those steps (warm-up steps excluded: engine/Ray start,
-first-call compilation).  Each side runs in its own child process, one after the other.  Also
-reported for rldata: the fraction of step time the learners wait on generation + verification.
+first-call compilation).  Each side runs in its own child process, one after the other.  rldata
+runs once per mode: ``sync`` (the default trainer) and ``asyncK`` (``mode: async``, max_staleness K).
+Also reported for rldata: the learners' and the engine's idle fractions, the mean time split per step
+and the mean staleness.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def model_for(size: str) -> str:
 
 
 # ---- rldata ----------------------------------------------------------------------------------------
-def run_rldata(size: str, steps: int, warmup: int) -> dict:
+def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
 
@@ -86,7 +89,8 @@ def run_rldata(size: str, steps: int, warmup: int) -> dict:
     cfg = TrainConfig(model=model_for(size), run_id="bench", output_dir=str(tmp / "runs"), steps=steps + warmup,
                       prompts_per_step=PROMPTS, group_size=G, max_tokens=SIZES[size], dynamic_sampling=False,
                       micro_batch=PROMPTS * G, lr=1e-5, seed=0,
-                      cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")))
+                      cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")),
+                      mode="sync" if mode == "sync" else "async", max_staleness=int(mode[5:] or 1) if mode != "sync" else 1)
     t0 = time.monotonic()
     train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
     total = time.monotonic() - t0
@@ -100,8 +104,10 @@ def run_rldata(size: str, steps: int, warmup: int) -> dict:
         return float(v.mean()) if len(v) else None
 
     return {"samples_per_s": PROMPTS * G * steps / wall, "wall_s": wall, "total_s": total,
-            "learner_wait_frac": mean("learner_wait_frac"), "response_len_mean": mean("response_len_mean"),
-            "time_split_s": {k: mean(f"time/{k}") for k in ("generate", "reward", "update", "sync", "writeback")}}
+            "learner_idle_frac": mean("learner_idle_frac"), "engine_idle_frac": mean("engine_idle_frac"),
+            "staleness_mean": mean("staleness"), "response_len_mean": mean("response_len_mean"),
+            "time_split_s": {k: mean(f"time/{k}") for k in ("step", "generate", "reward", "update", "sync",
+                                                              "writeback", "learner_idle", "engine_idle")}}
 
 
 # ---- TRL -------------------------------------------------------------------------------------------
@@ -146,10 +152,11 @@ def run_trl(size: str, steps: int, warmup: int) -> dict:
 
 
 # ---- driver ----------------------------------------------------------------------------------------
-def child(which: str, size: str, steps: int, warmup: int) -> dict:
+def child(which: str, size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
     p = subprocess.run([sys.executable, __file__, "--child", which, "--sizes", size, "--steps", str(steps),
-                        "--warmup", str(warmup)], capture_output=True, text=True, env=env, check=False)
+                        "--warmup", str(warmup), "--modes", mode], capture_output=True, text=True, env=env,
+                       check=False)
     if p.returncode:
         return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -161,25 +168,34 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     ap.add_argument("--child", choices=["rldata", "trl"])
+    ap.add_argument("--modes", default="sync", help="rldata modes: sync, asyncK (K = max_staleness), comma-separated")
     ap.add_argument("--learner-cpus", type=int, default=1,
                     help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.child:
-        fn = run_rldata if args.child == "rldata" else run_trl
-        print(json.dumps(fn(args.sizes, args.steps, args.warmup)))
+        got = (run_rldata(args.sizes, args.steps, args.warmup, args.modes) if args.child == "rldata"
+               else run_trl(args.sizes, args.steps, args.warmup))
+        print(json.dumps(got))
         return
     out = HERE / "bench_grpo_vs_trl.json"
     results = json.loads(out.read_text()) if out.exists() else {}  # sizes run separately accumulate
     for size in args.sizes.split(","):
         os.environ["BENCH_LEARNER_CPUS"] = str(args.learner_cpus)
-        ours, trl = child("rldata", size, args.steps, args.warmup), child("trl", size, args.steps, args.warmup)
-        ratio = ours["samples_per_s"] / trl["samples_per_s"] if "error" not in ours and "error" not in trl else None
-        results[size + (f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")] = {"rldata": ours, "trl": trl, "ratio": ratio, "steps": args.steps, "warmup": args.warmup,
-                         "load_avg_1m": round(os.getloadavg()[0], 2)}
-        print(f"{size}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
-              f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
-              f"rldata learners wait on generation {ours.get('learner_wait_frac') or float('nan'):.0%}", flush=True)
+        trl = child("trl", size, args.steps, args.warmup)
+        for mode in args.modes.split(","):
+            load = [round(x, 2) for x in os.getloadavg()]
+            ours = child("rldata", size, args.steps, args.warmup, mode)
+            ratio = (ours["samples_per_s"] / trl["samples_per_s"]
+                     if "error" not in ours and "error" not in trl else None)
+            key = f"{size}/{mode}" + (
+                f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")
+            results[key] = {"rldata": ours, "trl": trl, "ratio": ratio, "steps": args.steps, "warmup": args.warmup,
+                            "mode": mode, "load_avg_before": load, "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
+            print(f"{size} {mode}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
+                  f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
+                  f"learner idle {ours.get('learner_idle_frac') or float('nan'):.0%}, engine idle "
+                  f"{ours.get('engine_idle_frac') or float('nan'):.0%}; load {load}", flush=True)
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 

@@ -78,7 +78,7 @@ def train(args, run_id: str, *extra: str) -> dict:
     row["wall_s"] = round(time.monotonic() - t0, 1)
     curve = sql(f"SELECT step, value FROM metrics WHERE run_id = '{run_id}' AND name = 'eval/accuracy' ORDER BY step")
     per_step = sql(f"SELECT name, avg(value) AS v, sum(value) AS s FROM metrics WHERE run_id = '{run_id}' AND name "
-                   "IN ('reward_mean', 'groups_kept', 'groups_dropped', 'samples', 'time/step', 'learner_wait_frac') "
+                   "IN ('reward_mean', 'groups_kept', 'groups_dropped', 'samples', 'time/step', 'learner_idle_frac') "
                    "GROUP BY name")
     row["curve"] = [(r["step"], r["value"]) for r in curve]
     row["per_step_mean"] = {r["name"]: r["v"] for r in per_step}

@@ -19,7 +19,9 @@ from rldata.trainer.loss import AGGREGATIONS
 from rldata.errors import InputError
 from rldata.params import SamplingSpec
 
-__all__ = ["ConfigError", "TrainConfig"]
+__all__ = ["MODES", "ConfigError", "TrainConfig"]
+
+MODES = ("sync", "async")
 
 
 class ConfigError(ValueError):
@@ -65,7 +67,7 @@ class TrainConfig:
     # --- rollout ------------------------------------------------------------------------------
     max_tokens: int = 16  # completion length cap
     temperature: float = 1.0  # sampling temperature (the learner scores tokens at the same one)
-    top_p: float = 1.0
+    top_p: float = 1.0  # must be 1: the engine's nucleus log-probs and the learner's softmax would disagree
     num_engines: int = 1  # vLLM engine actors
     dynamic_sampling: bool = True  # drop groups whose rewards are all equal, and replace them
     max_resample: int = 3  # extra generation rounds per step to replace dropped groups
@@ -76,6 +78,10 @@ class TrainConfig:
     eps_high: float = 0.28  # ratio clipped above at 1 + eps_high (DAPO clip-higher)
     kl_coef: float = 0.0  # weight of the k3 KL to the initial model; 0 = no reference model loaded
     agg: str = "token"  # "token": mean over all tokens of the batch (DAPO); "sequence": mean of per-sequence means
+    behav_weight_cap: float = 2.0  # C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling)
+    # --- sync / async -------------------------------------------------------------------------
+    mode: str = "sync"  # "sync": generate, then update; "async": engines generate ahead while learners update
+    max_staleness: int = 1  # async: K, generation runs at most K policy versions ahead of the learners
     # --- optimizer and learners ---------------------------------------------------------------
     lr: float = 1e-5  # AdamW learning rate (constant)
     weight_decay: float = 0.0
@@ -110,7 +116,13 @@ class TrainConfig:
         _need(self.eps_high >= 0, "eps_high", f"must be >= 0, got {self.eps_high}")
         _need(self.temperature > 0, "temperature", f"must be > 0 for policy-gradient training, got {self.temperature}")
         _need(self.eval_temperature >= 0, "eval_temperature", f"must be >= 0, got {self.eval_temperature}")
-        _need(0 < self.top_p <= 1, "top_p", f"must be in (0, 1], got {self.top_p}")
+        # The engine's log-probs under top_p < 1 are renormalised over the nucleus while the learner
+        # scores the full softmax: every behaviour weight would be biased.  Refused rather than guessed.
+        _need(self.top_p == 1.0, "top_p", f"must be 1.0 for training (the learner scores the full softmax, "
+              f"the engine's log-probs under top_p < 1 would be nucleus-renormalised), got {self.top_p}")
+        _need(self.behav_weight_cap >= 1, "behav_weight_cap", f"must be >= 1, got {self.behav_weight_cap}")
+        _need(self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}")
+        _need(self.max_staleness >= 1, "max_staleness", f"must be >= 1 (0 is sync mode), got {self.max_staleness}")
         _need(self.cpus_per_learner > 0, "cpus_per_learner", f"must be > 0, got {self.cpus_per_learner}")
         _need(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "adam_betas",
               f"must be two numbers in [0, 1), got {list(self.adam_betas)}")
@@ -130,6 +142,11 @@ class TrainConfig:
     def batch_size(self) -> int:
         """Sequences per optimizer step (global, over all learners)."""
         return self.prompts_per_step * self.group_size
+
+    @property
+    def staleness_bound(self) -> int:
+        """How many policy versions generation may run ahead of the learners: 0 in sync mode."""
+        return self.max_staleness if self.mode == "async" else 0
 
     @property
     def per_learner_batch(self) -> int:

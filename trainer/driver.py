@@ -1,6 +1,6 @@
-"""The synchronous GRPO driver: rollouts on vLLM engine actors, updates on DDP learner actors.
+"""The GRPO driver: rollouts on vLLM engine actors, updates on DDP learner actors, sync or async.
 
-Per step::
+Per step (sync mode; async mode runs the first line ahead in a producer thread, see below)::
 
     sampler.next_batch(P) -> engines generate G samples per prompt (with behaviour log-probs)
       -> verify on Ray -> rewards -> group advantages -> zero-variance groups dropped and replaced
@@ -10,8 +10,12 @@ Per step::
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
 
 Engines come from :func:`rldata.jobs.actors.start_engines`, the same code as ``rldata sample``.
-Every rollout records the policy version that generated it (here always the learners' version
-before the step's update), so an asynchronous mode with bounded staleness can follow.
+Rollouts come from a :class:`rldata.trainer.pipeline.Pipeline`: a producer thread generates step
+after step, at most K = ``cfg.staleness_bound`` steps ahead of the learners (0 in sync mode, so it
+waits for every update), and loads new weights into the engines between generate calls.  Every
+rollout records the policy version that generated it and the step that consumed it.  Curriculum
+observations reach the sampler through the producer (async), or directly when it waits (sync, and
+checkpoints: a checkpoint is a hold step the producer does not draw past, so its sampler state is exact).
 
 Resume: the newest checkpoint restores learners (model + optimizer), sampler state and RNG; the
 run's rows written after the checkpoint's step are deleted, and the steps are redone with the same
@@ -38,6 +42,8 @@ from rldata.trainer.checkpoint import (
 )
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.evaluate import eval_task_ids, evaluate
+from rldata.trainer.handoff import Observations, Weights
+from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
 from rldata.trainer.rollout import build_sampler, collect_step, load_reward
 
 from rldata.console import log
@@ -124,7 +130,8 @@ class _Ctx:
 def _ray_cpus_needed(cfg: TrainConfig, evaluating: bool) -> float:
     # An engine actor reserves one CPU, each learner its bundle, verification tasks one CPU, and an
     # evaluation's sample job one more engine.  Phases alternate in synchronous mode, so these are
-    # scheduling slots, not cores that must all be busy at once.
+    # scheduling slots, not cores that must all be busy at once (async mode runs them at once: the
+    # same slots, sharing the cores).
     return cfg.num_engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
 
 
@@ -164,17 +171,6 @@ def _batch(groups, tokenizer, cache: dict):
     if not prompts:
         return None
     return collate(prompts, completions, advantages=adv, old_logps=old, pad_id=tokenizer.pad_token_id or 0)
-
-
-def _sync(learners, engines) -> float:
-    """Rank 0's weights into every engine, in place; returns the seconds it took."""
-    import ray
-
-    t0 = time.monotonic()
-    # The weights go from rank 0's actor to the engines through the object store, not via the driver.
-    ref = learners.actors[0].get_weights.remote()
-    ray.get([e.reload_weights.remote(ref) for e in engines])
-    return time.monotonic() - t0
 
 
 def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict) -> Path:
@@ -230,7 +226,11 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
         sampler.load_state_dict(ck.curriculum_state)
         start, version = ck.step, ck.policy_version
     if opts.resume:
+        # Async mode: an older version may have generated steps after the checkpoint too; its ledger
+        # row is recounted from the samples that stay.
+        older = [m for m in wb.models_after(store, run_id, start) if m != wb.ledger_model(base_name, run_id, version)]
         gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
+        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
         log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
     pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base_name, run_id, version), start)
     if pending:  # the checkpoint's version already generated a step (its update was skipped): restore its row
@@ -302,43 +302,10 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
             from rldata.verify.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
-        prompt_cache: dict = {}
-        for step in range(start + 1, cfg.steps + 1):
-            t0 = time.monotonic()
-            groups, rt = collect_step(ctx, step)
-            gen_version = version
-            batch = _batch(groups, tokenizer, prompt_cache)
-            stats, t_update, t_sync = None, 0.0, 0.0
-            if batch is not None:
-                t1 = time.monotonic()
-                stats = learners.step(batch)
-                t_update = time.monotonic() - t1
-                t_sync = _sync(learners, engines)
-                version += 1
-            model = wb.ledger_model(base_name, run_id, gen_version)
-            # The ledger row of a policy version counts all its samples: usually one step's, more when
-            # an update was skipped (no kept group) and the same version generated the next step too.
-            ledger = [*pending, *wb.outcomes(groups, ctx.verifier_for)]
-            pending = [] if batch is not None else ledger
-            times = {"generate": rt.generate, "reward": rt.reward, "update": t_update, "sync": t_sync,
-                     "step": time.monotonic() - t0}
-            metrics = wb.step_metrics(groups, stats, times)
-            acc = wb.bucket_accuracy(groups)
-            promoted = sampler.observe(step, acc)
-            metrics |= {"policy_version": version, "phase": sampler.phase_index, "promoted": int(promoted)}
-            traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision,
-                                      version=gen_version, spec=ctx.spec)
-            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, traj=traj,
-                                  ver=wb.verification_rows(groups, ctx.verifier_for, ctx.judge), ledger_outcomes=ledger,
-                                  model=model, params_hash=ctx.spec.params_hash, run_id=run_id, tracker=tracker))
-            _accumulate(summary, metrics, groups)
-            summary.last_step, summary.policy_version = step, version
-            if step == cfg.steps or eval_due(step) or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
-                writer.flush()  # a checkpoint promises that its steps' rows are in the store
-                path = _save(learners, sampler, ckpt_root, step=step, version=version, extra=extra)
-                summary.checkpoint = str(path)
-                if eval_due(step):
-                    run_eval(step, path)
+        _train_steps(store, cfg, ctx, learners, writer, tokenizer, run_id=run_id, base_name=base_name,
+                     revision=revision, start=start, version=version, pending=pending, summary=summary,
+                     save=lambda step, v: _save(learners, sampler, ckpt_root, step=step, version=v, extra=extra),
+                     run_eval=run_eval, eval_due=eval_due, tracker=tracker)
     finally:
         try:
             writer.close()  # the steps done so far land even when a later one failed
@@ -349,12 +316,99 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
             summary.seconds = time.monotonic() - t_run
 
 
-def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, tracker, **rows) -> None:
+def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_name, revision, start, version,
+                 pending, summary, save, run_eval, eval_due, tracker) -> None:
+    """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back."""
+    k = cfg.staleness_bound
+    weights, observations = Weights(version), Observations(ctx.sampler)
+
+    def hold(step: int) -> bool:  # a checkpoint: the producer waits for it (its sampler state is exact)
+        return step == cfg.steps or eval_due(step) or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
+
+    sync_s: dict[int, float] = {}  # step -> seconds its weight load took (in the producer)
+
+    def prepare(step: int) -> int:  # producer thread, between generate calls
+        sync_s[step] = weights.load(ctx.engines)
+        observations.apply()
+        return weights.engine_version
+
+    pipe = Pipeline(partial(collect_step, ctx), prepare=prepare, first=start + 1, last=cfg.steps,
+                    max_staleness=k, hold=hold)
+    prompt_cache: dict = {}
+    ledger_version, ledger = version, list(pending)  # every outcome of the version now generating
+    engine_idle, promotions = 0.0, 0
+    pipe.start()
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            t0, idle0 = time.monotonic(), pipe.learner_idle
+            item = pipe.get()
+            (groups, rt), gen_version = item.payload, item.version
+            gap = version - gen_version
+            if is_stale(version, gen_version, k):  # impossible under capacity control; kept as a defence
+                for g in groups:
+                    if g.kept:
+                        g.kept, g.drop_reason = False, "stale"
+            batch = _batch(groups, tokenizer, prompt_cache)
+            stats, t_update = None, 0.0
+            if batch is not None:
+                t1 = time.monotonic()
+                stats = learners.step(batch)
+                t_update = time.monotonic() - t1
+                version += 1
+                # The ref resolves to the weights after this update (the actor runs calls in order);
+                # the producer loads them before its next generate call.
+                weights.publish(version, learners.actors[0].get_weights.remote())
+            # The ledger row of a policy version counts all its samples: one step's, or several when the
+            # same version generated more than one (async mode, or an update skipped for want of a kept group).
+            if gen_version != ledger_version:
+                ledger_version, ledger = gen_version, []
+            ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
+            observations.push(step, wb.bucket_accuracy(groups))
+            if k == 0 or hold(step):
+                observations.apply()  # the producer is waiting for this step: the sampler is ours
+            idle_now = pipe.engine_idle()
+            times = {"generate": rt.generate, "reward": rt.reward, "update": t_update, "sync": sync_s.pop(step, 0.0),
+                     "learner_idle": pipe.learner_idle - idle0, "engine_idle": idle_now - engine_idle,
+                     "step": time.monotonic() - t0}
+            engine_idle = idle_now
+            metrics = wb.step_metrics(groups, stats, times)
+            metrics |= staleness_metrics(gap, metrics["samples"], k)
+            metrics |= {"policy_version": version, "generated_by": gen_version, "phase": ctx.sampler.phase_index,
+                        "promoted": observations.promotions - promotions,
+                        "stale_dropped": sum(g.drop_reason == "stale" for g in groups)}
+            promotions = observations.promotions
+            model = wb.ledger_model(base_name, run_id, gen_version)
+            # Rows are built in the writer thread too: off the learners' critical path.
+            rows = partial(_rows, groups, ctx, run_id=run_id, step=step, model=model, revision=revision,
+                           version=gen_version)
+            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, rows, tracker,
+                                  ledger_outcomes=ledger, model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
+            _accumulate(summary, metrics, groups)
+            summary.last_step, summary.policy_version = step, version
+            if hold(step):
+                writer.flush()  # a checkpoint promises that its steps' rows are in the store
+                path = save(step, version)
+                summary.checkpoint = str(path)
+                if eval_due(step):
+                    run_eval(step, path)
+            pipe.consumed(step)
+    finally:
+        pipe.close(timeout=120)
+
+
+def _rows(groups, ctx, *, run_id, step, model, revision, version) -> tuple[list[dict], list[dict]]:
+    traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision, version=version,
+                              spec=ctx.spec)
+    return traj, wb.verification_rows(groups, ctx.verifier_for, ctx.judge)
+
+
+def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, rows, tracker, **ledger) -> None:
     """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
     t0 = time.monotonic()
-    wb.write_step(store, **rows)
+    traj, ver = rows()
+    wb.write_step(store, traj=traj, ver=ver, **ledger)
     metrics["time/writeback"] = time.monotonic() - t0
-    store.append("metrics", wb.metric_rows(rows["run_id"], step, metrics))
+    store.append("metrics", wb.metric_rows(ledger["run_id"], step, metrics))
     tracker.log(step, metrics)  # after the store: the tracker mirrors rows that landed
     summary.time["writeback"] = summary.time.get("writeback", 0.0) + metrics["time/writeback"]
     _log_step(step, total, metrics)
@@ -371,9 +425,11 @@ def _accumulate(summary: TrainSummary, m: dict, groups) -> None:
 
 
 def _log_step(step: int, total: int, m: dict) -> None:
-    loss = (f" kl {m['kl']:.4f} clip {m['clip_frac']:.3f} ent {m['entropy']:.3f} ratio {m['ratio_mean']:.4f}"
+    loss = (f" kl {m['kl']:.4f} clip {m['clip_frac']:.3f} tis {m['tis_frac']:.3f} ent {m['entropy']:.3f} "
+            f"rho {m['rho_mean']:.4f} mismatch {m['mismatch_kl']:.2e}"
             if "kl" in m else " (no kept group: update skipped)")
-    log(f"step {step}/{total} v{int(m['policy_version'])} reward {m['reward_mean']:.3f} "
-        f"kept {int(m['groups_kept'])} dropped {int(m['groups_dropped'])}{loss} len {m['response_len_mean']:.1f} | "
-        f"gen {m['time/generate']:.2f}s reward {m['time/reward']:.2f}s update {m['time/update']:.2f}s "
-        f"sync {m['time/sync']:.2f}s write {m['time/writeback']:.2f}s")
+    log(f"step {step}/{total} v{int(m['policy_version'])} (rollouts of v{int(m['generated_by'])}) "
+        f"reward {m['reward_mean']:.3f} kept {int(m['groups_kept'])} dropped {int(m['groups_dropped'])}{loss} "
+        f"len {m['response_len_mean']:.1f} | gen {m['time/generate']:.2f}s reward {m['time/reward']:.2f}s "
+        f"update {m['time/update']:.2f}s sync {m['time/sync']:.2f}s write {m['time/writeback']:.2f}s "
+        f"idle learner {m['learner_idle_frac']:.0%} engine {m['engine_idle_frac']:.0%}")

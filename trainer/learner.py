@@ -35,8 +35,10 @@ from rldata.trainer.policy import RolloutBatch, token_logprobs
 
 __all__ = ["Learner", "LearnerGroup", "combine_stats"]
 
+# Token means of grpo_loss's stats: each rank sums stat * tokens, combine_stats divides by all tokens.
+_MEAN_STATS = ("clip_frac", "tis_frac", "clip_or_tis_frac", "kl", "ratio_mean", "rho_mean", "mismatch_kl")
 # Per-rank sums that add up over ranks; combine_stats turns them into means.
-_SUM_KEYS = ("tokens", "clip_sum", "kl_sum", "ratio_sum", "entropy_sum", "logp_sum", "loss", "sequences")
+_SUM_KEYS = ("tokens", *(f"{k}_sum" for k in _MEAN_STATS), "entropy_sum", "logp_sum", "loss", "sequences")
 
 
 class Learner:
@@ -72,7 +74,7 @@ class Learner:
         denom = batch.global_denominator(cfg.agg)
         micro = batch.shard(self.rank, self.world_size, cfg.micro_batch)
         forward = self.ddp if self.ddp is not None else self.model
-        sums = dict.fromkeys(_SUM_KEYS, 0.0)
+        sums = dict.fromkeys(_SUM_KEYS, 0.0) | {"rho_max": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for i, mb in enumerate(micro):
             mb = _to(mb, self.device)
@@ -81,20 +83,26 @@ class Learner:
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
                 logp, entropy = token_logprobs(forward, mb.input_ids, mb.attention_mask,
                                                temperature=cfg.temperature)  # [b, l-1] each
-                old = logp.detach() if mb.old_logp is None else mb.old_logp  # [b, l-1]
+                # The proximal policy is the weights this update starts from.  The batch is ONE
+                # optimizer step, so those are exactly the weights of this forward: its detached
+                # log-probs are what a separate no_grad pass would compute (bit-identical, tested),
+                # at no extra cost.  The behaviour log-probs (the engine's) enter only through the
+                # truncated weight min(pi_prox / pi_behav, C).
+                prox = logp.detach()  # [b, l-1]
                 ref = None
                 if self.ref is not None:
                     with torch.no_grad():
                         ref, _ = token_logprobs(self.ref, mb.input_ids, mb.attention_mask,
                                                 temperature=cfg.temperature, with_entropy=False)  # [b, l-1]
-                loss, st = grpo_loss(logp, old, ref, mb.advantages, mb.loss_mask, eps_low=cfg.eps_low,
-                                     eps_high=cfg.eps_high, kl_coef=cfg.kl_coef, agg=cfg.agg, denom=denom)
+                loss, st = grpo_loss(logp, prox, ref, mb.advantages, mb.loss_mask, behav_logp=mb.old_logp,
+                                     behav_cap=cfg.behav_weight_cap, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                     kl_coef=cfg.kl_coef, agg=cfg.agg, denom=denom)
                 (loss * self.world_size).backward()
             n = float(st["tokens"])
             sums["tokens"] += n
-            sums["clip_sum"] += float(st["clip_frac"]) * n
-            sums["kl_sum"] += float(st["kl"]) * n
-            sums["ratio_sum"] += float(st["ratio_mean"]) * n
+            for k in _MEAN_STATS:
+                sums[f"{k}_sum"] += float(st[k]) * n
+            sums["rho_max"] = max(sums["rho_max"], float(st["rho_max"]) if n else 0.0)
             sums["entropy_sum"] += float((entropy * mb.loss_mask).sum())
             sums["logp_sum"] += float((logp.detach() * mb.loss_mask).sum())
             sums["loss"] += float(loss.detach())
@@ -134,9 +142,8 @@ def combine_stats(per_rank: list[dict[str, float]]) -> dict[str, float]:
     n = max(tot["tokens"], 1.0)
     return {
         "loss": tot["loss"],  # the global loss: the ranks' shares add up
-        "clip_frac": tot["clip_sum"] / n,
-        "kl": tot["kl_sum"] / n,
-        "ratio_mean": tot["ratio_sum"] / n,
+        **{k: tot[f"{k}_sum"] / n for k in _MEAN_STATS},
+        "rho_max": max(s["rho_max"] for s in per_rank),
         "entropy": tot["entropy_sum"] / n,
         "logp_mean": tot["logp_sum"] / n,
         "grad_norm": per_rank[0]["grad_norm"],  # identical on every rank after the all-reduce

@@ -22,8 +22,8 @@ from rldata.verify.base import verdict_rows
 from rldata.verify.reward import reward_metrics
 
 __all__ = [
-    "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "outcomes", "pending_outcomes",
-    "step_metrics", "trajectory_rows", "verification_rows", "write_ledger", "write_step",
+    "LEARNER_STATS", "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "models_after",
+    "outcomes", "pending_outcomes", "rebuild_ledger", "step_metrics", "trajectory_rows", "verification_rows", "write_ledger", "write_step",
 ]
 
 
@@ -109,8 +109,10 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         "samples": len(rewards),
         "gen_tokens_per_s": sum(lengths) / max(times["generate"], 1e-9),
         "samples_per_s": len(rewards) / max(times["step"], 1e-9),
-        # The learners idle while the engines generate and the verifiers score (synchronous mode).
-        "learner_wait_frac": (times["generate"] + times["reward"]) / max(times["step"], 1e-9),
+        # Measured waits: the learner side waiting for rollouts, the producer waiting on capacity (sync
+        # mode: on every update) during this step.
+        "learner_idle_frac": times.get("learner_idle", 0.0) / max(times["step"], 1e-9),
+        "engine_idle_frac": min(times.get("engine_idle", 0.0) / max(times["step"], 1e-9), 1.0),
     }
     m |= {f"reward_mean/{b}": sum(v) / len(v) for b, v in sorted(per_bucket.items())}
     # Accuracy apart from reward: they differ once a reward spec mixes in a judge or a length penalty.
@@ -123,10 +125,15 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
     if composed:  # every reward component, per domain
         m |= reward_metrics(pl.concat(composed))
     if stats is not None:
-        m |= {k: stats[k] for k in ("loss", "kl", "clip_frac", "entropy", "ratio_mean", "grad_norm")}
+        m |= {k: stats[k] for k in LEARNER_STATS}
         m["train_tokens"] = stats["tokens"]
     m |= {f"time/{k}": v for k, v in times.items()}
     return m
+
+
+# The learners' stats in the metrics table: see rldata.trainer.loss for what each one measures.
+LEARNER_STATS = ("loss", "kl", "clip_frac", "tis_frac", "clip_or_tis_frac", "entropy", "ratio_mean", "rho_mean",
+                 "rho_max", "mismatch_kl", "grad_norm")
 
 
 def bucket_accuracy(groups) -> dict[str, float]:
@@ -157,6 +164,25 @@ def discard_after(store: Store, run_id: str, step: int, *, keep_versions_upto: i
     if stale:
         out["passrates"] = store.delete("passrates", f"run_id = {r} AND model IN ({', '.join(map(_sql_str, stale))})")
     return out
+
+
+def models_after(store: Store, run_id: str, step: int) -> list[str]:
+    """Ledger names of the policy versions that generated the run's rollouts after ``step``."""
+    return [m for (m,) in store.sql("SELECT DISTINCT model FROM trajectories WHERE run_id = $1 AND step > $2 "
+                                    "ORDER BY model", params=[run_id, step]).fetchall()]
+
+
+def rebuild_ledger(store: Store, run_id: str, models: Sequence[str], *, step: int, params_hash: str) -> None:
+    """Recount the ledger rows of ``models`` from the run's stored samples up to ``step`` (a resume
+    deleted later ones that these rows counted)."""
+    if not models:
+        return
+    names = ", ".join(map(_sql_str, models))
+    if store.sql(f"SELECT count(*) FROM passrates WHERE run_id = {_sql_str(run_id)} AND model IN ({names})"
+                 ).fetchall()[0][0]:
+        store.delete("passrates", f"run_id = {_sql_str(run_id)} AND model IN ({names})")
+    for m in models:
+        write_ledger(store, pending_outcomes(store, run_id, m, step), model=m, params_hash=params_hash, run_id=run_id)
 
 
 def _version_of(model: str, run_id: str) -> int | None:

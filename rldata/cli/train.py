@@ -14,6 +14,8 @@ __all__ = ["register", "train"]
 _CURRICULUM = typer.Option(None, "--curriculum", "-c", help="buckets.yaml (rldata stratify). Without it, tasks "
                            "are drawn uniformly from the tasks table.")
 _CONFIG = typer.Option(None, "--config", help="train.yaml with TrainConfig fields (options below win).")
+_REWARD_SPEC = typer.Option(None, "--reward-spec", help="YAML reward spec (judge mix, length penalty, "
+                            "per-domain z-scores). Default: the verifier's 1/0.")
 _OUT = typer.Option(None, "--out", help="Output dir; checkpoints go to OUT/RUN_ID/checkpoints/.")
 _REWARD_SPEC = typer.Option(None, "--reward-spec", help="YAML reward spec (judge mix, length penalty, "
                             "per-domain z-scores). Default: the verifier's 1/0.")
@@ -58,6 +60,10 @@ def train(
     seed: int = typer.Option(None, help="Run seed (sampler, engines' per-request seeds)."),
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
     max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    async_mode: bool = typer.Option(None, "--async/--sync", help="Async: engines generate the next batches while "
+                                    "the learners update (config mode; default sync)."),
+    max_staleness: int = typer.Option(None, "--max-staleness", help="Async: generation runs at most K policy "
+                                      "versions ahead of the learners (config max_staleness; default 1)."),
     reward_spec: Path = _REWARD_SPEC,
     tag: str = _TAG,
     tracker: str = _TRACKER,
@@ -86,6 +92,7 @@ def train(
         "num_learners": learners, "num_engines": engines, "output_dir": None if out is None else str(out),
         "run_id": run_id, "eval_every": eval_every, "checkpoint_every": checkpoint_every, "seed": seed,
         "reward_spec": None if reward_spec is None else str(reward_spec),
+        "mode": None if async_mode is None else ("async" if async_mode else "sync"), "max_staleness": max_staleness,
     })
     opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
                          eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,

@@ -27,6 +27,17 @@ def test_bad_config_names_file_and_field(capsys, tmp_path):
     assert code == 1 and "steps" in err and "must be >= 1" in err
 
 
+def test_async_options_are_checked_like_config_fields(capsys, tmp_path):
+    store = ["--store", str(tmp_path / "s")]
+    code, out, err = run(capsys, *store, "train", "--async", "--max-staleness", "0")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "max_staleness" in err and "must be >= 1 (0 is sync mode)" in err
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("mode: async\ntop_p: 0.9\n")
+    code, _, err = run(capsys, *store, "train", "--config", str(cfg))
+    assert code == 1 and "train.yaml" in err and "top_p" in err and "nucleus" in err
+
+
 def test_contradicting_options_are_refused(capsys, tmp_path):
     store = ["--store", str(tmp_path / "s")]
     code, _, err = run(capsys, *store, "train", "--uniform", "--sampler", "mixture")

@@ -29,6 +29,10 @@ def test_defaults_and_derived_sizes():
     ({"advantage": "ppo"}, "advantage"),
     ({"temperature": 0.0}, "temperature"),
     ({"top_p": 1.5}, "top_p"),
+    ({"top_p": 0.9}, "top_p"),
+    ({"behav_weight_cap": 0.5}, "behav_weight_cap"),
+    ({"mode": "overlap"}, "mode"),
+    ({"mode": "async", "max_staleness": 0}, "max_staleness"),
     ({"adam_betas": (0.9,)}, "adam_betas"),
     ({"steps": "ten"}, "steps"),
     ({"steps": True}, "steps"),
@@ -83,3 +87,13 @@ def test_from_yaml_errors_name_file_and_field(tmp_path):
 
     with pytest.raises(InputError, match="cannot read"):
         TrainConfig.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_top_p_below_one_is_refused_with_the_reason():
+    with pytest.raises(ConfigError, match="top_p: must be 1.0 for training.*nucleus"):
+        TrainConfig(top_p=0.95)
+
+
+def test_staleness_bound_is_zero_in_sync_mode():
+    assert TrainConfig(max_staleness=3).staleness_bound == 0
+    assert TrainConfig(mode="async", max_staleness=3).staleness_bound == 3

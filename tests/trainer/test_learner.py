@@ -109,3 +109,28 @@ def test_ddp_two_learners_equal_one(ray_session, tiny_model_dir):
     # The update did something: weights moved away from the initial model.
     init = Learner(tiny_model_dir, _cfg()).get_weights()
     assert max(float((x - y).abs().max()) for (_, x), (_, y) in zip(init, results[2][-1][2])) > 1e-4
+
+
+def test_proximal_logprobs_of_the_forward_equal_a_no_grad_pass(tiny_model_dir):
+    """The learner takes the proximal log-probs as the detached log-probs of the update's own forward:
+    one optimizer step per batch, so they are the weights the update starts from.  A separate no_grad
+    pass on those weights gives bit-identical numbers."""
+    batch = _batch(4)
+    lrn = Learner(tiny_model_dir, _cfg())
+    with torch.no_grad():
+        nograd, _ = token_logprobs(lrn.model, batch.input_ids, batch.attention_mask, with_entropy=False)
+    graded, _ = token_logprobs(lrn.model, batch.input_ids, batch.attention_mask)
+    assert torch.equal(graded.detach(), nograd)
+
+
+def test_behaviour_weight_stats_from_the_engine_logprobs(tiny_model_dir):
+    """The batch's behaviour log-probs are ~log(1/32) +- 0.3 against a random model: rho spreads around 1,
+    some tokens hit the cap C, and the mismatch KL is positive; with C = 1e9 nothing is truncated."""
+    batch = _batch(5)
+    s = combine_stats([Learner(tiny_model_dir, _cfg(behav_weight_cap=1.5)).step(batch)])
+    assert s["ratio_mean"] == pytest.approx(1.0) and s["clip_frac"] == 0.0  # pi_theta = pi_prox at the start
+    assert 0.0 < s["tis_frac"] < 1.0 and s["rho_max"] > 1.5 and s["mismatch_kl"] > 0.0
+    assert s["clip_or_tis_frac"] == pytest.approx(s["tis_frac"])
+    wide = combine_stats([Learner(tiny_model_dir, _cfg(behav_weight_cap=1e9)).step(batch)])
+    assert wide["tis_frac"] == 0.0 and wide["rho_mean"] == pytest.approx(s["rho_mean"], rel=1e-6)
+    assert wide["loss"] != pytest.approx(s["loss"], rel=1e-6)  # the cap changed the update

@@ -180,3 +180,80 @@ def test_global_denominator_makes_shards_add_up(agg):
         for s in (slice(0, 1), slice(1, 4))
     ]
     assert (parts[0] + parts[1]).item() == pytest.approx(full.item(), abs=1e-12)
+
+
+# --- decoupled PPO: proximal ratio and truncated behaviour weight ---------------------------------
+def test_behaviour_weight_scales_the_surrogate_and_is_truncated_at_the_cap():
+    """Hand-computed: pi_theta/pi_prox = (1.0, 1.5 -> clipped 1.28, 0.5); pi_prox/pi_behav = (0.5, 1.5, 4.0 -> cap 2)."""
+    logp, prox, adv, mask = _case()
+    behav = prox - torch.tensor([[math.log(0.5), math.log(1.5), math.log(4.0)],
+                                 [0.0, math.log(3.0), 0.0]], dtype=torch.float64)
+    loss, st = grpo_loss(logp, prox, None, adv, mask, behav_logp=behav, behav_cap=2.0,
+                         eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    # row 0 (A=+1): 0.5 * -1, 1.5 * -1.28, 2 * -0.5 ; row 1 (A=-2): 1 * 2.2, 2 * 1.6 (rho 3 truncated), masked
+    expected = (-0.5 - 1.5 * 1.28 - 2 * 0.5 + 2.2 + 2 * 1.6) / 5
+    assert loss.item() == pytest.approx(expected, abs=1e-12)
+    assert st["rho_mean"].item() == pytest.approx((0.5 + 1.5 + 4.0 + 1.0 + 3.0) / 5)
+    assert st["rho_max"].item() == pytest.approx(4.0)
+    assert st["tis_frac"].item() == pytest.approx(2 / 5)  # rho 4 and rho 3
+    assert st["clip_frac"].item() == pytest.approx(2 / 5)
+    assert st["clip_or_tis_frac"].item() == pytest.approx(3 / 5)  # row 1 t1 is both
+    # the ratio is against the proximal policy, not the behaviour policy
+    assert st["ratio_mean"].item() == pytest.approx((1 + 1.5 + 0.5 + 1.1 + 0.7) / 5)
+    k3 = [r - math.log(r) - 1 for r in (0.5, 1.5, 4.0, 1.0, 3.0)]  # k3 of KL(behav || prox) per token
+    assert st["mismatch_kl"].item() == pytest.approx(sum(k3) / 5, abs=1e-12)
+
+
+def test_behaviour_weight_carries_no_gradient():
+    logp = torch.tensor([[math.log(1.1)]], dtype=torch.float64, requires_grad=True)
+    prox = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
+    behav = torch.tensor([[math.log(1 / 1.5)]], dtype=torch.float64, requires_grad=True)  # rho = 1.5
+    loss, _ = grpo_loss(logp, prox, None, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1),
+                        behav_logp=behav, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    loss.backward()
+    assert logp.grad.item() == pytest.approx(-1.5 * 1.1)  # w * d(-A r)/dlogp = -w A r
+    assert prox.grad is None and behav.grad is None
+
+
+def test_without_behaviour_logp_the_weight_is_one():
+    logp, prox, adv, mask = _case()
+    a, sa = grpo_loss(logp, prox, None, adv, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    b, sb = grpo_loss(logp, prox, None, adv, mask, behav_logp=prox.clone(), eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    assert a.item() == pytest.approx(b.item(), abs=1e-15)
+    assert sa["rho_mean"].item() == sb["rho_mean"].item() == 1.0 and sb["mismatch_kl"].item() == 0.0
+    with pytest.raises(ValueError, match="behav_cap"):
+        grpo_loss(logp, prox, None, adv, mask, behav_logp=prox, behav_cap=0.5, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+
+
+# --- padding and the KL clamp ---------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [-math.inf, math.inf, math.nan])
+def test_a_non_finite_value_at_a_padded_position_never_becomes_nan(bad):
+    """Multiplying by the mask would give 0 * inf = NaN in the loss (k3 of -inf is inf - inf) and in
+    the gradient; masking with ``where`` keeps both exact."""
+    logp, prox, adv, mask = _case()
+    ref = logp + 0.1
+    clean, _ = grpo_loss(logp, prox, ref, adv, mask, behav_logp=prox, kl_coef=0.1,
+                         eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    lp = logp.clone()
+    lp[1, 2] = bad  # row 1, t 2 is padding
+    lp.requires_grad_(True)
+    behav, rf = prox.clone(), ref.clone()
+    behav[1, 2], rf[1, 2] = bad, bad
+    loss, st = grpo_loss(lp, prox, rf, adv, mask, behav_logp=behav, kl_coef=0.1, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    loss.backward()
+    assert loss.item() == pytest.approx(clean.item(), abs=1e-12)
+    assert torch.isfinite(lp.grad).all() and lp.grad[1, 2].item() == 0.0
+    assert all(torch.isfinite(v).all() for v in st.values())
+
+
+def test_k3_is_clamped_and_finite_for_infinite_log_probs():
+    from rldata.trainer.loss import KL_CLAMP
+
+    logp = torch.tensor([[0.0, 0.0, -math.inf, 0.0]], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([[100.0, -100.0, 0.0, 0.5]], dtype=torch.float64)
+    kl = k3_kl(logp, ref)
+    assert kl[0, :3].tolist() == [KL_CLAMP] * 3  # exp(100) and -inf would be inf / NaN unclamped
+    assert kl[0, 3].item() == pytest.approx(math.exp(0.5) - 0.5 - 1.0, abs=1e-12)
+    kl.sum().backward()
+    assert torch.isfinite(logp.grad).all()
+    assert logp.grad[0, 3].item() == pytest.approx(1 - math.exp(0.5), abs=1e-12)  # unclamped: the k3 gradient

@@ -58,15 +58,18 @@ def test_rows_validate_and_keep_dropped_groups(store):
 def test_step_metrics_and_bucket_accuracy():
     groups = [_group("t1", "easy", [True, False]), _group("t2", "easy", [True, True], slot=1, kept=False),
               _group("t3", "hard", [None, False], slot=2, kept=False)]
-    times = {"generate": 2.0, "reward": 1.0, "update": 0.5, "sync": 0.5, "step": 4.0}
-    m = wb.step_metrics(groups, {"loss": 0.1, "kl": 0.0, "clip_frac": 0.0, "entropy": 1.0, "ratio_mean": 1.0,
-                                 "grad_norm": 2.0, "tokens": 4.0}, times)
+    times = {"generate": 2.0, "reward": 1.0, "update": 0.5, "sync": 0.5, "learner_idle": 3.0, "engine_idle": 1.0,
+             "step": 4.0}
+    stats = dict.fromkeys(wb.LEARNER_STATS, 0.5) | {"tokens": 4.0}
+    m = wb.step_metrics(groups, stats, times)
     assert m["reward_mean"] == pytest.approx(3 / 6)
     assert m["reward_mean/easy"] == pytest.approx(0.75) and m["reward_mean/hard"] == 0.0
     assert (m["groups_kept"], m["groups_dropped"], m["reward_errors"]) == (1, 2, 1)
-    assert m["learner_wait_frac"] == pytest.approx(0.75) and m["time/generate"] == 2.0
+    assert m["learner_idle_frac"] == pytest.approx(0.75) and m["engine_idle_frac"] == pytest.approx(0.25)
+    assert m["time/generate"] == 2.0
     assert m["response_len_mean"] == pytest.approx(2.5) and m["gen_tokens_per_s"] == pytest.approx(7.5)
     assert wb.bucket_accuracy(groups) == {"easy": 0.75, "hard": 0.0}  # an error counts as not passed
+    assert all(m[k] == 0.5 for k in wb.LEARNER_STATS) and m["train_tokens"] == 4.0
 
 
 def test_discard_after_removes_only_the_runs_later_rows(store):
@@ -99,3 +102,22 @@ def test_ledger_model_names_parse_back():
     assert name == "tiny-arith@0123abcd+train-1/v12"
     assert wb._version_of(name, "train-1") == 12
     assert wb._version_of(name, "train-2") is None and wb._version_of("tiny-arith@0123", "train-1") is None
+
+
+def test_resume_recounts_the_ledger_of_an_older_version_that_generated_discarded_steps(store):
+    """Async mode: v0 generated steps 1 and 2 (K >= 1), v1 step 3; a resume from step 1's checkpoint
+    (v1) discards steps 2-3.  v0's ledger row counted step 2's samples: it is recounted from step 1's."""
+    g1 = [_group("t1", "easy", [True, False], step=1)]
+    g2 = [_group("t1", "easy", [True, True], step=2), _group("t2", "easy", [False, True], step=2, slot=1)]
+    model0 = wb.ledger_model("tiny@abc", "r", 0)
+    _write(store, "r", 1, 0, g1)
+    _write(store, "r", 2, 0, g2)
+    wb.write_ledger(store, wb.outcomes(g1 + g2, _verifier_for), model=model0, params_hash=SPEC.params_hash,
+                    run_id="r")  # what the driver wrote after step 2: both steps of v0
+    _write(store, "r", 3, 1, [_group("t3", "hard", [True, False], step=3)])
+    older = [m for m in wb.models_after(store, "r", 1) if m != wb.ledger_model("tiny@abc", "r", 1)]
+    assert older == [model0]
+    wb.discard_after(store, "r", 1, keep_versions_upto=0)
+    wb.rebuild_ledger(store, "r", older, step=1, params_hash=SPEC.params_hash)
+    rows = store.sql("SELECT model, task_id, n, n_correct FROM passrates ORDER BY ALL").fetchall()
+    assert rows == [(model0, "t1", 2, 1)]  # t2 (only in step 2) gone, t1 back to step 1's two samples
