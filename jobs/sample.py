@@ -28,6 +28,7 @@ from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
 from rldata.runs import record_run
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.verify.base import all_passed, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
@@ -108,6 +109,8 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
              "WHERE s.selection = $1 AND s.decision = 'keep' ORDER BY t.task_id")
         df = store.sql(q, params=[selection]).pl()
     else:
+        if where:
+            check_predicate(where)
         q = f"SELECT {cols} FROM tasks t" + (f" WHERE {where}" if where else "") + " ORDER BY t.task_id"
         df = store.sql(q).pl()
     return df

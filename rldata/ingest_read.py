@@ -122,6 +122,10 @@ def _line_numbers(block: bytes, first_line: int, *, exact: bool) -> np.ndarray:
 
 def _jsonl_block(block: bytes, path: Path, first_line: int) -> Chunk:
     try:
+        block.decode("utf-8")  # Arrow's JSON reader does not check: bad bytes would reach the store
+    except UnicodeDecodeError:
+        return _jsonl_slow(block, path, first_line)  # rejects each undecodable line
+    try:
         table = _arrow_json(block)
         lines = _line_numbers(block, first_line, exact=False)
         if table.num_rows != len(lines):
@@ -174,7 +178,7 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
         try:
             rec = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            msg = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else "not valid UTF-8"
             col = f" (column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
             rejects.append(Reject(str(path), str(line), None, f"invalid JSON: {msg}{col}"))
             continue
@@ -255,7 +259,8 @@ def _hf_chunks(path: Path) -> Iterator[Chunk]:
 # ---- CSV --------------------------------------------------------------------------------------
 def _csv_chunks(path: Path) -> Iterator[Chunk]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    with open(path, newline="", encoding="utf-8") as f:
+    # undecodable bytes become lone surrogates, so that one bad record is one reject (with its line)
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
         counted = _Counting(f)
         reader = csv.reader(counted, delimiter=delimiter)
         try:
@@ -264,6 +269,8 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
             return
         except (csv.Error, UnicodeDecodeError) as e:
             raise InputError(str(path), "1", f"unreadable CSV header: {e}") from None
+        if not _utf8(header):
+            raise InputError(str(path), "1", "header is not valid UTF-8")
         dup = {h for h in header if header.count(h) > 1}
         if dup:
             raise InputError(str(path), "1", f"duplicate column {min(dup)!r} in the header")
@@ -277,7 +284,9 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
                     end_line = reader.line_num
                     if not row or all(not v.strip() for v in row):
                         continue
-                    if len(row) != len(header):
+                    if not _utf8(row):
+                        rejects.append(Reject(str(path), str(line), None, "not valid UTF-8"))
+                    elif len(row) != len(header):
                         rejects.append(Reject(str(path), str(line), None,
                                               f"expected {len(header)} fields, got {len(row)}"))
                     else:
@@ -293,6 +302,14 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
             frame = pl.DataFrame(cols, schema={h: pl.String for h in header})
             frame = frame.with_columns(pl.Series(POS, positions, dtype=pl.Int64))
             yield Chunk(frame, "line", str(path), rejects, nbytes=counted.n - before)
+
+
+def _utf8(row: list[str]) -> bool:
+    try:
+        "".join(row).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Counting:

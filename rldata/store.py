@@ -294,6 +294,31 @@ def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Tabl
     return table if len(rows) == table.num_rows else table.take(rows.to_arrow())
 
 
-def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None) -> Store:
-    """Open (creating if needed) the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``."""
-    return Store(root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE, storage_options=storage_options)
+def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None,
+               create: bool = True) -> Store:
+    """Open the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``.
+
+    ``create=False`` (commands that only read) refuses a local path that holds no store rather than
+    creating an empty one at a mistyped path.
+    """
+    root = root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE
+    check_store_root(root, create=create)
+    return Store(root, storage_options=storage_options)
+
+
+# ---- reliability guards (issue 11): where a store may be opened or created ----------------------
+def check_store_root(root: str | os.PathLike, *, create: bool) -> None:
+    """Refuse a local root that is a file, or (``create=False``) one that holds no store."""
+    root = str(root)
+    if not _is_local(root):
+        return
+    path = Path(root.removeprefix("file://"))
+    if path.exists() and not path.is_dir():
+        raise RldataError(f"store {path} is a file, not a store directory (check --store / $RLDATA_STORE)")
+    if create:
+        return
+    if not path.exists():
+        raise RldataError(f"no store at {path.absolute()} (check --store / $RLDATA_STORE; "
+                          "commands that write, such as ingest, create one)")
+    if not any((path / name / "_delta_log").is_dir() for name in schemas.TABLES):
+        raise RldataError(f"{path.absolute()} is not an rldata store: it holds none of its tables")

@@ -81,7 +81,7 @@ def train(
     opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
                          eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
                          max_model_len=max_model_len)
-    s = run_train(get_store(ctx), cfg, opts)
+    s = run_train(get_store(ctx, create=True), cfg, opts)
     evals = {e["step"]: e["accuracy"] for e in s.evals}
     row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,
            "policy_version": s.policy_version, "samples": s.samples, "groups_kept": s.groups_kept,
