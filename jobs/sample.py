@@ -71,6 +71,7 @@ class SampleSummary:
     errors: int = 0
     seconds: float = 0.0
     noop: bool = False
+    samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
 
     @property
@@ -201,6 +202,8 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 store.upsert("metrics", metrics_rows(run.run_id, 0, metrics))
                 summary.reward_mean = metrics.get("reward/total")
         summary.seconds = time.monotonic() - t0
+        if summary.samples_skipped:
+            log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
                             run_id=run.run_id)
         run.summary = summary.to_dict()
@@ -312,9 +315,16 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             outcomes.append((task_id, verifier_key(vname, vversion), ok))
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
-    # Order matters for resume: samples, then their verifications, then the ledger.
-    ctx.store.append("trajectories", traj_rows)
-    ctx.store.append("verifications", ver_rows)
+    # Order matters for resume: samples, then their verifications, then the ledger.  Keyed writes
+    # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row
+    # must land once.  What the other job wrote first is kept, with its own verifications.
+    added = ctx.store.append("trajectories", traj_rows, dedupe=True)
+    if added < len(traj_rows):
+        ours = _written_by(ctx, [r["traj_id"] for r in traj_rows])
+        s.samples_skipped += len(traj_rows) - len(ours)
+        ver_rows = [r for r in ver_rows if r["traj_id"] in ours or r["traj_id"] not in fresh]
+        traj_rows = [r for r in traj_rows if r["traj_id"] in ours]
+    ctx.store.append("verifications", ver_rows, dedupe=True)
     # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes
@@ -324,6 +334,13 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         ctx.outcomes, ctx.ledger_at = [], time.monotonic()
     s.tasks_sampled += batch.height
     s.samples += len(traj_rows)
+
+
+def _written_by(ctx: _Ctx, traj_ids: list[str]) -> set[str]:
+    """Which of ``traj_ids`` this run wrote (the rest were written first by a concurrent job)."""
+    rel = ctx.store.sql("SELECT traj_id FROM trajectories JOIN _ids USING (traj_id) WHERE run_id = $1",
+                        params=[ctx.run_id], extra={"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})})
+    return {r[0] for r in rel.fetchall()}
 
 
 def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: dict) -> list[dict]:
