@@ -30,7 +30,7 @@ from rldata.params import SamplingSpec
 from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
-from rldata.verify.base import all_passed, verdict_rows
+from rldata.verify.base import Verdict, all_passed, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
@@ -71,6 +71,7 @@ class SampleSummary:
     errors: int = 0
     seconds: float = 0.0
     noop: bool = False
+    prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
 
@@ -202,6 +203,9 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 store.upsert("metrics", metrics_rows(run.run_id, 0, metrics))
                 summary.reward_mean = metrics.get("reward/total")
         summary.seconds = time.monotonic() - t0
+        if summary.prompt_too_long:
+            log(f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
+                f"(--max-model-len {job.max_model_len}); recorded with finish_reason 'prompt_too_long'")
         if summary.samples_skipped:
             log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
@@ -278,7 +282,7 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
     from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.job.spec, ctx.summary
-    traj_rows, items, meta, fresh = [], [], {}, {}
+    traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
     for row, group in zip(batch.iter_rows(named=True), samples):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
@@ -297,13 +301,22 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                     "completion_tokens": smp.completion_tokens, "cumulative_logprob": smp.cumulative_logprob,
                     "finish_reason": smp.finish_reason,
                 })
-            if not verified:
+            if smp.finish_reason == "prompt_too_long" and idx not in have:
+                too_long[tid] = [Verdict.failure(
+                    f"prompt_too_long: the prompt has {smp.prompt_tokens} tokens, the engine's context "
+                    f"(--max-model-len) is {ctx.job.max_model_len}")]
+                meta[tid] = (task_id, row["domain"])
+                fresh[tid] = (row, smp)
+                if idx == 0:
+                    s.prompt_too_long += 1
+            elif not verified:
                 items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
                               "answer": row["answer"], "tests": row["tests"]})
                 meta[tid] = (task_id, row["domain"])
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
     verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
     ver_rows, outcomes = [], []
     for tid, (task_id, domain) in meta.items():
         vname, vversion = ctx.verifiers[domain]
