@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet":
             ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
 _CHUNK_BYTES = 32 << 20  # JSON lines / CSV read per chunk (one progress step)
 _CHUNK_ROWS = 200_000  # Parquet / Arrow rows per chunk
+_NOT_OBJECT = re.compile(rb"(?m)^[ \t\r]*[^{\s]")  # a line that is not blank and not a JSON object
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ def _jsonl_block(block: bytes, path: Path, first_line: int) -> Chunk:
         block.decode("utf-8")  # Arrow's JSON reader does not check: bad bytes would reach the store
     except UnicodeDecodeError:
         return _jsonl_slow(block, path, first_line)  # rejects each undecodable line
+    if _NOT_OBJECT.search(block):  # pyarrow 26's JSON reader crashes (SIGSEGV) on a top-level `null`
+        return _jsonl_slow(block, path, first_line)
     try:
         table = _arrow_json(block)
         lines = _line_numbers(block, first_line, exact=False)
@@ -177,6 +181,10 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
         line = first_line + i
         try:
             rec = json.loads(raw)
+            json.dumps(rec, ensure_ascii=False).encode("utf-8")  # a \ud800 escape decodes to a lone surrogate
+        except UnicodeEncodeError:
+            rejects.append(Reject(str(path), str(line), None, "invalid JSON: a lone surrogate escape (not valid UTF-8)"))
+            continue
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             msg = e.msg if isinstance(e, json.JSONDecodeError) else "not valid UTF-8"
             col = f" (column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""

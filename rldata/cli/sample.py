@@ -81,7 +81,7 @@ def passrates(
     if model:
         conds.append("p.model = $1")
         params.append(model)
-    if where:
+    if where is not None:
         check_predicate(where)
         conds.append(f"({where})")
     if conds:

@@ -8,6 +8,7 @@ import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
 from rldata.errors import InputError, RldataError
+from rldata.sql_guard import check_predicate
 
 __all__ = ["register", "train"]
 
@@ -70,6 +71,10 @@ def train(
         raise RldataError("--uniform contradicts --sampler " + sampler)
     if eval_heldout and eval_where:
         raise RldataError("give --eval-heldout or --eval-where, not both")
+    if where is not None:
+        check_predicate(where)
+    if eval_where is not None:
+        check_predicate(eval_where, option="--eval-where")
     if curriculum is not None and where:
         raise RldataError("--where picks tasks for a run without --curriculum; the curriculum's selection picks them")
     cfg = _config(config, {
