@@ -28,8 +28,9 @@ from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
 from rldata.runs import record_run
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
-from rldata.verify.base import all_passed, no_answer, verdict_rows
+from rldata.verify.base import Verdict, all_passed, no_answer, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
@@ -72,6 +73,8 @@ class SampleSummary:
     no_answer: int = 0  # parse failures: verified completions with no extractable answer
     seconds: float = 0.0
     noop: bool = False
+    prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
+    samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
 
     @property
@@ -110,6 +113,8 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
              "WHERE s.selection = $1 AND s.decision = 'keep' ORDER BY t.task_id")
         df = store.sql(q, params=[selection]).pl()
     else:
+        if where:
+            check_predicate(where)
         q = f"SELECT {cols} FROM tasks t" + (f" WHERE {where}" if where else "") + " ORDER BY t.task_id"
         df = store.sql(q).pl()
     return df
@@ -200,6 +205,11 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 store.upsert("metrics", metrics_rows(run.run_id, 0, metrics))
                 summary.reward_mean = metrics.get("reward/total")
         summary.seconds = time.monotonic() - t0
+        if summary.prompt_too_long:
+            log(f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
+                f"(--max-model-len {job.max_model_len}); recorded with finish_reason 'prompt_too_long'")
+        if summary.samples_skipped:
+            log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
                             run_id=run.run_id)
         run.summary = summary.to_dict()
@@ -274,7 +284,7 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
     from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.job.spec, ctx.summary
-    traj_rows, items, meta, fresh = [], [], {}, {}
+    traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
     for row, group in zip(batch.iter_rows(named=True), samples):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
@@ -293,13 +303,22 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                     "completion_tokens": smp.completion_tokens, "cumulative_logprob": smp.cumulative_logprob,
                     "finish_reason": smp.finish_reason,
                 })
-            if not verified:
+            if smp.finish_reason == "prompt_too_long" and idx not in have:
+                too_long[tid] = [Verdict.failure(
+                    f"prompt_too_long: the prompt has {smp.prompt_tokens} tokens, the engine's context "
+                    f"(--max-model-len) is {ctx.job.max_model_len}")]
+                meta[tid] = (task_id, row["domain"])
+                fresh[tid] = (row, smp)
+                if idx == 0:
+                    s.prompt_too_long += 1
+            elif not verified:
                 items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
                               "answer": row["answer"], "tests": row["tests"]})
                 meta[tid] = (task_id, row["domain"])
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
     verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
     ver_rows, outcomes = [], []
     for tid, (task_id, domain) in meta.items():
         vname, vversion = ctx.verifiers[domain]
@@ -312,9 +331,16 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             outcomes.append((task_id, verifier_key(vname, vversion), ok))
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
-    # Order matters for resume: samples, then their verifications, then the ledger.
-    ctx.store.append("trajectories", traj_rows)
-    ctx.store.append("verifications", ver_rows)
+    # Order matters for resume: samples, then their verifications, then the ledger.  Keyed writes
+    # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row
+    # must land once.  What the other job wrote first is kept, with its own verifications.
+    added = ctx.store.append("trajectories", traj_rows, dedupe=True)
+    if added < len(traj_rows):
+        ours = _written_by(ctx, [r["traj_id"] for r in traj_rows])
+        s.samples_skipped += len(traj_rows) - len(ours)
+        ver_rows = [r for r in ver_rows if r["traj_id"] in ours or r["traj_id"] not in fresh]
+        traj_rows = [r for r in traj_rows if r["traj_id"] in ours]
+    ctx.store.append("verifications", ver_rows, dedupe=True)
     # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes
@@ -324,6 +350,13 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         ctx.outcomes, ctx.ledger_at = [], time.monotonic()
     s.tasks_sampled += batch.height
     s.samples += len(traj_rows)
+
+
+def _written_by(ctx: _Ctx, traj_ids: list[str]) -> set[str]:
+    """Which of ``traj_ids`` this run wrote (the rest were written first by a concurrent job)."""
+    rel = ctx.store.sql("SELECT traj_id FROM trajectories JOIN _ids USING (traj_id) WHERE run_id = $1",
+                        params=[ctx.run_id], extra={"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})})
+    return {r[0] for r in rel.fetchall()}
 
 
 def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: dict) -> list[dict]:

@@ -48,7 +48,7 @@ class Sample:
     completion_tokens: int
     cumulative_logprob: float | None  # sum of ``logprobs``; None unless logprobs were asked for
     logprobs: tuple[float, ...] | None  # per generated token, when asked
-    finish_reason: str  # "stop" | "length"
+    finish_reason: str  # "stop" | "length" | "prompt_too_long" (never generated: no room in the context)
 
 
 def default_model_path() -> Path:
@@ -194,8 +194,15 @@ class Engine:
             )
             for s in seeds
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [[_sample(out, c, logprobs) for c in out.outputs] for out in outputs]
+        # vLLM refuses a whole batch over one prompt that leaves no room in the context: such a
+        # prompt gets its own outcome and the rest are generated
+        lengths = [len(ids) for ids in self.tokenizer(prompts)["input_ids"]]
+        fits = [i for i, n in enumerate(lengths) if n < self.max_model_len]
+        outputs = self.llm.generate([prompts[i] for i in fits], [params[i] for i in fits], use_tqdm=False)
+        result = [[_too_long(n)] * spec.n for n in lengths]
+        for i, out in zip(fits, outputs):
+            result[i] = [_sample(out, c, logprobs) for c in out.outputs]
+        return result
 
     def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load new weights (HF names, e.g. a ``state_dict().items()``) into the running engine.
@@ -229,6 +236,11 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _too_long(prompt_tokens: int) -> Sample:
+    return Sample(text="", token_ids=(), prompt_tokens=prompt_tokens, completion_tokens=0, cumulative_logprob=None,
+                  logprobs=None, finish_reason="prompt_too_long")
 
 
 def _sample(out, c, logprobs: bool) -> Sample:

@@ -180,6 +180,8 @@ def ingest(store, path, *, fields: Fields | None = None, source: str | None = No
     grams = eval_ngrams(decontaminate, n=ngram, fields=fields) if decontaminate else None
     frame, rejects, n_read = load_tasks(path, fields=fields, source=source, domain=domain,
                                         on_error=on_error, show_progress=show_progress, ids=False)
+    if n_read == 0:  # an empty file is a mistake to report, not a run to record
+        raise InputError(str(path), None, "no records to ingest (the file is empty)")
     if frame is None or frame.height == 0:
         new, dups, decont = frame, 0, 0
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet":
             ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
 _CHUNK_BYTES = 32 << 20  # JSON lines / CSV read per chunk (one progress step)
 _CHUNK_ROWS = 200_000  # Parquet / Arrow rows per chunk
+_NOT_OBJECT = re.compile(rb"(?m)^[ \t\r]*[^{\s]")  # a line that is not blank and not a JSON object
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,12 @@ def _line_numbers(block: bytes, first_line: int, *, exact: bool) -> np.ndarray:
 
 def _jsonl_block(block: bytes, path: Path, first_line: int) -> Chunk:
     try:
+        block.decode("utf-8")  # Arrow's JSON reader does not check: bad bytes would reach the store
+    except UnicodeDecodeError:
+        return _jsonl_slow(block, path, first_line)  # rejects each undecodable line
+    if _NOT_OBJECT.search(block):  # pyarrow 26's JSON reader crashes (SIGSEGV) on a top-level `null`
+        return _jsonl_slow(block, path, first_line)
+    try:
         table = _arrow_json(block)
         lines = _line_numbers(block, first_line, exact=False)
         if table.num_rows != len(lines):
@@ -173,8 +181,12 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
         line = first_line + i
         try:
             rec = json.loads(raw)
+            json.dumps(rec, ensure_ascii=False).encode("utf-8")  # a \ud800 escape decodes to a lone surrogate
+        except UnicodeEncodeError:
+            rejects.append(Reject(str(path), str(line), None, "invalid JSON: a lone surrogate escape (not valid UTF-8)"))
+            continue
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            msg = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+            msg = e.msg if isinstance(e, json.JSONDecodeError) else "not valid UTF-8"
             col = f" (column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
             rejects.append(Reject(str(path), str(line), None, f"invalid JSON: {msg}{col}"))
             continue
@@ -255,7 +267,8 @@ def _hf_chunks(path: Path) -> Iterator[Chunk]:
 # ---- CSV --------------------------------------------------------------------------------------
 def _csv_chunks(path: Path) -> Iterator[Chunk]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    with open(path, newline="", encoding="utf-8") as f:
+    # undecodable bytes become lone surrogates, so that one bad record is one reject (with its line)
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
         counted = _Counting(f)
         reader = csv.reader(counted, delimiter=delimiter)
         try:
@@ -264,6 +277,8 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
             return
         except (csv.Error, UnicodeDecodeError) as e:
             raise InputError(str(path), "1", f"unreadable CSV header: {e}") from None
+        if not _utf8(header):
+            raise InputError(str(path), "1", "header is not valid UTF-8")
         dup = {h for h in header if header.count(h) > 1}
         if dup:
             raise InputError(str(path), "1", f"duplicate column {min(dup)!r} in the header")
@@ -277,7 +292,9 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
                     end_line = reader.line_num
                     if not row or all(not v.strip() for v in row):
                         continue
-                    if len(row) != len(header):
+                    if not _utf8(row):
+                        rejects.append(Reject(str(path), str(line), None, "not valid UTF-8"))
+                    elif len(row) != len(header):
                         rejects.append(Reject(str(path), str(line), None,
                                               f"expected {len(header)} fields, got {len(row)}"))
                     else:
@@ -293,6 +310,14 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
             frame = pl.DataFrame(cols, schema={h: pl.String for h in header})
             frame = frame.with_columns(pl.Series(POS, positions, dtype=pl.Int64))
             yield Chunk(frame, "line", str(path), rejects, nbytes=counted.n - before)
+
+
+def _utf8(row: list[str]) -> bool:
+    try:
+        "".join(row).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Counting:

@@ -1,16 +1,29 @@
-"""The `runs` table: one row per job invocation, upserted at start and at end."""
+"""The `runs` table: one row per job invocation, upserted at start and at end.
+
+While a run is ``running`` its ``summary`` JSON holds its owner (host, pid, the pid's start time)
+and a heartbeat timestamp refreshed every ``HEARTBEAT_S``; :func:`effective_status` turns a
+``running`` row whose owner is gone (or whose heartbeat stopped) into ``killed``, without a schema
+change.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import socket
+import threading
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rldata.store import Store
 
-__all__ = ["new_run_id", "record_run"]
+__all__ = ["HEARTBEAT_S", "effective_status", "new_run_id", "owner", "record_run"]
+
+HEARTBEAT_S = 60.0  # a running job refreshes its row this often
+STALE_AFTER_S = 5 * HEARTBEAT_S  # no heartbeat for this long (and no owner to ask): the run is dead
 
 
 def new_run_id(kind: str) -> str:
@@ -25,12 +38,88 @@ class RunHandle:
         self.summary: dict[str, Any] = {}
 
 
+def _pid_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), which tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command name
+
+
+def owner() -> dict[str, Any]:
+    """Who runs this job: enough for a later reader on the same host to tell whether it still lives."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _pid_start(os.getpid())}
+
+
+def _owner_alive(own: dict[str, Any]) -> bool | None:
+    """True/False when the owner is on this host (its pid and start time checked); None elsewhere."""
+    if own.get("host") != socket.gethostname() or not isinstance(own.get("pid"), int):
+        return None
+    start = _pid_start(own["pid"])
+    return start is not None and (own.get("pid_start") is None or start == own["pid_start"])
+
+
+def effective_status(row: dict[str, Any], *, now: dt.datetime | None = None) -> str:
+    """A ``runs`` row's status as a reader should show it: ``killed`` for a ``running`` row whose
+    owner process is gone (same host) or whose heartbeat stopped (any host); else the stored one."""
+    status = row.get("status")
+    if status != "running":
+        return status
+    try:
+        live = json.loads(row.get("summary") or "{}")
+    except ValueError:
+        return status
+    if not isinstance(live, dict) or "owner" not in live:
+        return status  # written before heartbeats: nothing to judge by
+    alive = _owner_alive(live.get("owner") or {})
+    if alive is not None:
+        return "running" if alive else "killed"
+    try:
+        beat = dt.datetime.fromisoformat(live["heartbeat"])
+    except (KeyError, TypeError, ValueError):
+        return status
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return "killed" if (now - beat).total_seconds() > STALE_AFTER_S else "running"
+
+
+def _live(base: dict[str, Any], who: dict[str, Any]) -> dict[str, Any]:
+    beat = dt.datetime.now(dt.timezone.utc).isoformat()
+    return {**base, "status": "running", "summary": json.dumps({"owner": who, "heartbeat": beat})}
+
+
+class _Heartbeat(threading.Thread):
+    """Refreshes the running row's heartbeat until stopped (a failed refresh is retried next beat)."""
+
+    def __init__(self, store: Store, base: dict[str, Any], who: dict[str, Any], every_s: float):
+        super().__init__(daemon=True, name="rldata-heartbeat")
+        self.store, self.base, self.who, self.every_s = store, base, who, every_s
+        self.done = threading.Event()
+        self.lock = threading.Lock()  # the final upsert must not race a heartbeat's
+
+    def run(self) -> None:
+        while not self.done.wait(self.every_s):
+            with self.lock:
+                if self.done.is_set():
+                    return
+                try:
+                    self.store.upsert("runs", [_live(self.base, self.who)])
+                except Exception:  # noqa: BLE001 - a missed beat is not worth failing the job
+                    pass
+
+    def stop(self) -> None:
+        with self.lock:
+            self.done.set()
+
+
 @contextmanager
-def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | None = None):
+def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | None = None,
+               heartbeat_s: float = HEARTBEAT_S):
     """Record a run as ``running``, then ``done`` or ``failed`` (with the error) when the body ends.
 
-    A run killed with SIGKILL stays ``running`` in the table: that is the truth as far as the
-    store knows, and re-running the job finishes the work under a new run id.
+    A run killed with SIGKILL stays ``running`` in the table; :func:`effective_status` reads it as
+    ``killed`` (its owner is gone, its heartbeat stopped), and re-running the job finishes the work
+    under a new run id.
     """
     handle = RunHandle(run_id or new_run_id(kind))
     started = dt.datetime.now(dt.timezone.utc)
@@ -41,10 +130,14 @@ def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | N
         "store_versions": json.dumps(store.versions()),
         "started_at": started,
     }
-    store.upsert("runs", [{**base, "status": "running"}])
+    who = owner()
+    store.upsert("runs", [_live(base, who)])
+    beat = _Heartbeat(store, base, who, heartbeat_s)
+    beat.start()
     try:
         yield handle
     except BaseException as e:
+        beat.stop()
         end = dt.datetime.now(dt.timezone.utc)
         from rldata._remote import redact  # an object-store error may quote a credential
 
@@ -52,6 +145,7 @@ def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | N
         store.upsert("runs", [{**base, "status": "failed", "ended_at": end, "error": reason[:2000],
                                "summary": json.dumps(handle.summary, default=str)}])
         raise
+    beat.stop()
     end = dt.datetime.now(dt.timezone.utc)
     store.upsert("runs", [{**base, "status": "done", "ended_at": end,
                            "summary": json.dumps(handle.summary, default=str)}])

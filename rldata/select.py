@@ -31,6 +31,7 @@ import polars as pl
 
 from rldata._read import first_match, read_where
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
+from rldata.curriculum.config import check_writable
 from rldata.errors import RldataError
 from rldata.schemas import SELECTIONS
 
@@ -422,6 +423,8 @@ def stratify_store(
     """Bucket the kept tasks of ``selection`` (one commit) and write the curriculum file ``out``."""
     if (buckets is None) == (quantiles is None):
         raise RldataError("give exactly one of --buckets and --quantiles")
+    if out is not None:
+        check_writable(out)  # before the commit below: a bad path must not leave buckets half-done
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)
     kept = sel.filter(pl.col("decision") == "keep")
     if buckets is None:

@@ -30,7 +30,7 @@ from rldata import schemas
 from rldata.errors import RldataError
 from rldata.validate import conform
 
-__all__ = ["Store", "open_store", "DEFAULT_STORE"]
+__all__ = ["Store", "open_store", "DEFAULT_STORE", "DamagedTableError"]
 
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
@@ -50,10 +50,15 @@ class Store:
         self.root = str(Path(root).absolute()) if _is_local(root) else root.rstrip("/")
         self.storage_options = storage_options
         self._conns: deque = deque(maxlen=8)  # keep recent DuckDB connections alive for their relations
+        self.damaged: dict[str, str] = {}  # table -> why its log cannot be read (the others still work)
         if _is_local(self.root):
             Path(self.root).mkdir(parents=True, exist_ok=True)
         for name in schemas.TABLES:
-            self._ensure(name)
+            try:
+                self._check_log(name)
+                self._ensure(name)
+            except DamagedTableError as e:
+                self.damaged[name] = str(e)
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -87,7 +92,15 @@ class Store:
 
     def table(self, name: str, *, version: int | str | dt.datetime | None = None) -> DeltaTable:
         """The Delta table ``name``, at its current version or at ``version`` (int or timestamp)."""
-        dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
+        if name in self.damaged:
+            raise DamagedTableError(self.damaged[name])
+        try:
+            dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
+        except TableNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - deltalake's errors name no table
+            self._check_log(name)  # names the bad file when it is the log
+            raise RldataError(f"table {name!r} cannot be read: {str(e).splitlines()[0]}") from None
         if version is not None:
             if isinstance(version, str) and not version.isdigit():
                 version = dt.datetime.fromisoformat(version)
@@ -114,6 +127,7 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
+        self._check_writable(name)
         if dedupe:
             table = _unique(table, ts.key)
             return self._merge(name, table, update=False)
@@ -129,6 +143,7 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
+        self._check_writable(name)
         return self._merge(name, _unique(table, ts.key, keep="last"), update=True)
 
     def _merge(self, name: str, table: pa.Table, *, update: bool) -> int:
@@ -136,6 +151,8 @@ class Store:
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key)
         last: Exception | None = None
         for _ in range(_COMMIT_RETRIES):  # merges conflict with concurrent writers: re-read and retry
+            if _:
+                self._check_writable(name)  # a retry re-reads a log another writer extended
             try:
                 merger = self.table(name).merge(table, predicate, source_alias="s", target_alias="t")
                 if update:
@@ -153,12 +170,14 @@ class Store:
     def overwrite(self, name: str, data: Any, *, predicate: str | None = None) -> int:
         """Replace the table (or the rows matching ``predicate``, a SQL filter) with ``data``."""
         table = conform(schemas.get(name), data)
+        self._check_writable(name)
         write_deltalake(
             self.uri(name), table, mode="overwrite", predicate=predicate, storage_options=self.storage_options
         )
         return table.num_rows
 
     def delete(self, name: str, predicate: str) -> int:
+        self._check_writable(name)
         stats = self.table(name).delete(predicate)
         return int(stats.get("num_deleted_rows", 0))
 
@@ -213,7 +232,11 @@ class Store:
             version = as_of.get(name) if isinstance(as_of, dict) else as_of
             try:
                 dtable = self.table(name, version=version)
+            except DamagedTableError:
+                raise
             except Exception as e:  # noqa: BLE001
+                if version is None:
+                    raise
                 raise RldataError(f"table {name!r} has no version {version}: {e}") from None
             self._expose(con, name, dtable)
         try:
@@ -261,6 +284,7 @@ class Store:
         """Optimize (bin-pack small files) and vacuum files retired more than ``retention_hours`` ago."""
         out = {}
         for name in schemas.TABLES:
+            self._check_writable(name)
             dtable = self.table(name)
             stats = dtable.optimize.compact()
             removed = dtable.vacuum(
@@ -276,6 +300,10 @@ class Store:
     def summary(self) -> pl.DataFrame:
         rows = []
         for name, ts in schemas.TABLES.items():
+            if name in self.damaged:  # listed, not fatal: the other tables still read
+                rows.append({"table": name, "rows": None, "version": None, "files": None,
+                             "schema_version": ts.version})
+                continue
             dtable = self.table(name)
             rows.append({
                 "table": name,
@@ -284,7 +312,77 @@ class Store:
                 "files": len(dtable.file_uris()),
                 "schema_version": ts.version,
             })
-        return pl.DataFrame(rows)
+        return pl.DataFrame(rows, schema={"table": pl.String, "rows": pl.Int64, "version": pl.Int64,
+                                          "files": pl.Int64, "schema_version": pl.Int64})
+
+    # ---- damaged logs (issue 11): a table whose log cannot be read completely ------------------
+    def _check_log(self, name: str) -> None:
+        """Raise :class:`DamagedTableError` naming the table, version and file when a commit file of
+        ``name``'s log (since its last checkpoint) is empty or not complete JSON.  Local stores only."""
+        if not _is_local(self.root):
+            return
+        bad = damaged_commit(Path(self.uri(name).removeprefix("file://")) / "_delta_log")
+        if bad is not None:
+            version, path, why = bad
+            raise DamagedTableError(f"table {name!r} is damaged: version {version} ({path}) {why}; "
+                                    "see rldata doctor")
+
+    def _check_writable(self, name: str) -> None:
+        """No write commits on top of a log that could not be read completely."""
+        if name in self.damaged:
+            raise DamagedTableError(self.damaged[name])
+        try:
+            self._check_log(name)
+        except DamagedTableError as e:
+            self.damaged[name] = str(e)
+            raise
+
+
+class DamagedTableError(RldataError):
+    """A table whose Delta log cannot be read completely; nothing may be written on top of it."""
+
+
+def commit_files(log_dir: Path) -> list[tuple[int, Path]]:
+    """(version, path) of the commit files in a ``_delta_log``, oldest first."""
+    if not log_dir.is_dir():
+        return []
+    out = [(int(p.name[:20]), p) for p in log_dir.iterdir() if re.fullmatch(r"\d{20}\.json", p.name)]
+    return sorted(out)
+
+
+def _last_checkpoint(log_dir: Path) -> int:
+    import json
+
+    try:
+        return int(json.loads((log_dir / "_last_checkpoint").read_text())["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
+def damaged_commit(log_dir: Path) -> tuple[int, Path, str] | None:
+    """The first commit file after the last checkpoint that is empty or not complete JSON lines."""
+    import json
+
+    since = _last_checkpoint(log_dir)
+    for version, path in commit_files(log_dir):
+        if version <= since:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            return version, path, f"cannot be read ({e.strerror})"
+        if not data.strip():
+            return version, path, "is an empty commit file"
+        for i, line in enumerate(data.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                action = json.loads(line)
+            except ValueError:
+                return version, path, f"is not complete JSON (line {i})"
+            if not isinstance(action, dict):
+                return version, path, f"holds a non-action at line {i}"
+    return None
 
 
 def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Table:
@@ -297,6 +395,31 @@ def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Tabl
     return table if len(rows) == table.num_rows else table.take(rows.to_arrow())
 
 
-def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None) -> Store:
-    """Open (creating if needed) the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``."""
-    return Store(root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE, storage_options=storage_options)
+def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None,
+               create: bool = True) -> Store:
+    """Open the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``.
+
+    ``create=False`` (commands that only read) refuses a local path that holds no store rather than
+    creating an empty one at a mistyped path.
+    """
+    root = root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE
+    check_store_root(root, create=create)
+    return Store(root, storage_options=storage_options)
+
+
+# ---- reliability guards (issue 11): where a store may be opened or created ----------------------
+def check_store_root(root: str | os.PathLike, *, create: bool) -> None:
+    """Refuse a local root that is a file, or (``create=False``) one that holds no store."""
+    root = str(root)
+    if not _is_local(root):
+        return
+    path = Path(root.removeprefix("file://"))
+    if path.exists() and not path.is_dir():
+        raise RldataError(f"store {path} is a file, not a store directory (check --store / $RLDATA_STORE)")
+    if create:
+        return
+    if not path.exists():
+        raise RldataError(f"no store at {path.absolute()} (check --store / $RLDATA_STORE; "
+                          "commands that write, such as ingest, create one)")
+    if not any((path / name / "_delta_log").is_dir() for name in schemas.TABLES):
+        raise RldataError(f"{path.absolute()} is not an rldata store: it holds none of its tables")

@@ -7,6 +7,7 @@ nothing is written by the caller when this raises.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -123,6 +124,30 @@ def _from_arrow(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=ts.schema)
 
 
+def _has_text(t: pa.DataType) -> bool:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return True
+    return any(_has_text(t.field(i).type) for i in range(t.num_fields))
+
+
+def _check_utf8(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
+    """Refuse text that is not valid UTF-8 (Arrow buffers from files are not checked on read, and one
+    bad value in a Delta table breaks every later read, merge and compact of it)."""
+    for f in ts.schema:
+        if not _has_text(f.type):
+            continue
+        start = 0
+        for chunk in table.column(f.name).chunks:
+            try:
+                chunk.validate(full=True)
+            except pa.ArrowInvalid as e:
+                m = re.search(r"string index (\d+)", str(e))
+                row = start + int(m.group(1)) + row_offset if m and not f.type.num_fields else None
+                raise SchemaError(ts.name, row, f.name, "text is not valid UTF-8") from None
+            start += len(chunk)
+    return table
+
+
 def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
     """Casts that cannot change meaning: widening numbers, string flavours, timestamp units."""
     t = pa.types
@@ -158,9 +183,9 @@ def conform(ts: TableSchema, data: Any, *, row_offset: int = 0) -> pa.Table:
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
-        return _from_arrow(ts, data, row_offset)
+        return _check_utf8(ts, _from_arrow(ts, data, row_offset), row_offset)
     if hasattr(data, "to_arrow") and hasattr(data, "schema"):  # polars DataFrame
-        return _from_arrow(ts, data.to_arrow(), row_offset)
+        return _check_utf8(ts, _from_arrow(ts, data.to_arrow(), row_offset), row_offset)
     if isinstance(data, Mapping):
         data = [data]
     if isinstance(data, Iterable):

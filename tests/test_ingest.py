@@ -376,11 +376,11 @@ def test_metadata_json_text_is_merged_and_other_text_kept(store, tmp_path):
     assert json.loads(tasks_of(store)["B?"]["metadata"]) == {"metadata": "not json"}
 
 
-def test_empty_file_adds_nothing(store, tmp_path):
+def test_empty_file_is_an_error_and_adds_nothing(store, tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n\n")
-    s = ingest(store, tmp_path / "empty.jsonl")
-    assert (s.read, s.added, s.rejected) == (0, 0, 0)
-    assert store.version("tasks") == 0
+    with pytest.raises(InputError, match="empty.jsonl: no records to ingest"):
+        ingest(store, tmp_path / "empty.jsonl")
+    assert store.version("tasks") == 0 and store.count("runs") == 0
 
 
 def test_chat_content_that_is_not_text_is_rejected(store, tmp_path):

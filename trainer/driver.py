@@ -212,6 +212,9 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     if not opts.resume and (ckpt_path is not None or store.sql(
             "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
         raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
+    if opts.resume and ckpt_path is None and not store.sql(
+            "SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]:
+        raise RldataError(f"--resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs")
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)

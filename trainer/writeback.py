@@ -82,8 +82,8 @@ def write_step(store: Store, *, traj: list[dict], ver: list[dict], ledger_outcom
                params_hash: str, run_id: str) -> None:
     """Commit a step's rollouts.  Order matters for resume: samples, their verifications, then the ledger
     (the caller appends the metrics last)."""
-    store.append("trajectories", traj)
-    store.append("verifications", ver)
+    store.append("trajectories", traj, dedupe=True)  # keyed: a second writer of the same step adds nothing
+    store.append("verifications", ver, dedupe=True)
     write_ledger(store, ledger_outcomes, model=model, params_hash=params_hash, run_id=run_id)
 
 

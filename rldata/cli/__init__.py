@@ -90,8 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         code = rc if isinstance(rc, int) else 0
     except typer.Exit as e:
         code = e.exit_code
-    except click_exc.ClickException as e:  # usage errors: click's own message, exit 2
-        e.show()
+    except click_exc.ClickException as e:  # usage errors: click's message on one line, exit 2
+        ctx = getattr(e, "ctx", None)
+        msg = " ".join(e.format_message().split())
+        if not msg:  # no arguments at all: the help
+            e.show()
+        else:
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"rldata: error: {msg}{hint}", file=sys.stderr)
         code = e.exit_code
     except typer.Abort:
         print("rldata: aborted", file=sys.stderr)

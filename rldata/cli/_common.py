@@ -13,7 +13,7 @@ import typer
 
 from rldata.errors import RldataError
 
-__all__ = ["FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "get_store"]
+__all__ = ["FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "get_store", "int_list"]
 
 
 class Format(str, Enum):
@@ -34,14 +34,28 @@ FORMAT_OPT = typer.Option(Format.table, "--format", "-f", help="How to print row
 OUT_OPT = typer.Option(None, "--out", "-o", help="Write the rows to this file instead of stdout.")
 
 
-def get_store(ctx: typer.Context):
-    """The store named by the global --store option (opened once per command)."""
+def int_list(text: str | None, what: str) -> list[int] | None:
+    """'1,4,16' -> [1, 4, 16]; anything else is a one-line error naming the option."""
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def get_store(ctx: typer.Context, *, create: bool = False):
+    """The store named by the global --store option (opened once per command).
+
+    Only commands that write pass ``create=True``: reading a missing store is an error naming the
+    path, not a new empty store at a mistyped path.
+    """
     from rldata.store import open_store
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store_obj" not in obj:
-        obj["store_obj"] = open_store(obj.get("store"), storage_options=obj.get("storage_options"))
+        obj["store_obj"] = open_store(obj.get("store"), storage_options=obj.get("storage_options"), create=create)
         root.obj = obj
     return obj["store_obj"]
 

@@ -27,7 +27,7 @@ def demo(
     """
     from rldata.demo import NEXT_QUERIES, DemoConfig, run_demo
 
-    store = get_store(ctx)
+    store = get_store(ctx, create=True)
     result = run_demo(store, DemoConfig(out=out, tasks=tasks, n=n, steps=steps, eval_tasks=eval_tasks, seed=seed))
     log("\n== done. Artifacts:")
     for key in ("store", "buckets_yaml", "report", "training_report", "checkpoint"):

@@ -82,7 +82,7 @@ def ingest(
         answer_format=answer_format.value if answer_format else None,
     )
     summary = run_ingest(
-        get_store(ctx), path, fields=fields, source=source, domain=domain, on_error=on_error.value,
+        get_store(ctx, create=True), path, fields=fields, source=source, domain=domain, on_error=on_error.value,
         decontaminate=decontaminate, ngram=ngram, dry_run=dry_run, show_progress=True,
     )
     for r in summary.rejects[:_MAX_LISTED]:

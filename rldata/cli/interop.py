@@ -112,7 +112,7 @@ def import_rollouts_cmd(
         )
     except ValueError as e:
         raise RldataError(str(e)) from None
-    result = import_rollouts(get_store(ctx), path=path, spec=spec)
+    result = import_rollouts(get_store(ctx, create=True), path=path, spec=spec)
     for msg in result.errors:
         log(f"skipped: {msg}")
     if result.skipped > len(result.errors):

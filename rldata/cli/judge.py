@@ -36,7 +36,7 @@ def run_cmd(
     from rldata.params import SamplingSpec
     from rldata.verify.judge import Judge, judge_store
 
-    store = get_store(ctx)
+    store = get_store(ctx, create=True)
     engine = Engine(model, max_model_len=max_model_len)
     try:
         judge = Judge(

@@ -32,7 +32,7 @@ def rewards(
         rewards_for_run,
     )
 
-    store = get_store(ctx)
+    store = get_store(ctx, create=True)
     reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()
     composed = rewards_for_run(store, run_id, reward_spec, verifier=verifier)
     metrics = reward_metrics(composed)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list
+from rldata.errors import RldataError
 from rldata.console import log
 
 
@@ -47,7 +48,7 @@ def sample(
         raise typer.BadParameter(str(e)) from None
     job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
                     batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward)
-    summary = run_sample(get_store(ctx), job)
+    summary = run_sample(get_store(ctx, create=True), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
             f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "
@@ -68,7 +69,12 @@ def passrates(
     out: Path = OUT_OPT,
 ) -> None:
     """Per task: n, n_correct, pass rate, Wilson 95% interval and unbiased pass@k."""
+    from rldata.sql_guard import check_predicate
     from rldata.stats import pass_at_k_columns
+
+    ks = tuple(int_list(k, "--k"))
+    if not ks or min(ks) < 1:
+        raise RldataError(f"--k must be positive integers, got {k!r}")
 
     q = ("SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_version, p.n, p.n_correct, p.n_error, "
          "p.pass_rate, p.ci_low, p.ci_high FROM passrates p LEFT JOIN tasks t USING (task_id)")
@@ -77,7 +83,8 @@ def passrates(
     if model:
         conds.append("p.model = $1")
         params.append(model)
-    if where:
+    if where is not None:
+        check_predicate(where)
         conds.append(f"({where})")
     if conds:
         q += " WHERE " + " AND ".join(conds)
@@ -85,7 +92,6 @@ def passrates(
     if limit is not None:
         q += f" LIMIT {int(limit)}"
     df = get_store(ctx).sql(q, params=params or None).pl()
-    ks = tuple(int(x) for x in k.split(",") if x.strip())
     emit(pass_at_k_columns(df, ks=ks), fmt, out)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list
 from rldata.console import log
 
 _CURRICULUM = typer.Option(Path("buckets.yaml"), "--curriculum", "-c", help="Curriculum file to write.")
@@ -39,7 +39,7 @@ def filter_cmd(
     """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
     from rldata.select import REASONS, Band, filter_store
 
-    store = get_store(ctx)
+    store = get_store(ctx, create=True)
     b = Band.parse(band, inclusive=inclusive)
     res, _ = filter_store(
         store,
@@ -81,17 +81,6 @@ def filter_cmd(
     emit(pl.DataFrame(rows), fmt, out)
 
 
-def _int_list(text: str | None, what: str) -> list[int] | None:
-    from rldata.errors import RldataError
-
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
-
-
 def stratify(
     ctx: typer.Context,
     selection: str = typer.Option(
@@ -118,7 +107,7 @@ def stratify(
     """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
     from rldata.select import parse_buckets, stratify_store
 
-    store = get_store(ctx)
+    store = get_store(ctx, create=True)
     res = stratify_store(
         store,
         selection=selection,
@@ -126,7 +115,7 @@ def stratify(
         quantiles=quantiles,
         out=curriculum,
         seed=seed,
-        phase_steps=_int_list(phase_steps, "--phase-steps"),
+        phase_steps=int_list(phase_steps, "--phase-steps"),
         dominance=dominance,
         window=window,
     )

@@ -34,6 +34,9 @@ def sql(
     limit: int = typer.Option(None, help="Print at most this many rows."),
 ) -> None:
     """Run a SQL query over the store and print the rows."""
+    from rldata.sql_guard import check_read_only
+
+    check_read_only(query)
     rel = get_store(ctx).sql(query, as_of=_parse_as_of(as_of))
     df = pl.from_arrow(rel.to_arrow_table()) if rel is not None else pl.DataFrame()
     if isinstance(df, pl.Series):

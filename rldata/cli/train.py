@@ -8,6 +8,7 @@ import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
 from rldata.errors import InputError, RldataError
+from rldata.sql_guard import check_predicate
 
 __all__ = ["register", "train"]
 
@@ -85,6 +86,10 @@ def train(
         raise RldataError("--uniform contradicts --sampler " + sampler)
     if eval_heldout and eval_where:
         raise RldataError("give --eval-heldout or --eval-where, not both")
+    if where is not None:
+        check_predicate(where)
+    if eval_where is not None:
+        check_predicate(eval_where, option="--eval-where")
     if curriculum is not None and where:
         raise RldataError("--where picks tasks for a run without --curriculum; the curriculum's selection picks them")
     cfg = _config(config, {
@@ -98,7 +103,7 @@ def train(
                          eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
                          max_model_len=max_model_len, tag=tag, tracker=tracker,
                          tracker_dir=None if tracker_dir is None else str(tracker_dir))
-    s = run_train(get_store(ctx), cfg, opts)
+    s = run_train(get_store(ctx, create=True), cfg, opts)
     evals = {e["step"]: e["accuracy"] for e in s.evals}
     row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,
            "policy_version": s.policy_version, "samples": s.samples, "groups_kept": s.groups_kept,

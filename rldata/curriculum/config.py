@@ -333,6 +333,8 @@ def load(path: str | os.PathLike) -> Curriculum:
         text = Path(path).read_text()
     except OSError as e:
         raise InputError(path, None, f"cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"byte {e.start}", "not a text file (not valid UTF-8)") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -353,7 +355,24 @@ def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
     text = "# rldata curriculum (buckets.yaml); schema: docs/filter.md\n" + yaml.safe_dump(
         curriculum.to_dict(), sort_keys=False, default_flow_style=False
     )
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    check_writable(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # same directory: os.replace stays atomic
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise InputError(str(path), None, f"cannot write: {e.strerror or e}") from None
     return path
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise unless ``path`` can be written as a file: checked before any commit that precedes it."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(str(path), None, "is a directory; give a file path (e.g. buckets.yaml)")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(str(path), None, f"directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(str(path), None, "not writable")

@@ -132,16 +132,26 @@ def _answer(v: Any) -> str | None:
     return json.dumps(v, ensure_ascii=False, default=str)  # lists / numbers: keep them, as JSON text
 
 
+def _check_text(obj: Any) -> None:
+    """Raise UnicodeError for a lone surrogate (a JSON \\ud800 escape): no table may hold it."""
+    json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+
 def _json_lines(path: Path) -> Iterator[tuple[str, str, dict | InputError]]:
     """(line number, raw line, object); a line that is not a JSON object comes as an InputError value
     instead, so ``--on-error skip`` can go on with the next line."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+    with open(path, "rb") as f:  # bytes: one undecodable line is that line's error, not the file's
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             where = f"{lineno}"
             try:
+                line = raw.decode("utf-8")
                 obj = json.loads(line)
+                _check_text(obj)
+            except UnicodeError:
+                yield where, raw.decode("utf-8", "replace"), _bad(path, where, None, "not valid UTF-8")
+                continue
             except json.JSONDecodeError as e:
                 yield where, line, _bad(path, where, None, f"invalid JSON ({e.msg})")
                 continue

@@ -69,6 +69,7 @@ def test_console_script_data_on_stdout_logs_on_stderr(tmp_path):
 
 def test_console_script_errors_are_one_line_with_exit_1_and_debug_shows_the_traceback(tmp_path):
     store = str(tmp_path / "s")
+    open_store(store)
     r = script("--store", store, "sql", "SELECT nope FROM tasks")
     err = r.stderr.decode()
     assert r.returncode == 1 and r.stdout == b""
@@ -115,6 +116,9 @@ def test_store_option_env_var_and_default(capsys, tmp_path, monkeypatch):
     assert open_store(tmp_path / "env").count("tasks") == 200
     monkeypatch.delenv("RLDATA_STORE")
     monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "tables")
+    assert code == 1 and "no store at" in err  # only a command that writes creates the default store
+    assert run(capsys, "ingest", "--sample", "arith-heldout")[0] == 0
     code, out, _ = run(capsys, "tables", "--format", "csv")
     assert code == 0 and out.startswith("table,rows,version")
     assert (tmp_path / "rldata-store" / "tasks" / "_delta_log").is_dir()  # the default store

@@ -1,0 +1,231 @@
+"""``rldata doctor``: check every table and the invariants between them; with ``repair``, fix what
+can be fixed without guessing.
+
+Checks (each a plain function returning :class:`Finding` rows):
+
+- ``log``: a commit file of a table's Delta log that is empty or not complete JSON.  Repair moves
+  that commit and every later one out of the log (into ``.rldata-doctor/`` at the store root, kept
+  for inspection), so the table reads at its last complete version again.
+- ``duplicates``: rows sharing a table's key.  Repair rewrites the table keeping the first of each.
+- ``orphans``: trajectories without a verification, and verifications without a trajectory.  Reported
+  only: ``rldata sample`` re-verifies the former when run again; the latter need a person.
+- ``ledger``: ``passrates`` rows that disagree with a fresh recount of the stored verifications.
+  Repair upserts the recount.
+- ``stuck_runs``: runs stored as ``running`` whose owner is gone (:func:`rldata.runs.effective_status`).
+  Repair marks them ``failed`` with the reason.
+- ``stray``: files at the store root or in a table directory that belong to no table, and data files
+  no commit ever added.  Reported only (``rldata compact`` removes retired files).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from rldata import schemas
+from rldata.store import Store, commit_files, damaged_commit
+
+__all__ = ["Finding", "doctor"]
+
+_QUARANTINE = ".rldata-doctor"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    table: str
+    count: int
+    detail: str
+    repaired: bool = False
+
+    def row(self) -> dict:
+        return {"check": self.check, "table": self.table, "count": self.count, "detail": self.detail,
+                "repaired": self.repaired}
+
+
+def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
+    """Run every check (repairing first what the later checks need: a readable log)."""
+    found = check_logs(store, repair=repair)
+    readable = [n for n in schemas.TABLES if n not in store.damaged]
+    found += check_duplicates(store, readable, repair=repair)
+    found += check_orphans(store, readable)
+    found += check_ledger(store, readable, repair=repair)
+    found += check_stuck_runs(store, readable, repair=repair)
+    found += check_stray(store, repair=repair)
+    return found
+
+
+def _log_dir(store: Store, name: str) -> Path:
+    return Path(store.uri(name).removeprefix("file://")) / "_delta_log"
+
+
+def check_logs(store: Store, *, repair: bool) -> list[Finding]:
+    out = []
+    for name in schemas.TABLES:
+        log_dir = _log_dir(store, name)
+        bad = damaged_commit(log_dir)
+        if bad is None:
+            continue
+        version, path, why = bad
+        later = [p for v, p in commit_files(log_dir) if v >= version]
+        detail = f"version {version} ({path.name}) {why}; {len(later)} commit(s) from it on unreadable as a whole"
+        if repair:
+            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            dest = Path(store.root) / _QUARANTINE / stamp / name
+            dest.mkdir(parents=True, exist_ok=True)
+            for p in reversed(later):  # newest first: the log never has a gap below its head
+                shutil.move(str(p), dest / p.name)
+            store.damaged.pop(name, None)
+            if version == 0:  # nothing readable was left: the table starts again, empty, as created
+                store._ensure(name)
+            detail += f"; moved to {dest}, table now at version {max(version - 1, 0)}"
+        out.append(Finding("log", name, 1, detail, repair))
+    return out
+
+
+def check_duplicates(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    out = []
+    for name in tables:
+        key = schemas.get(name).key
+        cols = ", ".join(key)
+        n = store.sql(f"SELECT coalesce(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM {name} GROUP BY {cols}) "
+                      "WHERE c > 1").fetchall()[0][0]
+        if not n:
+            continue
+        if repair:
+            df = store.read(name).unique(subset=list(key), keep="first", maintain_order=True)
+            store.overwrite(name, df)
+        out.append(Finding("duplicates", name, int(n), f"{n} row(s) repeat a key ({cols})", repair))
+    return out
+
+
+def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
+    if not {"trajectories", "verifications"} <= set(tables):
+        return []
+    out = []
+    unverified = store.sql(
+        "SELECT count(*) FROM trajectories t WHERE t.finish_reason IS DISTINCT FROM 'prompt_too_long' "
+        "AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.traj_id = t.traj_id)").fetchall()[0][0]
+    if unverified:
+        out.append(Finding("orphans", "trajectories", unverified,
+                           "trajectories without a verification (re-run rldata sample to verify them)"))
+    orphan = store.sql("SELECT count(*) FROM verifications v WHERE NOT EXISTS "
+                       "(SELECT 1 FROM trajectories t WHERE t.traj_id = v.traj_id)").fetchall()[0][0]
+    if orphan:
+        out.append(Finding("orphans", "verifications", orphan, "verifications of no stored trajectory"))
+    return out
+
+
+def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    """Ledger rows of sampled models (those with trajectories) against a recount of their samples."""
+    from rldata.ledger import recompute_passrates
+
+    if not {"passrates", "trajectories", "verifications"} <= set(tables):
+        return []
+    groups = store.sql("SELECT DISTINCT p.model, p.params_hash FROM passrates p WHERE EXISTS (SELECT 1 FROM "
+                       "trajectories t WHERE t.model = p.model AND t.params_hash = p.params_hash) ORDER BY 1, 2"
+                       ).fetchall()
+    if not groups:
+        return []
+    stored = store.read("passrates")
+    wrong, fixes = 0, []
+    for model, params_hash in groups:
+        mine = stored.filter((pl.col("model") == model) & (pl.col("params_hash") == params_hash))
+        fresh = recompute_passrates(store, model=model, params_hash=params_hash,
+                                    verifier_versions=mine["verifier_version"].unique().to_list(), write=False)
+        want = {(r["task_id"], r["verifier_version"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
+        for r in mine.iter_rows(named=True):
+            k = (r["task_id"], r["verifier_version"])
+            if k in want and want[k] != (r["n"], r["n_correct"], r["n_error"]):
+                wrong += 1
+                fixes += [f for f in fresh if (f["task_id"], f["verifier_version"]) == k]
+    if not wrong:
+        return []
+    if repair:
+        store.upsert("passrates", fixes)
+    return [Finding("ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair)]
+
+
+def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    from rldata.runs import effective_status
+
+    if "runs" not in tables:
+        return []
+    running = store.sql("SELECT * FROM runs WHERE status = 'running'").pl().to_dicts()
+    dead = [r for r in running if effective_status(r) == "killed"]
+    if not dead:
+        return []
+    if repair:
+        now = dt.datetime.now(dt.timezone.utc)
+        store.upsert("runs", [{**r, "status": "failed", "ended_at": now,
+                               "error": "killed: its process ended without recording an outcome "
+                                        "(marked by rldata doctor --repair)"} for r in dead])
+    ids = ", ".join(r["run_id"] for r in dead[:5]) + (" ..." if len(dead) > 5 else "")
+    return [Finding("stuck_runs", "runs", len(dead), f"runs stored as running whose process is gone: {ids}",
+                    repair)]
+
+
+def check_stray(store: Store, *, repair: bool) -> list[Finding]:
+    """Repair moves stray files into the quarantine directory (never deletes them)."""
+    root = Path(store.root)
+    if not root.is_dir():
+        return []
+    out = []
+    dest = root / _QUARANTINE / dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") / "stray"
+    extra = sorted(p for p in root.iterdir() if p.name not in schemas.TABLES and p.name != _QUARANTINE)
+    if extra:
+        detail = "not a table: " + ", ".join(p.name for p in extra[:5])
+        if repair:
+            _move(extra, root, dest)
+            detail += f"; moved to {dest}"
+        out.append(Finding("stray", "-", len(extra), detail, repair))
+    for name in schemas.TABLES:
+        tdir = root / name
+        if not tdir.is_dir() or name in store.damaged:
+            continue
+        added = _ever_added(tdir / "_delta_log") | _current_files(store, name)
+        stray = sorted(p for p in tdir.rglob("*")
+                       if p.is_file() and "_delta_log" not in p.parts and p.relative_to(tdir).as_posix() not in added)
+        if stray:
+            detail = "files no commit added: " + ", ".join(p.relative_to(tdir).as_posix() for p in stray[:5])
+            if repair:
+                _move(stray, root, dest)
+                detail += f"; moved to {dest}"
+            out.append(Finding("stray", name, len(stray), detail, repair))
+    return out
+
+
+def _move(paths: list[Path], root: Path, dest: Path) -> None:
+    for p in paths:
+        target = dest / p.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(p), target)
+
+
+def _current_files(store: Store, name: str) -> set[str]:
+    """The current version's files (they may predate the oldest JSON commit kept after a checkpoint)."""
+    from urllib.parse import unquote
+
+    base = store.uri(name).removeprefix("file://").rstrip("/") + "/"
+    return {unquote(u.removeprefix("file://")).removeprefix(base) for u in store.table(name).file_uris()}
+
+
+def _ever_added(log_dir: Path) -> set[str]:
+    """Paths of every data file any readable commit of the log added (relative to the table)."""
+    from urllib.parse import unquote
+
+    paths = set()
+    for _, path in commit_files(log_dir):
+        for line in path.read_bytes().splitlines():
+            try:
+                action = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(action, dict) and isinstance(action.get("add"), dict):
+                paths.add(unquote(action["add"].get("path", "")))
+    return paths

@@ -1,0 +1,66 @@
+"""A killed run must not stay `running` forever: its owner and heartbeat tell readers it is dead."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from rldata import open_store
+from rldata.runs import effective_status, record_run
+
+_HOLD = """
+import sys, time
+from rldata import open_store
+from rldata.runs import record_run
+with record_run(open_store(sys.argv[1]), "sample", {}, run_id="victim", heartbeat_s=0.2):
+    print("started", flush=True)
+    time.sleep(600)
+"""
+
+
+def _row(store, run_id):
+    return store.sql("SELECT * FROM runs WHERE run_id = $1", params=[run_id]).pl().to_dicts()[0]
+
+
+def test_a_killed_run_reads_as_killed(tmp_path):
+    root = tmp_path / "s"
+    store = open_store(root)
+    p = subprocess.Popen([sys.executable, "-c", _HOLD, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"
+        row = _row(store, "victim")
+        assert row["status"] == "running" and effective_status(row) == "running"
+        time.sleep(0.8)  # heartbeats refresh the row while the job lives
+        assert json.loads(_row(store, "victim")["summary"])["heartbeat"] > json.loads(row["summary"])["heartbeat"]
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    row = _row(store, "victim")
+    assert row["status"] == "running"  # the store cannot know by itself ...
+    assert effective_status(row) == "killed"  # ... but its reader can
+
+
+def test_a_silent_run_on_another_host_is_killed_after_its_heartbeat_stops():
+    beat = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    row = {"status": "running", "summary": json.dumps(
+        {"owner": {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"}, "heartbeat": beat.isoformat()})}
+    assert effective_status(row, now=beat + dt.timedelta(seconds=30)) == "running"
+    assert effective_status(row, now=beat + dt.timedelta(hours=1)) == "killed"
+    assert effective_status({**row, "status": "done"}) == "done"
+
+
+def test_a_finished_run_stops_its_heartbeat(tmp_path):
+    store = open_store(tmp_path / "s")
+    with record_run(store, "x", {}, run_id="r", heartbeat_s=0.1) as run:
+        time.sleep(0.35)
+        run.summary = {"n": 1}
+    version = store.version("runs")
+    time.sleep(0.4)
+    row = _row(store, "r")
+    assert (row["status"], json.loads(row["summary"])) == ("done", {"n": 1})
+    assert store.version("runs") == version and effective_status(row) == "done"
