@@ -20,9 +20,11 @@ HEADLINES = {
 
 
 def shown_status(row: dict) -> str:
-    """The status to display.  Today the stored one; the one place that will map a ``running`` row
-    whose process died to ``killed`` once the runs table can tell (liveness, issue 11)."""
-    return row["status"]
+    """The status to display: a ``running`` row whose owner died (or whose heartbeat stopped) shows
+    as ``killed`` (:func:`rldata.runs.effective_status`)."""
+    from rldata.runs import effective_status
+
+    return effective_status(row)
 
 
 def _headline(summary: dict, keys: tuple[str, ...]):

@@ -43,6 +43,10 @@ def test_a_killed_run_reads_as_killed(tmp_path):
     row = _row(store, "victim")
     assert row["status"] == "running"  # the store cannot know by itself ...
     assert effective_status(row) == "killed"  # ... but its reader can
+    from rldata.run_list import list_runs
+
+    listed = list_runs(store).to_dicts()
+    assert [r["status"] for r in listed if r["run_id"] == "victim"] == ["killed"]  # rldata runs shows it
 
 
 def test_a_silent_run_on_another_host_is_killed_after_its_heartbeat_stops():
