@@ -9,25 +9,32 @@ lock around each conditional PutObject (all other requests run concurrently, as 
 
 from __future__ import annotations
 
-import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from s3_helpers import S3, atomic_conditional_puts, options_for
+from s3_helpers import S3, options_for
 
 
 @pytest.fixture(scope="session")
 def s3_server():
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    atomic_conditional_puts()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    assert host == "127.0.0.1"
-    endpoint = f"http://{host}:{port}"
-    yield S3(endpoint=endpoint, options=options_for(endpoint))
-    server.stop()
+    """The server runs in its own process (moto_server.py says why); stopped when the session ends."""
+    here = Path(__file__).parent
+    proc = subprocess.Popen([sys.executable, str(here / "moto_server.py")], cwd=here, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.isdigit(), f"moto server did not start (exit {proc.poll()})"
+        endpoint = f"http://127.0.0.1:{line}"
+        yield S3(endpoint=endpoint, options=options_for(endpoint))
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture
