@@ -27,7 +27,7 @@ def verifier_key(name: str, version: str) -> str:
 
 def passrate_row(
     task_id: str, *, model: str, params_hash: str, verifier_version: str, n: int, n_correct: int, n_error: int,
-    run_id: str | None = None,
+    run_id: str | None = None, env_version: str = "",
 ) -> dict:
     from rldata.stats import wilson_interval
 
@@ -45,6 +45,7 @@ def passrate_row(
         "ci_high": hi,
         "run_id": run_id,
         "updated_at": dt.datetime.now(dt.timezone.utc),
+        "env_version": env_version,  # '' = plain single-turn: a key column, never null
     }
 
 
