@@ -65,6 +65,7 @@ _COMMANDS = [
     "judge", "rewards", "verify",
     "train",
     "demo",
+    "env",
 ]
 
 
