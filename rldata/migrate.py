@@ -62,17 +62,27 @@ STEPS: dict[tuple[str, int], Step] = {
 }
 
 
-def upgrade(dtable: DeltaTable, table: str) -> int:
-    """Bring ``table`` up to this rldata's schema version; return the version it was at."""
+def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
+    """Bring ``table`` up to this rldata's schema version; return the version it was at.
+
+    Several processes may open the same old store at once: a step that loses the race to another
+    upgrader (a conflicting metadata commit) re-reads the table and carries on from where it is.
+    """
     target = schemas.get(table).version
     found = table_version(dtable)
-    for v in range(found, target):
-        step = STEPS.get((table, v))
-        if step is not None:  # a table may keep its layout while its version moves with a release
-            step(dtable)
-        dtable.alter.set_table_description(f"{VERSION_KEY}={v + 1}")
-    if found < target:
-        _check(dtable, table)
+    for attempt in range(tries):
+        try:
+            for v in range(table_version(dtable), target):
+                step = STEPS.get((table, v))
+                if step is not None:  # a table may keep its layout while its version moves with a release
+                    step(dtable)
+                dtable.alter.set_table_description(f"{VERSION_KEY}={v + 1}")
+            break
+        except Exception as e:  # noqa: BLE001 - delta-rs raises CommitFailedError and friends
+            if attempt == tries - 1 or "commit" not in f"{type(e).__name__} {e}".lower():
+                raise RldataError(f"table {table!r}: could not upgrade from schema version {found}: {e}") from None
+            dtable.update_incremental()
+    _check(dtable, table)
     return found
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -107,3 +109,15 @@ def test_a_store_newer_than_the_code_is_refused(v1):
     dtable.alter.set_table_description(f"rldata.schema_version={schemas.get('tasks').version + 1}")
     with pytest.raises(RldataError, match="newer than this rldata"):
         open_store(v1)
+
+
+def test_several_processes_opening_one_old_store_all_succeed(v1):
+    code = "import sys; from rldata import open_store; open_store(sys.argv[1]); print('ok')"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(v1)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-300:] for _, err in results]
+    store = open_store(v1)
+    assert all(table_version(store.table(n)) == ts.version for n, ts in schemas.TABLES.items())
+    assert store.count("passrates") == 4 and store.read("passrates")["env_version"].to_list() == [""] * 4
+    assert [r["n"] for r in store.read("passrates").to_dicts()] == [2] * 4
