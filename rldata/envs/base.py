@@ -24,7 +24,7 @@ from rldata.errors import RldataError
 
 __all__ = [
     "OBSERVATION_ROLES", "REGISTRY", "BaseEnv", "EnvSpec", "Environment", "Message", "StepResult", "env_key",
-    "make_env", "register", "resolve",
+    "json_mapping_problem", "make_env", "register", "resolve",
 ]
 
 Message = dict[str, str]  # {"role": ..., "content": ...}, the store's MESSAGE struct
@@ -115,6 +115,17 @@ def resolve(env: str) -> Callable[..., Environment]:
         raise RldataError(f"unknown environment {env!r}; known: {', '.join(sorted(REGISTRY))}") from None
 
 
+def json_mapping_problem(value: Any) -> str | None:
+    """Why ``value`` is not a JSON-serializable mapping (it is stored as JSON), or None."""
+    if not isinstance(value, Mapping):
+        return f"expected a mapping, got {type(value).__name__}"
+    try:
+        json.dumps(dict(value))
+    except (TypeError, ValueError) as e:
+        return f"not JSON-serializable ({e})"
+    return None
+
+
 _SPEC_KEYS = ("env", "config", "max_turns", "max_total_tokens", "step_timeout_s", "system_prompt")
 
 
@@ -136,12 +147,9 @@ class EnvSpec:
             mod, _, attr = self.env.partition(":")
             if not mod or not attr.isidentifier():
                 raise RldataError(f"spec field 'env': {self.env!r} is not a 'module:Class' path")
-        if not isinstance(self.config, Mapping):
-            raise RldataError(f"spec field 'config': expected a mapping, got {type(self.config).__name__}")
-        try:
-            json.dumps(dict(self.config))
-        except (TypeError, ValueError) as e:
-            raise RldataError(f"spec field 'config': not JSON-serializable ({e})") from None
+        problem = json_mapping_problem(self.config)
+        if problem:
+            raise RldataError(f"spec field 'config': {problem}")
         for name in ("max_turns", "max_total_tokens"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

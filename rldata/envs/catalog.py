@@ -21,7 +21,7 @@ from rldata.envs.base import EnvSpec, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.errors import RldataError
 
-__all__ = ["env_row", "get_env", "list_envs", "load_spec_file", "register_env"]
+__all__ = ["env_row", "get_env", "list_envs", "load_spec_file", "register_env", "spec_of"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -80,4 +80,5 @@ def get_env(store, name: str) -> pl.DataFrame:
 
 
 def spec_of(row: dict[str, Any]) -> EnvSpec:
+    """The EnvSpec a stored ``environments`` row describes."""
     return EnvSpec.from_dict(json.loads(row["spec"]))

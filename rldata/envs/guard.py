@@ -9,13 +9,12 @@ is reported in ``info`` without hiding the original outcome.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rldata.envs.base import OBSERVATION_ROLES, Environment, Message, StepResult
+from rldata.envs.base import OBSERVATION_ROLES, Environment, Message, StepResult, json_mapping_problem
 
 __all__ = ["Guarded", "guarded_close", "guarded_reset", "guarded_step"]
 
@@ -108,12 +107,9 @@ def guarded_step(env: Environment, assistant_message: Message, *, timeout_s: flo
             raise _Garbage(f"step(): expected a StepResult, got {type(res).__name__}")
         if not isinstance(res.done, bool):
             raise _Garbage(f"step(): done must be a bool, got {type(res.done).__name__}")
-        if not isinstance(res.info, Mapping):
-            raise _Garbage(f"step(): info must be a mapping, got {type(res.info).__name__}")
-        try:
-            json.dumps(dict(res.info))
-        except (TypeError, ValueError) as e:
-            raise _Garbage(f"step(): info is not JSON-serializable ({e})") from None
+        problem = json_mapping_problem(res.info)
+        if problem:
+            raise _Garbage(f"step(): info: {problem}")
         obs = _messages(res.observations, "step() observations")
     except Exception as e:  # noqa: BLE001 - Ctrl-C in the caller still propagates
         return _error(env, "step()", e, timeout_s)

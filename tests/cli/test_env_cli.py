@@ -8,6 +8,8 @@ import pytest
 
 from rldata import open_store
 from rldata.cli import main
+from rldata.envs import EnvSpec
+from rldata.envs.catalog import get_env, spec_of
 
 
 def run(capsys, *argv):
@@ -50,6 +52,8 @@ def test_register_list_show(root, tmp_path, capsys):
     assert len({r["version"] for r in rows[:2]}) == 2
     code, out, _ = run(capsys, "--store", root, "env", "show", "calc", "-f", "csv")
     assert code == 0 and out.count("\ncalc,calculator,") == 2
+    stored = get_env(open_store(root), "calc").to_dicts()[0]
+    assert spec_of(stored) == EnvSpec("calculator", config={"max_calls": 2}, max_turns=4, system_prompt="Use <calc>.")
 
 
 def test_a_class_path_registers(root, tmp_path, capsys, monkeypatch):

@@ -73,7 +73,7 @@ def test_a_continuing_step_does_not_close():
     ("exits", "step(): RuntimeError: SystemExit: 3"),
     ("garbage", "step(): expected a StepResult, got dict"),
     ("bad-role", "role 'assistant' is not one of system, user, tool"),
-    ("bad-info", "info is not JSON-serializable"),
+    ("bad-info", "step(): info: not JSON-serializable"),
 ])
 def test_a_failing_step_is_an_env_error_and_closes(behaviour, message):
     env = Probe(behaviour)
