@@ -3,7 +3,8 @@
 Every writer goes through :func:`rldata.store.Store.append` (or ``upsert``), which validates rows
 against these schemas; nothing infers a schema from data.  Each table carries a schema version,
 recorded in the Delta table's configuration when the table is created, so a store written by a
-newer rldata is refused rather than silently misread.
+newer rldata is refused rather than silently misread, and one written by an older rldata is upgraded
+when opened (:mod:`rldata.migrate`: bumping a version here needs a step there).
 
 Conventions
 - ``*_id`` columns are stable content hashes or uuids (strings).

@@ -95,6 +95,17 @@ def test_the_ledger_and_filter_read_an_upgraded_store(v1):
     assert decisions.height == 4
 
 
+def test_the_filter_refuses_to_pool_two_environment_versions(v1):
+    store = open_store(v1)
+    tid = store.read("tasks")["task_id"][0]
+    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_version="math@1", n=2, n_correct=2, n_error=0,
+                       env_version="calculator@1")
+    store.upsert("passrates", [row])
+    with pytest.raises(RldataError, match="several environment versions"):
+        filter_store(store, name="mixed", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
+                     verifier_version="math@1", min_n=2)
+
+
 def test_an_interrupted_upgrade_resumes(v1):
     # a process killed after a step's column commit but before the version was recorded
     STEPS[("tasks", 1)](DeltaTable(str(v1 / "tasks")))
