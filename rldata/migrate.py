@@ -76,13 +76,16 @@ def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
                 step = STEPS.get((table, v))
                 if step is not None:  # a table may keep its layout while its version moves with a release
                     step(dtable)
+                if v + 1 == target:  # never record the current version on a table that lacks its columns
+                    _check(dtable, table)
                 dtable.alter.set_table_description(f"{VERSION_KEY}={v + 1}")
             break
+        except RldataError:
+            raise
         except Exception as e:  # noqa: BLE001 - delta-rs raises CommitFailedError and friends
             if attempt == tries - 1 or "commit" not in f"{type(e).__name__} {e}".lower():
                 raise RldataError(f"table {table!r}: could not upgrade from schema version {found}: {e}") from None
             dtable.update_incremental()
-    _check(dtable, table)
     return found
 
 

@@ -132,3 +132,20 @@ def test_several_processes_opening_one_old_store_all_succeed(v1):
     assert all(table_version(store.table(n)) == ts.version for n, ts in schemas.TABLES.items())
     assert store.count("passrates") == 4 and store.read("passrates")["env_version"].to_list() == [""] * 4
     assert [r["n"] for r in store.read("passrates").to_dicts()] == [2] * 4
+
+
+def test_a_version_bump_without_its_step_is_caught(v1, monkeypatch):
+    monkeypatch.delitem(STEPS, ("tasks", 1))
+    with pytest.raises(RldataError, match="table 'tasks': upgrade left columns missing: env_id, env_version"):
+        open_store(v1)
+    assert table_version(DeltaTable(str(v1 / "tasks"))) == 1  # not recorded as upgraded: fixed code retries
+
+
+def test_writers_leaving_out_env_version_get_the_empty_default(tmp_path):
+    store = open_store(tmp_path / "s")
+    row = passrate_row("t1", model="m", params_hash="p", verifier_version="v@1", n=1, n_correct=1, n_error=0)
+    del row["env_version"]
+    store.upsert("passrates", pa.Table.from_pylist([row]))  # the Arrow path
+    store.upsert("passrates", [{**row, "task_id": "t2"}])  # the rows path
+    assert store.read("passrates").sort("task_id")["env_version"].to_list() == ["", ""]
+    assert store.upsert("passrates", [row]) == 1 and store.count("passrates") == 2  # same key: replaced
