@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from rldata.store import Store
 
-__all__ = ["verifier_key", "passrate_row", "rows_from_outcomes", "recompute_passrates"]
+__all__ = ["passrate_row", "recompute_passrates", "rows_from_outcomes", "verifier_key"]
 
 
 def verifier_key(name: str, version: str) -> str:
@@ -44,7 +44,7 @@ def passrate_row(
         "ci_low": lo,
         "ci_high": hi,
         "run_id": run_id,
-        "updated_at": dt.datetime.now(dt.timezone.utc),
+        "updated_at": dt.datetime.now(dt.UTC),
         "env_version": env_version,  # '' = plain single-turn: a key column, never null
     }
 

@@ -20,7 +20,7 @@ __all__ = ["conform"]
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _type_name(v: Any) -> str:

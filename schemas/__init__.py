@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-__all__ = ["TableSchema", "TABLES", "MESSAGE", "get", "table_names"]
+__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
