@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from rldata.store import Store
 
-__all__ = ["verifier_key", "passrate_row", "rows_from_outcomes", "recompute_passrates"]
+__all__ = ["passrate_row", "recompute_passrates", "rows_from_outcomes", "verifier_key"]
 
 
 def verifier_key(name: str, version: str) -> str:
@@ -27,7 +27,7 @@ def verifier_key(name: str, version: str) -> str:
 
 def passrate_row(
     task_id: str, *, model: str, params_hash: str, verifier_version: str, n: int, n_correct: int, n_error: int,
-    run_id: str | None = None,
+    run_id: str | None = None, env_version: str = "",
 ) -> dict:
     from rldata.stats import wilson_interval
 
@@ -44,7 +44,8 @@ def passrate_row(
         "ci_low": lo,
         "ci_high": hi,
         "run_id": run_id,
-        "updated_at": dt.datetime.now(dt.timezone.utc),
+        "updated_at": dt.datetime.now(dt.UTC),
+        "env_version": env_version,  # '' = plain single-turn: a key column, never null
     }
 
 

@@ -243,6 +243,9 @@ def filter_store(
         "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),
         pl.col("n_error").fill_null(0).cast(pl.Int64),
     )
+    if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
+        raise RldataError("passrates hold several environment versions for this slice; "
+                          "filtering by environment version is not supported yet")
     del passrates
     task_ids = read_where(store, "tasks", columns=["task_id"], **({"domain": domain} if domain else {}))
     if domain is not None:

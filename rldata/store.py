@@ -89,6 +89,10 @@ class Store:
                 f"table {name!r} in {self.root} has schema version {found}, newer than this rldata's "
                 f"{ts.version}: upgrade rldata"
             )
+        if found < ts.version:  # written by an older rldata: add the new columns, keep every row
+            from rldata.migrate import upgrade
+
+            upgrade(dtable, name)
 
     def table(self, name: str, *, version: int | str | dt.datetime | None = None) -> DeltaTable:
         """The Delta table ``name``, at its current version or at ``version`` (int or timestamp)."""

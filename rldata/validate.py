@@ -21,7 +21,7 @@ __all__ = ["conform"]
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _type_name(v: Any) -> str:
@@ -77,6 +77,9 @@ def _from_rows(ts: TableSchema, rows: list[Mapping[str, Any]], row_offset: int) 
         values = [r.get(f.name) for r in rows]
         if f.name in ts.defaults_now:
             values = [now if v is None else v for v in values]
+        default = dict(ts.defaults).get(f.name)
+        if default is not None:
+            values = [default if v is None else v for v in values]
         if not f.nullable:
             for i, v in enumerate(values):
                 if v is None:
@@ -116,6 +119,8 @@ def _from_arrow(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
             col = pa.nulls(n, type=f.type)
         if f.name in ts.defaults_now and col.null_count:
             col = pc.fill_null(col, pa.scalar(_now(), type=f.type))
+        if dict(ts.defaults).get(f.name) is not None and col.null_count:
+            col = pc.fill_null(col, pa.scalar(dict(ts.defaults)[f.name], type=f.type))
         if not f.nullable and col.null_count:
             first = pc.index(pc.is_null(col), True).as_py()
             reason = "missing required field" if f.name not in table.column_names else "null in required field"

@@ -3,7 +3,8 @@
 Every writer goes through :func:`rldata.store.Store.append` (or ``upsert``), which validates rows
 against these schemas; nothing infers a schema from data.  Each table carries a schema version,
 recorded in the Delta table's configuration when the table is created, so a store written by a
-newer rldata is refused rather than silently misread.
+newer rldata is refused rather than silently misread, and one written by an older rldata is upgraded
+when opened (:mod:`rldata.migrate`: bumping a version here needs a step there).
 
 Conventions
 - ``*_id`` columns are stable content hashes or uuids (strings).
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-__all__ = ["TableSchema", "TABLES", "MESSAGE", "get", "table_names"]
+__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -39,10 +40,12 @@ class TableSchema:
     schema: pa.Schema
     key: tuple[str, ...]  # columns that identify a row: re-writing the same key never duplicates it
     defaults_now: tuple[str, ...] = field(default=("created_at",))  # filled with the write time
+    defaults: tuple[tuple[str, object], ...] = ()  # (column, value) filled where a writer leaves it null
 
     @property
     def required(self) -> list[str]:
-        return [f.name for f in self.schema if not f.nullable and f.name not in self.defaults_now]
+        filled = set(self.defaults_now) | {c for c, _ in self.defaults}
+        return [f.name for f in self.schema if not f.nullable and f.name not in filled]
 
     @property
     def columns(self) -> list[str]:
@@ -51,7 +54,7 @@ class TableSchema:
 
 TASKS = TableSchema(
     "tasks",
-    1,
+    2,  # 2: env_id, env_version (rldata.migrate upgrades version-1 tables)
     pa.schema([
         _f("task_id", pa.string(), True, "hash of normalized (prompt, answer, source)"),
         _f("source", pa.string(), True, "where the task came from: a file stem, 'gsm8k', 'arith'"),
@@ -63,6 +66,8 @@ TASKS = TableSchema(
         _f("tests", pa.string(), doc="code tasks: JSON test spec (public and hidden tests)"),
         _f("metadata", pa.string(), doc="JSON object of anything else the source carried"),
         _f("created_at", TS, True),
+        _f("env_id", pa.string(), doc="environment the task runs in (environments.env_id); null = single-turn"),
+        _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
     ]),
     key=("task_id",),
 )
@@ -82,7 +87,7 @@ ENVIRONMENTS = TableSchema(
 
 TRAJECTORIES = TableSchema(
     "trajectories",
-    1,
+    2,  # 2: env_id, env_version
     pa.schema([
         _f("traj_id", pa.string(), True, "hash of (run key, task_id, sample_idx): re-runs never duplicate"),
         _f("task_id", pa.string(), True),
@@ -108,6 +113,8 @@ TRAJECTORIES = TableSchema(
         _f("kept", pa.bool_(), doc="training: did the group enter the loss"),
         _f("drop_reason", pa.string(), doc="training: why a group was dropped (zero_variance, ...)"),
         _f("created_at", TS, True),
+        _f("env_id", pa.string(), doc="environment the episode ran in; null = single-turn"),
+        _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
     ]),
     key=("traj_id",),
 )
@@ -133,7 +140,7 @@ VERIFICATIONS = TableSchema(
 
 PASSRATES = TableSchema(
     "passrates",
-    1,
+    2,  # 2: env_version joins the key
     pa.schema([
         _f("task_id", pa.string(), True),
         _f("model", pa.string(), True),
@@ -147,9 +154,12 @@ PASSRATES = TableSchema(
         _f("ci_high", pa.float64()),
         _f("run_id", pa.string(), doc="the run that last updated the row"),
         _f("updated_at", TS, True),
+        # never null: the key is matched with '=' in Delta merges, where null = null is not true
+        _f("env_version", pa.string(), True, "'name@version' of the environment; '' = plain single-turn"),
     ]),
-    key=("task_id", "model", "params_hash", "verifier_version"),
+    key=("task_id", "model", "params_hash", "verifier_version", "env_version"),
     defaults_now=("updated_at",),
+    defaults=(("env_version", ""),),
 )
 
 RUNS = TableSchema(

@@ -153,7 +153,7 @@ def test_summary_reports_rows_versions_and_files(store):
     store.append("tasks", tasks(3))
     store.append("tasks", tasks(2, start=3))
     row = store.summary().filter(pl.col("table") == "tasks").to_dicts()[0]
-    assert row == {"table": "tasks", "rows": 5, "version": 2, "files": 2, "schema_version": 1}
+    assert row == {"table": "tasks", "rows": 5, "version": 2, "files": 2, "schema_version": schemas.get("tasks").version}
 
 
 def _parquet_files(path: Path) -> set[str]:

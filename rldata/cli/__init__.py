@@ -65,6 +65,7 @@ _COMMANDS = [
     "judge", "rewards", "verify",
     "train", "runs_cmds",
     "demo",
+    "env",
 ]
 
 

@@ -1,0 +1,194 @@
+"""The environment contract: plain Python objects, registered by name or imported by ``module:Class``.
+
+An environment drives one episode::
+
+    env = make_env(spec)                    # a fresh object per episode
+    messages = env.reset(task, seed)        # opening messages (system / user)
+    result = env.step(assistant_message)    # StepResult(observations, done, info)
+    env.close()                             # always, however the episode ended
+
+``version`` (a string) is stored with every result, so a changed environment never mixes with the
+old one in the pass-rate ledger.  The final verdict still comes from the task's verifier.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from rldata.errors import RldataError
+
+__all__ = [
+    "OBSERVATION_ROLES", "REGISTRY", "BaseEnv", "EnvSpec", "Environment", "Message", "StepResult", "env_key",
+    "json_mapping_problem", "make_env", "register", "resolve",
+]
+
+Message = dict[str, str]  # {"role": ..., "content": ...}, the store's MESSAGE struct
+OBSERVATION_ROLES = ("system", "user", "tool")  # what an environment may say; "assistant" is the model's
+
+
+@dataclass(frozen=True)
+class StepResult:
+    observations: list[Message] = field(default_factory=list)
+    done: bool = False
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    name: str
+    version: str
+
+    def reset(self, task: Mapping[str, Any], seed: int | None) -> list[Message]: ...
+
+    def step(self, assistant_message: Message) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+class BaseEnv:
+    """Optional base: keeps the spec's system prompt and opens with it and the task's prompt."""
+
+    name = "base"
+    version = "0"
+
+    def __init__(self, *, system_prompt: str | None = None, **config: Any):
+        if config:
+            raise RldataError(f"environment {self.name!r} takes no config keys, got: {', '.join(sorted(config))}")
+        self.system_prompt = system_prompt
+
+    def opening(self, task: Mapping[str, Any]) -> list[Message]:
+        out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        msgs = task.get("messages")
+        if msgs:
+            return out + [{"role": m["role"], "content": m["content"]} for m in msgs]
+        return out + [{"role": "user", "content": str(task["prompt"])}]
+
+    def reset(self, task: Mapping[str, Any], seed: int | None) -> list[Message]:
+        return self.opening(task)
+
+    def step(self, assistant_message: Message) -> StepResult:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+REGISTRY: dict[str, Callable[..., Environment]] = {}
+
+
+def register(name: str):
+    """Class decorator: ``@register("calculator")``."""
+
+    def deco(cls):
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_builtin() -> None:
+    importlib.import_module("rldata.envs.single_turn")
+    importlib.import_module("rldata.envs.calculator")
+
+
+def resolve(env: str) -> Callable[..., Environment]:
+    """The environment class for a registered name or an importable ``module:Class`` path."""
+    if ":" in env:
+        mod, _, attr = env.partition(":")
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e:
+            raise RldataError(f"environment {env!r} does not import: {e}") from None
+        for meth in ("reset", "step", "close"):
+            if not callable(getattr(obj, meth, None)):
+                raise RldataError(f"environment {env!r} has no {meth}() method")
+        return obj
+    _load_builtin()
+    try:
+        return REGISTRY[env]
+    except KeyError:
+        raise RldataError(f"unknown environment {env!r}; known: {', '.join(sorted(REGISTRY))}") from None
+
+
+def json_mapping_problem(value: Any) -> str | None:
+    """Why ``value`` is not a JSON-serializable mapping (it is stored as JSON), or None."""
+    if not isinstance(value, Mapping):
+        return f"expected a mapping, got {type(value).__name__}"
+    try:
+        json.dumps(dict(value))
+    except (TypeError, ValueError) as e:
+        return f"not JSON-serializable ({e})"
+    return None
+
+
+_SPEC_KEYS = ("env", "config", "max_turns", "max_total_tokens", "step_timeout_s", "system_prompt")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build an environment for one episode, and its limits (the ``spec`` JSON of a row)."""
+
+    env: str  # registered name or "module:Class"
+    config: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the class
+    max_turns: int = 8  # assistant turns per episode
+    max_total_tokens: int = 4096  # prompt + every turn, in tokens
+    step_timeout_s: float = 10.0  # per reset/step call
+    system_prompt: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.env, str) or not self.env.strip():
+            raise RldataError("spec field 'env': expected a registered name or 'module:Class'")
+        if ":" in self.env:
+            mod, _, attr = self.env.partition(":")
+            if not mod or not attr.isidentifier():
+                raise RldataError(f"spec field 'env': {self.env!r} is not a 'module:Class' path")
+        problem = json_mapping_problem(self.config)
+        if problem:
+            raise RldataError(f"spec field 'config': {problem}")
+        for name in ("max_turns", "max_total_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise RldataError(f"spec field {name!r}: expected a positive integer, got {v!r}")
+        t = self.step_timeout_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise RldataError(f"spec field 'step_timeout_s': expected a positive number of seconds, got {t!r}")
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise RldataError("spec field 'system_prompt': expected a string")
+
+    @classmethod
+    def from_dict(cls, d: Any) -> EnvSpec:
+        if not isinstance(d, Mapping):
+            raise RldataError(f"spec: expected a mapping, got {type(d).__name__}")
+        unknown = [k for k in d if k not in _SPEC_KEYS]
+        if unknown:
+            raise RldataError(f"spec field {unknown[0]!r}: unknown (fields: {', '.join(_SPEC_KEYS)})")
+        if "env" not in d:
+            raise RldataError("spec field 'env': missing")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if k == "config" else v) for k in _SPEC_KEYS for v in [getattr(self, k)]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def make_env(spec: EnvSpec) -> Environment:
+    """A fresh environment object for one episode (RldataError if the class or its config is bad)."""
+    cls = resolve(spec.env)
+    try:
+        return cls(system_prompt=spec.system_prompt, **dict(spec.config))
+    except RldataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a user's class may raise anything on bad config
+        raise RldataError(f"environment {spec.env!r} rejected its config: {type(e).__name__}: {e}") from None
+
+
+def env_key(env: Environment) -> str:
+    """``name@version``: the value stored in passrates.env_version."""
+    return f"{env.name}@{env.version}"

@@ -1,0 +1,84 @@
+"""Environments as data: each row of the ``environments`` table is one environment version.
+
+A spec file (YAML or JSON) is an :class:`EnvSpec` plus an optional ``name`` (the row's ``env_id``;
+default: the registered name).  The row's ``version`` is the class's ``version`` plus a hash of the
+whole spec, so changing a limit, the config or the prompt makes a new version whose results never
+mix with the old one's (``passrates.env_version`` holds ``env_id@version``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from rldata.envs.base import EnvSpec, make_env, resolve
+from rldata.envs.guard import guarded_close
+from rldata.errors import RldataError
+
+__all__ = ["env_row", "get_env", "list_envs", "load_spec_file", "register_env", "spec_of"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def load_spec_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise RldataError(f"{path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise RldataError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise RldataError(f"{path}: expected a mapping of spec fields, got {type(data).__name__}")
+    return data
+
+
+def env_row(data: dict[str, Any]) -> dict[str, Any]:
+    """Validate a spec (fields, limits, that the class imports and accepts its config) into a row."""
+    data = dict(data)
+    name = data.pop("name", None)
+    spec = EnvSpec.from_dict(data)
+    cls = resolve(spec.env)
+    env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
+    guarded_close(env, timeout_s=spec.step_timeout_s)
+    if name is None:
+        name = spec.env if ":" not in spec.env else spec.env.rpartition(":")[2]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise RldataError(f"spec field 'name': {name!r} is not a name (letters, digits, '.', '_', '-')")
+    version = str(getattr(cls, "version", "") or "")
+    if not version or "@" in version:
+        raise RldataError(f"environment {spec.env!r}: its class has no usable 'version' string")
+    digest = hashlib.sha256(spec.to_json().encode()).hexdigest()[:10]
+    return {"env_id": name, "kind": spec.env, "spec": spec.to_json(), "version": f"{version}+{digest}"}
+
+
+def register_env(store, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Validate and write one environment version; return (row, whether it was new)."""
+    row = env_row(data)
+    added = store.append("environments", [row], dedupe=True)
+    return row, bool(added)
+
+
+def list_envs(store) -> pl.DataFrame:
+    return store.read("environments").sort(["env_id", "created_at"]).select(
+        "env_id", "version", "kind", "created_at")
+
+
+def get_env(store, name: str) -> pl.DataFrame:
+    """Every version of environment ``name``, oldest first (RldataError if there is none)."""
+    df = store.read("environments").filter(pl.col("env_id") == name).sort("created_at")
+    if df.height == 0:
+        known = sorted(set(store.read("environments")["env_id"].to_list()))
+        raise RldataError(f"unknown environment {name!r}; registered: {', '.join(known) or '(none)'}")
+    return df
+
+
+def spec_of(row: dict[str, Any]) -> EnvSpec:
+    """The EnvSpec a stored ``environments`` row describes."""
+    return EnvSpec.from_dict(json.loads(row["spec"]))

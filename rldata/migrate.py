@@ -1,0 +1,96 @@
+"""Upgrade store tables written by an older rldata, in place and with no data lost.
+
+A table's schema version lives in its Delta description (``rldata.schema_version=N``, see
+:mod:`rldata.store`).  When a store is opened and a table is older than ``rldata.schemas`` says,
+:func:`upgrade` runs that table's steps in order, ``STEPS[(table, N)]`` taking it from N to N+1, and
+records each new version as it lands.  Steps only add nullable columns (a Delta metadata commit:
+no data file is rewritten) and fill a default, so old readers' rows keep every value.
+
+Each step is idempotent: a process killed between a step's commits, or two processes opening the same
+old store at once, re-run it harmlessly (columns already present are skipped).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from deltalake import DeltaTable
+from deltalake.schema import Field
+
+from rldata import schemas
+from rldata.errors import RldataError
+
+__all__ = ["STEPS", "VERSION_KEY", "table_version", "upgrade"]
+
+VERSION_KEY = "rldata.schema_version"  # the same key rldata.store writes
+
+Step = Callable[[DeltaTable], None]
+
+
+def table_version(dtable: DeltaTable) -> int:
+    """The schema version recorded in ``dtable``'s description (1 when none: the first release)."""
+    m = re.search(rf"{re.escape(VERSION_KEY)}=(\d+)", dtable.metadata().description or "")
+    return int(m.group(1)) if m else 1
+
+
+def _add_columns(dtable: DeltaTable, table: str, names: tuple[str, ...]) -> None:
+    present = set(dtable.schema().to_arrow().names)
+    wanted = schemas.get(table).schema
+    # Delta can only add nullable columns; a required one (with a default) is filled by the step
+    fields = [Field.from_arrow(wanted.field(n).with_nullable(True)) for n in names if n not in present]
+    if fields:
+        dtable.alter.add_columns(fields)
+
+
+def _env_columns(table: str) -> Step:
+    def step(dtable: DeltaTable) -> None:
+        _add_columns(dtable, table, ("env_id", "env_version"))
+
+    return step
+
+
+def _passrates_env_version(dtable: DeltaTable) -> None:
+    _add_columns(dtable, "passrates", ("env_version",))
+    dtable.update(new_values={"env_version": ""}, predicate="env_version IS NULL")
+
+
+STEPS: dict[tuple[str, int], Step] = {
+    ("tasks", 1): _env_columns("tasks"),
+    ("trajectories", 1): _env_columns("trajectories"),
+    ("passrates", 1): _passrates_env_version,
+}
+
+
+def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
+    """Bring ``table`` up to this rldata's schema version; return the version it was at.
+
+    Several processes may open the same old store at once: a step that loses the race to another
+    upgrader (a conflicting metadata commit) re-reads the table and carries on from where it is.
+    """
+    target = schemas.get(table).version
+    found = table_version(dtable)
+    for attempt in range(tries):
+        try:
+            for v in range(table_version(dtable), target):
+                step = STEPS.get((table, v))
+                if step is not None:  # a table may keep its layout while its version moves with a release
+                    step(dtable)
+                if v + 1 == target:  # never record the current version on a table that lacks its columns
+                    _check(dtable, table)
+                dtable.alter.set_table_description(f"{VERSION_KEY}={v + 1}")
+            break
+        except RldataError:
+            raise
+        except Exception as e:  # noqa: BLE001 - delta-rs raises CommitFailedError and friends
+            if attempt == tries - 1 or "commit" not in f"{type(e).__name__} {e}".lower():
+                raise RldataError(f"table {table!r}: could not upgrade from schema version {found}: {e}") from None
+            dtable.update_incremental()
+    return found
+
+
+def _check(dtable: DeltaTable, table: str) -> None:
+    have = set(dtable.schema().to_arrow().names)
+    missing = [c for c in schemas.get(table).columns if c not in have]
+    if missing:
+        raise RldataError(f"table {table!r}: upgrade left columns missing: {', '.join(missing)}")

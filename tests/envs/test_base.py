@@ -1,0 +1,76 @@
+"""The environment registry, class-path resolution and EnvSpec validation."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from rldata.envs import REGISTRY, EnvSpec, env_key, make_env, resolve
+from rldata.envs.calculator import CalculatorEnv
+from rldata.envs.single_turn import SingleTurnEnv
+from rldata.errors import RldataError
+
+
+def test_builtin_names_resolve():
+    assert resolve("single-turn") is SingleTurnEnv and resolve("calculator") is CalculatorEnv
+    assert {"single-turn", "calculator"} <= set(REGISTRY)
+    assert env_key(make_env(EnvSpec("calculator"))) == "calculator@1"
+
+
+def test_a_class_path_resolves(tmp_path, monkeypatch):
+    (tmp_path / "my_envs.py").write_text(
+        "from rldata.envs import BaseEnv, StepResult\n"
+        "class Echo(BaseEnv):\n"
+        "    name, version = 'echo', '3'\n"
+        "    def step(self, msg):\n"
+        "        return StepResult([{'role': 'user', 'content': msg['content']}], True, {})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = make_env(EnvSpec("my_envs:Echo"))
+    assert env.step({"role": "assistant", "content": "hi"}).observations == [{"role": "user", "content": "hi"}]
+    sys.modules.pop("my_envs", None)
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ("no_such_module_xyz:Env", "environment 'no_such_module_xyz:Env' does not import: No module named"),
+    ("json:NoSuchClass", "environment 'json:NoSuchClass' does not import: module 'json' has no attribute 'NoSuchClass'"),
+    ("json:dumps", "environment 'json:dumps' has no reset() method"),
+    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, single-turn"),
+])
+def test_bad_names_and_paths_are_one_line_errors(env, message):
+    with pytest.raises(RldataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        resolve(env)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"env": ""}, "spec field 'env'"),
+    ({"env": "mod:"}, "is not a 'module:Class' path"),
+    ({"env": "calculator", "max_turns": 0}, "spec field 'max_turns': expected a positive integer, got 0"),
+    ({"env": "calculator", "max_turns": True}, "spec field 'max_turns'"),
+    ({"env": "calculator", "max_total_tokens": 1.5}, "spec field 'max_total_tokens'"),
+    ({"env": "calculator", "step_timeout_s": float("inf")}, "spec field 'step_timeout_s'"),
+    ({"env": "calculator", "step_timeout_s": -1}, "spec field 'step_timeout_s'"),
+    ({"env": "calculator", "config": [1]}, "spec field 'config': expected a mapping, got list"),
+    ({"env": "calculator", "config": {"x": object()}}, "not JSON-serializable"),
+    ({"env": "calculator", "tools": []}, "spec field 'tools': unknown"),
+    ({"max_turns": 3}, "spec field 'env': missing"),
+    ({"env": "calculator", "system_prompt": 3}, "spec field 'system_prompt'"),
+])
+def test_invalid_specs_are_refused(spec, message):
+    with pytest.raises(RldataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        EnvSpec.from_dict(spec)
+
+
+def test_a_bad_config_is_refused_when_the_env_is_made():
+    with pytest.raises(RldataError, match="environment 'calculator' rejected its config: ValueError: max_calls"):
+        make_env(EnvSpec("calculator", config={"max_calls": 0}))
+    with pytest.raises(RldataError, match="takes no config keys, got: colour"):
+        make_env(EnvSpec("single-turn", config={"colour": "red"}))
+
+
+def test_spec_round_trips_through_json():
+    spec = EnvSpec("calculator", config={"max_calls": 2}, max_turns=4, system_prompt="Use <calc>.")
+    import json
+
+    assert EnvSpec.from_dict(json.loads(spec.to_json())) == spec
