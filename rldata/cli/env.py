@@ -25,7 +25,7 @@ def register_cmd(
 
     from rldata.envs.catalog import load_spec_file, register_env
 
-    row, new = register_env(get_store(ctx), load_spec_file(spec_file))
+    row, new = register_env(get_store(ctx, create=True), load_spec_file(spec_file))
     log(f"{'registered' if new else 'already registered'}: {row['env_id']}@{row['version']}")
     emit(pl.DataFrame([row]), fmt)
 

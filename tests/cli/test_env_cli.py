@@ -94,6 +94,7 @@ def test_bad_specs_are_one_line_errors_and_the_store_is_unchanged(root, tmp_path
 
 
 def test_show_an_unknown_environment(root, capsys):
+    open_store(root)  # an existing store (reading a missing one is its own error)
     code, out, err = run(capsys, "--store", root, "env", "show", "nope")
     assert code != 0 and out == "" and err.strip() == "rldata: error: unknown environment 'nope'; registered: (none)"
 
