@@ -1,4 +1,4 @@
-"""Upgrading a store written by the previous release (tests/data/stores/v1, made by ``prev-release``)."""
+"""Upgrading a store written by the previous release (tests/data/stores/v1, made by `commit `7d330d5``)."""
 
 from __future__ import annotations
 

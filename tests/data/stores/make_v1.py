@@ -1,8 +1,8 @@
-"""Make tests/data/stores/v1 with the code of git tag ``prev-release`` (schema version 1).
+"""Make tests/data/stores/v1 with the code of commit 7d330d5 (the last release with schema version 1).
 
 Run with that release's modules first on the path, e.g. (see v1/README.md)::
 
-    git worktree add /tmp/prevrel prev-release
+    git worktree add /tmp/prevrel 7d330d5
     cd /tmp/prevrel && for d in jobs trainer schemas sample_data; do ln -s ../$d rldata/$d; done
     PYTHONPATH=/tmp/prevrel python tests/data/stores/make_v1.py OUT_DIR
 
