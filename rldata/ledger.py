@@ -1,4 +1,4 @@
-"""The pass-rate ledger: per (task, model, sampling-params hash, verifier version) counts.
+"""The pass-rate ledger: per (task, model, sampling-params hash, verifier version, environment) counts.
 
 Rows are derived from ``trajectories`` joined with ``verifications``, never typed in by hand, so
 the ledger can always be rebuilt.  A sample counts as correct when every verification layer
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from rldata.store import Store
 
-__all__ = ["passrate_row", "recompute_passrates", "rows_from_outcomes", "verifier_key"]
+__all__ = ["env_ledger_key", "passrate_row", "recompute_passrates", "rows_from_outcomes", "verifier_key"]
 
 
 def verifier_key(name: str, version: str) -> str:
@@ -27,7 +27,8 @@ def verifier_key(name: str, version: str) -> str:
 
 def passrate_row(
     task_id: str, *, model: str, params_hash: str, verifier_version: str, n: int, n_correct: int, n_error: int,
-    run_id: str | None = None, env_version: str = "",
+    run_id: str | None = None, env_version: str = "", stop_rule: str = "fixed", alpha: float | None = None,
+    confidence: float | None = None, n_max: int | None = None, band: str | None = None,
 ) -> dict:
     from rldata.stats import wilson_interval
 
@@ -46,16 +47,27 @@ def passrate_row(
         "run_id": run_id,
         "updated_at": dt.datetime.now(dt.UTC),
         "env_version": env_version,  # '' = plain single-turn: a key column, never null
+        "stop_rule": stop_rule,  # fixed | exact | sequential (rldata sample --adaptive)
+        "alpha": alpha,
+        "confidence": confidence,
+        "n_max": n_max,
+        "band": band,
     }
 
 
+def env_ledger_key(env_id: str | None, env_version: str | None) -> str:
+    """The ledger's env_version value for a trajectory's environment: ``env_id@version``, '' for none."""
+    return f"{env_id}@{env_version}" if env_id and env_version else ""
+
+
 def rows_from_outcomes(
-    outcomes: Iterable[tuple[str, str, bool | None]], *, model: str, params_hash: str, run_id: str | None = None
+    outcomes: Iterable[tuple], *, model: str, params_hash: str, run_id: str | None = None
 ) -> list[dict]:
-    """Ledger rows from in-memory ``(task_id, verifier_key, passed)`` per sample (None = error)."""
-    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    for task_id, vkey, passed in outcomes:
-        c = counts[(task_id, vkey)]
+    """Ledger rows from in-memory ``(task_id, verifier_key, passed[, env_key])`` per sample (passed
+    None = error; env_key as :func:`env_ledger_key`, '' or absent = single-turn)."""
+    counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for task_id, vkey, passed, *env in outcomes:
+        c = counts[(task_id, vkey, env[0] if env else "")]
         if passed is None:
             c[2] += 1
         else:
@@ -63,29 +75,30 @@ def rows_from_outcomes(
             c[1] += int(passed)
     return [
         passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
-                     run_id=run_id)
-        for (t, v), (n, k, e) in counts.items()
+                     run_id=run_id, env_version=ek)
+        for (t, v, ek), (n, k, e) in counts.items()
     ]
 
 
 _RECOMPUTE = """
 WITH per_sample AS (
     SELECT v.task_id, v.traj_id, v.verifier || '@' || v.verifier_version AS vkey,
+           coalesce(t.env_id || '@' || t.env_version, '') AS ekey,
            bool_or(v.passed IS NULL OR v.error IS NOT NULL) AS err,
            bool_and(coalesce(v.passed, false)) AS ok
     FROM verifications v
     JOIN trajectories t ON t.traj_id = v.traj_id
     {join_ids}
     WHERE t.model = $model AND t.params_hash = $params_hash
-    GROUP BY 1, 2, 3
+    GROUP BY 1, 2, 3, 4
 )
-SELECT task_id, vkey,
+SELECT task_id, vkey, ekey,
        count(*) FILTER (WHERE NOT err) AS n,
        count(*) FILTER (WHERE ok AND NOT err) AS n_correct,
        count(*) FILTER (WHERE err) AS n_error
 FROM per_sample
 WHERE vkey IN (SELECT unnest($vkeys))
-GROUP BY 1, 2
+GROUP BY 1, 2, 3
 """
 
 
@@ -98,8 +111,12 @@ def recompute_passrates(
     task_ids: Iterable[str] | None = None,
     run_id: str | None = None,
     write: bool = True,
+    stop=None,
 ) -> list[dict]:
-    """Rebuild ledger rows from the stored samples (all seeds and runs pooled) and upsert them."""
+    """Rebuild ledger rows from the stored samples (all seeds and runs pooled) and upsert them.
+
+    One row per environment version the samples ran in (never pooled).  ``stop(task_id)``, when
+    given, returns the stopping-rule columns of that task's row (``stop_rule``, ``alpha``, ...)."""
     extra: Mapping[str, pa.Table] = {}
     join_ids = ""
     if task_ids is not None:
@@ -112,8 +129,8 @@ def recompute_passrates(
     )
     rows = [
         passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
-                     run_id=run_id)
-        for t, v, n, k, e in rel.fetchall()
+                     run_id=run_id, env_version=ek, **(dict(stop(t)) if stop is not None else {}))
+        for t, v, ek, n, k, e in rel.fetchall()
     ]
     if write and rows:
         store.upsert("passrates", rows)

@@ -55,10 +55,22 @@ def _passrates_env_version(dtable: DeltaTable) -> None:
     dtable.update(new_values={"env_version": ""}, predicate="env_version IS NULL")
 
 
+def _episode_columns(dtable: DeltaTable) -> None:
+    _add_columns(dtable, "trajectories", ("num_turns", "num_tool_calls", "env_info"))
+
+
+def _passrates_stopping(dtable: DeltaTable) -> None:
+    # every row before version 3 came from a fixed-N job: say so rather than leave it null
+    _add_columns(dtable, "passrates", ("stop_rule", "alpha", "confidence", "n_max", "band"))
+    dtable.update(new_values={"stop_rule": "fixed"}, predicate="stop_rule IS NULL")
+
+
 STEPS: dict[tuple[str, int], Step] = {
     ("tasks", 1): _env_columns("tasks"),
     ("trajectories", 1): _env_columns("trajectories"),
     ("passrates", 1): _passrates_env_version,
+    ("trajectories", 2): _episode_columns,
+    ("passrates", 2): _passrates_stopping,
 }
 
 

@@ -87,7 +87,7 @@ ENVIRONMENTS = TableSchema(
 
 TRAJECTORIES = TableSchema(
     "trajectories",
-    2,  # 2: env_id, env_version
+    3,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes)
     pa.schema([
         _f("traj_id", pa.string(), True, "hash of (run key, task_id, sample_idx): re-runs never duplicate"),
         _f("task_id", pa.string(), True),
@@ -105,6 +105,8 @@ TRAJECTORIES = TableSchema(
         _f("prompt_tokens", pa.int32()),
         _f("completion_tokens", pa.int32()),
         _f("cumulative_logprob", pa.float64(), doc="behaviour policy's summed log-prob of the completion"),
+        # (a column's doc is part of the stored schema: changing it breaks writes to existing tables)
+        # values: stop | length | prompt_too_long, and for episodes env_done | max_turns | env_error
         _f("finish_reason", pa.string(), doc="stop | length | error"),
         _f("step", pa.int64(), doc="training step (null for sampling runs)"),
         _f("reward", pa.float64()),
@@ -115,6 +117,10 @@ TRAJECTORIES = TableSchema(
         _f("created_at", TS, True),
         _f("env_id", pa.string(), doc="environment the episode ran in; null = single-turn"),
         _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
+        # completion = the (last) assistant turn: what the verifier checked
+        _f("num_turns", pa.int32(), doc="assistant turns in the episode (1 for single-turn; null before v3)"),
+        _f("num_tool_calls", pa.int32(), doc="tool calls the environment counted (info 'tool_calls')"),
+        _f("env_info", pa.string(), doc="JSON: the environment's last info; env_error: its message under 'error'"),
     ]),
     key=("traj_id",),
 )
@@ -140,7 +146,7 @@ VERIFICATIONS = TableSchema(
 
 PASSRATES = TableSchema(
     "passrates",
-    2,  # 2: env_version joins the key
+    3,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N)
     pa.schema([
         _f("task_id", pa.string(), True),
         _f("model", pa.string(), True),
@@ -156,10 +162,15 @@ PASSRATES = TableSchema(
         _f("updated_at", TS, True),
         # never null: the key is matched with '=' in Delta merges, where null = null is not true
         _f("env_version", pa.string(), True, "'name@version' of the environment; '' = plain single-turn"),
+        _f("stop_rule", pa.string(), True, "how many samples were drawn: fixed | exact | sequential"),
+        _f("alpha", pa.float64(), doc="sequential rule: the error rate it was run at"),
+        _f("confidence", pa.float64(), doc="confidence of the band decision when sampling stopped (1 = certain)"),
+        _f("n_max", pa.int32(), doc="the N the job would draw at most (n < n_max: stopped early)"),
+        _f("band", pa.string(), doc="'lo,hi': the band the stopping rule decided about"),
     ]),
     key=("task_id", "model", "params_hash", "verifier_version", "env_version"),
     defaults_now=("updated_at",),
-    defaults=(("env_version", ""),),
+    defaults=(("env_version", ""), ("stop_rule", "fixed")),
 )
 
 RUNS = TableSchema(

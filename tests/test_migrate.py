@@ -18,8 +18,10 @@ from rldata.migrate import STEPS, table_version
 from rldata.select import Band, filter_store
 
 V1 = Path(__file__).parent / "data" / "stores" / "v1"
-CHANGED = {"tasks": ("env_id", "env_version"), "trajectories": ("env_id", "env_version"),
-           "passrates": ("env_version",)}
+CHANGED = {"tasks": ("env_id", "env_version"),
+           "trajectories": ("env_id", "env_version", "num_turns", "num_tool_calls", "env_info"),
+           "passrates": ("env_version", "alpha", "confidence", "n_max", "band")}
+FILLED = {("passrates", "env_version"): {""}, ("passrates", "stop_rule"): {"fixed"}}  # required columns' defaults
 
 
 @pytest.fixture
@@ -52,9 +54,9 @@ def test_opening_a_v1_store_upgrades_every_table_and_keeps_every_value(v1):
         # every old row, every old value, unchanged (Polars reads strings as views: compare as Python)
         assert _rows(after.select(old_cols), ts.key if name != "passrates" else ts.key[:-1]) == \
             _rows(before[name], ts.key if name != "passrates" else ts.key[:-1]), name
-        for col in CHANGED.get(name, ()):
+        for col in CHANGED.get(name, ()) + (("stop_rule",) if name == "passrates" else ()):
             values = set(after.column(col).to_pylist())
-            assert values == ({""} if name == "passrates" else {None}), (name, col)
+            assert values == FILLED.get((name, col), {None}), (name, col)
     # reopening is a no-op: no further commits
     versions = store.versions()
     assert open_store(v1).versions() == versions
