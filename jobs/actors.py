@@ -83,6 +83,9 @@ class EngineActor:
     ):
         return self.engine.generate(prompts, spec, seeds=seeds, logprobs=logprobs)
 
+    def generate_ids(self, prompt_ids, spec: SamplingSpec, seeds, max_tokens=None, logprobs: bool = False):
+        return self.engine.generate_ids(prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs)
+
     def reload_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         self.engine.reload_weights(weights)
 

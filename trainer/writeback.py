@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from rldata.ledger import rows_from_outcomes, verifier_key
+from rldata.rollout import episode_columns
 from rldata.store import Store
 from rldata.verify.base import verdict_rows
 from rldata.verify.reward import reward_metrics
@@ -43,9 +44,8 @@ def trajectory_rows(groups, *, run_id: str, step: int, model: str, revision: str
             rows.append({
                 "traj_id": tid, "task_id": g.task["task_id"], "run_id": run_id, "sample_idx": i, "model": model,
                 "model_revision": revision, "policy_version": version, "params_hash": spec.params_hash,
-                "sampling_params": sp, "seed": g.seed, "prompt": g.task["prompt"], "completion": s.text,
-                "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                "cumulative_logprob": s.cumulative_logprob, "finish_reason": s.finish_reason, "step": step,
+                "sampling_params": sp, "seed": g.seed, "prompt": g.task["prompt"],
+                **episode_columns(s, g.env), "step": step,
                 "reward": float(g.rewards[i]), "advantage": float(g.advantages[i]) if g.kept else 0.0,
                 "bucket": g.bucket, "kept": g.kept, "drop_reason": g.drop_reason,
             })
@@ -66,9 +66,10 @@ def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
     return rows
 
 
-def outcomes(groups, verifier_for) -> list[tuple[str, str, bool | None]]:
-    """(task_id, verifier key, passed) per sample: what the ledger counts."""
-    return [(g.task["task_id"], verifier_key(*verifier_for(g.task["domain"])), p) for g in groups for p in g.passed]
+def outcomes(groups, verifier_for) -> list[tuple[str, str, bool | None, str]]:
+    """(task_id, verifier key, passed, environment key) per sample: what the ledger counts."""
+    return [(g.task["task_id"], verifier_key(*verifier_for(g.task["domain"])), p,
+             g.env.ledger_key if g.env is not None else "") for g in groups for p in g.passed]
 
 
 def write_ledger(store: Store, ledger_outcomes: Sequence, *, model: str, params_hash: str, run_id: str) -> None:
@@ -190,16 +191,17 @@ def _version_of(model: str, run_id: str) -> int | None:
     return int(v) if head.endswith(f"+{run_id}") and v.isdigit() else None
 
 
-def pending_outcomes(store: Store, run_id: str, model: str, step: int) -> list[tuple[str, str, bool | None]]:
+def pending_outcomes(store: Store, run_id: str, model: str, step: int) -> list[tuple[str, str, bool | None, str]]:
     """Outcomes already stored for ``model`` (a policy version that generated more than one step,
     because an update was skipped) up to ``step``: the ledger row of that version counts them too."""
     rows = store.sql(
         "SELECT v.task_id, v.traj_id, v.verifier || '@' || v.verifier_version, "
+        "       coalesce(t.env_id || '@' || t.env_version, ''), "
         "       bool_or(v.passed IS NULL OR v.error IS NOT NULL), bool_and(coalesce(v.passed, false)) "
         "FROM verifications v JOIN trajectories t USING (traj_id) "
-        "WHERE t.run_id = $run AND t.model = $model AND t.step <= $step GROUP BY 1, 2, 3",
+        "WHERE t.run_id = $run AND t.model = $model AND t.step <= $step GROUP BY 1, 2, 3, 4",
         params={"run": run_id, "model": model, "step": step}).fetchall()
-    return [(task, vkey, None if err else bool(ok)) for task, _, vkey, err, ok in rows]
+    return [(task, vkey, None if err else bool(ok), ekey) for task, _, vkey, ekey, err, ok in rows]
 
 
 class Writer:

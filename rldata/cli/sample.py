@@ -24,7 +24,12 @@ def sample(
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
     engines: int = typer.Option(None, help="Engine actors (default: one per GPU, else one)."),
     batch_tasks: int = typer.Option(128, "--batch-tasks", help="Tasks per engine call and per store commit."),
-    max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    max_model_len: int = typer.Option(
+        None, "--max-model-len", help="Engine context length (prompt + completion). Default: the model's."),
+    env: str = typer.Option(
+        None, "--env",
+        help="Run every task as an episode in this environment (NAME or NAME@VERSION from rldata env list; "
+        "a bundled one is registered on first use). Default: each task's own environment, else single-turn."),
     reward_spec: Path = typer.Option(
         None, "--reward-spec",
         help="YAML reward spec (alpha, judge mix, length penalty, z-scores; see rldata rewards). "
@@ -47,13 +52,14 @@ def sample(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
-                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward)
+                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward, env=env)
     summary = run_sample(get_store(ctx, create=True), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
             f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "
             f"no answer {summary.no_answer}"
-            + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else ""))
+            + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else "")
+            + (f"; environment errors {summary.env_errors}" if summary.env_errors else ""))
     import polars as pl
 
     emit(pl.DataFrame([summary.to_dict()]), fmt)

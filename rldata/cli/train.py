@@ -60,7 +60,11 @@ def train(
     checkpoint_every: int = typer.Option(None, "--checkpoint-every", help="Checkpoint every K steps (and at the end)."),
     seed: int = typer.Option(None, help="Run seed (sampler, engines' per-request seeds)."),
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
-    max_model_len: int = typer.Option(64, "--max-model-len", help="Engine context length (prompt + completion)."),
+    max_model_len: int = typer.Option(
+        None, "--max-model-len", help="Engine context length (prompt + completion). Default: the model's."),
+    env: str = typer.Option(
+        None, "--env", help="Train every task as an episode in this environment (NAME or NAME@VERSION; config "
+        "env). Default: each task's own environment, else single-turn."),
     async_mode: bool = typer.Option(None, "--async/--sync", help="Async: engines generate the next batches while "
                                     "the learners update (config mode; default sync)."),
     max_staleness: int = typer.Option(None, "--max-staleness", help="Async: generation runs at most K policy "
@@ -96,7 +100,7 @@ def train(
         "curriculum": None if curriculum is None else str(curriculum), "model": model, "steps": steps,
         "num_learners": learners, "num_engines": engines, "output_dir": None if out is None else str(out),
         "run_id": run_id, "eval_every": eval_every, "checkpoint_every": checkpoint_every, "seed": seed,
-        "reward_spec": None if reward_spec is None else str(reward_spec),
+        "reward_spec": None if reward_spec is None else str(reward_spec), "env": env,
         "mode": None if async_mode is None else ("async" if async_mode else "sync"), "max_staleness": max_staleness,
     })
     opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,

@@ -1,0 +1,12 @@
+"""Rollouts: plain completions and multi-turn episodes against the engine actors, their
+verification and their trajectory columns; shared by ``rldata sample`` and the trainer."""
+
+from rldata.rollout.bind import EnvBinding, bind_envs, env_binding
+from rldata.rollout.episodes import EpisodeStats, Rollout, generate, run_episodes, turn_seed
+from rldata.rollout.render import DEFAULT_TEMPLATE, Renderer
+from rldata.rollout.score import episode_columns, unverifiable, verify_rollouts
+
+__all__ = [
+    "DEFAULT_TEMPLATE", "EnvBinding", "EpisodeStats", "Renderer", "Rollout", "bind_envs", "env_binding",
+    "episode_columns", "generate", "run_episodes", "turn_seed", "unverifiable", "verify_rollouts",
+]

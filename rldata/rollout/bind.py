@@ -1,0 +1,107 @@
+"""Which environment a task runs in: the task's own (``tasks.env_id`` / ``env_version``) or the job's
+``--env``, looked up in the ``environments`` table.
+
+An :class:`EnvBinding` names one environment version (``env_id``, ``version``) and its
+:class:`~rldata.envs.EnvSpec`.  Tasks without an environment get ``None`` and run as plain
+single-turn prompts, exactly as before environments existed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rldata.envs.base import EnvSpec, resolve
+from rldata.errors import RldataError
+
+__all__ = ["EnvBinding", "bind_envs", "env_binding"]
+
+
+@dataclass(frozen=True)
+class EnvBinding:
+    env_id: str  # environments.env_id
+    version: str  # environments.version
+    spec: EnvSpec
+
+    @property
+    def ledger_key(self) -> str:
+        """``env_id@version``: passrates.env_version, and the env part of a trajectory's identity."""
+        return f"{self.env_id}@{self.version}"
+
+    @property
+    def fast_single_turn(self) -> bool:
+        """A plain single-turn env with no system prompt: its episode IS the task's prompt and one
+        completion, so it can share the prompt's prefill over N samples like a task without env."""
+        return self.spec.env == "single-turn" and not self.spec.system_prompt
+
+    def check(self) -> None:
+        resolve(self.spec.env)  # the class still imports (RldataError naming it otherwise)
+
+
+def env_binding(store, env: str) -> EnvBinding:
+    """``NAME`` (its newest version) or ``NAME@VERSION`` from the environments table.  A bundled
+    environment name that was never registered is registered with its default spec first."""
+    from rldata.envs.catalog import register_env
+
+    name, _, version = env.partition("@")
+    rows = store.sql("SELECT env_id, version, spec, created_at FROM environments WHERE env_id = $1 "
+                     "ORDER BY created_at DESC, version DESC", params=[name]).fetchall()
+    if version:
+        rows = [r for r in rows if r[1] == version]
+    if not rows:
+        if version:
+            raise RldataError(f"environment {env!r} is not registered (see: rldata env show {name})")
+        from rldata.envs.base import REGISTRY, _load_builtin
+
+        _load_builtin()
+        if name not in REGISTRY:
+            raise RldataError(f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
+                              f"and is not a bundled one ({', '.join(sorted(REGISTRY))})")
+        row, _ = register_env(store, _default_spec(name))
+        rows = [(row["env_id"], row["version"], row["spec"], None)]
+    env_id, ver, spec, _ = rows[0]
+    b = EnvBinding(env_id, ver, EnvSpec.from_dict(json.loads(spec)))
+    b.check()
+    return b
+
+
+def _default_spec(name: str) -> dict[str, Any]:
+    """The bundled spec file ``sample_data/envs/NAME.yaml`` when there is one, else ``{env: NAME}``."""
+    from importlib.resources import files
+
+    import yaml
+
+    path = files("rldata.sample_data").joinpath("envs", f"{name}.yaml")
+    if path.is_file():
+        return yaml.safe_load(path.read_text())
+    return {"env": name}
+
+
+def bind_envs(store, tasks: Iterable[Mapping[str, Any]], *, env: str | None = None) -> dict[str, EnvBinding | None]:
+    """task_id -> the binding it runs in.  ``env`` (the job's ``--env``) overrides every task's own;
+    a task naming an environment version that is not registered is an error naming the task."""
+    tasks = list(tasks)
+    if env:
+        b = env_binding(store, env)
+        return {t["task_id"]: b for t in tasks}
+    wanted = {(t.get("env_id"), t.get("env_version")) for t in tasks if t.get("env_id")}
+    found: dict[tuple[str, str], EnvBinding] = {}
+    if wanted:
+        for env_id, ver, spec in store.sql("SELECT env_id, version, spec FROM environments").fetchall():
+            if (env_id, ver) in wanted:
+                found[(env_id, ver)] = EnvBinding(env_id, ver, EnvSpec.from_dict(json.loads(spec)))
+    out: dict[str, EnvBinding | None] = {}
+    for t in tasks:
+        key = (t.get("env_id"), t.get("env_version"))
+        if not key[0]:
+            out[t["task_id"]] = None
+            continue
+        if key not in found:
+            raise RldataError(f"task {t['task_id']}: environment {key[0]}@{key[1]} is not registered "
+                              "(rldata env list shows what is)")
+        out[t["task_id"]] = found[key]
+    for b in found.values():
+        b.check()
+    return out

@@ -1,0 +1,287 @@
+"""Rollouts against the engine actors: plain prompts (N samples sharing a prefill) and episodes.
+
+:func:`generate` is the one entry point of ``rldata sample`` and the trainer.  Tasks without an
+environment (or in a plain ``single-turn`` one) go to the engines as text prompts with ``n=N``,
+as they always have.  Tasks in an environment run as episodes, all of them advanced together:
+each round, every active episode's next turn goes into ONE generate call per engine (so the
+engines are not idle between turns), then every episode's environment steps (in a thread pool:
+a slow tool does not hold the others up), and the episodes that go on join the next round.
+
+An episode is a token sequence: the opening ids, then each assistant turn's generated ids (mask 1:
+they enter the loss) and each observation's ids (mask 0: tool results and environment text never
+do).  It ends with ``env_done`` (the environment said so), ``length`` (a turn hit its token cap,
+or the episode its ``max_total_tokens`` / the engine's context), ``max_turns``, ``env_error`` (the
+environment raised, hung or returned garbage: see :mod:`rldata.envs.guard`), or
+``prompt_too_long``.  Its environment is closed in every case, also when generation itself fails.
+
+Seeds: sample j of a task with request seed s uses seed s + j on its first turn (what vLLM gives
+sample j of an ``n=N`` request), and a hash of (s, j, turn) after, so episodes are reproducible
+whatever the batching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rldata.envs.base import make_env
+from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
+from rldata.params import SamplingSpec
+from rldata.rollout.bind import EnvBinding
+from rldata.rollout.render import Renderer
+
+__all__ = ["EpisodeStats", "Rollout", "generate", "run_episodes", "turn_seed"]
+
+ENDS = ("env_done", "length", "max_turns", "env_error", "prompt_too_long")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sample: a single completion or a whole episode.  Duck-compatible with
+    :class:`rldata.engine.Sample` (``text``, ``token_ids``, ``logprobs``, ...)."""
+
+    text: str  # what the verifier checks: the completion, or the episode's last assistant turn
+    token_ids: tuple[int, ...]  # everything after the prompt: generated turns and observations
+    prompt_tokens: int
+    completion_tokens: int  # tokens the model generated (the mask's ones)
+    cumulative_logprob: float | None
+    logprobs: tuple[float, ...] | None  # [len(token_ids)]; 0.0 at observation positions
+    finish_reason: str
+    prompt_ids: tuple[int, ...] | None = None  # None: the task's prompt text, tokenized as the engine did
+    mask: tuple[int, ...] | None = None  # [len(token_ids)] 1 = generated; None = all generated
+    messages: tuple[dict, ...] | None = None  # the whole conversation (episodes only)
+    num_turns: int = 1
+    num_tool_calls: int = 0
+    env_info: Mapping[str, Any] | None = None
+    env_error: str | None = None  # the environment's error message (finish_reason env_error)
+
+    @classmethod
+    def from_sample(cls, s) -> Rollout:
+        return cls(text=s.text, token_ids=tuple(s.token_ids), prompt_tokens=s.prompt_tokens,
+                   completion_tokens=s.completion_tokens, cumulative_logprob=s.cumulative_logprob,
+                   logprobs=s.logprobs, finish_reason=s.finish_reason,
+                   num_turns=0 if s.finish_reason == "prompt_too_long" else 1)
+
+
+@dataclass
+class EpisodeStats:
+    """Where an episode batch's time went: the engines' busy share is generate / wall."""
+
+    rounds: int = 0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    wall_s: float = 0.0
+    requests: int = 0
+
+    @property
+    def engine_busy_frac(self) -> float:
+        return self.generate_s / self.wall_s if self.wall_s else 0.0
+
+
+@dataclass
+class _Episode:
+    task: Mapping[str, Any]
+    seed: int | None
+    sample_idx: int
+    env: Any = None
+    prompt_ids: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    turns: int = 0
+    info: dict = field(default_factory=dict)
+    finish: str | None = None
+    error: str | None = None
+    closed: bool = False
+
+    def result(self) -> Rollout:
+        text = next((m["content"] for m in reversed(self.messages) if m["role"] == "assistant"), "")
+        gen = sum(self.mask)
+        lps = tuple(self.logprobs) if len(self.logprobs) == len(self.ids) else None
+        calls = self.info.get("tool_calls", 0)
+        return Rollout(
+            text=text, token_ids=tuple(self.ids), prompt_tokens=len(self.prompt_ids), completion_tokens=gen,
+            cumulative_logprob=sum(lp for lp, m in zip(self.logprobs, self.mask) if m) if lps else None,
+            logprobs=lps, finish_reason=self.finish or "max_turns", prompt_ids=tuple(self.prompt_ids),
+            mask=tuple(self.mask), messages=tuple(self.messages), num_turns=self.turns,
+            num_tool_calls=calls if isinstance(calls, int) and not isinstance(calls, bool) else 0,
+            env_info=dict(self.info), env_error=self.error)
+
+
+def turn_seed(seed: int | None, sample_idx: int, turn: int) -> int | None:
+    if seed is None:
+        return None
+    if turn == 0:
+        return seed + sample_idx
+    h = hashlib.sha256(f"{seed}|{sample_idx}|{turn}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x3FFFFFFF
+
+
+def _split(engines: Sequence, n: int) -> list[tuple[int, int, int]]:
+    k = len(engines)
+    bounds = [round(i * n / k) for i in range(k + 1)]
+    return [(i, bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
+
+
+def _generate_text(engines, prompts: list[str], seeds: list, spec: SamplingSpec) -> list[list]:
+    import ray
+
+    parts = _split(engines, len(prompts))
+    refs = [engines[i].generate.remote(prompts[a:b], spec, seeds[a:b], True) for i, a, b in parts]
+    return [g for chunk in ray.get(refs) for g in chunk]
+
+
+def _generate_ids(engines, prompts: list[list[int]], seeds: list, caps: list[int], spec: SamplingSpec) -> list:
+    import ray
+
+    parts = _split(engines, len(prompts))
+    refs = [engines[i].generate_ids.remote(prompts[a:b], spec, seeds[a:b], caps[a:b], True) for i, a, b in parts]
+    return [s for chunk in ray.get(refs) for s in chunk]
+
+
+def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
+    ep.finish = reason
+    if not ep.closed:
+        ep.closed = True
+        problem = guarded_close(ep.env, timeout_s=timeout_s)
+        ep.info.update(problem)
+
+
+def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec,
+                 binding: EnvBinding, renderer: Renderer, *, max_model_len: int,
+                 stats: EpisodeStats | None = None, pool_size: int = 8) -> list[list[Rollout]]:
+    """``spec.n`` episodes per task in ``binding``'s environment; results in task order."""
+    es = binding.spec
+    timeout = es.step_timeout_s
+    stats = stats if stats is not None else EpisodeStats()
+    t_start = time.monotonic()
+    episodes = [_Episode(task=t, seed=s, sample_idx=j) for t, s in zip(tasks, seeds) for j in range(spec.n)]
+    budget = min(es.max_total_tokens, max_model_len - 1)
+    pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
+    try:
+        def open_episode(ep: _Episode) -> None:
+            ep.env = make_env(es)
+            g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
+            if g.finish_reason == "env_error":
+                ep.closed, ep.finish, ep.error = True, "env_error", g.error
+                ep.info.update(g.info)
+                return
+            ep.messages = list(g.messages)
+            ep.prompt_ids = renderer.opening(ep.messages)
+            if len(ep.prompt_ids) >= budget:
+                _end(ep, "prompt_too_long", timeout_s=timeout)
+
+        t0 = time.monotonic()
+        list(pool.map(open_episode, episodes))
+        stats.env_s += time.monotonic() - t0
+        active = [ep for ep in episodes if ep.finish is None]
+        while active:
+            stats.rounds += 1
+            prompts = [ep.prompt_ids + ep.ids for ep in active]
+            caps = [budget - len(p) for p in prompts]
+            seeds_now = [turn_seed(ep.seed, ep.sample_idx, ep.turns) for ep in active]
+            t0 = time.monotonic()
+            outs = _generate_ids(engines, prompts, seeds_now, caps, spec)
+            stats.generate_s += time.monotonic() - t0
+            stats.requests += len(active)
+
+            def advance(pair) -> None:
+                ep, s = pair
+                if s.finish_reason == "prompt_too_long":  # no room left for another turn
+                    _end(ep, "length", timeout_s=timeout)
+                    return
+                ep.turns += 1
+                ep.ids += list(s.token_ids)
+                ep.mask += [1] * len(s.token_ids)
+                ep.logprobs += list(s.logprobs) if s.logprobs is not None else [0.0] * len(s.token_ids)
+                msg = {"role": "assistant", "content": s.text}
+                ep.messages.append(msg)
+                if s.finish_reason == "length":
+                    _end(ep, "length", timeout_s=timeout)
+                    return
+                g = guarded_step(ep.env, msg, timeout_s=timeout)
+                ep.info.update(g.info)
+                if g.finish_reason == "env_error":
+                    ep.closed, ep.finish, ep.error = True, "env_error", g.error
+                    return
+                if g.done:
+                    ep.messages += g.messages
+                    ep.closed, ep.finish = True, "env_done"
+                    return
+                if ep.turns >= es.max_turns:
+                    ep.messages += g.messages
+                    _end(ep, "max_turns", timeout_s=timeout)
+                    return
+                history = list(ep.messages)
+                ep.messages += g.messages
+                obs = renderer.observation(history, g.messages)
+                ep.ids += obs
+                ep.mask += [0] * len(obs)
+                ep.logprobs += [0.0] * len(obs)
+                if len(ep.prompt_ids) + len(ep.ids) >= budget:
+                    _end(ep, "length", timeout_s=timeout)
+
+            t0 = time.monotonic()
+            list(pool.map(advance, zip(active, outs)))
+            stats.env_s += time.monotonic() - t0
+            active = [ep for ep in active if ep.finish is None]
+    finally:
+        for ep in episodes:  # generation failed mid-way, or Ctrl-C: nothing stays open
+            if ep.env is not None and not ep.closed:
+                ep.closed = True
+                guarded_close(ep.env, timeout_s=timeout)
+        pool.shutdown(wait=False)
+        stats.wall_s += time.monotonic() - t_start
+    out: list[list[Rollout]] = []
+    for i in range(len(tasks)):
+        out.append([ep.result() for ep in episodes[i * spec.n:(i + 1) * spec.n]])
+    return out
+
+
+def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec, *,
+             bindings: Sequence[EnvBinding | None] | None = None, renderer: Renderer | None = None,
+             max_model_len: int = 64, stats: EpisodeStats | None = None) -> list[list[Rollout]]:
+    """``spec.n`` rollouts per task, in task order.  ``bindings[i]`` is task i's environment (None:
+    a plain prompt).  Tasks are grouped by environment: plain ones in one text-prompt call, each
+    environment's in one episode batch."""
+    bindings = list(bindings) if bindings is not None else [None] * len(tasks)
+    groups: dict[str | None, list[int]] = {}  # by env_id@version (specs hold dicts: not hashable)
+    by_key: dict[str | None, EnvBinding | None] = {None: None}
+    for i, b in enumerate(bindings):
+        key = None if b is None or b.fast_single_turn else b.ledger_key
+        by_key.setdefault(key, b)
+        groups.setdefault(key, []).append(i)
+    out: list[list[Rollout] | None] = [None] * len(tasks)
+    for key, idx in groups.items():
+        b = by_key[key]
+        part_tasks, part_seeds = [tasks[i] for i in idx], [seeds[i] for i in idx]
+        if b is None:
+            res = [[Rollout.from_sample(s) for s in g]
+                   for g in _generate_text(engines, [t["prompt"] for t in part_tasks], part_seeds, spec)]
+        else:
+            if renderer is None:
+                raise ValueError("episodes need a renderer (rldata.rollout.Renderer.for_model)")
+            res = run_episodes(engines, part_tasks, part_seeds, spec, b, renderer, max_model_len=max_model_len,
+                               stats=stats)
+        for i, r in zip(idx, res):
+            out[i] = r
+    return out  # type: ignore[return-value]
+
+
+def with_n(spec: SamplingSpec, n: int) -> SamplingSpec:
+    return replace(spec, n=n)
+
+
+def info_json(r: Rollout) -> str | None:
+    if r.env_info is None and r.env_error is None:
+        return None
+    d = dict(r.env_info or {})
+    if r.env_error:
+        d["error"] = r.env_error
+    return json.dumps(d, sort_keys=True, default=str)
