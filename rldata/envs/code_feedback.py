@@ -33,7 +33,6 @@ from typing import Any
 from rldata.envs.base import BaseEnv, Message, StepResult, register
 from rldata.errors import RldataError
 from rldata.verify.code import CodeVerifier, check_rules, parse_tests, run_tests
-from rldata.verify.sandbox import SandboxLimits
 
 __all__ = ["MAX_OBSERVATION_CHARS", "MIN_WALL_S", "VALUE_CHARS", "WALL_SHARE", "CodeFeedbackEnv"]
 
@@ -118,12 +117,14 @@ class CodeFeedbackEnv(BaseEnv):
         if self.closed:
             raise RldataError("code-feedback: reset() after close()")
         tid = task.get("task_id") or "(no task_id)"
+        raw = task.get("tests")
         try:
-            tests = parse_tests(task.get("tests"))
+            obj = json.loads(raw) if isinstance(raw, str) and raw else raw
+            if isinstance(obj, Mapping) and not obj.get("public"):  # before parse_tests' own complaint
+                raise ValueError("no public tests to give feedback from")
+            tests = parse_tests(obj)
         except (ValueError, TypeError, RecursionError) as e:
             raise RldataError(f"code-feedback: task {tid}: field 'tests': {e}"[:500]) from None
-        if not tests.public:
-            raise RldataError(f"code-feedback: task {tid}: field 'tests' has no public tests to give feedback from")
         self._tests = replace(tests, hidden=())  # the hidden tests go no further than this line
         self._task = {k: v for k, v in task.items() if k != "tests"}
         self.attempts, self.done = 0, False
@@ -178,6 +179,15 @@ class CodeFeedbackEnv(BaseEnv):
         if load is not None:  # every test failed the same way: say it once
             lines.append(f"The code failed while loading: {_clip(load[len('load error:'):].strip())}")
             failures = ()
+        stopped = next((i for i, f in enumerate(failures) if str(f["reason"]).startswith("not run:")), None)
+        if stopped is not None:  # the whole run was cut (wall, output cap): the rest share one reason
+            f = failures[stopped]
+            why = f["reason"][len("not run:"):].strip()
+            which = f"Test {total} of {total}" if f["index"] + 1 == total else f"Tests {f['index'] + 1} to {total}"
+            lines_after = [f"{which} did not run: the sandbox stopped the run: {_clip(why)}"]
+            failures = failures[:stopped]
+        else:
+            lines_after = []
         for f in failures[: self.max_failures_shown]:
             case = self._tests.public[f["index"]]
             lines.append(f"Failed test {f['index'] + 1} of {total}:")
@@ -188,7 +198,8 @@ class CodeFeedbackEnv(BaseEnv):
             if f["reason"] != "wrong answer":
                 lines.append(f"  error: {_clip(f['reason'])}")
         if len(failures) > self.max_failures_shown:
-            lines.append(f"({len(failures) - self.max_failures_shown} more failing public tests not shown)")
+            lines.append(f"({len(failures) - self.max_failures_shown} more failing public test(s) not shown)")
+        lines += lines_after
         left = self.max_attempts - self.attempts
         lines.append(f"Reply with the complete, corrected program in one ```python block. "
                      f"Attempts left: {left}.")
