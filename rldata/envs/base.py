@@ -94,6 +94,7 @@ def register(name: str):
 def _load_builtin() -> None:
     importlib.import_module("rldata.envs.single_turn")
     importlib.import_module("rldata.envs.calculator")
+    importlib.import_module("rldata.envs.code_feedback")
 
 
 def resolve(env: str) -> Callable[..., Environment]:
@@ -178,11 +179,26 @@ class EnvSpec:
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
+_PASSABLE_LIMITS = ("max_turns", "max_total_tokens", "step_timeout_s")
+
+
 def make_env(spec: EnvSpec) -> Environment:
-    """A fresh environment object for one episode (RldataError if the class or its config is bad)."""
+    """A fresh environment object for one episode (RldataError if the class or its config is bad).
+
+    A class that sizes its own work by the spec's limits names them in ``spec_fields`` (a tuple of
+    ``max_turns``, ``max_total_tokens``, ``step_timeout_s``) and gets them as keyword arguments, so
+    it can refuse limits it cannot live within when it is built (``rldata env register`` builds one).
+    """
     cls = resolve(spec.env)
+    kwargs = dict(spec.config)
+    for f in getattr(cls, "spec_fields", ()):
+        if f not in _PASSABLE_LIMITS:
+            raise RldataError(f"environment {spec.env!r}: spec_fields names {f!r}, not one of {_PASSABLE_LIMITS}")
+        if f in kwargs:
+            raise RldataError(f"environment {spec.env!r}: config key {f!r} is a spec field; set it at the top level")
+        kwargs[f] = getattr(spec, f)
     try:
-        return cls(system_prompt=spec.system_prompt, **dict(spec.config))
+        return cls(system_prompt=spec.system_prompt, **kwargs)
     except RldataError:
         raise
     except Exception as e:  # noqa: BLE001 - a user's class may raise anything on bad config

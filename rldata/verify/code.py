@@ -24,7 +24,7 @@ The ``tasks.tests`` JSON format is documented in docs/code_and_rewards.md and :f
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -108,8 +108,17 @@ def _layer_verdict(
     return Verdict(passed_n == total, (passed_n / total) if total else 1.0, None, None, detail, layer=layer)
 
 
-def run_tests(code: str, tests: CodeTests, *, limits: SandboxLimits | None = None) -> tuple[Verdict, Verdict]:
-    """Run public then hidden cases in one sandbox; return the (public, hidden) verdicts."""
+def run_tests(
+    code: str,
+    tests: CodeTests,
+    *,
+    limits: SandboxLimits | None = None,
+    on_start: Callable[[Any], None] | None = None,
+) -> tuple[Verdict, Verdict]:
+    """Run public then hidden cases in one sandbox; return the (public, hidden) verdicts.
+
+    ``on_start`` is passed to :func:`rldata.verify.sandbox.run_python` (to kill a run early).
+    """
     limits = limits or SandboxLimits()
     cases = [{"input": c["input"]} for c in (*tests.public, *tests.hidden)]
     spec = {
@@ -122,6 +131,7 @@ def run_tests(code: str, tests: CodeTests, *, limits: SandboxLimits | None = Non
         HARNESS.read_text(),
         files={"solution.py": code, "cases.json": json.dumps(spec)},
         limits=_limits(tests, limits),
+        on_start=on_start,
     )
     if run.reason == "setup_error":
         err = f"sandbox could not start: {run.error_line}"

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,8 +236,14 @@ def run_python(
     files: dict[str, str] | None = None,
     argv: tuple[str, ...] | list[str] = (),
     limits: SandboxLimits | None = None,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> SandboxResult:
-    """Run ``code`` as ``main.py`` in a fresh sandbox (``files`` are written next to it)."""
+    """Run ``code`` as ``main.py`` in a fresh sandbox (``files`` are written next to it).
+
+    ``on_start(proc)``, when given, is called once the sandbox's boot process exists, so a caller
+    in another thread can end the run early by killing its process group
+    (``os.killpg(proc.pid, SIGKILL)``); clean-up here still happens in this call.
+    """
     limits = limits or SandboxLimits()
     t0 = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="rldata-sbx-")  # used only by the rlimits fallback
@@ -256,6 +263,8 @@ def run_python(
         )
         child_fd, status_w = status_w, -1  # pass_fds keeps the number in the child
         os.close(child_fd)
+        if on_start is not None:
+            on_start(proc)
         uid = UID_BASE + proc.pid if os.geteuid() == 0 and limits.isolation != "rlimits" else None
         try:
             proc.stdin.write(

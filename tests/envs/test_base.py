@@ -36,7 +36,7 @@ def test_a_class_path_resolves(tmp_path, monkeypatch):
     ("no_such_module_xyz:Env", "environment 'no_such_module_xyz:Env' does not import: No module named"),
     ("json:NoSuchClass", "environment 'json:NoSuchClass' does not import: module 'json' has no attribute 'NoSuchClass'"),
     ("json:dumps", "environment 'json:dumps' has no reset() method"),
-    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, single-turn"),
+    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, code-feedback, single-turn"),
 ])
 def test_bad_names_and_paths_are_one_line_errors(env, message):
     with pytest.raises(RldataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
@@ -74,3 +74,27 @@ def test_spec_round_trips_through_json():
     import json
 
     assert EnvSpec.from_dict(json.loads(spec.to_json())) == spec
+
+
+def test_a_class_gets_the_spec_limits_it_names_in_spec_fields(tmp_path, monkeypatch):
+    (tmp_path / "my_limited_envs.py").write_text(
+        "from rldata.envs import BaseEnv\n"
+        "class Sized(BaseEnv):\n"
+        "    name, version = 'sized', '1'\n"
+        "    spec_fields = ('step_timeout_s', 'max_turns')\n"
+        "    def __init__(self, *, step_timeout_s, max_turns, **kw):\n"
+        "        super().__init__(**kw)\n"
+        "        self.got = (step_timeout_s, max_turns)\n"
+        "class Greedy(BaseEnv):\n"
+        "    name, version = 'greedy', '1'\n"
+        "    spec_fields = ('system_prompt',)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert make_env(EnvSpec("my_limited_envs:Sized", step_timeout_s=7, max_turns=3)).got == (7, 3)
+    # a class that does not ask gets nothing extra (calculator would refuse an unknown key)
+    assert make_env(EnvSpec("calculator", step_timeout_s=7)).max_calls == 4
+    with pytest.raises(RldataError, match="config key 'max_turns' is a spec field; set it at the top level"):
+        make_env(EnvSpec("my_limited_envs:Sized", config={"max_turns": 2}))
+    with pytest.raises(RldataError, match="spec_fields names 'system_prompt', not one of"):
+        make_env(EnvSpec("my_limited_envs:Greedy"))
+    sys.modules.pop("my_limited_envs", None)

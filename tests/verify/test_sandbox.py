@@ -239,3 +239,23 @@ def test_many_files_fill_only_the_sandbox_tmpfs(auto_mode):
     res = run_python(code, limits=SandboxLimits(**{**STRICT, "disk_mb": 4}))
     assert not res.ok and res.reason == "disk_limit"
     assert "all written" not in res.stdout
+
+
+def test_on_start_lets_another_thread_end_a_run_early(limits):
+    """What an environment's close() does to a step it gave up on: kill the run's process group."""
+    import signal
+    import threading
+    import time
+
+    started = []
+
+    def on_start(proc):
+        started.append(proc)
+        threading.Timer(0.5, lambda: os.killpg(proc.pid, signal.SIGKILL)).start()
+
+    t0 = time.monotonic()
+    res = run_python("import time\ntime.sleep(60)", limits=limits, on_start=on_start)
+    assert len(started) == 1 and started[0].returncode is not None  # reaped by run_python
+    assert not res.ok and time.monotonic() - t0 < 3.0  # well before the 5 s wall limit
+    if res.uid is not None:
+        assert _uid_procs(res.uid) == []
