@@ -62,3 +62,46 @@ def test_token_logprobs_match_unpadded_scoring(tiny_model_dir):
             assert torch.allclose(ent[i][b.loss_mask[i] > 0], ent_want, atol=1e-5)
     assert logp.shape == ent.shape == b.loss_mask.shape
     assert (logp <= 0).all() and (ent >= 0).all()
+
+
+def test_collate_masks_environment_tokens_out_of_the_loss():
+    """A hand-built episode: prompt [5, 6], turn 1 [7, 2], a tool result [8, 9, 10], turn 2 [11, 2]."""
+    from rldata.trainer.policy import collate
+
+    comp = [7, 2, 8, 9, 10, 11, 2]
+    mask = [1, 1, 0, 0, 0, 1, 1]
+    b = collate([[5, 6]], [comp], advantages=[1.0], old_logps=[[-1.0] * 7], completion_masks=[mask])
+    # column t predicts input token t+1: the completion starts at input position 2, predicted by column 1
+    assert b.input_ids[0].tolist() == [5, 6, *comp]
+    assert b.loss_mask[0].tolist() == [0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    plain = collate([[5, 6]], [comp], advantages=[1.0], old_logps=[[-1.0] * 7])
+    assert plain.loss_mask[0].tolist() == [0.0] + [1.0] * 7
+    with pytest.raises(ValueError, match="one 0/1 per completion token"):
+        collate([[5, 6]], [comp], advantages=[1.0], completion_masks=[[1, 0]])
+
+
+def test_masked_tokens_change_nothing_in_the_loss_or_its_gradient(tiny_model_dir):
+    """Replacing the tool-result tokens' behaviour log-probs, or the result itself only where it is
+    never a target, leaves the loss and the gradient on the generated tokens' targets unchanged."""
+    from rldata.trainer.checkpoint import load_model
+    from rldata.trainer.loss import grpo_loss
+    from rldata.trainer.policy import collate, token_logprobs
+
+    model = load_model(tiny_model_dir)
+    comp, mask = [7, 2, 8, 9, 10, 11, 2], [1, 1, 0, 0, 0, 1, 1]
+
+    def loss_for(old):
+        b = collate([[5, 6]], [comp], advantages=[1.0], old_logps=[old], completion_masks=[mask])
+        model.zero_grad()
+        logp, _ = token_logprobs(model, b.input_ids, b.attention_mask)
+        loss, st = grpo_loss(logp, logp.detach(), None, b.advantages, b.loss_mask, behav_logp=b.old_logp,
+                             behav_cap=2.0, eps_low=0.2, eps_high=0.28, kl_coef=0.0, agg="token",
+                             denom=float(b.loss_mask.sum()))
+        loss.backward()
+        return float(loss), [p.grad.clone() for p in model.parameters() if p.grad is not None], st
+
+    base = [-3.0, -3.2, -3.1, -3.3, -3.4, -3.0, -3.1]
+    l1, g1, st1 = loss_for(base)
+    l2, g2, st2 = loss_for([-3.0, -3.2, -50.0, 0.0, -9.0, -3.0, -3.1])  # only masked positions differ
+    assert l1 == l2 and all(torch.equal(a, b) for a, b in zip(g1, g2))
+    assert float(st1["tokens"]) == 4.0
