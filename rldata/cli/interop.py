@@ -50,7 +50,7 @@ _EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a 
 
 def export(
     ctx: typer.Context,
-    selection: str = typer.Option(..., "--selection", "-s", help="Selection to export (its 'keep' rows)."),
+    selection: str = typer.Option(None, "--selection", "-s", help="Selection to export (its 'keep' rows)."),
     fmt: ExportFormat = _EXPORT_FORMAT_OPT,
     out: Path = _EXPORT_OUT_OPT,
     bucket: str = typer.Option(None, "--bucket", "-b", help="Only tasks in this curriculum bucket."),
@@ -61,15 +61,36 @@ def export(
     label_key: str = typer.Option("label", help="openrlhf: key of the answer (OpenRLHF's --label_key)."),
     data_source: str = typer.Option(None, help="verl: data_source for every row (veRL picks its scorer by it)."),
     shard_rows: int = typer.Option(100_000, help="hf/trl: rows per Parquet shard."),
+    env: str = typer.Option(None, "--env", help="verl: the environment the tasks run in (tools_kwargs in extra_info); "
+                            "default: each task's own."),
+    rollouts: bool = typer.Option(False, "--rollouts", help="Export stored trajectories as chat/SFT conversations "
+                                  "(messages column; --format jsonl or hf) instead of a selection's tasks."),
+    run: str = typer.Option(None, "--run", help="--rollouts: only this run's trajectories."),
+    where: str = typer.Option(None, "--where", help="--rollouts: SQL predicate over trajectories t (and tasks k)."),
+    correct_only: bool = typer.Option(False, "--correct-only", help="--rollouts: only trajectories that passed."),
 ) -> None:
-    """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest."""
+    """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
+    or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
     from rldata.interop.export import ExportSpec, export_selection
 
+    if rollouts:
+        from rldata.interop.chat_export import export_conversations
+
+        if selection:
+            raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
+        m = export_conversations(get_store(ctx), out=out, fmt=fmt.value, run_id=run, where=where,
+                                 correct_only=correct_only, split=split)
+        log(f"exported {m['rows']} conversations as {fmt.value} to {out} ({len(m['files'])} files)")
+        return
+    if not selection:
+        raise RldataError("--selection is required (or --rollouts to export trajectories)")
+    if run or where or correct_only:
+        raise RldataError("--run, --where and --correct-only go with --rollouts")
     try:
         spec = ExportSpec(
             selection=selection, format=fmt.value, bucket=bucket, split=split, prompt_style=prompt_style.value,
             answer_column=answer_column, input_key=input_key, label_key=label_key, data_source=data_source,
-            shard_rows=shard_rows,
+            shard_rows=shard_rows, env=env,
         )
     except ValueError as e:
         raise RldataError(str(e)) from None

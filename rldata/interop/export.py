@@ -71,6 +71,7 @@ class ExportSpec:
     label_key: str = "label"  # openrlhf: --label_key
     data_source: str | None = None  # verl: overrides each task's source (veRL picks its scorer by data_source)
     shard_rows: int = 100_000  # hf / trl: rows per Parquet shard
+    env: str | None = None  # verl: the environment (NAME[@VERSION]) the tasks run in; None = each task's own
 
     def __post_init__(self):
         if not self.selection:
@@ -168,11 +169,74 @@ def _to_arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow().select(schema.names).cast(schema)  # Polars gives large/view types: cast to ours
 
 
+def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+    """Environment tasks for veRL's multi-turn tool rollouts: the environment's opening messages as the
+    prompt, and in ``extra_info`` what veRL hands its tools (``need_tools_kwargs``, ``tools_kwargs``:
+    per tool, named by the environment id, the ``create_kwargs`` of one episode) plus the environment's
+    id, version and spec (JSON), so a veRL tool class can rebuild the same environment."""
+    env_ids = sorted(set(frame["_env_id"].to_list()))
+    if len(env_ids) != 1:
+        raise RldataError(f"a veRL export holds one environment, the selection's tasks run in {', '.join(env_ids)}: "
+                          "export them separately (--env) or per bucket")
+    tool = env_ids[0]
+    create = pa.struct([("ground_truth", pa.string()), ("task_id", pa.string())])
+    extra = pa.struct([*VERL_EXTRA, ("need_tools_kwargs", pa.bool_()),
+                       ("tools_kwargs", pa.struct([(tool, pa.struct([("create_kwargs", create)]))])),
+                       ("env_id", pa.string()), ("env_version", pa.string()), ("env_spec", pa.string())])
+    schema = pa.schema([*[VERL_SCHEMA.field(n) for n in ("data_source", "prompt", "ability", "reward_model")],
+                        ("extra_info", extra)])
+    df = frame.with_row_index("index").select(
+        data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
+        prompt=pl.col("_opening"),
+        ability=pl.col("domain"),
+        reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
+        extra_info=pl.struct(
+            split=pl.lit(spec.split), index=pl.col("index").cast(pl.Int64), task_id="task_id", category="category",
+            bucket="bucket", pass_rate="pass_rate", need_tools_kwargs=pl.lit(True),
+            tools_kwargs=pl.struct(pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id"))
+                                   .alias(tool)),
+            env_id="_env_id", env_version="_env_version", env_spec="_env_spec"),
+    )
+    return _to_arrow(df, schema)
+
+
+def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFrame:
+    """The frame with each task's environment and its opening messages (``reset`` of a fresh env)."""
+    from rldata.envs.base import make_env
+    from rldata.envs.guard import guarded_close, guarded_reset
+    from rldata.rollout import bind_envs
+
+    rows = frame.to_dicts()
+    bindings = bind_envs(store, rows, env=env)
+    if all(b is None for b in bindings.values()):
+        return frame
+    missing = [r["task_id"] for r in rows if bindings[r["task_id"]] is None]
+    if missing:
+        raise RldataError(f"task {missing[0]!r} runs in no environment while others do: export them separately")
+    openings = []
+    for r in rows:
+        b = bindings[r["task_id"]]
+        env_obj = make_env(b.spec)
+        g = guarded_reset(env_obj, r, None, timeout_s=b.spec.step_timeout_s)
+        if g.finish_reason == "env_error":
+            raise RldataError(f"task {r['task_id']!r}: environment {b.ledger_key} failed to open: {g.error}")
+        guarded_close(env_obj, timeout_s=b.spec.step_timeout_s)
+        openings.append(g.messages)
+    return frame.with_columns(
+        pl.Series("_opening", openings, dtype=pl.List(pl.Struct({"role": pl.String, "content": pl.String}))),
+        pl.Series("_env_id", [bindings[r["task_id"]].env_id for r in rows], dtype=pl.String),
+        pl.Series("_env_version", [bindings[r["task_id"]].version for r in rows], dtype=pl.String),
+        pl.Series("_env_spec", [bindings[r["task_id"]].spec.to_json() for r in rows], dtype=pl.String),
+    )
+
+
 def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     no_truth = frame.filter(_truth().is_null())
     if no_truth.height:
         raise RldataError(f"task {no_truth['task_id'][0]!r} has no answer or tests: "
                           "veRL's rule reward needs a ground_truth")
+    if "_env_id" in frame.columns:
+        return _verl_env_table(frame, spec)
     df = frame.with_row_index("index").select(
         data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
         prompt=_messages(),
@@ -253,7 +317,7 @@ def _write_hf(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
 
 
 _OPTIONS = {  # the spec fields that shape each format's files (recorded in the manifest)
-    "verl": ("data_source",),
+    "verl": ("data_source", "env"),
     "trl": ("prompt_style", "answer_column", "shard_rows"),
     "openrlhf": ("prompt_style", "input_key", "label_key"),
     "hf": ("shard_rows",),
@@ -316,6 +380,8 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
     _check_out(out)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
+    if spec.format == "verl":
+        frame = _with_envs(store, frame, spec.env)
     table = _BUILDERS[spec.format](frame, spec)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
