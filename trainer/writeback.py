@@ -125,6 +125,16 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
     composed = [g.composed for g in groups if g.composed is not None]
     if composed:  # every reward component, per domain
         m |= reward_metrics(pl.concat(composed))
+    episodes = [s for g in groups if g.env is not None for s in g.samples]
+    if episodes:  # environment rollouts: how often the model used its tools, how episodes ended
+        m["episode/tool_call_frac"] = sum(s.num_tool_calls > 0 for s in episodes) / len(episodes)
+        m["episode/tool_calls_mean"] = sum(s.num_tool_calls for s in episodes) / len(episodes)
+        m["episode/turns_mean"] = sum(s.num_turns for s in episodes) / len(episodes)
+        ends = Counter(s.finish_reason for s in episodes)
+        m |= {f"episode/finish/{r}": n / len(episodes) for r, n in sorted(ends.items())}
+        called = [p for g in groups if g.env is not None for s, p in zip(g.samples, g.passed) if s.num_tool_calls]
+        if called:
+            m["episode/accuracy_with_tool"] = sum(bool(p) for p in called) / len(called)
     if stats is not None:
         m |= {k: stats[k] for k in LEARNER_STATS}
         m["train_tokens"] = stats["tokens"]

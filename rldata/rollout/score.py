@@ -25,7 +25,7 @@ def unverifiable(r: Rollout, *, max_model_len: int) -> list[Verdict] | None:
         return [Verdict.failure(f"prompt_too_long: the prompt has {r.prompt_tokens} tokens, the engine's "
                                 f"context (max_model_len) is {max_model_len}")]
     if r.finish_reason == "env_error":
-        return [Verdict.failure(f"env_error: {r.env_error or 'the environment failed'}")]
+        return [Verdict.failure(f"env_error: {getattr(r, 'env_error', None) or 'the environment failed'}")]
     return None
 
 
@@ -50,6 +50,8 @@ def verify_rollouts(keys: Sequence[str], tasks: Sequence[Mapping[str, Any]], rol
 
 def episode_columns(r: Rollout, binding: EnvBinding | None) -> dict[str, Any]:
     """The trajectory columns that describe what was generated (the caller adds identity columns)."""
+    if not isinstance(r, Rollout):  # an engine Sample (a plain completion)
+        r = Rollout.from_sample(r)
     return {
         "completion": r.text, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
         "cumulative_logprob": r.cumulative_logprob, "finish_reason": r.finish_reason,

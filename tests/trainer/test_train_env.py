@@ -41,6 +41,10 @@ def test_a_run_in_a_multi_turn_environment_writes_episodes_back(train_ray, tmp_p
     led = store.sql("SELECT DISTINCT env_version FROM passrates WHERE run_id = 'env-run'").fetchall()
     assert led == [(f"turns@{row['version']}",)]
     assert store.sql("SELECT count(*) FROM metrics WHERE run_id = 'env-run' AND name = 'kl'").fetchall()[0][0] >= 1
+    m = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = 'env-run' AND step = 1 "
+                       "AND name LIKE 'episode/%'").fetchall())
+    assert m["episode/tool_call_frac"] == 1.0 and m["episode/turns_mean"] == 2.0  # the test env counts each turn
+    assert m["episode/finish/env_done"] == 1.0
     assert not [p for p in (tmp_path / "envs").iterdir() if p.name.startswith("open-")]
     assert json.loads(store.sql("SELECT args FROM runs WHERE run_id = 'env-run'").fetchall()[0][0])["config"]["env"] \
         == "turns"

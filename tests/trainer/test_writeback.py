@@ -91,7 +91,7 @@ def test_pending_outcomes_pool_a_version_that_generated_two_steps(store):
     # v0 generated steps 1 and 2 (step 1's update was skipped): its ledger row counts both.
     _write(store, "r", 1, 0, [_group("t1", "easy", [False, False], kept=False)])
     pending = wb.pending_outcomes(store, "r", "tiny@abc+r/v0", 1)
-    assert sorted(pending) == [("t1", "math@1", False)] * 2
+    assert sorted(pending) == [("t1", "math@1", False, "")] * 2
     new = wb.outcomes([_group("t1", "easy", [True, False], step=2)], _verifier_for)
     wb.write_ledger(store, pending + new, model="tiny@abc+r/v0", params_hash=SPEC.params_hash, run_id="r")
     assert store.sql("SELECT n, n_correct FROM passrates WHERE model = 'tiny@abc+r/v0'").fetchall() == [(4, 1)]
