@@ -83,6 +83,9 @@ class SampleSummary:
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
+    episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
+    engine_busy_frac: float | None = None  # episode batches: share of their time the engines were generating
+    tool_call_frac: float | None = None  # episodes that called a tool at least once
 
     @property
     def samples_per_s(self) -> float:
@@ -275,6 +278,7 @@ class _Ctx:
     max_model_len: int = 64  # the engines' context
     model_path: str = ""
     episodes: object = None  # rldata.rollout.EpisodeStats of the job's episode batches
+    tool_episodes: tuple = (0, 0)  # (episodes that called a tool, episodes)
 
 
 def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
@@ -345,10 +349,16 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
         seeds = [spec.request_seed(r["task_id"]) for r in rows]
         rollouts = generate(engines, rows, seeds, spec, bindings=[ctx.bindings[r["task_id"]] for r in rows],
                             renderer=renderer, max_model_len=ctx.max_model_len, stats=ctx.episodes)
+        flat = [r for g in rollouts for r in g]
+        ctx.tool_episodes = (ctx.tool_episodes[0] + sum(r.num_tool_calls > 0 for r in flat),
+                             ctx.tool_episodes[1] + len(flat))
         _commit_batch(ctx, b, rollouts)
         rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
         bar.advance(b.height, samples_per_s=f"{rate:.0f}")
     es = ctx.episodes
+    ctx.summary.episode_rounds, ctx.summary.engine_busy_frac = es.rounds, round(es.engine_busy_frac, 4)
+    if ctx.tool_episodes[1]:
+        ctx.summary.tool_call_frac = ctx.tool_episodes[0] / ctx.tool_episodes[1]
     log(f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
         f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)")
 
