@@ -49,7 +49,7 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     from rldata.jobs.sample import SampleJob, model_identity, run_sample
     from rldata.params import SamplingSpec
 
-    spec = SamplingSpec(n=n, temperature=1.0, max_tokens=16, seed=seed)
+    spec = SamplingSpec(n=n, temperature=1.0, max_tokens=32, seed=seed)
     t0 = time.monotonic()
     s = run_sample(store, SampleJob(spec=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
     wall = time.monotonic() - t0
@@ -68,7 +68,7 @@ def _train(store, out: Path, run_id: str, *, env: str | None, steps: int, seed: 
     from rldata.trainer.driver import DriverOptions, train
 
     cfg = TrainConfig(run_id=run_id, output_dir=str(out), steps=steps, seed=seed, prompts_per_step=args.prompts,
-                      group_size=args.group, max_tokens=16, lr=args.lr, micro_batch=args.prompts * args.group,
+                      group_size=args.group, max_tokens=32, lr=args.lr, micro_batch=args.prompts * args.group,
                       max_resample=1, env=env)
     t0 = time.monotonic()
     s = train(store, cfg, DriverOptions(tasks_where="task_id LIKE 't%'"))
