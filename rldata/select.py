@@ -16,6 +16,9 @@ drop a task, which would quietly bias a selection against tasks with slow or fla
 A task is ``insufficient_samples`` when fewer than ``min_n`` samples were drawn, or fewer than half
 of ``min_n`` were verified (a pass rate from a few survivors is no estimate).
 
+Rows that ``rldata sample --adaptive`` stopped early (fewer than ``n_max`` drawn) are decided by
+their stopping rule instead of being ``insufficient_samples``: see :mod:`rldata.adaptive_filter`.
+
 The result is a named selection: rows of the ``selections`` table, replaced in one Delta commit,
 that record the passrates version and the parameters that produced them.
 """
@@ -207,6 +210,8 @@ class FilterResult:
     selections_version: int | None  # None for a dry run
     counts: dict[str, int] = field(default_factory=dict)  # by reason
     total: int = 0
+    decided_by: dict[str, int] = field(default_factory=dict)  # fixed | exact | sequential (rldata.adaptive_filter)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -233,15 +238,18 @@ def filter_store(
     check_name(name)
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
+    from rldata.adaptive_filter import ADAPTIVE_COLUMNS, default_n, redecide
+
     passrates = read_where(
-        store, "passrates", version=pr_version, columns=["task_id", *KEY, "n", "n_correct", "n_error"]
+        store, "passrates", version=pr_version,
+        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
     )
     key = resolve_key(
         passrates.lazy(), model=model, params_hash=params_hash, verifier_version=verifier_version
     )
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
         "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),
-        pl.col("n_error").fill_null(0).cast(pl.Int64),
+        pl.col("n_error").fill_null(0).cast(pl.Int64), *ADAPTIVE_COLUMNS,
     )
     if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
         raise RldataError("passrates hold several environment versions for this slice; "
@@ -258,16 +266,19 @@ def filter_store(
         pl.col("n").fill_null(0), pl.col("n_correct").fill_null(0), pl.col("n_error").fill_null(0)
     )
     if min_n is None:
-        min_n = default_min_n(rates["n"] + rates["n_error"])
+        min_n = default_min_n(default_n(rates))  # adaptive rows count as their N, not their early stop
     if min_n < 1:
         raise RldataError(f"--min-n must be >= 1, got {min_n}")
-    decided = decide(df, band, min_n=min_n)
+    # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive_filter)
+    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
+    decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {
         "band": [band.low, band.high],
         "inclusive": band.inclusive,
         "min_n": min_n,
         "domain": domain,
         **key,
+        **({"decided_by": decided_by} if set(decided_by) - {"fixed"} else {}),
     }
     rows = decided.select(
         pl.lit(name).alias("selection"),
@@ -288,7 +299,8 @@ def filter_store(
         # one commit replaces the selection's rows: readers see the old or the new selection, never a mix
         store.overwrite("selections", rows, predicate=f"selection = '{name}'")
         sel_version = store.version("selections")
-    result = FilterResult(name, key, band, min_n, pr_version, sel_version, counts, decided.height)
+    result = FilterResult(name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by,
+                          tuple(warnings))
     return result, rows
 
 
