@@ -176,17 +176,37 @@ def _check_n_max(n_max: int) -> None:
         raise RldataError(f"N (n_max) must be an integer in 1..{MAX_N}, got {n_max!r}")
 
 
+def _next_correct(prior, k: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """P(next verified draw correct | k correct, w wrong) under a Beta (a, b) or a grid prior."""
+    if prior[0] == "beta":
+        a, b = prior[1:]
+        return (a + k) / (a + b + k + w)
+    ps, ws = np.asarray(prior[1]), np.asarray(prior[2])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp, lq = np.log(ps)[None, :], np.log1p(-ps)[None, :]
+        kk, ww = k[:, None], w[:, None]
+        # 0 * log 0 = 0 at the grid ends (p = 0 with no correct draw is possible, not impossible)
+        lw = np.log(ws)[None, :] + np.where(kk == 0, 0.0, kk * lp) + np.where(ww == 0, 0.0, ww * lq)
+    lw -= lw.max(axis=1, keepdims=True)
+    post = np.exp(lw)
+    return (post * ps[None, :]).sum(1) / post.sum(1)
+
+
 @lru_cache(maxsize=64)
-def rule_table(n_max: int, band: Band, min_n: int) -> _Table:
+def rule_table(n_max: int, band: Band, min_n: int, prior: tuple = PRIOR) -> _Table:
     """Predictive reason probabilities and reachable-reason masks for every count state.
 
     The final layer (k + w + e = N) is decided by ``select.decide`` itself; each earlier state is
     the Polya-urn mixture of its three children: next draw an error with probability
     (a_q + e) / (a_q + b_q + drawn), else correct with probability (a + k) / (a + b + k + w).
+    ``prior`` ((a, b) or ("grid", ps, weights) for p; (a_q, b_q) for q) is for simulations and
+    benchmarks only: ledger rows are re-decided with :data:`PRIOR`, so a job must not change it.
     """
     _check_n_max(n_max)
     N = int(n_max)
-    (a, b), (aq, bq) = PRIOR
+    p_prior, (aq, bq) = prior
+    if p_prior[0] != "grid":
+        p_prior = ("beta", *p_prior)
     size = N + 2  # one spare slot on every axis: children of the last layer are never read
     prob = np.zeros((size, size, size, len(_REASONS)))
     mask = np.zeros((size, size, size), dtype=np.uint8)
@@ -206,7 +226,7 @@ def rule_table(n_max: int, band: Band, min_n: int) -> _Table:
         k, w = k[keep], w[keep]
         e = d - k - w
         pe = ((aq + e) / (aq + bq + d))[:, None]
-        pc = ((a + k) / (a + b + k + w))[:, None]
+        pc = _next_correct(p_prior, k, w)[:, None]
         prob[k, w, e] = pe * prob[k, w, e + 1] + (1 - pe) * (pc * prob[k + 1, w, e] + (1 - pc) * prob[k, w + 1, e])
         mask[k, w, e] = mask[k, w, e + 1] | mask[k + 1, w, e] | mask[k, w + 1, e]
     prob.setflags(write=False)
@@ -216,7 +236,8 @@ def rule_table(n_max: int, band: Band, min_n: int) -> _Table:
 
 def _classify(t: _Table, k, w, e, rule: str, alpha: float | None):
     """Vectorised core of :func:`decide` for states with drawn < N: (settled, keep, reason index,
-    confidence) arrays."""
+    confidence) arrays.  A sequential stop short of certainty needs one verified draw at least: the
+    prior alone may clear 1 - alpha for a large alpha, and a decision on no evidence is no test."""
     p = t.prob[k, w, e]
     m = t.mask[k, w, e].astype(np.int64)
     reach = (m[:, None] >> np.arange(len(_REASONS))) & 1 == 1
@@ -231,7 +252,7 @@ def _classify(t: _Table, k, w, e, rule: str, alpha: float | None):
     elif rule == "exact":
         settled = certain
     else:
-        settled = certain | (conf >= 1.0 - alpha - _EPS)
+        settled = certain | ((conf >= 1.0 - alpha - _EPS) & (k + w > 0))
     return settled, keep, reason, conf
 
 
@@ -265,13 +286,15 @@ def decide(rule: str, *, n_drawn: int, n_correct: int, n_error: int, n_max: int,
     return Decision(True, "keep" if keep[0] else "drop", _REASONS[int(reason[0])], float(conf[0]))
 
 
-def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_max") -> pl.DataFrame:
+def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_max",
+                 prior: tuple = PRIOR) -> pl.DataFrame:
     """:func:`decide` for every row of a frame of per-task counts, in one call per round.
 
     ``df`` has the ledger's count columns ``n`` (verified), ``n_correct`` and ``n_error``; ``n_max``
     is N, or the name of a column holding each row's N.  Adds ``n_drawn``, ``settled``,
     ``decision``, ``reason``, ``confidence`` (as :class:`Decision`) and ``next_draws`` (what to
-    draw next round: 0 once settled).  Rows keep their order.
+    draw next round: 0 once settled).  Rows keep their order.  ``prior``: see :func:`rule_table`
+    (simulations only).
     """
     if spec.band is None and spec.rule != "fixed":
         raise RldataError("decide_frame needs a band")  # unreachable: AdaptiveSpec checks it
@@ -313,7 +336,7 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
         for N in np.unique(nmax[~settled]):
             _check_n_max(int(N))
             sub = np.flatnonzero(~settled & (nmax == N))
-            t = rule_table(int(N), spec.band, int(N) if spec.min_n is None else spec.min_n)
+            t = rule_table(int(N), spec.band, int(N) if spec.min_n is None else spec.min_n, prior)
             s, kp, rs, cf = _classify(t, k[sub], n[sub] - k[sub], e[sub], spec.rule, spec.alpha)
             settled[sub], keep[sub], reason[sub], conf[sub] = s, kp, rs, cf
     names = np.array([*_REASONS, None], dtype=object)

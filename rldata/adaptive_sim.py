@@ -45,7 +45,7 @@ class SimResult:
 
 
 def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max: int,
-             seed: int = 0) -> SimResult:
+             seed: int = 0, prior: tuple | None = None) -> SimResult:
     """Run ``spec`` on tasks with pass rates ``p`` and verifier error rates ``q`` (per draw)."""
     if spec.band is None:
         raise RldataError("simulate needs a spec with a band")
@@ -57,13 +57,14 @@ def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max:
     full = _counts(outcome, np.full(len(p), n_max))
     fixed = decide_frame(full, AdaptiveSpec("fixed", band=spec.band, min_n=spec.min_n), n_max=n_max)
     drawn = np.zeros(len(p), dtype=np.int64)
-    state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max)
+    kw = {} if prior is None else {"prior": prior}
+    state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max, **kw)
     while True:
         step = state["next_draws"].to_numpy()
         if not step.any():
             break
         drawn = drawn + step
-        state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max)
+        state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max, **kw)
     n, k = full["n"].to_numpy(), full["n_correct"].to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
