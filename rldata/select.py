@@ -457,6 +457,13 @@ def stratify_store(
             f"{unbucketed} kept task(s) have a pass rate outside every bucket: the sampler never draws them"
         )
     warnings += [f"bucket {b.name!r} is empty" for b in buckets if not sizes.get(b.name)]
+    early = {k: v for k, v in selection_params(store, selection).get("decided_by", {}).items() if k != "fixed"}
+    if early:  # optional stopping biases k/n toward the band's middle (docs/adaptive.md)
+        warnings.append(
+            f"{sum(early.values())} task(s) were sampled adaptively ({', '.join(sorted(early))}): their pass "
+            "rates are biased toward the middle, so buckets may shift; re-sample kept tasks with a fixed N "
+            "for unbiased rates (docs/adaptive.md)"
+        )
     counted = [Bucket(b.name, b.low, b.high, int(sizes.get(b.name, 0))) for b in buckets]
     # build (and so validate) the curriculum before committing anything
     curriculum = Curriculum(

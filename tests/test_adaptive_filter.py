@@ -149,3 +149,16 @@ def test_an_unreadable_band_is_one_error_line(store):
     store.upsert("passrates", [r])
     with pytest.raises(RldataError, match="unreadable band 'wide'"):
         filter_store(store, name="s", band=BAND)
+
+
+def test_stratify_warns_about_optional_stopping_bias(store, tmp_path):
+    from rldata.select import stratify_store
+
+    store.upsert("passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=8, n_error=0)])
+    filter_store(store, name="s", band=BAND)
+    res = stratify_store(store, selection="s", quantiles=1, out=tmp_path / "b.yaml")
+    assert any("sampled adaptively (sequential)" in w for w in res.warnings)
+    store.upsert("passrates", [passrate_row("a", **KEY, n=16, n_correct=8, n_error=0)])
+    filter_store(store, name="s", band=BAND)
+    res = stratify_store(store, selection="s", quantiles=1, out=tmp_path / "b.yaml")
+    assert not any("adaptively" in w for w in res.warnings)
