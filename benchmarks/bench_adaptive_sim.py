@@ -66,7 +66,7 @@ def oracle_frontier(ps, w, *, n_max, band, round_size, lams):
     for lam in lams:
         memo = {}
 
-        def solve(k, f):
+        def solve(k, f, memo=memo, lam=lam):
             if (k, f) in memo:
                 return memo[(k, f)]
             d = k + f
@@ -174,7 +174,9 @@ def main() -> None:
         print("-- bias of k/n after stopping (mean estimate - p; mean draws), round 4, band [0.1, 0.9]")
         print(f"{'p':>6}{'fixed':>9}{'exact':>9}{'draws':>7}{'seq .05':>9}{'draws':>7}"
               f"{'kept: fixed':>13}{'exact':>9}{'seq':>9}")
-        fmt = lambda x: "" if x is None else f"{x:+.4f}"  # noqa: E731
+        def fmt(x):
+            return "" if x is None else f"{x:+.4f}"
+
         for r in bias:
             print(f"{r['p']:>6}{r['fixed']:>+9.4f}{r['exact']:>+9.4f}{r['exact_draws']:>7.2f}{r['sequential']:>+9.4f}"
                   f"{r['sequential_draws']:>7.2f}{fmt(r['fixed_kept_bias']):>13}{fmt(r['exact_kept_bias']):>9}"

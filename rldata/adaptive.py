@@ -57,7 +57,8 @@ import numpy as np
 import polars as pl
 
 from rldata.errors import RldataError
-from rldata.select import Band, decide as fixed_decide
+from rldata.select import Band
+from rldata.select import decide as fixed_decide
 
 __all__ = [
     "DECIDED",

@@ -9,10 +9,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from rldata.adaptive import AdaptiveSpec, Decision, band_text, decide, decide_frame, ledger_columns, parse_band_text
+from rldata.adaptive import (
+    AdaptiveSpec,
+    Decision,
+    band_text,
+    decide,
+    decide_frame,
+    ledger_columns,
+    parse_band_text,
+)
 from rldata.adaptive_sim import fit_pass_rate_grid, simulate, true_decision
 from rldata.errors import RldataError
-from rldata.select import Band, decide as fixed_decide
+from rldata.select import Band
+from rldata.select import decide as fixed_decide
 
 BANDS = [
     Band(0.1, 0.9),

@@ -46,7 +46,7 @@ def test_early_stopped_rows_are_decided_by_their_rule(store):
         assert r["stop_rule"] in ("exact", "sequential") and r["n_max"] == 16 and r["band"] == "0.1,0.9"
         assert r["confidence"] is not None
     store.upsert("passrates", rows)
-    res, out = filter_store(store, name="ad", band=BAND)
+    res, _ = filter_store(store, name="ad", band=BAND)
     got = {r["task_id"]: r["reason"] for r in read_selection(store, "ad").to_dicts()}
     assert got == {
         "ex_keep": "in_band", "ex_drop": "too_hard", "ex_full": "too_hard",
