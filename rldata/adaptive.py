@@ -77,7 +77,7 @@ __all__ = [
 
 RULES = ("fixed", "exact", "sequential")
 PRIOR = ((0.5, 0.5), (0.5, 0.5))  # Jeffreys Beta(a, b) for (pass rate, verifier error rate)
-MAX_N = 256  # the tables hold (N+1)^3 states; far above any N a pass-rate job draws
+MAX_N = 128  # a table holds (N+2)^3 states x 4 floats (70 MB at 128); far above any N a job draws
 # the fixed-N reasons a final state can get, in the tables' column order (not_sampled needs N = 0)
 _REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples")
 DECIDED = ("keep", "drop")
@@ -193,7 +193,7 @@ def _next_correct(prior, k: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (post * ps[None, :]).sum(1) / post.sum(1)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)  # one per (N, band, min_n) a job or filter uses
 def rule_table(n_max: int, band: Band, min_n: int, prior: tuple = PRIOR) -> _Table:
     """Predictive reason probabilities and reachable-reason masks for every count state.
 

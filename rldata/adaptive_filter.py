@@ -87,6 +87,11 @@ def redecide(decided: pl.DataFrame, band: Band, *, min_n: int) -> tuple[pl.DataF
             )
     parts = []
     for (rule, alpha), group in early.group_by(["stop_rule", "alpha"]):
+        if rule == "sequential" and (alpha is None or not 0 < alpha < 0.5):
+            raise RldataError(
+                f"passrates: {group.height} sequential row(s) (first task {group['task_id'][0]!r}) have "
+                f"alpha {alpha!r}: a sequential row needs the alpha it stopped at, in (0, 0.5)"
+            )
         spec = AdaptiveSpec(rule, alpha if rule == "sequential" else None, 1, band, min_n)
         got = decide_frame(group.select("_row", "n", "n_correct", "n_error", "n_max"), spec, n_max="n_max")
         parts.append(got.select(

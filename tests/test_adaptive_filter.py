@@ -162,3 +162,12 @@ def test_stratify_warns_about_optional_stopping_bias(store, tmp_path):
     filter_store(store, name="s", band=BAND)
     res = stratify_store(store, selection="s", quantiles=1, out=tmp_path / "b.yaml")
     assert not any("adaptively" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("alpha", [None, 0.7])
+def test_a_sequential_row_without_a_valid_alpha_is_one_error_line(store, alpha):
+    store.upsert("passrates", [{**_row("a", 2, 2, 0, SEQ), "alpha": alpha}])
+    before = store.version("selections")
+    with pytest.raises(RldataError, match="sequential row\\(s\\) \\(first task 'a'\\) have alpha"):
+        filter_store(store, name="s", band=BAND)
+    assert store.version("selections") == before  # nothing written
