@@ -3,8 +3,10 @@
 ``rldata sample --n N`` draws N samples per task and ``rldata filter --band lo,hi`` then keeps or
 drops each task from its counts (:func:`rldata.select.decide`).  Most of those draws decide
 nothing: 2 right and 2 wrong already put a task inside [0.1, 0.9] whatever the next 12 are, as long
-as the verifier does not error on them.  With an adaptive rule the job samples in rounds of
-``round_size`` and, after each round, asks :func:`decide` whether the task is settled.
+as the verifier does not error on them.  With an adaptive rule the job samples in rounds of at
+most ``round_size`` and, after each round, asks :func:`decide_frame` which tasks are settled and
+how many draws each other task needs next (a round stops short where the task could settle
+sooner: :func:`settle_distance`).
 
 The target is always **the decision fixed-N sampling would make**: ``select.decide`` on the counts
 of all N draws, with ``min_n`` (default N).  A draw has three outcomes: correct, wrong, or a
@@ -73,6 +75,7 @@ __all__ = [
     "ledger_columns",
     "parse_band_text",
     "rule_table",
+    "settle_distance",
 ]
 
 RULES = ("fixed", "exact", "sequential")
@@ -104,7 +107,11 @@ class AdaptiveSpec:
 
     rule: ``fixed`` | ``exact`` | ``sequential`` (module docstring).
     alpha: sequential only, in (0, 0.5): the allowed disagreement with fixed-N (default 0.05).
-    round_size: draws per task per round (>= 1); N need not be a multiple (the last round is short).
+    round_size: the most draws per task per round (>= 1); N need not be a multiple.
+    trim: draw no further in a round than the first point where the task *could* be settled
+        (:func:`settle_distance`).  No state in between can stop, so this never costs a stop; it
+        makes every round size stop as early as drawing one at a time would, at the price of more
+        (smaller) rounds for some tasks.  False: always ``round_size`` (the last round short).
     band: the band the decision is about, as ``rldata filter --band``; required unless fixed.
     min_n: the filter's min_n the rule targets; None = N (what ``rldata filter`` defaults to).
     """
@@ -114,6 +121,7 @@ class AdaptiveSpec:
     round_size: int = 4
     band: Band | None = None
     min_n: int | None = None
+    trim: bool = True
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -135,17 +143,16 @@ class AdaptiveSpec:
         if self.min_n is not None and (isinstance(self.min_n, bool) or not isinstance(self.min_n, int)
                                        or self.min_n < 1):
             raise RldataError(f"min_n must be an integer >= 1, got {self.min_n!r}")
+        if not isinstance(self.trim, bool):
+            raise RldataError(f"trim must be True or False, got {self.trim!r}")
 
     @classmethod
     def parse(cls, rule: str = "fixed", *, band: str | None = None, alpha: float | None = None,
-              round_size: int = 4, inclusive: bool = True, min_n: int | None = None) -> AdaptiveSpec:
+              round_size: int = 4, inclusive: bool = True, min_n: int | None = None,
+              trim: bool = True) -> AdaptiveSpec:
         """From the CLI's strings; ``band`` uses ``rldata filter``'s ``--band`` parser."""
         b = Band.parse(band, inclusive=inclusive) if band is not None else None
-        return cls(rule, alpha, round_size, b, min_n)
-
-    def next_round(self, n_drawn: int, n_max: int) -> int:
-        """Draws to make for a task in the next round (0 once N is reached)."""
-        return max(0, min(self.round_size, n_max - n_drawn))
+        return cls(rule, alpha, round_size, b, min_n, trim)
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,31 @@ def _classify(t: _Table, k, w, e, rule: str, alpha: float | None):
     return settled, keep, reason, conf
 
 
+@lru_cache(maxsize=8)
+def settle_distance(n_max: int, band: Band, min_n: int, rule: str, alpha: float | None,
+                    prior: tuple = PRIOR) -> np.ndarray:
+    """[k, w, e]: the fewest further draws after which the task could be settled on SOME outcome
+    sequence (0 = settled now).  Backward over the layers: 0 where settled, else 1 + the smallest
+    child distance; at N every state is settled."""
+    N = int(n_max)
+    t = rule_table(N, band, min_n, prior)
+    big = N + 1
+    dist = np.full(t.mask.shape, big, dtype=np.int64)
+    for d in range(N, -1, -1):
+        k, w = (g.ravel() for g in np.meshgrid(np.arange(d + 1), np.arange(d + 1), indexing="ij"))
+        keep = k + w <= d
+        k, w = k[keep], w[keep]
+        e = d - k - w
+        if d == N:
+            dist[k, w, e] = 0
+            continue
+        settled = _classify(t, k, w, e, rule, alpha)[0]
+        child = np.minimum(np.minimum(dist[k + 1, w, e], dist[k, w + 1, e]), dist[k, w, e + 1])
+        dist[k, w, e] = np.where(settled, 0, 1 + child)
+    dist.setflags(write=False)
+    return dist
+
+
 def _check_counts(n_drawn, n_correct, n_error) -> None:
     if min(n_drawn, n_correct, n_error) < 0 or n_correct + n_error > n_drawn:
         raise RldataError(
@@ -294,7 +326,8 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
     ``df`` has the ledger's count columns ``n`` (verified), ``n_correct`` and ``n_error``; ``n_max``
     is N, or the name of a column holding each row's N.  Adds ``n_drawn``, ``settled``,
     ``decision``, ``reason``, ``confidence`` (as :class:`Decision`) and ``next_draws`` (what to
-    draw next round: 0 once settled).  Rows keep their order.  ``prior``: see :func:`rule_table`
+    draw next round: 0 once settled; at most ``round_size``, fewer when ``spec.trim`` and the task
+    could settle sooner).  Rows keep their order.  ``prior``: see :func:`rule_table`
     (simulations only).
     """
     if spec.band is None and spec.rule != "fixed":
@@ -306,6 +339,7 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
     else:
         _check_n_max(n_max)
         nmax = np.full(df.height, int(n_max), dtype=np.int64)
+    cap = np.minimum(spec.round_size, nmax)  # replaced below by the trimmed round where it applies
     for col in ("n", "n_correct", "n_error"):
         if col not in df.columns:
             raise RldataError(f"decide_frame: missing count column {col!r}")
@@ -340,6 +374,10 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
             t = rule_table(int(N), spec.band, int(N) if spec.min_n is None else spec.min_n, prior)
             s, kp, rs, cf = _classify(t, k[sub], n[sub] - k[sub], e[sub], spec.rule, spec.alpha)
             settled[sub], keep[sub], reason[sub], conf[sub] = s, kp, rs, cf
+            if spec.trim and spec.rule != "fixed":
+                mn = int(N) if spec.min_n is None else spec.min_n
+                dist = settle_distance(int(N), spec.band, mn, spec.rule, spec.alpha, prior)
+                cap[sub] = np.maximum(1, np.minimum(cap[sub], dist[k[sub], n[sub] - k[sub], e[sub]]))
     names = np.array([*_REASONS, None], dtype=object)
     has = settled & (reason >= 0)
     out_reason = np.where(has, names[reason], None).tolist()
@@ -350,7 +388,7 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
         pl.Series("decision", out_decision, dtype=pl.String),
         pl.Series("reason", out_reason, dtype=pl.String),
         pl.Series("confidence", conf, dtype=pl.Float64),
-        pl.Series("next_draws", np.where(settled, 0, np.minimum(spec.round_size, nmax - drawn)),
+        pl.Series("next_draws", np.where(settled, 0, np.minimum(cap, nmax - drawn)),
                   dtype=pl.Int64),
     )
 

@@ -34,6 +34,7 @@ class SimResult:
     fixed_decision: np.ndarray  # fixed-N's decision on all N of the same samples
     fixed_pass_rate: np.ndarray  # k/n over all N (nan when n = 0)
     confidence: np.ndarray
+    rounds: np.ndarray  # rounds in which the task drew (the job runs max(rounds) rounds)
 
     @property
     def agreement(self) -> float:
@@ -57,6 +58,7 @@ def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max:
     full = _counts(outcome, np.full(len(p), n_max))
     fixed = decide_frame(full, AdaptiveSpec("fixed", band=spec.band, min_n=spec.min_n), n_max=n_max)
     drawn = np.zeros(len(p), dtype=np.int64)
+    rounds = np.zeros(len(p), dtype=np.int64)
     kw = {} if prior is None else {"prior": prior}
     state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max, **kw)
     while True:
@@ -64,6 +66,7 @@ def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max:
         if not step.any():
             break
         drawn = drawn + step
+        rounds += step > 0
         state = decide_frame(_counts(outcome, drawn), spec, n_max=n_max, **kw)
     n, k = full["n"].to_numpy(), full["n_correct"].to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -71,7 +74,7 @@ def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max:
     return SimResult(
         drawn=drawn, n=state["n"].to_numpy(), n_correct=state["n_correct"].to_numpy(),
         decision=state["decision"].to_numpy(), fixed_decision=fixed["decision"].to_numpy(),
-        fixed_pass_rate=rate, confidence=state["confidence"].to_numpy(),
+        fixed_pass_rate=rate, confidence=state["confidence"].to_numpy(), rounds=rounds,
     )
 
 

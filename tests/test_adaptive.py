@@ -91,6 +91,17 @@ def test_exact_rule_matches_brute_force_over_every_sequence(N, band, min_n):
             stop = next(b for b in bounds if settled[s[:b]])
             assert stop == next(b for b in bounds if len(outcomes[s[:b]]) == 1)
             assert decision[s[:stop]] == d, (s, size)
+    # trimmed rounds: following next_draws stops exactly where drawing one at a time would
+    first = {s: next(j for j in range(N + 1) if settled[s[:j]]) for s in final}
+    for size in (2, 3, N):
+        nxt = dict(zip(prefixes, decide_frame(_prefix_counts(prefixes), AdaptiveSpec(
+            "exact", band=band, min_n=min_n, round_size=size), n_max=N)["next_draws"].to_list()))
+        for s in final:
+            j = 0
+            while nxt[s[:j]]:
+                assert 1 <= nxt[s[:j]] <= size
+                j += nxt[s[:j]]
+            assert j == first[s], (s, size)
 
 
 def test_exact_saves_draws_where_it_should():
@@ -112,12 +123,24 @@ def test_frame_form_equals_scalar_form(rule, band):
     df = pl.DataFrame({"n": [k + w for k, w, _ in states], "n_correct": [k for k, _, _ in states],
                        "n_error": [e for _, _, e in states]})
     alpha = 0.1 if rule == "sequential" else None
-    got = decide_frame(df, AdaptiveSpec(rule, alpha, 3, band), n_max=N)
+    got = decide_frame(df, AdaptiveSpec(rule, alpha, 3, band, trim=False), n_max=N)
     for (k, w, e), row in zip(states, got.iter_rows(named=True)):
         d = decide(rule, n_drawn=k + w + e, n_correct=k, n_error=e, n_max=N, band=band, alpha=alpha)
         assert (row["settled"], row["decision"], row["reason"]) == (d.settled, d.decision, d.reason)
         assert row["confidence"] == pytest.approx(d.confidence)
         assert row["next_draws"] == (0 if d.settled else min(3, N - (k + w + e)))
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_trimmed_sequential_rounds_stop_where_one_at_a_time_would(alpha):
+    rng = np.random.default_rng(3)
+    p, q = rng.beta(0.5, 0.5, 4000), np.where(rng.random(4000) < 0.2, 0.1, 0.0)
+    one = simulate(p, q, AdaptiveSpec("sequential", alpha, 1, Band(0.1, 0.9)), n_max=16, seed=4)
+    for size in (4, 16):
+        got = simulate(p, q, AdaptiveSpec("sequential", alpha, size, Band(0.1, 0.9)), n_max=16, seed=4)
+        assert (got.drawn == one.drawn).all() and (got.decision == one.decision).all()
+    untrimmed = simulate(p, q, AdaptiveSpec("sequential", alpha, 4, Band(0.1, 0.9), trim=False), n_max=16, seed=4)
+    assert untrimmed.samples > one.samples
 
 
 def test_sequential_is_settled_whenever_exact_is_and_at_n():
@@ -213,6 +236,7 @@ def test_fit_pass_rate_grid_reproduces_the_histogram():
     ({"rule": "exact"}, "needs --band"),
     ({"rule": "exact", "band": "0.1,0.9"}, "must be a Band"),
     ({"rule": "exact", "band": Band(0.1, 0.9), "min_n": 0}, "min_n must be"),
+    ({"rule": "exact", "band": Band(0.1, 0.9), "trim": 1}, "trim must be"),
 ])
 def test_spec_checks(kwargs, match):
     with pytest.raises(RldataError, match=match):
@@ -222,7 +246,6 @@ def test_spec_checks(kwargs, match):
 def test_spec_parse_reuses_the_filter_band_syntax():
     s = AdaptiveSpec.parse("sequential", band="0.1, 0.9", round_size=5)
     assert s.band == Band(0.1, 0.9) and s.alpha == 0.05 and s.round_size == 5
-    assert s.next_round(0, 16) == 5 and s.next_round(15, 16) == 1 and s.next_round(16, 16) == 0
     with pytest.raises(RldataError, match="--band must be LO,HI"):
         AdaptiveSpec.parse("exact", band="0.1")
     with pytest.raises(RldataError, match="band low"):
