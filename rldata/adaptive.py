@@ -172,6 +172,11 @@ class Decision:
     reason: str | None
     confidence: float
 
+    @classmethod
+    def from_row(cls, row: dict) -> Decision:
+        """One row of :func:`decide_frame`'s output (``iter_rows(named=True)``) as a Decision."""
+        return cls(bool(row["settled"]), row["decision"], row["reason"], float(row["confidence"]))
+
 
 @dataclass(frozen=True)
 class _Table:

@@ -129,6 +129,7 @@ def test_frame_form_equals_scalar_form(rule, band):
         assert (row["settled"], row["decision"], row["reason"]) == (d.settled, d.decision, d.reason)
         assert row["confidence"] == pytest.approx(d.confidence)
         assert row["next_draws"] == (0 if d.settled else min(3, N - (k + w + e)))
+        assert Decision.from_row(row) == Decision(d.settled, d.decision, d.reason, pytest.approx(d.confidence))
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.2])
