@@ -235,11 +235,11 @@ def filter_store(
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
     pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
     """
+    from rldata.adaptive_filter import ADAPTIVE_COLUMNS, default_n, redecide  # it imports this module
+
     check_name(name)
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
-    from rldata.adaptive_filter import ADAPTIVE_COLUMNS, default_n, redecide
-
     passrates = read_where(
         store, "passrates", version=pr_version,
         columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
