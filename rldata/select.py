@@ -16,6 +16,9 @@ drop a task, which would quietly bias a selection against tasks with slow or fla
 A task is ``insufficient_samples`` when fewer than ``min_n`` samples were drawn, or fewer than half
 of ``min_n`` were verified (a pass rate from a few survivors is no estimate).
 
+Rows that ``rldata sample --adaptive`` stopped early (fewer than ``n_max`` drawn) are decided by
+their stopping rule instead of being ``insufficient_samples``: see :mod:`rldata.adaptive_filter`.
+
 The result is a named selection: rows of the ``selections`` table, replaced in one Delta commit,
 that record the passrates version and the parameters that produced them.
 """
@@ -207,6 +210,8 @@ class FilterResult:
     selections_version: int | None  # None for a dry run
     counts: dict[str, int] = field(default_factory=dict)  # by reason
     total: int = 0
+    decided_by: dict[str, int] = field(default_factory=dict)  # fixed | exact | sequential (rldata.adaptive_filter)
+    warnings: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -230,18 +235,21 @@ def filter_store(
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
     pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
     """
+    from rldata.adaptive_filter import ADAPTIVE_COLUMNS, default_n, redecide  # it imports this module
+
     check_name(name)
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
     passrates = read_where(
-        store, "passrates", version=pr_version, columns=["task_id", *KEY, "n", "n_correct", "n_error"]
+        store, "passrates", version=pr_version,
+        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
     )
     key = resolve_key(
         passrates.lazy(), model=model, params_hash=params_hash, verifier_version=verifier_version
     )
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
         "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),
-        pl.col("n_error").fill_null(0).cast(pl.Int64),
+        pl.col("n_error").fill_null(0).cast(pl.Int64), *ADAPTIVE_COLUMNS,
     )
     if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
         raise RldataError("passrates hold several environment versions for this slice; "
@@ -258,16 +266,19 @@ def filter_store(
         pl.col("n").fill_null(0), pl.col("n_correct").fill_null(0), pl.col("n_error").fill_null(0)
     )
     if min_n is None:
-        min_n = default_min_n(rates["n"] + rates["n_error"])
+        min_n = default_min_n(default_n(rates))  # adaptive rows count as their N, not their early stop
     if min_n < 1:
         raise RldataError(f"--min-n must be >= 1, got {min_n}")
-    decided = decide(df, band, min_n=min_n)
+    # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive_filter)
+    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
+    decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {
         "band": [band.low, band.high],
         "inclusive": band.inclusive,
         "min_n": min_n,
         "domain": domain,
         **key,
+        **({"decided_by": decided_by} if set(decided_by) - {"fixed"} else {}),
     }
     rows = decided.select(
         pl.lit(name).alias("selection"),
@@ -288,7 +299,8 @@ def filter_store(
         # one commit replaces the selection's rows: readers see the old or the new selection, never a mix
         store.overwrite("selections", rows, predicate=f"selection = '{name}'")
         sel_version = store.version("selections")
-    result = FilterResult(name, key, band, min_n, pr_version, sel_version, counts, decided.height)
+    result = FilterResult(name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by,
+                          tuple(warnings))
     return result, rows
 
 
@@ -445,6 +457,13 @@ def stratify_store(
             f"{unbucketed} kept task(s) have a pass rate outside every bucket: the sampler never draws them"
         )
     warnings += [f"bucket {b.name!r} is empty" for b in buckets if not sizes.get(b.name)]
+    early = {k: v for k, v in selection_params(store, selection).get("decided_by", {}).items() if k != "fixed"}
+    if early:  # optional stopping biases k/n toward the band's middle (docs/adaptive.md)
+        warnings.append(
+            f"{sum(early.values())} task(s) were sampled adaptively ({', '.join(sorted(early))}): their pass "
+            "rates are biased toward the middle, so buckets may shift; re-sample kept tasks with a fixed N "
+            "for unbiased rates (docs/adaptive.md)"
+        )
     counted = [Bucket(b.name, b.low, b.high, int(sizes.get(b.name, 0))) for b in buckets]
     # build (and so validate) the curriculum before committing anything
     curriculum = Curriculum(

@@ -74,7 +74,8 @@ def passrates(
     fmt: Format = FORMAT_OPT,
     out: Path = OUT_OPT,
 ) -> None:
-    """Per task: n, n_correct, pass rate, Wilson 95% interval and unbiased pass@k."""
+    """Per task: n, n_correct, pass rate, Wilson 95% interval, unbiased pass@k, and early_stop (the
+    row was stopped early by an adaptive rule: its pass rate is biased, see docs/adaptive.md)."""
     from rldata.sql_guard import check_predicate
     from rldata.stats import pass_at_k_columns
 
@@ -83,7 +84,8 @@ def passrates(
         raise RldataError(f"--k must be positive integers, got {k!r}")
 
     q = ("SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_version, p.n, p.n_correct, p.n_error, "
-         "p.pass_rate, p.ci_low, p.ci_high FROM passrates p LEFT JOIN tasks t USING (task_id)")
+         "p.pass_rate, p.ci_low, p.ci_high, p.stop_rule, p.n_max, p.confidence "
+         "FROM passrates p LEFT JOIN tasks t USING (task_id)")
     conds = []
     params = []
     if model:
@@ -98,6 +100,11 @@ def passrates(
     if limit is not None:
         q += f" LIMIT {int(limit)}"
     df = get_store(ctx).sql(q, params=params or None).pl()
+    from rldata.adaptive_filter import early_stop_expr
+
+    # early_stop: the pass rate comes from optional stopping (rldata sample --adaptive), a biased
+    # estimate of p; the band decision is not (docs/adaptive.md)
+    df = df.with_columns(early_stop_expr().alias("early_stop"))
     emit(pass_at_k_columns(df, ks=ks), fmt, out)
 
 

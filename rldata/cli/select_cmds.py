@@ -58,6 +58,12 @@ def filter_cmd(
         f"filter {name!r}: kept {res.kept} of {res.total} tasks ({key}; passrates version "
         f"{res.passrates_version}; min_n {res.min_n}; {where})"
     )
+    early = {k: v for k, v in res.decided_by.items() if k != "fixed"}
+    if early:
+        log("decided by adaptive stopping rules (rows stopped early): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(early.items())))
+    for w in res.warnings:
+        log(f"warning: {w}")
     short = res.counts.get("insufficient_samples", 0)
     if short:
         log(

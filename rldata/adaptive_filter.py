@@ -1,0 +1,130 @@
+"""``rldata filter`` over ledger rows sampled with ``rldata sample --adaptive`` (see rldata.adaptive).
+
+A row stopped early holds fewer than N samples, so the plain count rule would call it
+``insufficient_samples``.  Such a row (``stop_rule`` exact or sequential, ``n + n_error < n_max``)
+is instead decided by its stopping rule, re-run on the row's recorded counts under the filter's
+band and ``min_n`` with the row's own ``n_max`` and ``alpha``:
+
+- ``exact``: the settled decision, which is exactly what fixed-N sampling would have given;
+- ``sequential``: the rule's decision at its level alpha (the rule is deterministic in the
+  counts, so this is the decision the job stopped on);
+- a row the rule does not call settled (the filter's band or ``min_n`` differs from the one the
+  job stopped for, or more samples were pooled in later) is ``insufficient_samples``: it was
+  not sampled enough to decide this question.
+
+Rows with ``stop_rule`` fixed (or null, before schema v3), and adaptive rows that reached
+``n_max``, are decided by the count rule, as before.  Which rule decided each row is the
+``decided_by`` column of the returned frame (``fixed`` | ``exact`` | ``sequential``); the
+selection's ``params`` JSON records the counts per rule (``decided_by``), and the rule of one
+stored selection row is its ledger row's at the recorded ``passrates_version``
+(:func:`selection_rules`).  Reasons keep their names (``in_band``, ``too_hard``, ...), so every
+existing query, report and count of a selection reads adaptive rows unchanged.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from rldata.adaptive import AdaptiveSpec, band_text, decide_frame, parse_band_text
+from rldata.errors import RldataError
+from rldata.select import Band
+
+__all__ = ["ADAPTIVE_COLUMNS", "decided_by_expr", "early_stop_expr", "redecide", "selection_rules"]
+
+ADAPTIVE_COLUMNS = ("stop_rule", "alpha", "n_max", "band")
+
+
+def early_stop_expr() -> pl.Expr:
+    """True where a ledger row's pass rate comes from optional stopping (fewer than n_max drawn
+    by an adaptive rule): its k/n is a biased estimate (docs/adaptive.md)."""
+    drawn = pl.col("n").cast(pl.Int64) + pl.col("n_error").fill_null(0).cast(pl.Int64)
+    return (
+        pl.col("stop_rule").is_in(["exact", "sequential"]).fill_null(False)
+        & pl.col("n_max").is_not_null()
+        & (drawn < pl.col("n_max").fill_null(0))
+    )
+
+
+def decided_by_expr() -> pl.Expr:
+    """The rule that decides a ledger row in ``rldata filter``: its stop_rule if it stopped early."""
+    return pl.when(early_stop_expr()).then(pl.col("stop_rule")).otherwise(pl.lit("fixed"))
+
+
+def default_n(df: pl.DataFrame) -> pl.Series:
+    """What ``default_min_n`` should see per row: N for adaptive rows (their n_max), else the
+    samples drawn, so that early stops do not drag the default min_n down."""
+    drawn = pl.col("n") + pl.col("n_error")
+    return df.select(
+        pl.when(pl.col("stop_rule").is_in(["exact", "sequential"]).fill_null(False) & pl.col("n_max").is_not_null())
+        .then(pl.col("n_max").cast(pl.Int64)).otherwise(drawn).alias("n")
+    )["n"]
+
+
+def redecide(decided: pl.DataFrame, band: Band, *, min_n: int) -> tuple[pl.DataFrame, list[str]]:
+    """Re-decide the early-stopped rows of ``select.decide``'s output by their rules.
+
+    ``decided`` has the count columns, the adaptive columns (may be null) and ``reason`` /
+    ``decision``; returns it with those replaced on early-stopped rows, plus ``decided_by``, and
+    warning lines (band mismatches, rows the rule could not settle)."""
+    out = decided.with_columns(decided_by_expr().alias("decided_by"), pl.int_range(pl.len()).alias("_row"))
+    early = out.filter(pl.col("decided_by") != "fixed")
+    if early.height == 0:
+        return out.drop("_row"), []
+    warnings = []
+    want = band_text(band)
+    bands = early.group_by("band").len().sort("band")
+    for text, count in bands.iter_rows():
+        if text is None:
+            continue
+        try:
+            same = parse_band_text(text) == band
+        except RldataError:
+            raise RldataError(f"passrates: {count} row(s) have an unreadable band {text!r}") from None
+        if not same:
+            warnings.append(
+                f"{count} row(s) were sampled adaptively for band {text}, not the filter's {want}: "
+                "re-decided for this band; those the stopping rule cannot settle are insufficient_samples"
+            )
+    parts = []
+    for (rule, alpha), group in early.group_by(["stop_rule", "alpha"]):
+        if rule == "sequential" and (alpha is None or not 0 < alpha < 0.5):
+            raise RldataError(
+                f"passrates: {group.height} sequential row(s) (first task {group['task_id'][0]!r}) have "
+                f"alpha {alpha!r}: a sequential row needs the alpha it stopped at, in (0, 0.5)"
+            )
+        spec = AdaptiveSpec(rule, alpha if rule == "sequential" else None, 1, band, min_n)
+        got = decide_frame(group.select("_row", "n", "n_correct", "n_error", "n_max"), spec, n_max="n_max")
+        parts.append(got.select(
+            "_row",
+            pl.when(pl.col("settled")).then(pl.col("reason")).otherwise(pl.lit("insufficient_samples"))
+            .alias("_reason"),
+        ))
+    new = pl.concat(parts)
+    unsettled = new.filter(pl.col("_reason") == "insufficient_samples").height
+    if unsettled:
+        warnings.append(f"{unsettled} early-stopped row(s) are not settled under this band and min_n "
+                        f"{min_n}: insufficient_samples")
+    out = out.join(new, on="_row", how="left").with_columns(
+        pl.coalesce("_reason", "reason").alias("reason")
+    ).with_columns(
+        pl.when(pl.col("reason") == "in_band").then(pl.lit("keep")).otherwise(pl.lit("drop")).alias("decision")
+    )
+    return out.sort("_row").drop("_row", "_reason"), warnings
+
+
+def selection_rules(store, name: str) -> pl.DataFrame:
+    """(task_id, reason, decided_by) of a stored selection: each row's rule, read from the ledger
+    at the passrates version the selection recorded."""
+    from rldata._read import read_where
+    from rldata.select import read_selection
+
+    sel = read_selection(store, name, columns=["task_id", "reason", "model", "params_hash",
+                                               "verifier_version", "passrates_version"])
+    version = int(sel["passrates_version"][0])
+    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_version")}
+    rates = read_where(store, "passrates", version=version,
+                       columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key], **key)
+    rates = rates.select("task_id", decided_by_expr().alias("decided_by"))
+    return sel.select("task_id", "reason").join(rates, on="task_id", how="left").with_columns(
+        pl.col("decided_by").fill_null("fixed")
+    )
