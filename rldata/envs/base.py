@@ -94,6 +94,7 @@ def register(name: str):
 def _load_builtin() -> None:
     importlib.import_module("rldata.envs.single_turn")
     importlib.import_module("rldata.envs.calculator")
+    importlib.import_module("rldata.envs.reasoning_gym")  # imports reasoning_gym only when built
 
 
 def resolve(env: str) -> Callable[..., Environment]:
