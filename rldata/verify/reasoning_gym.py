@@ -8,12 +8,16 @@ nothing else: no last line, no "The answer is" (the prompt asks for the tags, se
 - several pairs with different contents (after stripping) -> ``reason: hedged``, wrong; the same
   content repeated is one answer;
 - an opening tag inside an open one is part of the content (``<answer>5 <answer>6</answer>`` states
-  ``5 <answer>6``, which no scorer accepts).
+  ``5 <answer>6``, which no scorer accepts);
+- an opening tag left unclosed after a stated answer is a second, unfinished answer: hedged
+  (``<answer>5</answer> wait, <answer>6`` cut off by the length limit); alone it is no answer.
 
 Before scoring, the content must not hedge or negate on its own: a word ``or``, ``either``,
 ``maybe``, ``perhaps``, ``possibly``, ``not``, ``never`` or ``n't`` that the gold answer does not
 contain makes it wrong (``reason: hedged``), because some datasets' scorers give full credit to
-``"42 or 43"`` or ``"not 42"``; and a content over :data:`MAX_ANSWER_CHARS` is wrong
+``"42 or 43"`` or ``"not 42"``; so does a number with commas that are not thousands separators
+(``"2,14"``, ``reason: ambiguous``) unless the gold has one, because scorers that drop commas read
+it as 214; and a content over :data:`MAX_ANSWER_CHARS` is wrong
 (``reason: too_long``) without being scored.  ``rldata ingest --gym`` refuses datasets whose scorer
 gives full credit to other wrong answers (see :mod:`rldata.ingest_gym`).
 
@@ -36,7 +40,7 @@ from typing import Any
 from rldata.errors import RldataError
 from rldata.gym import DOMAIN, make_dataset, rg_version, stored_entry
 from rldata.verify.base import Verdict, register
-from rldata.verify.extract import HEDGE_SEP
+from rldata.verify.extract import HEDGE_SEP, NUMBER
 
 __all__ = ["MAX_ANSWER_CHARS", "ReasoningGymVerifier", "guard", "score_entry", "tagged_answers"]
 
@@ -64,7 +68,11 @@ def tagged_answers(text: str | None) -> list[str]:
         if content and content not in out:
             out.append(content[:MAX_ANSWER_CHARS + 1])  # the +1 lets check() see it is too long
             if len(out) >= MAX_ANSWERS:
-                break
+                return out
+    if opened is not None and out:  # "<answer>5</answer> ... <answer>6" cut off: a second answer, unfinished
+        rest = text[opened:opened + MAX_ANSWER_CHARS + 1].replace(HEDGE_SEP, " ").strip() or "<answer>"
+        if rest not in out:
+            out.append(rest)
     return out
 
 
@@ -76,7 +84,14 @@ def guard(answer: str, gold: str | None) -> str | None:
     for m in _HEDGE_WORD.finditer(answer):
         if m.group().casefold() not in gold_words:
             return "hedged"
+    # "2,14": a list, a decimal comma or a misplaced separator; scorers that drop commas read 214
+    if _has_ambiguous_number(answer) and not _has_ambiguous_number(gold or ""):
+        return "ambiguous"
     return None
+
+
+def _has_ambiguous_number(text: str) -> bool:
+    return any(m["amb"] is not None for m in NUMBER.finditer(text))
 
 
 def _wrong(extracted: str | None, reason: str, **more: Any) -> list[Verdict]:
