@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-import reasoning_gym  # noqa: E402
+import reasoning_gym
 
-from rldata.envs import EnvSpec, guarded_reset, guarded_step, make_env, resolve  # noqa: E402
-from rldata.envs.catalog import get_env, spec_of  # noqa: E402
-from rldata.gym import INSTRUCTION, GymError, difficulty, knob_sql, rg_version, stored_entry  # noqa: E402
-from rldata.ingest_gym import gym_tasks, ingest_gym  # noqa: E402
+from rldata.envs import EnvSpec, guarded_reset, guarded_step, make_env, resolve
+from rldata.envs.catalog import get_env, spec_of
+from rldata.gym import INSTRUCTION, GymError, difficulty, knob_sql, rg_version, stored_entry
+from rldata.ingest_gym import gym_tasks, ingest_gym
 
 DATASETS = ["basic_arithmetic", "leg_counting", "chain_sum", "spell_backward"]
 

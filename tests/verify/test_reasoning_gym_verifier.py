@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from rldata.ingest_gym import ingest_gym  # noqa: E402
-from rldata.verify import get_verifier  # noqa: E402
-from rldata.verify.base import no_answer  # noqa: E402
-from rldata.verify.reasoning_gym import MAX_ANSWER_CHARS, tagged_answers  # noqa: E402
-from rldata.verify.run import plan, verify_many  # noqa: E402
+from rldata.ingest_gym import ingest_gym
+from rldata.verify import get_verifier
+from rldata.verify.base import no_answer
+from rldata.verify.reasoning_gym import MAX_ANSWER_CHARS, tagged_answers
+from rldata.verify.run import plan, verify_many
 
 DATASETS = ["basic_arithmetic", "leg_counting", "chain_sum", "spell_backward"]
 PER_DATASET = 6
@@ -204,3 +204,31 @@ def test_tag_reading_is_linear_and_bounded():
     assert len(tagged_answers(many)) == 8
     assert time.monotonic() - t0 < 2
     assert get_verifier("reasoning-gym").version == "rg0.1.25+1"
+
+
+@pytest.mark.slow  # the real verify job: store, child process, ledger
+def test_rldata_verify_scores_stored_gym_trajectories(store):
+    """``rldata verify`` (jobs/verify.py) carries each task's metadata to the verifier: correct,
+    wrong, hedged and no-answer samples over real ingested tasks, with a ledger row per task."""
+    from rldata.jobs.verify import VerifyJob, run_verify
+
+    from rldata.verify import for_domain
+
+    assert for_domain("reasoning-gym").name == "reasoning-gym"
+    ingest_gym(store, "leg_counting", n=3, seed=5)
+    tasks = store.read("tasks").sort("task_id").to_dicts()
+    comps = lambda a: [f"<answer>{a}</answer>", f"<answer>{int(a) + 1}</answer>",
+                       f"<answer>{a}</answer><answer>{int(a) + 1}</answer>", f"{a} legs"]
+    store.append("trajectories", [
+        {"traj_id": f"{t['task_id'][:8]}/{i}", "task_id": t["task_id"], "run_id": "r", "sample_idx": i,
+         "model": "m", "policy_version": 0, "params_hash": "p", "completion": c, "completion_tokens": 4}
+        for t in tasks for i, c in enumerate(comps(t["answer"]))])
+    s = run_verify(store, VerifyJob(run_id="r", timeout_s=10))
+    assert (s.verified, s.correct, s.errors, s.no_answer) == (12, 3, 0, 3)
+    rows = store.sql("SELECT sample_idx, passed, detail FROM verifications JOIN trajectories USING (traj_id) "
+                     "ORDER BY traj_id").fetchall()
+    assert [(i, p) for i, p, _ in rows] == [(0, True), (1, False), (2, False), (3, False)] * 3
+    assert all(json.loads(d)["reason"] == "hedged" for i, _, d in rows if i == 2)
+    ledger = store.read("passrates")
+    assert ledger.height == 3 and set(ledger["pass_rate"]) == {0.25}
+    assert set(ledger["verifier_version"]) == {"reasoning-gym@rg0.1.25+1"}
