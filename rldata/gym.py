@@ -8,7 +8,7 @@ attribute is not kept up to date (0.1.25 reports ``0.1.19``).
 A gym task's ``metadata`` (JSON) has three parts::
 
     {"reasoning_gym": {"dataset": "chain_sum", "config": {...}, "seed": 0, "size": 1000, "index": 7,
-                       "version": "0.1.25"},          # the generator: rebuilds the dataset object
+                       "version": "0.1.25"},          # the generator: rebuilds the scoring dataset
      "difficulty": {"num_terms": [2, 6], ...},        # the entry's difficulty settings (config ranges)
      "entry": {"question": ..., "answer": ..., "metadata": {...}}}   # the entry as generated
 
@@ -128,7 +128,7 @@ class StoredEntry:
     dataset: str  # reasoning-gym dataset name
     config: Mapping[str, Any]  # the --config the tasks were generated with
     seed: int
-    size: int  # --n of the ingest (the dataset object is rebuilt as it was)
+    size: int  # --n of the ingest (provenance: the verifier rebuilds the scorer with size 1)
     index: int  # the entry's index in that dataset
     entry: Mapping[str, Any]  # {"question", "answer", "metadata"} as generated
 

@@ -121,6 +121,7 @@ def gym_tasks(name: str, n: int, config: Mapping[str, Any] | None = None, *, see
 
 def _rows(name: str, n: int, config: dict, seed: int, env: dict | None) -> list[dict[str, Any]]:
     dataset = make_dataset(name, config, seed=seed, size=n)
+    scorer = make_dataset(name, config, seed=seed)  # size 1, as the verifier rebuilds it
     rows = []
     for i in range(n):
         try:
@@ -130,7 +131,7 @@ def _rows(name: str, n: int, config: dict, seed: int, env: dict | None) -> list[
                            f"{type(e).__name__}: {str(e)[:200]}") from None
         meta = task_metadata(name, config, seed, n, i, entry) if isinstance(entry, Mapping) else {}
         try:
-            _check_entry(name, i, entry, dataset, meta, probe=i < PROBE_ENTRIES)
+            _check_entry(name, i, entry, scorer, meta, probe=i < PROBE_ENTRIES)
         except GymError:
             raise
         except Exception as e:  # noqa: BLE001 - a scorer that crashes on its own entry or a probe

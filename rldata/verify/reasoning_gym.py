@@ -21,8 +21,9 @@ it as 214; and a content over :data:`MAX_ANSWER_CHARS` is wrong
 (``reason: too_long``) without being scored.  ``rldata ingest --gym`` refuses datasets whose scorer
 gives full credit to other wrong answers (see :mod:`rldata.ingest_gym`).
 
-The dataset object is rebuilt from the task's ``metadata`` (dataset name, config, seed, size) and
-the entry is the stored one; ``passed`` only when ``score_answer`` gives full credit, exactly 1.0,
+The dataset object is rebuilt from the task's ``metadata`` (dataset name, config, seed) with size
+1, as ``rldata ingest --gym`` checked it: ``score_answer`` does not read the size, and some datasets
+(``acre``) generate all ``size`` entries when built.  The entry is the stored one; ``passed`` only when ``score_answer`` gives full credit, exactly 1.0,
 with the raw score in ``score`` and ``detail.raw_score``.  A score above 1 is wrong (``reason:
 score_above_1``): spell_backward's partial credit, a sum of ``1/len`` per matching letter, reaches
 1.0000000000000002 for the answer with junk after it.  Missing or corrupt
@@ -139,7 +140,7 @@ class ReasoningGymVerifier:
             if task.get("answer") is not None and (gold is None or str(task["answer"]) != str(gold)):
                 return [Verdict.failure("task answer differs from the stored reasoning-gym entry's answer "
                                         "(corrupt metadata)", extracted=extracted)]
-            dataset = make_dataset(stored.dataset, stored.config, seed=stored.seed, size=stored.size)
+            dataset = make_dataset(stored.dataset, stored.config, seed=stored.seed)  # size 1: see the module doc
         except RldataError as e:
             return [Verdict.failure(str(e), extracted=extracted)]
         if extracted is None:
