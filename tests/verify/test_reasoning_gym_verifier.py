@@ -82,6 +82,7 @@ def _wrong(a: str, other: str) -> dict[str, str]:
     return out
 
 
+@pytest.mark.slow  # the first one starts the verify child process (and reasoning_gym in it)
 @pytest.mark.parametrize("name", DATASETS)
 def test_adversarial_answers_never_pass_and_correct_ones_do(tasks, name):
     rows = tasks[name]
