@@ -71,13 +71,14 @@ class VerifySummary:
 
 
 def select_trajectories(store: Store, *, run_id: str | None = None, where: str | None = None) -> pl.DataFrame:
-    """traj_id, task_id, model, params_hash, completion, domain, answer, tests of the selected trajectories."""
+    """traj_id, task_id, model, params_hash, completion, domain, answer, tests, metadata of the selected
+    trajectories."""
     conds = [f"({where})"] if where else []
     params = {}
     if run_id:
         conds.append("t.run_id = $run")
         params["run"] = run_id
-    q = ("SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests "
+    q = ("SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests, k.metadata "
          "FROM trajectories t JOIN tasks k USING (task_id)"
          + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY t.traj_id")
     try:
@@ -167,7 +168,8 @@ def _verify_batch(store: Store, part: pl.DataFrame, verifiers: dict, job: Verify
 
     rows = part.to_dicts()
     items = [{"key": r["traj_id"], "verifier": verifiers[r["domain"]][0], "domain": r["domain"],
-              "completion": r["completion"], "answer": r["answer"], "tests": r["tests"]} for r in rows]
+              "completion": r["completion"], "answer": r["answer"], "tests": r["tests"],
+              "metadata": r["metadata"]} for r in rows]
     verdicts = verify_on_ray(items, timeout_s=job.timeout_s)
     out = []
     for r in rows:

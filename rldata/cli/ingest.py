@@ -1,4 +1,5 @@
-"""``rldata ingest``: load task files (JSON lines, Parquet, CSV, a Hugging Face dataset dir) into ``tasks``."""
+"""``rldata ingest``: load task files (JSON lines, Parquet, CSV, a Hugging Face dataset dir) into ``tasks``,
+or generate them with a reasoning-gym dataset (``--gym``)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ def ingest(
     on_error: OnError = _ON_ERROR_OPT,
     decontaminate: Path = _DECONTAMINATE_OPT,
     ngram: int = typer.Option(13, min=1, help="n-gram length (words) for --decontaminate."),
+    gym: str = typer.Option(None, "--gym", help="Generate tasks with this reasoning-gym dataset instead of "
+                            "reading PATH (needs the gym extra); see docs/environments.md."),
+    n: int = typer.Option(None, "--n", help="--gym: how many entries to generate."),
+    config: str = typer.Option(None, "--config", help="--gym: the dataset's config, a JSON object "
+                               "(e.g. '{\"min_terms\": 2}')."),
+    seed: int = typer.Option(0, "--seed", help="--gym: the dataset's seed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read, check and count, but write nothing."),
     rejects: Path = _REJECTS_OPT,
     fmt: Format = _FORMAT_OPT,
@@ -71,8 +78,13 @@ def ingest(
     from rldata.ingest import ingest as run_ingest
     from rldata.ingest import preset as get_preset
 
-    if (path is None) == (sample is None):
-        raise RldataError("give either PATH or --sample NAME")
+    if sum(x is not None for x in (path, sample, gym)) != 1:
+        raise RldataError("give one of PATH, --sample NAME or --gym NAME")
+    if gym is not None:
+        _ingest_gym(ctx, gym, n, config, seed, dry_run, fmt, out)
+        return
+    if n is not None or config is not None:
+        raise RldataError("--n and --config go with --gym")
     preset_name = preset.value if preset else None
     if sample is not None:
         path = sample_path(sample)
@@ -97,6 +109,26 @@ def ingest(
     verb = "would add" if dry_run else "added"
     log(f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}")
+    if fmt is not None:
+        emit(pl.DataFrame([summary.row()]), fmt, out)
+
+
+def _ingest_gym(ctx, name: str, n: int | None, config: str | None, seed: int, dry_run: bool, fmt, out) -> None:
+    from rldata.ingest_gym import ingest_gym  # imports reasoning_gym only now
+
+    if n is None:
+        raise RldataError("--gym needs --n (how many entries to generate)")
+    if n < 1:
+        raise RldataError(f"--n: expected at least 1, got {n}")
+    try:
+        cfg = json.loads(config) if config is not None else {}
+    except ValueError as e:
+        raise RldataError(f"--config: not valid JSON: {e}") from None
+    if not isinstance(cfg, dict):
+        raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
+    summary = ingest_gym(get_store(ctx, create=True), name, n=n, config=cfg, seed=seed, dry_run=dry_run)
+    verb = "would add" if dry_run else "added"
+    log(f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}")
     if fmt is not None:
         emit(pl.DataFrame([summary.row()]), fmt, out)
 

@@ -95,6 +95,7 @@ def _load_builtin() -> None:
     importlib.import_module("rldata.envs.single_turn")
     importlib.import_module("rldata.envs.calculator")
     importlib.import_module("rldata.envs.code_feedback")
+    importlib.import_module("rldata.envs.reasoning_gym")  # imports reasoning_gym only when built
 
 
 def resolve(env: str) -> Callable[..., Environment]:

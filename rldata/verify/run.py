@@ -7,7 +7,9 @@ often state the same two or three answers, so most checks are repeats.  Verifier
 ``verify`` are deduplicated on the whole completion instead.
 
 Verifiers must depend only on the completion and the task's ``answer`` and ``tests`` (that is all
-a work unit carries).  A crash or a timeout of one call becomes an error verdict for the items of
+a work unit carries), plus its ``metadata`` for a verifier class that sets ``uses_metadata = True``
+(reasoning-gym: the entry it scores against).  Others never see metadata, so tasks that differ
+only in metadata still share their checks.  A crash or a timeout of one call becomes an error verdict for the items of
 that call (``passed=None``), never a 0 and never an exception out of :func:`verify_many`.
 
 Where checks run: a verifier class with ``in_process = True`` (exact, regex: they cannot hang) is
@@ -54,9 +56,10 @@ class Unit(NamedTuple):
     payload: str | None
     answer: str | None
     tests: str | None
+    metadata: str | None = None  # only for verifiers with ``uses_metadata = True``
 
     def task(self) -> dict[str, Any]:
-        return {"answer": self.answer, "tests": self.tests}
+        return {"answer": self.answer, "tests": self.tests, "metadata": self.metadata}
 
 
 def resolve_verifier(name_or_domain: str) -> str:
@@ -223,15 +226,17 @@ def plan(
             completion = str(completion)
         answer, tests = task.get("answer"), task.get("tests")
         answer = None if answer is None else str(answer)
+        meta = task.get("metadata") if getattr(v, "uses_metadata", False) is True else None
+        meta = None if meta is None else str(meta)
         if _is_two_phase(v):
             try:  # extraction is rldata's bounded code, but a custom verifier's may not be
                 payload = v.extract(completion, task)
             except Exception as e:  # noqa: BLE001 - an error verdict for this item
                 where.append([Verdict.failure(f"extract failed: {type(e).__name__}: {str(e)[:200]}")])
                 continue
-            unit = Unit(name, True, payload, answer, tests)
+            unit = Unit(name, True, payload, answer, tests, meta)
         else:
-            unit = Unit(name, False, completion, answer, tests)
+            unit = Unit(name, False, completion, answer, tests, meta)
         if unit not in index:
             index[unit] = len(units)
             units.append(unit)

@@ -74,7 +74,7 @@ def test_a_class_path_registers(root, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("env: no_such_mod_q:Env\n", "environment 'no_such_mod_q:Env' does not import: No module named 'no_such_mod_q'"),
-    ("env: nope\n", "unknown environment 'nope'; known: calculator, code-feedback, single-turn"),
+    ("env: nope\n", "unknown environment 'nope'; known: calculator, code-feedback, reasoning-gym, single-turn"),
     ("env: calculator\nmax_turns: 0\n", "spec field 'max_turns': expected a positive integer, got 0"),
     ("env: calculator\nstep_timeout_s: fast\n", "spec field 'step_timeout_s'"),
     ("env: calculator\ntools: [calc]\n", "spec field 'tools': unknown"),

@@ -36,7 +36,7 @@ def test_a_class_path_resolves(tmp_path, monkeypatch):
     ("no_such_module_xyz:Env", "environment 'no_such_module_xyz:Env' does not import: No module named"),
     ("json:NoSuchClass", "environment 'json:NoSuchClass' does not import: module 'json' has no attribute 'NoSuchClass'"),
     ("json:dumps", "environment 'json:dumps' has no reset() method"),
-    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, code-feedback, single-turn"),
+    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, code-feedback, reasoning-gym, single-turn"),
 ])
 def test_bad_names_and_paths_are_one_line_errors(env, message):
     with pytest.raises(RldataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
