@@ -17,7 +17,10 @@ from pathlib import Path
 from rldata.console import log
 from rldata.store import Store
 
-__all__ = ["NEXT_QUERIES", "DemoConfig", "run_demo"]
+__all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
+
+ENV_QUERY = ("SELECT step, round(avg((num_tool_calls > 0)::int), 3) AS tool_share, round(avg(reward), 3) AS reward "
+             "FROM trajectories WHERE step IS NOT NULL AND env_id IS NOT NULL GROUP BY 1 ORDER BY 1")
 
 NEXT_QUERIES = [
     # how pass rates spread over the generator's difficulty levels
@@ -39,6 +42,7 @@ class DemoConfig:
     steps: int = 60  # GRPO steps
     eval_tasks: int = 200  # held-out tasks evaluated before and after training, N=16 each
     seed: int = 0
+    env: str | None = None  # run the whole loop in this environment (e.g. "calculator"); None = single-turn
 
     def __post_init__(self):
         if min(self.tasks, self.n, self.steps, self.eval_tasks) < 1:
@@ -80,8 +84,13 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     t = _stage(f"2/6 sample N={cfg.n} per task with the embedded model (vLLM on Ray), verify, fill the ledger")
     where = (f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
              f"ORDER BY task_id LIMIT {cfg.tasks})")
-    spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=8, seed=cfg.seed)
-    sampled = run_sample(store, SampleJob(spec=spec, where=where))
+    # a calculator episode's call turn is `<calc>EXPR</calc>` + eos: up to ~24 tokens on these tasks
+    max_tokens = 8 if cfg.env is None else 32
+    spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=max_tokens, seed=cfg.seed)
+    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env))
+    if cfg.env is not None:
+        log(f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
+            f"{sampled.engine_busy_frac or 0:.0%} of the episode time")
     times["sample"] = time.monotonic() - t
 
     t = _stage("3/6 filter: keep the tasks the model sometimes solves (pass rate in [0.1, 0.9])")
@@ -104,8 +113,8 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         "curriculum": str(buckets_yaml), "steps": cfg.steps, "output_dir": str(out / "runs"), "seed": cfg.seed,
         # 32 prompts x G=8 at lr 1e-4: the setting that raised held-out accuracy in the benchmarks
         # (smaller batches or lr >= 2e-4 made it noisier or lowered it; see benchmarks/RESULTS.md)
-        "prompts_per_step": 32, "group_size": 8, "max_tokens": 8, "lr": 1e-4, "micro_batch": 256,
-        "eval_size": cfg.eval_tasks, "eval_n": cfg.n,
+        "prompts_per_step": 32, "group_size": 8, "max_tokens": max_tokens, "lr": 1e-4, "micro_batch": 256,
+        "eval_size": cfg.eval_tasks, "eval_n": cfg.n, "env": cfg.env,
     })
     trained = train(store, tcfg, DriverOptions(eval_where=HELDOUT_WHERE))
     times["train"] = time.monotonic() - t
@@ -127,5 +136,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         "kept_tasks": result.kept,
         "heldout_accuracy_before": evals[0]["accuracy"] if evals else None,
         "heldout_accuracy_after": evals[-1]["accuracy"] if len(evals) > 1 else None,
+        "env": cfg.env,
+        "tool_call_frac_sampled": sampled.tool_call_frac,
         "seconds": {k: round(v, 1) for k, v in times.items()} | {"total": round(time.monotonic() - t_all, 1)},
     }
