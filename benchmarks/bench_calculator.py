@@ -63,11 +63,11 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
             "engine_busy_frac": s.engine_busy_frac, "tool_call_frac": s.tool_call_frac}
 
 
-def _train(store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args) -> dict:
+def _train(store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args, model: str) -> dict:
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
 
-    cfg = TrainConfig(run_id=run_id, output_dir=str(out), steps=steps, seed=seed, prompts_per_step=args.prompts,
+    cfg = TrainConfig(model=model, run_id=run_id, output_dir=str(out), steps=steps, seed=seed, prompts_per_step=args.prompts,
                       group_size=args.group, max_tokens=32, lr=args.lr, micro_batch=args.prompts * args.group,
                       max_resample=1, env=env)
     t0 = time.monotonic()
@@ -90,10 +90,11 @@ def main() -> None:
     ap.add_argument("--eval-n", type=int, default=8)
     ap.add_argument("--heldout", type=int, default=120)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--model", default=None, help="default: the bundled model")
     args = ap.parse_args()
     from rldata.engine import default_model_path
 
-    base = str(default_model_path())
+    base = args.model or str(default_model_path())
     result = {"args": vars(args), "load_before": os.getloadavg(), "seeds": {}}
     for seed in [int(s) for s in args.seeds.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
@@ -101,8 +102,10 @@ def main() -> None:
             store = _store(tmp / "store", (4, 5), args.heldout)
             r = {"base": {"plain": _eval(store, base, env=None, n=args.eval_n, seed=seed),
                           "calculator": _eval(store, base, env="calculator", n=args.eval_n, seed=seed)}}
-            tool = _train(store, tmp / "runs", f"calc-{seed}", env="calculator", steps=args.steps, seed=seed, args=args)
-            plain = _train(store, tmp / "runs", f"plain-{seed}", env=None, steps=args.steps, seed=seed, args=args)
+            tool = _train(store, tmp / "runs", f"calc-{seed}", env="calculator", steps=args.steps, seed=seed, args=args,
+                          model=base)
+            plain = _train(store, tmp / "runs", f"plain-{seed}", env=None, steps=args.steps, seed=seed, args=args,
+                           model=base)
             r["trained"] = {"calculator": {**tool, **_eval(store, tool["checkpoint"], env="calculator",
                                                            n=args.eval_n, seed=seed)},
                             "plain": {**plain, **_eval(store, plain["checkpoint"], env=None, n=args.eval_n,

