@@ -94,7 +94,10 @@ def main() -> None:
     args = ap.parse_args()
     from rldata.engine import default_model_path
 
+    from rldata.jobs.actors import ensure_ray
+
     base = args.model or str(default_model_path())
+    ensure_ray(None, num_cpus=4)  # engine + learner + verification slots (phases alternate, as in the demo)
     result = {"args": vars(args), "load_before": os.getloadavg(), "seeds": {}}
     for seed in [int(s) for s in args.seeds.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
