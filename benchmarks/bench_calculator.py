@@ -109,12 +109,12 @@ def main() -> None:
                           model=base)
             plain = _train(store, tmp / "runs", f"plain-{seed}", env=None, steps=args.steps, seed=seed, args=args,
                            model=base)
-            r["trained"] = {"calculator": {**tool, **_eval(store, tool["checkpoint"], env="calculator",
-                                                           n=args.eval_n, seed=seed)},
-                            "plain": {**plain, **_eval(store, plain["checkpoint"], env=None, n=args.eval_n,
-                                                       seed=seed)}}
-            r["gain_points"] = round(100 * (r["trained"]["calculator"]["accuracy"]
-                                            - r["trained"]["plain"]["accuracy"]), 1)
+            r["trained"] = {"calculator": {"train": tool, "eval": _eval(store, tool["checkpoint"], env="calculator",
+                                                                        n=args.eval_n, seed=seed)},
+                            "plain": {"train": plain, "eval": _eval(store, plain["checkpoint"], env=None,
+                                                                    n=args.eval_n, seed=seed)}}
+            r["gain_points"] = round(100 * (r["trained"]["calculator"]["eval"]["accuracy"]
+                                            - r["trained"]["plain"]["eval"]["accuracy"]), 1)
             result["seeds"][seed] = r
             print(json.dumps({seed: r}), flush=True)
     gains = [r["gain_points"] for r in result["seeds"].values()]
