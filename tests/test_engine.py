@@ -66,10 +66,11 @@ def prompts():
 
 
 def _chars(token_ids) -> str:
-    """The completion as the bare characters of its non-special tokens."""
-    from rldata.jobs.pretrain_tiny import CHARS, SPECIALS
+    """The completion as the bare text of its non-special tokens (characters and tool tokens)."""
+    from rldata.jobs.pretrain_tiny import CHARS, SPECIALS, TOOL_TOKENS
 
-    return "".join(CHARS[t - len(SPECIALS)] for t in token_ids if t not in SPECIAL_IDS)
+    vocab = SPECIALS + tuple(CHARS) + TOOL_TOKENS
+    return "".join(vocab[t] for t in token_ids if t not in SPECIAL_IDS)
 
 
 @pytest.mark.slow
@@ -96,6 +97,32 @@ def test_n_samples_per_prompt_stop_at_eos_and_decode_without_spaces(engine, prom
                 assert s.finish_reason == "length" and s.completion_tokens == 8
     assert stopped >= 0.9 * 8 * len(prompts)  # the trained model ends its answers with </s>
     assert engine.generate([], spec) == []
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_generated_tool_tokens_survive_vllm_decoding(engine):
+    """With the calculator advertised the model sometimes calls it: vLLM's text keeps <calc> ... </calc>
+    (they are non-special added tokens, and vLLM decodes with skip_special_tokens=True)."""
+    from rldata.jobs.pretrain_tiny import CALC_END_ID, CALC_ID, TOOLS_ID
+
+    tasks = [t for t in load_bundled("train") if t["metadata"]["level"] >= 4][::40]  # 20 hard tasks
+    spec = SamplingSpec(n=16, temperature=1.0, max_tokens=24, seed=3)
+    groups = engine.generate(["<tools>" + t["prompt"] for t in tasks], spec)
+    calls = 0
+    for task, group in zip(tasks, groups):
+        for s in group:
+            assert s.prompt_tokens == len(task["prompt"]) + 2  # <s> <tools> + one token per character
+            assert s.text == _chars(s.token_ids)
+            assert TOOLS_ID not in s.token_ids
+            if CALC_ID in s.token_ids:
+                calls += 1
+                assert "<calc>" in s.text
+                if CALC_END_ID in s.token_ids and s.finish_reason == "stop":
+                    assert s.text.startswith("<calc>") and s.text.endswith("</calc>")
+    assert 0.05 * 16 * len(tasks) <= calls <= 0.8 * 16 * len(tasks)  # a minority of episodes call the tool
+    plain = engine.generate([t["prompt"] for t in tasks], spec)
+    assert not any(CALC_ID in s.token_ids for g in plain for s in g)  # never without <tools>
 
 
 @pytest.mark.slow
