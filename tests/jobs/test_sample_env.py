@@ -80,3 +80,52 @@ def test_sample_env_calculator_registers_the_bundled_spec(store, ray_session):
     assert json.loads(env[0]["spec"])["system_prompt"] == "<tools>"
     roles = store.sql("SELECT DISTINCT messages[1].role, messages[2].role FROM trajectories").fetchall()
     assert roles == [("system", "user")]
+
+
+def test_reasoning_gym_tasks_sample_through_their_own_environment(store, ray_session):
+    pytest.importorskip("reasoning_gym")
+    from rldata.ingest_gym import ingest_gym
+
+    ingest_gym(store, "basic_arithmetic", n=6, seed=0)  # prompts of 70-110 chars: within the 256-token context
+    s = run_sample(store, SampleJob(spec=SamplingSpec(n=2, max_tokens=16, seed=0)))
+    assert s.samples == 12 and s.errors == 0 and s.env_errors == 0  # real verdicts from score_answer
+    env = store.sql("SELECT DISTINCT env_id, env_version FROM trajectories").fetchall()
+    assert len(env) == 1 and env[0][0].startswith("reasoning-gym.")
+    assert store.sql("SELECT DISTINCT verifier FROM verifications").fetchall() == [("reasoning-gym",)]
+    key = store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
+    assert key == [(f"{env[0][0]}@{env[0][1]}",)]
+
+
+def test_a_killed_episode_job_resumes_and_closes_what_it_opens(store, ray_session, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rldata import open_store
+
+    _tasks(store, 60)
+    register_env(store, {"env": "test-turns", "name": "turns", "max_turns": 4, "config": {"ledger": str(tmp_path)}})
+    address = ray_session.get_runtime_context().gcs_address
+    args = [sys.executable, "-c", "import sys, runpy; import tests.rollout.envs_for_tests; sys.argv = sys.argv[1:]; "
+            "runpy.run_module('rldata', run_name='__main__')", "rldata", "--store", store.root, "sample", "--n", "4",
+            "--max-tokens", "8", "--batch-tasks", "4", "--env", "turns", "--address", address]
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONPATH": os.getcwd()}
+    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and p.poll() is None:
+        if open_store(store.root).count("trajectories") >= 40:
+            break
+        time.sleep(0.3)
+    assert p.poll() is None, "job ended before it could be killed"
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    left = {f.name for f in tmp_path.iterdir() if f.name.startswith("open-")}  # the dead driver's episodes
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    s = open_store(store.root)
+    assert s.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall() == [(240, 240)]
+    assert s.sql("SELECT DISTINCT num_turns FROM trajectories").fetchall() == [(2,)]
+    # every environment the resumed job opened was closed; only the killed process's stay open
+    assert {f.name for f in tmp_path.iterdir() if f.name.startswith("open-")} <= left
