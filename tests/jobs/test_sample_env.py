@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from rldata.jobs.sample import SampleJob, run_sample
 
 from rldata.envs.catalog import register_env
 from rldata.errors import RldataError
-from rldata.jobs.sample import SampleJob, run_sample
 from rldata.params import SamplingSpec
 from tests.rollout import envs_for_tests  # noqa: F401  (registers the test environments)
 
@@ -108,8 +108,10 @@ def test_a_killed_episode_job_resumes_and_closes_what_it_opens(store, ray_sessio
     _tasks(store, 60)
     register_env(store, {"env": "test-turns", "name": "turns", "max_turns": 4, "config": {"ledger": str(tmp_path)}})
     address = ray_session.get_runtime_context().gcs_address
-    args = [sys.executable, "-c", "import sys, runpy; import tests.rollout.envs_for_tests; sys.argv = sys.argv[1:]; "
-            "runpy.run_module('rldata', run_name='__main__')", "rldata", "--store", store.root, "sample", "--n", "4",
+    # the CLI, in a process that registered the test environments first
+    boot = ("import sys, runpy; import tests.rollout.envs_for_tests; sys.argv = sys.argv[1:]; "
+            "runpy.run_module('rldata', run_name='__main__')")
+    args = [sys.executable, "-c", boot, "rldata", "--store", store.root, "sample", "--n", "4",
             "--max-tokens", "8", "--batch-tasks", "4", "--env", "turns", "--address", address]
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONPATH": os.getcwd()}
     p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
