@@ -13,9 +13,6 @@ Rows are ordered by ``traj_id`` and the directory carries ``rldata-manifest.json
 
 from __future__ import annotations
 
-import datetime as dt
-import shutil
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,9 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from rldata import schemas
-from rldata._version import __version__
 from rldata.errors import RldataError
-from rldata.interop import lineage
 from rldata.store import Store
 
 __all__ = ["CHAT_SCHEMA", "export_conversations"]
@@ -62,7 +57,7 @@ def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", r
                          where: str | None = None, correct_only: bool = False, split: str = "train") -> dict:
     """Write the selected trajectories' conversations to the directory ``out``; return the manifest.
     ``where`` is a SQL predicate over ``trajectories t`` (and ``tasks k``)."""
-    from rldata.interop.export import _check_out, _swap_into_place, _write_hf, _write_jsonl
+    from rldata.interop.export import _check_out, _write_hf, _write_jsonl, write_export_dir
     from rldata.sql_guard import check_predicate
 
     if fmt not in ("jsonl", "hf"):
@@ -91,24 +86,10 @@ def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", r
         schema=CHAT_SCHEMA)
     out = Path(out).absolute()
     _check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
-    try:
-        names = (_write_jsonl if fmt == "jsonl" else _write_hf)(table, tmp, spec)
-        manifest = {
-            "kind": "rldata-export", "manifest_version": lineage.MANIFEST_VERSION, "rldata_version": __version__,
-            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "format": f"chat-{fmt}",
-            "source": "trajectories", "run_id": run_id, "where": where, "correct_only": correct_only,
-            "split": split, "store": store.root,
-            "store_versions": {t: store.version(t) for t in ("trajectories", "verifications", "tasks")},
-            "rows": table.num_rows, "columns": table.schema.names, "content_hash": lineage.rows_hash(table),
-            "files": [{"path": n, "bytes": (tmp / n).stat().st_size, "sha256": lineage.file_sha256(tmp / n)}
-                      for n in names],
-        }
-        lineage.write_manifest(tmp, manifest)
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
+    fields = {"format": f"chat-{fmt}", "source": "trajectories", "run_id": run_id, "where": where,
+              "correct_only": correct_only, "split": split, "store": store.root,
+              "store_versions": {t: store.version(t) for t in ("trajectories", "verifications", "tasks")},
+              "rows": table.num_rows, "columns": table.schema.names}
+    write = _write_jsonl if fmt == "jsonl" else _write_hf
+    return write_export_dir(out, table, lambda d: write(table, d, spec), fields)

@@ -27,7 +27,7 @@ from rldata.errors import RldataError
 from rldata.interop import lineage
 from rldata.store import Store
 
-__all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_selection"]
+__all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_selection", "write_export_dir"]
 
 FORMATS = ("verl", "trl", "openrlhf", "hf", "jsonl")
 _PROMPT_STYLES = ("text", "messages")
@@ -383,27 +383,30 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
     if spec.format == "verl":
         frame = _with_envs(store, frame, spec.env)
     table = _BUILDERS[spec.format](frame, spec)
+    per_bucket = frame.group_by("bucket").len().sort("bucket").to_dicts()
+    fields = {
+        "format": spec.format, "selection": spec.selection, "bucket": spec.bucket, "split": spec.split,
+        "store": store.root, "store_versions": versions, **_filter_lineage(sel), "rows": table.num_rows,
+        "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket}, "columns": table.schema.names,
+        "options": {k: v for k, v in asdict(spec).items() if k in _OPTIONS[spec.format]},
+    }
+    return write_export_dir(out, table, lambda d: _WRITERS[spec.format](table, d, spec), fields)
+
+
+def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) -> dict[str, Any]:
+    """Build an export directory next to ``out`` (``write(tmp_dir)`` returns the files it wrote), add
+    the manifest (``fields`` + version, time, content hash, files with sizes and sha256) and move it
+    into place; on any failure nothing is left behind.  Returns the manifest."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        names = _WRITERS[spec.format](table, tmp, spec)
-        per_bucket = frame.group_by("bucket").len().sort("bucket").to_dicts()
+        names = write(tmp)
         manifest = {
             "kind": "rldata-export",
             "manifest_version": lineage.MANIFEST_VERSION,
             "rldata_version": __version__,
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "format": spec.format,
-            "selection": spec.selection,
-            "bucket": spec.bucket,
-            "split": spec.split,
-            "store": store.root,
-            "store_versions": versions,
-            **_filter_lineage(sel),
-            "rows": table.num_rows,
-            "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
-            "columns": table.schema.names,
-            "options": {k: v for k, v in asdict(spec).items() if k in _OPTIONS[spec.format]},
+            **fields,
             "content_hash": lineage.rows_hash(table),
             "files": [{"path": n, "bytes": (tmp / n).stat().st_size, "sha256": lineage.file_sha256(tmp / n)}
                       for n in names],
