@@ -330,6 +330,14 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         from rldata.verify.judge import Judge
 
         ctx.judge = Judge(RemoteEngine(engines[0]))
+    if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
+        try:
+            with progress("sampling", total=todo.height, unit="tasks") as bar:
+                _adaptive_rounds(ctx, engines, todo, bar)
+        finally:
+            for a in engines:
+                ray.kill(a)
+        return
     # Plain prompts (no environment, or a plain single-turn one) go to the engines as text with n=N,
     # pipelined: two batches per engine in flight while the driver verifies and commits.  Episodes
     # run after them, batch by batch, each turn of a batch in one generate call per engine.
@@ -349,15 +357,6 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
             inflight[ref] = (b, i)
             load[i] += 1
 
-    if ctx.adaptive is not None:
-        batches.clear()
-        try:
-            with progress("sampling", total=todo.height, unit="tasks") as bar:
-                _adaptive_rounds(ctx, engines, todo, bar)
-        finally:
-            for a in engines:
-                ray.kill(a)
-        return
     try:
         t0 = time.monotonic()
         with progress("sampling", total=todo.height, unit="tasks") as bar:

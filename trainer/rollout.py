@@ -23,7 +23,6 @@ from rldata.trainer.config import TrainConfig
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase
 from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
-from rldata.params import SamplingSpec
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer
 from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples

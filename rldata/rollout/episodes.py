@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from rldata.envs.base import make_env
@@ -36,8 +36,6 @@ from rldata.rollout.bind import EnvBinding
 from rldata.rollout.render import Renderer
 
 __all__ = ["EpisodeStats", "Rollout", "generate", "run_episodes", "turn_seed"]
-
-ENDS = ("env_done", "length", "max_turns", "env_error", "prompt_too_long")
 
 
 @dataclass(frozen=True)
@@ -286,10 +284,6 @@ def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | 
         for i, r in zip(idx, res):
             out[i] = r
     return out  # type: ignore[return-value]
-
-
-def with_n(spec: SamplingSpec, n: int) -> SamplingSpec:
-    return replace(spec, n=n)
 
 
 def info_json(r: Rollout) -> str | None:
