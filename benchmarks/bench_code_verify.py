@@ -46,7 +46,7 @@ def workload(rounds: int) -> list[tuple[str, str]]:
 
 def _verify(args: tuple[str, str, str]) -> bool | None:
     from rldata.verify.code import CodeVerifier, all_passed
-    from rldata.verify.sandbox import SandboxLimits
+    from rldata.sandbox import SandboxLimits
 
     completion, tests, isolation = args
     v = CodeVerifier(limits=SandboxLimits(wall_s=30.0, cpu_s=20.0, isolation=isolation))
@@ -71,7 +71,7 @@ def main() -> None:
         "--repeats", type=int, default=3, help="measurements per setting, interleaved; medians shown"
     )
     args = ap.parse_args()
-    from rldata.verify.sandbox import probe_isolation
+    from rldata.sandbox import probe_isolation
 
     items = workload(args.rounds)
     mode = probe_isolation().get("mode")

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rldata import ingest_read, open_store
+from rldata import open_store
+from rldata.ingest import read as ingest_read
 from rldata.errors import InputError
 from rldata.ingest import (
     contaminated,
@@ -22,8 +23,8 @@ from rldata.ingest import (
     sample_path,
     task_id,
 )
-from rldata.ingest_map import normalize_series
-from rldata.ingest_presets import Fields, gsm8k_answer, last_boxed
+from rldata.ingest.mapping import normalize_series
+from rldata.ingest.presets import Fields, gsm8k_answer, last_boxed
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

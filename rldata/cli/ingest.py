@@ -114,7 +114,7 @@ def ingest(
 
 
 def _ingest_gym(ctx, name: str, n: int | None, config: str | None, seed: int, dry_run: bool, fmt, out) -> None:
-    from rldata.ingest_gym import ingest_gym  # imports reasoning_gym only now
+    from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
 
     if n is None:
         raise RldataError("--gym needs --n (how many entries to generate)")

@@ -31,7 +31,7 @@ from typing import Any
 
 from rldata.verify.base import Verdict, all_passed, register
 from rldata.verify.code_rules import CodeRules, CodeTests, check_rules, extract_code, parse_tests, same_value
-from rldata.verify.sandbox import SandboxLimits, SandboxResult, run_python
+from rldata.sandbox import HARNESS, SandboxLimits, SandboxResult, run_python
 
 __all__ = [
     "VERSION",
@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 VERSION = "2"  # 2: the rule layer no longer rejects YES/NO outputs or eval() of assembled expressions
-HARNESS = Path(__file__).with_name("_harness.py")
 
 
 # ---- test layers -------------------------------------------------------------------------------
@@ -117,7 +116,7 @@ def run_tests(
 ) -> tuple[Verdict, Verdict]:
     """Run public then hidden cases in one sandbox; return the (public, hidden) verdicts.
 
-    ``on_start`` is passed to :func:`rldata.verify.sandbox.run_python` (to kill a run early).
+    ``on_start`` is passed to :func:`rldata.sandbox.run_python` (to kill a run early).
     """
     limits = limits or SandboxLimits()
     cases = [{"input": c["input"]} for c in (*tests.public, *tests.hidden)]

@@ -19,7 +19,7 @@ contain makes it wrong (``reason: hedged``), because some datasets' scorers give
 (``"2,14"``, ``reason: ambiguous``) unless the gold has one, because scorers that drop commas read
 it as 214; and a content over :data:`MAX_ANSWER_CHARS` is wrong
 (``reason: too_long``) without being scored.  ``rldata ingest --gym`` refuses datasets whose scorer
-gives full credit to other wrong answers (see :mod:`rldata.ingest_gym`).
+gives full credit to other wrong answers (see :mod:`rldata.ingest.gym`).
 
 The dataset object is rebuilt from the task's ``metadata`` (dataset name, config, seed) with size
 1, as ``rldata ingest --gym`` checked it: ``score_answer`` does not read the size, and some datasets

@@ -13,7 +13,7 @@ import reasoning_gym
 from rldata.envs import EnvSpec, guarded_reset, guarded_step, make_env, resolve
 from rldata.envs.catalog import get_env, spec_of
 from rldata.gym import INSTRUCTION, GymError, difficulty, knob_sql, rg_version, stored_entry
-from rldata.ingest_gym import gym_tasks, ingest_gym
+from rldata.ingest.gym import gym_tasks, ingest_gym
 
 DATASETS = ["basic_arithmetic", "leg_counting", "chain_sum", "spell_backward"]
 

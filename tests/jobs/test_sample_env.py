@@ -84,7 +84,7 @@ def test_sample_env_calculator_registers_the_bundled_spec(store, ray_session):
 
 def test_reasoning_gym_tasks_sample_through_their_own_environment(store, ray_session):
     pytest.importorskip("reasoning_gym")
-    from rldata.ingest_gym import ingest_gym
+    from rldata.ingest.gym import ingest_gym
 
     ingest_gym(store, "basic_arithmetic", n=6, seed=0)  # prompts of 70-110 chars: within the 256-token context
     s = run_sample(store, SampleJob(spec=SamplingSpec(n=2, max_tokens=16, seed=0)))

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from rldata.ingest_gym import ingest_gym
+from rldata.ingest.gym import ingest_gym
 from rldata.verify import get_verifier
 from rldata.verify.base import no_answer
 from rldata.verify.reasoning_gym import MAX_ANSWER_CHARS, tagged_answers

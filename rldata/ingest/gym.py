@@ -35,8 +35,8 @@ from typing import Any
 import polars as pl
 
 from rldata.gym import DOMAIN, SOURCE, GymError, make_dataset, prompt_for, task_metadata
-from rldata.ingest import IngestSummary, _drop_known, _record_run
-from rldata.ingest_map import normalize_series, with_ids
+from rldata.ingest.files import IngestSummary, _drop_known, _record_run
+from rldata.ingest.mapping import normalize_series, with_ids
 
 __all__ = ["MAX_N", "PROBE_ENTRIES", "gym_env_spec", "gym_tasks", "ingest_gym", "probes"]
 

@@ -1,4 +1,4 @@
-"""Sandbox bootstrap: run as ``python -I -S -B _sandbox_boot.py`` by :mod:`rldata.verify.sandbox`.
+"""Sandbox bootstrap: run as ``python -I -S -B _boot.py`` by :mod:`rldata.sandbox`.
 
 Only the standard library may be imported here: this file runs before any isolation exists and
 must not pull the host's site-packages into the sandboxed interpreter.

@@ -4,7 +4,7 @@
 >>> res.ok, res.stdout, res.reason
 (True, '5\\n', 'ok')
 
-What contains the program (see ``_sandbox_boot.py`` for the process tree):
+What contains the program (see ``_boot.py`` for the process tree):
 
 - resource limits: CPU seconds, address space, file size, open files, processes (RLIMIT_*),
   plus a wall-clock limit enforced here by killing the whole process group;
@@ -38,11 +38,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BOOT_SCRIPT", "SandboxLimits", "SandboxResult", "probe_isolation", "run_python"]
+__all__ = ["BOOT_SCRIPT", "HARNESS", "SandboxLimits", "SandboxResult", "probe_isolation", "run_python"]
 
-BOOT_SCRIPT = Path(__file__).with_name("_sandbox_boot.py")
+BOOT_SCRIPT = Path(__file__).with_name("_boot.py")
+# the code verifier's test runner, copied into the sandbox as main.py (standard library only)
+HARNESS = Path(__file__).with_name("_harness.py")
 UID_BASE = 100_000  # sandbox uids are UID_BASE + the boot process's pid: unique while it runs
-_EXIT_MEMORY, _EXIT_SETUP = 121, 122  # keep in sync with _sandbox_boot.py
+_EXIT_MEMORY, _EXIT_SETUP = 121, 122  # keep in sync with _boot.py
 _ISOLATION = ("auto", "namespaces", "rlimits")
 _GRACE_S = 0.25  # how long to wait for pipes to close after the program's status arrived
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rldata.verify.sandbox import UID_BASE, SandboxLimits, SandboxResult, probe_isolation, run_python
+from rldata.sandbox import UID_BASE, SandboxLimits, SandboxResult, probe_isolation, run_python
 
 MODES = ["auto", "rlimits"]
 STRICT = {

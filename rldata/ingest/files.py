@@ -4,8 +4,8 @@
 >>> summary.added, summary.duplicates, summary.rejected
 
 The pipeline, vectorized with Arrow/Polars/DuckDB (no per-row Python on the common path):
-read chunks (``ingest_read``) -> map columns to task fields and reject rows that lack a prompt or an
-answer, naming file:line and field (``ingest_map``, with the presets of ``ingest_presets``) ->
+read chunks (:mod:`rldata.ingest.read`) -> map columns to task fields and reject rows that lack a prompt or an
+answer, naming file:line and field (:mod:`rldata.ingest.mapping`, with the presets of :mod:`rldata.ingest.presets`) ->
 normalize the prompt -> drop duplicate prompts (in the file and already in the store) -> optionally
 drop prompts that share a word n-gram with an eval set -> ``task_id`` = sha256 of the normalized
 (prompt, answer, source) -> ONE ``append(dedupe=True)``.  With ``on_error="fail"`` a single bad record
@@ -27,7 +27,7 @@ import polars as pl
 
 from rldata.console import progress
 from rldata.errors import InputError, RldataError
-from rldata.ingest_map import (
+from rldata.ingest.mapping import (
     chunk_tasks,
     find,
     normalize_series,
@@ -36,8 +36,8 @@ from rldata.ingest_map import (
     task_id,
     with_ids,
 )
-from rldata.ingest_presets import PRESETS, Fields, preset
-from rldata.ingest_read import POS, Reject, read_chunks
+from rldata.ingest.presets import PRESETS, Fields, preset
+from rldata.ingest.read import POS, Reject, read_chunks
 
 __all__ = [
     "PRESETS",

@@ -15,8 +15,8 @@ import unicodedata
 import duckdb
 import polars as pl
 
-from rldata.ingest_presets import Fields, last_boxed
-from rldata.ingest_read import KIND_PREFIX, POS, Chunk, Reject
+from rldata.ingest.presets import Fields, last_boxed
+from rldata.ingest.read import KIND_PREFIX, POS, Chunk, Reject
 
 __all__ = ["chunk_tasks", "find", "normalize_series", "normalize_text", "prompt_exprs", "task_id", "with_ids"]
 
