@@ -32,7 +32,7 @@ def _store(root: Path, n: int):
 
 
 def main() -> None:
-    from rldata.adaptive import AdaptiveSpec
+    from rldata.adaptive.rules import AdaptiveSpec
     from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
     from rldata.select import Band, filter_store

@@ -2,7 +2,7 @@
 
 Per-task pass rates of tiny-arith are not at hand, its N=16 histogram is (docs/model.md), so the
 tasks' p are drawn from the maximum-likelihood mixing distribution that reproduces that histogram
-(``rldata.adaptive_sim.fit_pass_rate_grid``).  Every task gets its 16 outcomes up front; fixed
+(``rldata.adaptive.sim.fit_pass_rate_grid``).  Every task gets its 16 outcomes up front; fixed
 N=16 and each adaptive rule decide on the same samples (the rule sees only the prefix it drew).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_adaptive_sim.py [--tasks 35000] [--error-rate 0] [--json F]
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from rldata.adaptive import AdaptiveSpec
-from rldata.adaptive_sim import fit_pass_rate_grid, simulate, true_decision
+from rldata.adaptive.rules import AdaptiveSpec
+from rldata.adaptive.sim import fit_pass_rate_grid, simulate, true_decision
 from rldata.select import Band
 
 HIST = [1162, 546, 293, 170, 95, 59, 67, 60, 55, 52, 80, 79, 83, 115, 163, 184, 237]  # docs/model.md

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import polars as pl
 import pyarrow as pa
 
-from rldata.adaptive import Decision, band_text, decide_frame, ledger_columns
+from rldata.adaptive.rules import Decision, band_text, decide_frame, ledger_columns
 from rldata.console import log, progress
 from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key

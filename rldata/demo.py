@@ -59,9 +59,9 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.ingest import ingest, sample_path
     from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.overview import gather
+    from rldata.report.overview import gather
     from rldata.params import SamplingSpec
-    from rldata.report import render
+    from rldata.report.page import render
     from rldata.select import Band, filter_store, stratify_store
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train

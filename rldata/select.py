@@ -17,7 +17,7 @@ A task is ``insufficient_samples`` when fewer than ``min_n`` samples were drawn,
 of ``min_n`` were verified (a pass rate from a few survivors is no estimate).
 
 Rows that ``rldata sample --adaptive`` stopped early (fewer than ``n_max`` drawn) are decided by
-their stopping rule instead of being ``insufficient_samples``: see :mod:`rldata.adaptive_filter`.
+their stopping rule instead of being ``insufficient_samples``: see :mod:`rldata.adaptive.filter`.
 
 The result is a named selection: rows of the ``selections`` table, replaced in one Delta commit,
 that record the passrates version and the parameters that produced them.
@@ -210,7 +210,7 @@ class FilterResult:
     selections_version: int | None  # None for a dry run
     counts: dict[str, int] = field(default_factory=dict)  # by reason
     total: int = 0
-    decided_by: dict[str, int] = field(default_factory=dict)  # fixed | exact | sequential (rldata.adaptive_filter)
+    decided_by: dict[str, int] = field(default_factory=dict)  # fixed | exact | sequential (rldata.adaptive.filter)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -235,7 +235,7 @@ def filter_store(
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
     pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
     """
-    from rldata.adaptive_filter import ADAPTIVE_COLUMNS, default_n, redecide  # it imports this module
+    from rldata.adaptive.filter import ADAPTIVE_COLUMNS, default_n, redecide  # it imports this module
 
     check_name(name)
     pr_version = store.version("passrates")
@@ -269,7 +269,7 @@ def filter_store(
         min_n = default_min_n(default_n(rates))  # adaptive rows count as their N, not their early stop
     if min_n < 1:
         raise RldataError(f"--min-n must be >= 1, got {min_n}")
-    # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive_filter)
+    # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive.filter)
     decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
     decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {

@@ -363,7 +363,7 @@ def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     from rldata.sample_data.arith import generate
 
     from rldata.cost import run_tokens
-    from rldata.overview import gather
+    from rldata.report.overview import gather
     from rldata.params import SamplingSpec
 
     tasks = [

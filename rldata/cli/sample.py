@@ -60,7 +60,7 @@ def sample(
         spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    from rldata.adaptive import AdaptiveSpec
+    from rldata.adaptive.rules import AdaptiveSpec
 
     if adaptive != "fixed" and band is None:
         raise RldataError(f"--adaptive {adaptive} needs --band LO,HI (the decision it settles)")
@@ -117,7 +117,7 @@ def passrates(
     if limit is not None:
         q += f" LIMIT {int(limit)}"
     df = get_store(ctx).sql(q, params=params or None).pl()
-    from rldata.adaptive_filter import early_stop_expr
+    from rldata.adaptive.filter import early_stop_expr
 
     # early_stop: the pass rate comes from optional stopping (rldata sample --adaptive), a biased
     # estimate of p; the band decision is not (docs/adaptive.md)

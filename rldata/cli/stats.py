@@ -97,7 +97,7 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as one JSON object instead."),
 ) -> None:
     """Pass-rate histogram, bucket sizes, retained fraction and the generation the filter saves."""
-    from rldata.overview import gather
+    from rldata.report.overview import gather
 
     ov = gather(get_store(ctx), selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
     if as_json:
@@ -122,9 +122,9 @@ def report(
     With --run, also a training page of those runs' curves.  A store with no selection yet gets the
     training page only.
     """
-    from rldata.overview import gather
-    from rldata.report import render
-    from rldata.report_train import GROUP_BY, render_training
+    from rldata.report.overview import gather
+    from rldata.report.page import render
+    from rldata.report.training import GROUP_BY, render_training
 
     if group_by not in GROUP_BY:
         raise RldataError(f"--group-by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")

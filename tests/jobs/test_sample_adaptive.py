@@ -14,7 +14,7 @@ import pytest
 from rldata.jobs.sample import SampleJob, run_sample
 
 from rldata import open_store
-from rldata.adaptive import AdaptiveSpec
+from rldata.adaptive.rules import AdaptiveSpec
 from rldata.params import SamplingSpec
 from rldata.select import Band, filter_store
 

@@ -41,7 +41,7 @@ def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp
 
     from rldata.engine import default_model_path
     from rldata.ingest import ingest, sample_path
-    from rldata.report_train import FAMILIES
+    from rldata.report.training import FAMILIES
 
     try:
         default_model_path()

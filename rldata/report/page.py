@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 from matplotlib.ticker import MaxNLocator
 
-from rldata.overview import Overview
+from rldata.report.overview import Overview
 
 __all__ = ["PLOTS", "histogram_title", "render", "write_html", "write_plots"]
 
@@ -215,11 +215,11 @@ figure {{ display: inline-block; margin: .5rem; }} img {{ max-width: 520px; }}
 def render(ov: Overview, out_dir: str | os.PathLike, *, store=None, runs: tuple = (),
            group_by: str = "run") -> dict[str, Path]:
     """Write the plots and ``index.html`` into ``out_dir`` (and, given ``runs``, the training page:
-    rldata.report_train); returns every file written."""
+    rldata.report.training); returns every file written."""
     plots = write_plots(ov, out_dir)
     files = {**plots, "html": write_html(ov, plots, Path(out_dir) / "index.html")}
     if runs:
-        from rldata.report_train import render_training
+        from rldata.report.training import render_training
 
         files |= render_training(store, runs, out_dir, group_by=group_by)
     return files

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rldata.cli import main
-from rldata.report_train import FAMILIES, load_curves, render_training
+from rldata.report.training import FAMILIES, load_curves, render_training
 from rldata.runs import record_run
 
 TIMES = ("generate", "reward", "update", "sync", "writeback")

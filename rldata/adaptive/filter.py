@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from rldata.adaptive import AdaptiveSpec, band_text, decide_frame, parse_band_text
+from rldata.adaptive.rules import AdaptiveSpec, band_text, decide_frame, parse_band_text
 from rldata.errors import RldataError
 from rldata.select import Band
 

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from rldata.adaptive import (
+from rldata.adaptive.rules import (
     AdaptiveSpec,
     Decision,
     band_text,
@@ -18,7 +18,7 @@ from rldata.adaptive import (
     ledger_columns,
     parse_band_text,
 )
-from rldata.adaptive_sim import fit_pass_rate_grid, simulate, true_decision
+from rldata.adaptive.sim import fit_pass_rate_grid, simulate, true_decision
 from rldata.errors import RldataError
 from rldata.select import Band
 from rldata.select import decide as fixed_decide

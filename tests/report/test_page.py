@@ -1,4 +1,4 @@
-"""rldata.overview and rldata.report: the numbers behind stats, and plots that really render."""
+"""rldata.report.overview and rldata.report: the numbers behind stats, and plots that really render."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from rldata.errors import RldataError
-from rldata.overview import gather
-from rldata.report import PLOTS, histogram_title, render
+from rldata.report.overview import gather
+from rldata.report.page import PLOTS, histogram_title, render
 from rldata.select import Band, filter_store, parse_buckets, stratify_store
 
 
@@ -135,7 +135,7 @@ def test_report_plots_render_and_html_embeds_them(store, tmp_path):
 def test_histogram_bins_by_count_for_one_n_else_by_rate():
     import polars as pl
 
-    from rldata.overview import histogram
+    from rldata.report.overview import histogram
 
     one_n = pl.DataFrame(
         {

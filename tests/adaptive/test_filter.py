@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from rldata.adaptive import AdaptiveSpec, decide, ledger_columns
-from rldata.adaptive_filter import early_stop_expr, selection_rules
+from rldata.adaptive.rules import AdaptiveSpec, decide, ledger_columns
+from rldata.adaptive.filter import early_stop_expr, selection_rules
 from rldata.errors import RldataError
 from rldata.ledger import passrate_row
 from rldata.select import Band, filter_store, read_selection, selection_params

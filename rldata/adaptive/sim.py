@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from rldata.adaptive import AdaptiveSpec, decide_frame
+from rldata.adaptive.rules import AdaptiveSpec, decide_frame
 from rldata.errors import RldataError
 from rldata.select import Band
 
