@@ -9,6 +9,12 @@ class RldataError(Exception):
     """Base class: a failure with a message meant for the user (no traceback needed)."""
 
     exit_code = 1
+    field: str | None = None  # the parameter or config field the error is about (the CLI names its flag)
+
+    def __init__(self, *args, field: str | None = None):
+        super().__init__(*args)
+        if field is not None:
+            self.field = field
 
 
 class SchemaError(RldataError, ValueError):

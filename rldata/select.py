@@ -36,6 +36,7 @@ from rldata._read import first_match, read_where
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
 from rldata.curriculum.config import check_writable
 from rldata.errors import RldataError
+from rldata.results import Result
 from rldata.schemas import SELECTIONS
 
 __all__ = [
@@ -201,7 +202,7 @@ def resolve_key(
 
 
 @dataclass(frozen=True)
-class FilterResult:
+class FilterResult(Result):
     selection: str
     key: dict[str, str]
     band: Band
@@ -384,7 +385,7 @@ def dominance_warnings(counts: pl.DataFrame, *, threshold: float = 0.6, min_task
 
 
 @dataclass(frozen=True)
-class StratifyResult:
+class StratifyResult(Result):
     selection: str
     curriculum: Curriculum
     counts: pl.DataFrame  # kept tasks per (bucket, domain, category)

@@ -114,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):
             reason = f"{type(e).__name__}: {reason}"
+        elif type(e) is RldataError and e.field:  # a parameter error: name the flag that set it
+            flag = "--" + e.field.replace("_", "-")
+            if flag not in reason:
+                reason = f"{flag}: {reason}"
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)
     sys.stdout.flush()

@@ -74,28 +74,36 @@ def ingest(
     out: Path = OUT_OPT,
 ) -> None:
     """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
-    from rldata.ingest import SAMPLES, sample_path
-    from rldata.ingest import ingest as run_ingest
-    from rldata.ingest import preset as get_preset
+    from rldata.api import ingest as run_ingest
 
+    # the flags' combinations are checked here, in their own words; the verb checks its parameters
     if sum(x is not None for x in (path, sample, gym)) != 1:
         raise RldataError("give one of PATH, --sample NAME or --gym NAME")
-    if gym is not None:
-        _ingest_gym(ctx, gym, n, config, seed, dry_run, fmt, out)
-        return
-    if n is not None or config is not None:
+    if gym is None and (n is not None or config is not None):
         raise RldataError("--n and --config go with --gym")
-    preset_name = preset.value if preset else None
-    if sample is not None:
-        path = sample_path(sample)
-        preset_name = preset_name or SAMPLES[sample][1]
-    fields = get_preset(preset_name).with_overrides(
-        prompt=prompt_field, answer=answer_field, category=category_field,
-        answer_format=answer_format.value if answer_format else None,
-    )
+    if gym is not None:
+        if n is None:
+            raise RldataError("--gym needs --n (how many entries to generate)")
+        if n < 1:
+            raise RldataError(f"--n: expected at least 1, got {n}")
+        try:
+            cfg = json.loads(config) if config is not None else None
+        except ValueError as e:
+            raise RldataError(f"--config: not valid JSON: {e}") from None
+        if cfg is not None and not isinstance(cfg, dict):
+            raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
+        summary = run_ingest(get_store(ctx, create=True), gym=gym, n=n, config=cfg, seed=seed, dry_run=dry_run)
+        verb = "would add" if dry_run else "added"
+        log(f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}")
+        if fmt is not None:
+            emit(pl.DataFrame([summary.row()]), fmt, out)
+        return
     summary = run_ingest(
-        get_store(ctx, create=True), path, fields=fields, source=source, domain=domain, on_error=on_error.value,
-        decontaminate=decontaminate, ngram=ngram, dry_run=dry_run, show_progress=True,
+        get_store(ctx, create=True), path=path, sample=sample,
+        preset=preset.value if preset else None, prompt_field=prompt_field, answer_field=answer_field,
+        answer_format=answer_format.value if answer_format else None, category_field=category_field,
+        source=source, domain=domain, on_error=on_error.value, decontaminate=decontaminate, ngram=ngram,
+        dry_run=dry_run, progress=True,
     )
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
@@ -109,26 +117,6 @@ def ingest(
     verb = "would add" if dry_run else "added"
     log(f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}")
-    if fmt is not None:
-        emit(pl.DataFrame([summary.row()]), fmt, out)
-
-
-def _ingest_gym(ctx, name: str, n: int | None, config: str | None, seed: int, dry_run: bool, fmt, out) -> None:
-    from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
-
-    if n is None:
-        raise RldataError("--gym needs --n (how many entries to generate)")
-    if n < 1:
-        raise RldataError(f"--n: expected at least 1, got {n}")
-    try:
-        cfg = json.loads(config) if config is not None else {}
-    except ValueError as e:
-        raise RldataError(f"--config: not valid JSON: {e}") from None
-    if not isinstance(cfg, dict):
-        raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
-    summary = ingest_gym(get_store(ctx, create=True), name, n=n, config=cfg, seed=seed, dry_run=dry_run)
-    verb = "would add" if dry_run else "added"
-    log(f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}")
     if fmt is not None:
         emit(pl.DataFrame([summary.row()]), fmt, out)
 

@@ -50,25 +50,12 @@ def sample(
 
     Killed jobs resume: run the same command again. On finished work it is a no-op.
     """
-    from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
-    from rldata.verify.reward import RewardSpec, load_reward_spec
+    from rldata.api import sample as run_sample
 
-    reward = load_reward_spec(reward_spec) if reward_spec is not None else RewardSpec()
-    reward.check_max_tokens(max_tokens, where=str(reward_spec))  # a spec written for another run fails here
-    try:
-        spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    from rldata.adaptive.rules import AdaptiveSpec
-
-    if adaptive != "fixed" and band is None:
-        raise RldataError(f"--adaptive {adaptive} needs --band LO,HI (the decision it settles)")
-    stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
-    job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
-                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward, env=env,
-                    adaptive=stopping)
-    summary = run_sample(get_store(ctx, create=True), job)
+    summary = run_sample(get_store(ctx, create=True), n=n, model=model, where=where, selection=selection,
+                         temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, address=address,
+                         engines=engines, batch_tasks=batch_tasks, max_model_len=max_model_len, env=env,
+                         reward=reward_spec, adaptive=adaptive, band=band, alpha=alpha, round_size=round_size)
     if not summary.noop:
         log(f"sampled {summary.tasks_sampled} tasks, {summary.samples} samples in {summary.seconds:.1f}s "
             f"({summary.samples_per_s:.0f} samples/s); correct {summary.correct}, verifier errors {summary.errors}, "

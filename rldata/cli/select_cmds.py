@@ -37,14 +37,14 @@ def filter_cmd(
     out: Path = OUT_OPT,
 ) -> None:
     """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
-    from rldata.select import REASONS, Band, filter_store
+    from rldata.api import filter as run_filter
+    from rldata.select import REASONS
 
-    store = get_store(ctx, create=True)
-    b = Band.parse(band, inclusive=inclusive)
-    res, _ = filter_store(
-        store,
+    res = run_filter(
+        get_store(ctx, create=True),
         name=name,
-        band=b,
+        band=band,
+        inclusive=inclusive,
         model=model,
         params_hash=params_hash,
         verifier_version=verifier_version,
@@ -111,15 +111,14 @@ def stratify(
     out: Path = OUT_OPT,
 ) -> None:
     """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
-    from rldata.select import parse_buckets, stratify_store
+    from rldata.api import stratify as run_stratify
 
-    store = get_store(ctx, create=True)
-    res = stratify_store(
-        store,
+    res = run_stratify(
+        get_store(ctx, create=True),
         selection=selection,
-        buckets=parse_buckets(buckets) if buckets else None,
+        buckets=buckets or None,
         quantiles=quantiles,
-        out=curriculum,
+        curriculum=curriculum,
         seed=seed,
         phase_steps=int_list(phase_steps, "--phase-steps"),
         dominance=dominance,

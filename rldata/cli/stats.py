@@ -122,32 +122,17 @@ def report(
     With --run, also a training page of those runs' curves.  A store with no selection yet gets the
     training page only.
     """
-    from rldata.report.overview import gather
-    from rldata.report.page import render
-    from rldata.report.training import GROUP_BY, render_training
+    from rldata.api import report as run_report
 
-    if group_by not in GROUP_BY:
-        raise RldataError(f"--group-by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    store = get_store(ctx)
-    runs = list(runs or [])
-    if runs and selection is None and store.scan("selections").select("selection").head(1).collect().height == 0:
-        files = render_training(store, runs, out, group_by=group_by)
-        log(f"training report of {', '.join(runs)}: {', '.join(p.name for p in files.values())} in {out}")
-        print(files["training_html"])
-        return
-    ov = gather(store, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
-    audit = None
-    if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
-        from rldata.audit import audit_store
-
-        audit = audit_store(store, verifier=audit_verifier, against=audit_against)
-    files = render(ov, out, store=store, runs=tuple(runs), group_by=group_by)
-    if audit is not None:
-        from rldata.audit import add_to_report
-
-        add_to_report(files["html"], audit)
-    log(f"report of {ov.selection!r}: {', '.join(p.name for p in files.values())} in {out}")
-    print(files["html"])
+    res = run_report(get_store(ctx), out=out, selection=selection, runs=tuple(runs or ()), group_by=group_by,
+                     group_size=group_size, tokens_per_sample=tokens_per_sample, audit_verifier=audit_verifier,
+                     audit_against=audit_against)
+    names = ", ".join(Path(p).name for p in res.files.values())
+    if res.selection is None:
+        log(f"training report of {', '.join(runs)}: {names} in {out}")
+    else:
+        log(f"report of {res.selection!r}: {names} in {out}")
+    print(res.html)
 
 
 def register(app: typer.Typer) -> None:

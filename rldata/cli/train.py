@@ -27,17 +27,6 @@ _TRACKER = typer.Option("none", "--tracker", help="Also stream every metric to t
 _TRACKER_DIR = typer.Option(None, "--tracker-dir", help="Where the tracker writes (default: OUT/RUN_ID/TRACKER).")
 
 
-def _config(config: Path | None, overrides: dict):
-    from rldata.trainer.config import ConfigError, TrainConfig
-
-    if config is not None:
-        return TrainConfig.from_yaml(config, **overrides)
-    try:
-        return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
-    except ConfigError as e:
-        raise InputError("command line", None, e.reason, field=e.field) from None
-
-
 def train(
     ctx: typer.Context,
     curriculum: Path = _CURRICULUM,
@@ -82,9 +71,8 @@ def train(
     """
     import polars as pl
 
-    from rldata.trainer.driver import DriverOptions
-    from rldata.trainer.driver import train as run_train
-    from rldata.trainer.evaluate import HELDOUT_WHERE
+    from rldata.api import train as run_train
+    from rldata.trainer.config import ConfigError
 
     if uniform and sampler not in (None, "uniform"):
         raise RldataError("--uniform contradicts --sampler " + sampler)
@@ -96,24 +84,25 @@ def train(
         check_predicate(eval_where, option="--eval-where")
     if curriculum is not None and where:
         raise RldataError("--where picks tasks for a run without --curriculum; the curriculum's selection picks them")
-    cfg = _config(config, {
+    settings = {
         "curriculum": None if curriculum is None else str(curriculum), "model": model, "steps": steps,
         "num_learners": learners, "num_engines": engines, "output_dir": None if out is None else str(out),
         "run_id": run_id, "eval_every": eval_every, "checkpoint_every": checkpoint_every, "seed": seed,
         "reward_spec": None if reward_spec is None else str(reward_spec), "env": env,
         "mode": None if async_mode is None else ("async" if async_mode else "sync"), "max_staleness": max_staleness,
-    })
-    opts = DriverOptions(sampler="uniform" if uniform else sampler, tasks_where=where, resume=resume,
-                         eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
-                         max_model_len=max_model_len, tag=tag, tracker=tracker,
-                         tracker_dir=None if tracker_dir is None else str(tracker_dir))
-    s = run_train(get_store(ctx, create=True), cfg, opts)
-    evals = {e["step"]: e["accuracy"] for e in s.evals}
+    }
+    try:
+        s = run_train(get_store(ctx, create=True), config=config, sampler="uniform" if uniform else sampler,
+                      where=where, resume=resume, eval_heldout=eval_heldout, eval_where=eval_where, address=address,
+                      max_model_len=max_model_len, tag=tag, tracker=tracker, tracker_dir=tracker_dir, **settings)
+    except ConfigError as e:
+        if config is not None:
+            raise
+        raise InputError("command line", None, e.reason, field=e.field) from None
     row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,
            "policy_version": s.policy_version, "samples": s.samples, "groups_kept": s.groups_kept,
-           "groups_dropped": s.groups_dropped, "eval_first": evals[min(evals)] if evals else None,
-           "eval_last": evals[max(evals)] if evals else None, "seconds": round(s.seconds, 1),
-           "checkpoint": s.checkpoint}
+           "groups_dropped": s.groups_dropped, "eval_first": s.eval_first, "eval_last": s.eval_last,
+           "seconds": round(s.seconds, 1), "checkpoint": s.checkpoint}
     emit(pl.DataFrame([row]), fmt)
 
 

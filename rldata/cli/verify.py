@@ -31,10 +31,10 @@ def verify(
     Old results stay (a new version adds rows); re-running finishes a killed run, and is a no-op
     when everything is verified.
     """
-    from rldata.jobs.verify import VerifyJob, run_verify
+    from rldata.api import verify as run_verify
 
-    job = VerifyJob(verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout, address=address)
-    s = run_verify(get_store(ctx), job)
+    s = run_verify(get_store(ctx), verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout,
+                   address=address)
     if not s.noop:
         log(f"verified {s.verified} trajectories ({s.already_verified} already) with {', '.join(s.verifiers)} in "
             f"{s.seconds:.1f}s: correct {s.correct}, errors {s.errors}, no answer {s.no_answer}; "

@@ -38,6 +38,7 @@ from rldata.ingest.mapping import (
 )
 from rldata.ingest.presets import PRESETS, Fields, preset
 from rldata.ingest.read import POS, Reject, read_chunks
+from rldata.results import Result
 
 __all__ = [
     "PRESETS",
@@ -141,7 +142,7 @@ def contaminated(norm_prompts: pl.Series, grams: set[str], *, n: int = 13) -> pl
 
 # ---- the whole ingest ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class IngestSummary:
+class IngestSummary(Result):
     """What one ingest did; ``read == added + duplicates + rejected + decontaminated``."""
 
     path: str

@@ -1,0 +1,373 @@
+"""The public API: one verb per stage of the loop, each ``verb(store, *, ...) -> frozen result``.
+
+>>> import rldata
+>>> store = rldata.open_store("my-store")
+>>> rldata.ingest(store, sample="arith").added
+>>> rldata.sample(store, n=16).samples_per_s
+>>> rldata.filter(store, band=(0.1, 0.9), name="band").kept
+>>> rldata.stratify(store, selection="band", quantiles=3, curriculum="buckets.yaml").counts
+>>> rldata.train(store, curriculum="buckets.yaml", steps=50).checkpoint
+>>> rldata.export(store, selection="band", format="verl", out="export/").rows
+>>> rldata.report(store, out="report/").html
+
+``store`` is a :class:`~rldata.store.Store` or a store root (a path or an ``s3://`` URI).
+Everything after it is keyword-only.  Every result is a frozen dataclass with ``to_dict()``, and
+the CLI calls exactly these verbs (it adds logging, the flags and the output format).  Errors are
+:class:`~rldata.errors.RldataError` subclasses naming the parameter; heavy dependencies (Ray,
+vLLM, torch, matplotlib) load only when a verb that needs them runs.
+
+Names: ``rldata.verify``, ``rldata.ingest`` and ``rldata.report`` are these verbs; the packages
+of the same name are reached with ``from rldata.verify import ...`` (``import rldata.verify as x``
+would bind the verb).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rldata.errors import RldataError
+from rldata.results import Result, frozen
+from rldata.store import Store, open_store
+
+__all__ = [
+    "ExportResult", "ReportResult", "SampleResult", "TrainResult", "VerifyResult",
+    "export", "filter", "ingest", "report", "sample", "stratify", "train", "verify",
+]
+
+StoreLike = Store | str | os.PathLike
+
+
+def _open(store: StoreLike, *, create: bool) -> Store:
+    return store if isinstance(store, Store) else open_store(store, create=create)
+
+
+# ---- results of the long-running jobs (their summaries are accumulated while they run) ---------
+@dataclass(frozen=True)
+class SampleResult(Result):
+    """What one ``sample`` job did (see :class:`rldata.jobs.sample.SampleSummary` for each field)."""
+
+    run_id: str | None
+    model: str
+    params_hash: str
+    tasks: int
+    tasks_already_done: int
+    tasks_sampled: int
+    samples: int
+    correct: int
+    errors: int
+    no_answer: int
+    seconds: float
+    noop: bool
+    prompt_too_long: int
+    samples_skipped: int
+    stop_rule: str
+    adaptive_rounds: int
+    stopped_early: int
+    reward_mean: float | None
+    env_errors: int
+    episode_rounds: int
+    engine_busy_frac: float | None
+    tool_call_frac: float | None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "samples_per_s": round(self.samples_per_s, 2)}
+
+
+@dataclass(frozen=True)
+class VerifyResult(Result):
+    """What one ``verify`` job did (see :class:`rldata.jobs.verify.VerifySummary`)."""
+
+    run_id: str | None
+    verifiers: tuple[str, ...]
+    trajectories: int
+    already_verified: int
+    verified: int
+    correct: int
+    errors: int
+    no_answer: int
+    ledger_rows: int
+    seconds: float
+    noop: bool
+
+
+@dataclass(frozen=True)
+class TrainResult(Result):
+    """What one ``train`` invocation did (see :class:`rldata.trainer.driver.TrainSummary`)."""
+
+    run_id: str
+    model: str
+    steps: int
+    last_step: int
+    policy_version: int
+    checkpoint: str | None
+    samples: int
+    groups_kept: int
+    groups_dropped: int
+    evals: tuple  # ({"step", "model", "accuracy", "tasks"}, ...)
+    seconds: float
+    time: Mapping[str, float]
+
+    @property
+    def eval_first(self) -> float | None:
+        return min(self.evals, key=lambda e: e["step"])["accuracy"] if self.evals else None
+
+    @property
+    def eval_last(self) -> float | None:
+        return max(self.evals, key=lambda e: e["step"])["accuracy"] if self.evals else None
+
+
+@dataclass(frozen=True)
+class ExportResult(Result):
+    """Where an export went and its manifest (lineage, content hash, files)."""
+
+    out: str
+    rows: int
+    files: tuple[str, ...]  # paths relative to out (the manifest has their sizes and hashes)
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReportResult(Result):
+    """The files a report wrote: ``html`` is the page to open; ``files`` maps each name to its path."""
+
+    out: str
+    html: str
+    files: Mapping[str, str]
+    selection: str | None
+
+
+# ---- the verbs ----------------------------------------------------------------------------------
+def ingest(store: StoreLike, *, path: str | os.PathLike | None = None, sample: str | None = None,
+           gym: str | None = None, n: int | None = None, config: Mapping[str, Any] | None = None, seed: int = 0,
+           preset: str | None = None, prompt_field: str | None = None, answer_field: str | None = None,
+           answer_format: str | None = None, category_field: str | None = None, source: str | None = None,
+           domain: str | None = None, on_error: str = "fail", decontaminate: str | os.PathLike | None = None,
+           ngram: int = 13, dry_run: bool = False, progress: bool = False):
+    """Load tasks into ``tasks`` from one of: a file or dataset dir (``path``), a bundled sample
+    (``sample``: arith, arith-heldout, gsm8k, gsm8k-test) or a reasoning-gym dataset (``gym`` with
+    ``n`` entries, its ``config`` and ``seed``).  Returns :class:`rldata.ingest.IngestSummary`."""
+    from rldata.ingest import SAMPLES, sample_path
+    from rldata.ingest import ingest as ingest_file
+    from rldata.ingest import preset as get_preset
+
+    if sum(x is not None for x in (path, sample, gym)) != 1:
+        raise RldataError("give exactly one of path, sample or gym", field="path")
+    st = _open(store, create=True)
+    if gym is not None:
+        from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
+
+        if n is None:
+            raise RldataError("gym needs n (how many entries to generate)", field="n")
+        if n < 1:
+            raise RldataError(f"n: expected at least 1, got {n}", field="n")
+        if config is not None and not isinstance(config, Mapping):
+            raise RldataError(f"config must be a mapping (a JSON object), got {type(config).__name__}",
+                              field="config")
+        return ingest_gym(st, gym, n=n, config=dict(config or {}), seed=seed, dry_run=dry_run)
+    if n is not None or config is not None:
+        raise RldataError("n and config go with gym", field="n" if n is not None else "config")
+    if sample is not None:
+        path = sample_path(sample)
+        preset = preset or SAMPLES[sample][1]
+    fields_ = get_preset(preset).with_overrides(prompt=prompt_field, answer=answer_field, category=category_field,
+                                                answer_format=answer_format)
+    return ingest_file(st, path, fields=fields_, source=source, domain=domain, on_error=on_error,
+                       decontaminate=decontaminate, ngram=ngram, dry_run=dry_run, show_progress=progress)
+
+
+def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: str | None = None,
+           selection: str | None = None, temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 16,
+           seed: int = 0, address: str | None = None, engines: int | None = None, batch_tasks: int = 128,
+           max_model_len: int | None = None, env: str | None = None, reward=None, adaptive: str = "fixed",
+           band: str | Sequence[float] | None = None, alpha: float | None = None,
+           round_size: int = 4) -> SampleResult:
+    """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
+    ledger.  ``reward`` is a :class:`rldata.rewards.RewardSpec` or the path of its YAML.  With
+    ``adaptive`` exact|sequential (and ``band``) a task stops once its band decision is settled.
+    A killed job resumes when called again; on finished work it is a no-op."""
+    from rldata.adaptive.rules import AdaptiveSpec
+    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.params import SamplingSpec
+
+    reward_spec = _reward_spec(reward, max_tokens)
+    try:
+        spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    except ValueError as e:  # each check's message starts with the field's name
+        raise RldataError(str(e), field=str(e).split()[0]) from None
+    if adaptive != "fixed" and band is None:
+        raise RldataError(f"adaptive {adaptive!r} needs band (the decision it settles)", field="band")
+    if band is not None and not isinstance(band, str):
+        band = ",".join(str(x) for x in band)
+    stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
+    job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
+                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward_spec, env=env,
+                    adaptive=stopping)
+    return SampleResult.of(run_sample(_open(store, create=True), job))
+
+
+def _reward_spec(reward, max_tokens: int):
+    from rldata.verify.reward import RewardSpec, load_reward_spec
+
+    if reward is None:
+        return RewardSpec()
+    spec = reward if isinstance(reward, RewardSpec) else load_reward_spec(reward)
+    spec.check_max_tokens(max_tokens, where=None if isinstance(reward, RewardSpec) else str(reward))
+    return spec
+
+
+def verify(store: StoreLike, *, verifier: str | None = None, run_id: str | None = None, where: str | None = None,
+           batch: int = 1024, timeout_s: float = 10.0, address: str | None = None) -> VerifyResult:
+    """Re-score stored trajectories under ``verifier`` (default: each task's domain default) and
+    rebuild the ledger for it; resumable and idempotent, old verifier versions are kept."""
+    from rldata.jobs.verify import VerifyJob, run_verify
+
+    job = VerifyJob(verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s,
+                    address=address)
+    return VerifyResult.of(run_verify(_open(store, create=False), job))
+
+
+def filter(store: StoreLike, *, band: str | Sequence[float], name: str, inclusive: bool = True,  # noqa: A001
+           model: str | None = None, params_hash: str | None = None, verifier_version: str | None = None,
+           min_n: int | None = None, domain: str | None = None, dry_run: bool = False):
+    """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
+    (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
+    Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason, the ledger key)."""
+    from rldata.select import Band, filter_store
+
+    if not isinstance(band, (str, Band)):
+        band = ",".join(str(x) for x in band)
+    b = band if isinstance(band, Band) else Band.parse(band, inclusive=inclusive)
+    result, _ = filter_store(_open(store, create=True), name=name, band=b, model=model, params_hash=params_hash,
+                             verifier_version=verifier_version, min_n=min_n, domain=domain, dry_run=dry_run)
+    return result
+
+
+def stratify(store: StoreLike, *, selection: str, buckets: str | Sequence | None = None,
+             quantiles: int | None = None, curriculum: str | os.PathLike | None = None, seed: int = 0,
+             phase_steps: Sequence[int] | None = None, window: int = 10, dominance: float = 0.6):
+    """Bucket the kept tasks of ``selection`` by difficulty (``buckets`` as ``"easy:0.7-0.9,..."`` or
+    a list of :class:`rldata.curriculum.Bucket`, or ``quantiles`` equal-count buckets) and write the
+    trainer's curriculum file ``curriculum``.  Returns :class:`rldata.select.StratifyResult`."""
+    from rldata.select import parse_buckets, stratify_store
+
+    parsed = parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
+    return stratify_store(_open(store, create=True), selection=selection, buckets=parsed, quantiles=quantiles,
+                          out=curriculum, seed=seed, phase_steps=None if phase_steps is None else list(phase_steps),
+                          dominance=dominance, window=window)
+
+
+def train(store: StoreLike, *, config=None, sampler: str | None = None, where: str | None = None,
+          resume: bool = False, eval_heldout: bool = False, eval_where: str | None = None,
+          address: str | None = None, max_model_len: int | None = None, tag: str | None = None,
+          tracker: str = "none", tracker_dir: str | os.PathLike | None = None, **settings: Any) -> TrainResult:
+    """Curriculum-aware distributed GRPO on Ray; every rollout and metric lands in the store.
+
+    ``config`` is a :class:`rldata.trainer.config.TrainConfig`, the path of its YAML, or None;
+    ``settings`` are TrainConfig fields that override it (``curriculum="buckets.yaml"``,
+    ``steps=50``, ``mode="async"``...).  ``where`` picks the tasks of a run without a curriculum;
+    ``eval_heldout`` evaluates on the bundled held-out split (or ``eval_where`` names one).
+    """
+    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.driver import DriverOptions
+    from rldata.trainer.driver import train as run_train
+    from rldata.trainer.evaluate import HELDOUT_WHERE
+
+    if eval_heldout and eval_where:
+        raise RldataError("give eval_heldout or eval_where, not both", field="eval_where")
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
+    if isinstance(config, TrainConfig):
+        cfg = replace(config, **settings) if settings else config
+    elif config is not None:
+        cfg = TrainConfig.from_yaml(config, **settings)
+    else:
+        cfg = TrainConfig.from_dict(settings)
+    if cfg.curriculum is not None and where:
+        raise RldataError("where picks the tasks of a run without a curriculum; the curriculum's selection "
+                          "picks them", field="where")
+    opts = DriverOptions(sampler=sampler, tasks_where=where, resume=resume,
+                         eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
+                         max_model_len=max_model_len, tag=tag, tracker=tracker,
+                         tracker_dir=None if tracker_dir is None else str(tracker_dir))
+    return TrainResult.of(run_train(_open(store, create=True), cfg, opts))
+
+
+def export(store: StoreLike, *, out: str | os.PathLike, format: str, selection: str | None = None,  # noqa: A002
+           rollouts: bool = False, run_id: str | None = None, where: str | None = None,
+           correct_only: bool = False, **options: Any) -> ExportResult:
+    """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
+    ``options`` are :class:`rldata.interop.export.ExportSpec` fields such as ``bucket``, ``split``,
+    ``prompt_style``), or with ``rollouts=True`` stored trajectories as chat conversations
+    (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
+    data, and swaps the directory into place only when complete."""
+    st = _open(store, create=False)
+    if rollouts:
+        from rldata.interop.chat_export import export_conversations
+
+        if selection:
+            raise RldataError("give selection (tasks) or rollouts (trajectories), not both", field="selection")
+        unknown = set(options) - {"split"}
+        if unknown:
+            raise RldataError(f"rollouts export takes no option {', '.join(sorted(unknown))}",
+                              field=sorted(unknown)[0])
+        m = export_conversations(st, out=out, fmt=format, run_id=run_id, where=where, correct_only=correct_only,
+                                 split=options.get("split", "train"))
+    else:
+        from rldata.interop.export import ExportSpec, export_selection
+
+        if not selection:
+            raise RldataError("selection is required (or rollouts=True to export trajectories)", field="selection")
+        if run_id or where or correct_only:
+            bad = "run_id" if run_id else "where" if where else "correct_only"
+            raise RldataError(f"{bad} goes with rollouts=True", field=bad)
+        try:
+            spec = ExportSpec(selection=selection, format=format, **options)
+        except TypeError as e:  # an unknown option
+            raise RldataError(str(e)) from None
+        except ValueError as e:
+            raise RldataError(str(e)) from None
+        m = export_selection(st, spec=spec, out=out)
+    files = tuple(f["path"] if isinstance(f, Mapping) else str(f) for f in m["files"])
+    return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
+
+
+def report(store: StoreLike, *, out: str | os.PathLike, selection: str | None = None, runs: Sequence[str] = (),
+           group_by: str = "run", group_size: int | None = None, tokens_per_sample: float | None = None,
+           audit_verifier: str | None = None, audit_against: str = "labels") -> ReportResult:
+    """Write PNG plots and one self-contained HTML page: the selection's pass-rate histogram,
+    buckets and savings, plus a training page for ``runs`` (overlaid, or grouped by ``group_by``),
+    plus a verifier audit section with ``audit_verifier``.  A store with no selection yet gets the
+    training page only."""
+    from rldata.report.overview import gather
+    from rldata.report.page import render
+    from rldata.report.training import GROUP_BY, render_training
+
+    if group_by not in GROUP_BY:
+        raise RldataError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by")
+    st = _open(store, create=False)
+    runs = builtins.list(runs or ())
+    if runs and selection is None and st.scan("selections").select("selection").head(1).collect().height == 0:
+        files = render_training(st, runs, out, group_by=group_by)
+        return ReportResult(out=str(out), html=str(files["training_html"]),
+                            files=frozen({k: str(v) for k, v in files.items()}), selection=None)
+    ov = gather(st, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
+    audit = None
+    if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
+        from rldata.audit import audit_store
+
+        audit = audit_store(st, verifier=audit_verifier, against=audit_against)
+    files = render(ov, out, store=st, runs=tuple(runs), group_by=group_by)
+    if audit is not None:
+        from rldata.audit import add_to_report
+
+        add_to_report(files["html"], audit)
+    return ReportResult(out=str(out), html=str(files["html"]), files=frozen({k: str(v) for k, v in files.items()}),
+                        selection=ov.selection)

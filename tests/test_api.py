@@ -1,0 +1,130 @@
+"""The public API (rldata.api): uniform verbs, keyword-only after the store, frozen results, the doc's
+example run as it stands, and a CLI that calls exactly these verbs."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rldata
+from rldata import api
+from rldata.errors import RldataError
+
+ROOT = Path(__file__).resolve().parents[1]
+VERBS = ("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report")
+
+
+def test_the_package_exports_one_verb_per_stage_even_after_its_namesake_packages_load():
+    import rldata.ingest.gym  # noqa: F401 - submodules of the packages named like verbs
+    import rldata.report.page  # noqa: F401
+    import rldata.verify.math  # noqa: F401
+
+    for verb in VERBS:
+        assert verb in rldata.__all__
+        assert getattr(rldata, verb) is getattr(api, verb), verb
+    from rldata.verify import get_verifier  # the package is still reachable
+
+    assert callable(get_verifier)
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_takes_the_store_then_keywords_only(verb):
+    params = list(inspect.signature(getattr(api, verb)).parameters.values())
+    assert params[0].name == "store" and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert all(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params[1:]), verb
+    assert getattr(api, verb).__doc__
+
+
+def _ledger(store, counts):
+    store.append("tasks", [{"task_id": f"t{i}", "source": "test", "domain": "math", "category": f"c{i % 2}",
+                            "prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(len(counts))])
+    store.append("passrates", [{"task_id": f"t{i}", "model": "m", "params_hash": "p", "verifier_version": "math@1",
+                                "n": 16, "n_correct": k, "n_error": 0, "pass_rate": k / 16}
+                               for i, k in enumerate(counts)])
+
+
+def test_results_are_frozen_and_plain(store, tmp_path):
+    _ledger(store, [0, 3, 5, 8, 11, 13, 16, 2])
+    got = rldata.filter(store, band=(0.1, 0.9), name="band")
+    assert got.kept == 6 and got.counts["too_hard"] == 1 and got.counts["too_easy"] == 1
+    strat = rldata.stratify(store.root, selection="band", quantiles=2, curriculum=tmp_path / "b.yaml")
+    assert (tmp_path / "b.yaml").exists() and sum(b.count for b in strat.curriculum.buckets) == 6
+    exp = rldata.export(store, selection="band", format="jsonl", out=tmp_path / "exp")
+    assert exp.rows == 6 and all((tmp_path / "exp" / f).exists() for f in exp.files)
+    assert exp.manifest["rows"] == 6
+    page = rldata.report(store, out=tmp_path / "rep")
+    assert Path(page.html).exists() and page.selection == "band"
+    for res in (got, strat, exp, page):
+        d = res.to_dict()
+        json.dumps(d, default=str)  # plain data
+        field = dataclasses.fields(res)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(res, field, None)
+    with pytest.raises(TypeError):  # nested mappings are read-only too
+        exp.manifest["rows"] = 0
+
+
+def test_ingest_returns_the_summary_and_names_bad_parameters(store, tmp_path):
+    res = rldata.ingest(store, sample="arith-heldout")
+    assert res.added == 500 and res.to_dict()["added"] == 500 and store.count("tasks") == 500
+    for kwargs, field in [({}, "path"), ({"sample": "arith", "gym": "chain_sum"}, "path"),
+                          ({"gym": "chain_sum"}, "n"), ({"gym": "chain_sum", "n": 0}, "n"),
+                          ({"sample": "arith", "n": 3}, "n")]:
+        with pytest.raises(RldataError) as e:
+            rldata.ingest(store, **kwargs)
+        assert e.value.field == field, kwargs
+    assert store.count("tasks") == 500
+
+
+def test_parameter_errors_name_the_field_and_the_cli_adds_the_flag(store, capsys):
+    with pytest.raises(RldataError) as e:
+        rldata.report(store, out="x", group_by="color")
+    assert e.value.field == "group_by" and "--" not in str(e.value)
+    from rldata.cli import main
+
+    code = main(["--store", str(store.root), "report", "-o", "x", "--run", "r", "--group-by", "color"])
+    assert code == 1 and "--group-by" in capsys.readouterr().err
+
+
+def test_the_cli_commands_call_the_verbs():
+    """Each stage's command module imports its verb from rldata.api (and so runs exactly it)."""
+    commands = {"ingest": "ingest.py", "sample": "sample.py", "verify": "verify.py", "filter": "select_cmds.py",
+                "stratify": "select_cmds.py", "train": "train.py", "export": "interop.py", "report": "stats.py"}
+    for verb, mod in commands.items():
+        tree = ast.parse((ROOT / "rldata" / "cli" / mod).read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "rldata.api"
+                    for a in n.names}
+        assert verb in imported, f"rldata/cli/{mod} does not call rldata.api.{verb}"
+
+
+def _doc_example() -> str:
+    text = (ROOT / "docs" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1, "docs/api.md holds one runnable example"
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_the_documented_example_runs_as_written(tmp_path):
+    """docs/api.md's loop, unchanged, in a fresh interpreter (its own Ray), on the bundled model."""
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "RAY_ADDRESS": ""}
+    env.pop("RAY_ADDRESS")
+    proc = subprocess.run([sys.executable, "-c", _doc_example()], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    store = rldata.open_store(tmp_path / "api-demo-store", create=False)
+    assert store.count("tasks") == 3500
+    run = json.loads(store.sql("SELECT to_json(r) FROM (SELECT run_id, status FROM runs) r").fetchall()[0][0])
+    assert run["status"] == "done"
+    assert (tmp_path / "api-demo-export" / "manifest.json").exists()
+    assert (tmp_path / "api-demo-report" / "training.html").exists()
+    assert "rows exported; report:" in proc.stdout
