@@ -23,8 +23,23 @@ _WORKER_ENV = {
 }
 
 
+_STARTED_LOCAL: dict[str, int] = {}  # {"num_cpus": N} while a local Ray started here runs
+
+
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, float]:
-    """Connect to ``address`` (or $RAY_ADDRESS), or start a local Ray; return cluster resources."""
+    """Connect to ``address`` (or $RAY_ADDRESS), or start a local Ray; return cluster resources.
+
+    A local Ray that an earlier job of this process started with fewer logical CPUs than ``num_cpus``
+    is restarted with more (a script that samples, then trains, needs the trainer's slots; nothing
+    of the earlier job lives on in it).  A Ray the caller started is never touched.
+    """
+    if (ray.is_initialized() and _STARTED_LOCAL and num_cpus and num_cpus > _STARTED_LOCAL["num_cpus"]
+            and not address and not os.environ.get("RAY_ADDRESS")):
+        from rldata.console import log
+
+        log(f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})")
+        ray.shutdown()
+        _STARTED_LOCAL.clear()
     if not ray.is_initialized():
         # No address: always a fresh local Ray ("local"), never a cluster that happens to run here.
         address = address or os.environ.get("RAY_ADDRESS") or "local"
@@ -39,6 +54,8 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         for attempt in range(3):
             try:
                 ray.init(**kwargs)
+                if address == "local":
+                    _STARTED_LOCAL["num_cpus"] = kwargs["num_cpus"]
                 break
             except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
                 # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: retry.
