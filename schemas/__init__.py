@@ -146,12 +146,13 @@ VERIFICATIONS = TableSchema(
 
 PASSRATES = TableSchema(
     "passrates",
-    3,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N)
+    4,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
+    # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version)
     pa.schema([
         _f("task_id", pa.string(), True),
         _f("model", pa.string(), True),
         _f("params_hash", pa.string(), True),
-        _f("verifier_version", pa.string(), True, "'name@version' of the verifier that decided"),
+        _f("verifier_key", pa.string(), True, "'name@version' of the verifier that decided"),
         _f("n", pa.int32(), True, "verified samples (errors excluded)"),
         _f("n_correct", pa.int32(), True),
         _f("n_error", pa.int32(), True, "samples whose verifier crashed or timed out"),
@@ -168,7 +169,7 @@ PASSRATES = TableSchema(
         _f("n_max", pa.int32(), doc="the N the job would draw at most (n < n_max: stopped early)"),
         _f("band", pa.string(), doc="'lo,hi': the band the stopping rule decided about"),
     ]),
-    key=("task_id", "model", "params_hash", "verifier_version", "env_version"),
+    key=("task_id", "model", "params_hash", "verifier_key", "env_version"),
     defaults_now=("updated_at",),
     defaults=(("env_version", ""), ("stop_rule", "fixed")),
 )
@@ -193,7 +194,7 @@ RUNS = TableSchema(
 
 SELECTIONS = TableSchema(
     "selections",
-    1,
+    2,  # 2: verifier_version renamed verifier_key, as in passrates
     pa.schema([
         _f("selection", pa.string(), True, "selection name"),
         _f("task_id", pa.string(), True),
@@ -205,7 +206,7 @@ SELECTIONS = TableSchema(
         _f("bucket", pa.string(), doc="set by stratify"),
         _f("model", pa.string()),
         _f("params_hash", pa.string()),
-        _f("verifier_version", pa.string()),
+        _f("verifier_key", pa.string(), doc="passrates.verifier_key of the slice the decision read"),
         _f("passrates_version", pa.int64(), doc="Delta version of passrates the decision read"),
         _f("params", pa.string(), doc="JSON of the filter parameters"),
         _f("created_at", TS, True),
