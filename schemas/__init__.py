@@ -16,11 +16,14 @@ Conventions
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "table_names"]
+from rldata.errors import RldataError
+
+__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "register", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -227,10 +230,42 @@ METRICS = TableSchema(
     key=("run_id", "step", "name"),
 )
 
-TABLES: dict[str, TableSchema] = {
-    t.name: t
-    for t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS)
-}
+TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
+
+
+def register(table: TableSchema) -> TableSchema:
+    """Add ``table`` to :data:`TABLES` (docs/contributing.md, "Add a table"); return it.
+
+    Every store opened afterwards creates it, empty, with ``table.version`` recorded.  Refused: a
+    name taken by another schema or unfit for a directory and a SQL identifier, a version below 1,
+    a key or default naming no column, and a nullable key column (Delta merges match keys with
+    '=', where null never equals null, so such rows would duplicate).
+    """
+    def bad(why: str) -> RldataError:
+        return RldataError(f"table {table.name!r} cannot be registered: {why}")
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", table.name):
+        raise bad("a table name is lowercase letters, digits and '_'")
+    if TABLES.get(table.name, table) != table:
+        raise bad("another schema has that name")
+    if table.version < 1:
+        raise bad(f"schema versions start at 1, got {table.version}")
+    if not table.key:
+        raise bad("it has no key")
+    names = set(table.schema.names)
+    unknown = [c for c in (*table.key, *table.defaults_now, *(c for c, _ in table.defaults)) if c not in names]
+    if unknown:
+        raise bad(f"no column {unknown[0]!r} (named by its key or defaults)")
+    nullable = [k for k in table.key if table.schema.field(k).nullable]
+    if nullable:
+        raise bad(f"key column {nullable[0]!r} must be required")
+    TABLES[table.name] = table
+    return table
+
+
+for _t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS):
+    register(_t)
+del _t
 
 
 def get(name: str) -> TableSchema:
