@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 from rldata import open_store, schemas
 from rldata.errors import RldataError, SchemaError
 from rldata.migrate import STEPS, _add_columns, table_version
-from rldata.schemas import TS, TableSchema, _f, register
+
+TS, TableSchema, _f, register = schemas.TS, schemas.TableSchema, schemas._f, schemas.register
 
 # steps 1-3: columns, key, version 1
 NOTES = TableSchema(

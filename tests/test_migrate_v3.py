@@ -94,7 +94,7 @@ def test_an_upgraded_v3_store_writes_reads_and_filters_under_the_new_name(v3):
     with pytest.raises(RldataError, match="several verifier_keys"):
         filter_store(store, name="x", band=Band(0.2, 0.8), model="tiny", params_hash="ph0", min_n=2)
     store.delete("passrates", "env_version <> ''")  # one environment per slice: filter the plain tasks
-    result, decisions = filter_store(store, name="mid4", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
+    result, _ = filter_store(store, name="mid4", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
                                      verifier_key="math@1", min_n=2)
     assert result.key["verifier_key"] == "math@1" and result.counts["in_band"] == 2
     sel = store.read("selections").filter(selection="mid4")
