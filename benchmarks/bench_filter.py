@@ -105,7 +105,7 @@ def _stage(name: str, root: str) -> dict:
     if name == "aggregate":
         rel = store.sql("""
             SELECT task_id, 'bench-model' AS model, 'p0' AS params_hash, verifier || '@' || verifier_version
-                   AS verifier_version, CAST(count(passed) AS INTEGER) AS n,
+                   AS verifier_key, CAST(count(passed) AS INTEGER) AS n,
                    CAST(count(*) FILTER (WHERE passed) AS INTEGER) AS n_correct,
                    CAST(count(*) - count(passed) AS INTEGER) AS n_error,
                    count(*) FILTER (WHERE passed) / count(passed) AS pass_rate

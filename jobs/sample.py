@@ -283,7 +283,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                     for r in frame.iter_rows(named=True)}
             summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
             stop = cols.get
-        recompute_passrates(store, model=model, params_hash=ph, verifier_versions=vkeys, task_ids=task_ids,
+        recompute_passrates(store, model=model, params_hash=ph, verifier_keys=vkeys, task_ids=task_ids,
                             run_id=run.run_id, stop=stop)
         run.summary = summary.to_dict()
     return summary
@@ -406,7 +406,7 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
 def _job_counts(store: Store, task_ids: list[str], *, model: str, params_hash: str, vkeys, ekeys: dict) -> dict:
     """task_id -> [verified, correct, errors] of the samples stored for this job's slice of the ledger
     (model, params, verifier, the task's environment version), whatever run or seed drew them."""
-    rows = recompute_passrates(store, model=model, params_hash=params_hash, verifier_versions=vkeys,
+    rows = recompute_passrates(store, model=model, params_hash=params_hash, verifier_keys=vkeys,
                                task_ids=task_ids, write=False)
     out = {t: [0, 0, 0] for t in task_ids}
     for r in rows:

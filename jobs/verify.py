@@ -7,8 +7,8 @@ verifies those without a result under the chosen verifier's CURRENT version, app
 for every (model, params_hash) it touched.
 
 - Old results stay: ``verifications`` is keyed on (traj_id, verifier, verifier_version, layer),
-  so a new version adds rows beside the old ones, and the ledger keys on ``name@version``: two
-  versions never mix in one pass rate.
+  so a new version adds rows beside the old ones, and the ledger keys on ``verifier_key``
+  (``name@version``): two versions never mix in one pass rate.
 - Resumable and idempotent, like ``rldata sample``: rows are committed per batch (appended with
   ``dedupe``), a re-run verifies only what has no result yet, and a run with nothing left to do
   and ledger rows in place is a no-op that records nothing.
@@ -115,8 +115,8 @@ def _verified(store: Store, traj_ids: list[str], vkeys: set[str]) -> set[str]:
 def _ledger_complete(store: Store, sel: pl.DataFrame, vkeys: set[str]) -> bool:
     """Whether every selected (task, model, params_hash) has a ledger row for its verifier."""
     want = sel.select("task_id", "model", "params_hash", "vkey").unique()
-    have = store.sql("SELECT task_id, model, params_hash, verifier_version AS vkey FROM passrates "
-                     "WHERE verifier_version IN (SELECT unnest($vkeys))", params={"vkeys": sorted(vkeys)}).pl()
+    have = store.sql("SELECT task_id, model, params_hash, verifier_key AS vkey FROM passrates "
+                     "WHERE verifier_key IN (SELECT unnest($vkeys))", params={"vkeys": sorted(vkeys)}).pl()
     return want.join(have, on=["task_id", "model", "params_hash", "vkey"], how="anti").height == 0
 
 
@@ -157,7 +157,7 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
         summary.seconds = time.monotonic() - t0
         for (model, ph), part in sel.filter(pl.col("model").is_not_null()).group_by("model", "params_hash"):
             summary.ledger_rows += len(recompute_passrates(
-                store, model=model, params_hash=ph, verifier_versions=vkeys,
+                store, model=model, params_hash=ph, verifier_keys=vkeys,
                 task_ids=part["task_id"].unique().to_list(), run_id=run.run_id))
         run.summary = summary.to_dict()
     return summary

@@ -32,12 +32,26 @@ def read_where(
     where: pads.Expression | None = None,
     **equals: str,
 ) -> pl.DataFrame:
-    """Rows of ``name`` whose string columns equal ``equals`` (and match ``where``), as Polars."""
+    """Rows of ``name`` whose string columns equal ``equals`` (and match ``where``), as Polars.
+
+    An old ``version`` may predate a column's rename (:data:`rldata.migrate.RENAMED`): ``columns`` and
+    ``equals`` use today's names and are read under the name that version had (``where`` is not mapped).
+    """
+    dataset = store.dataset(name, version=version)
+    old = {}
+    if version is not None:
+        from rldata.migrate import renamed_since
+
+        have = set(dataset.schema.names)
+        old = {new: was for new, was in renamed_since(name).items() if new not in have and was in have}
     expr = where
     for col, val in equals.items():
-        e = pads.field(col).cast(pa.string()) == pa.scalar(val, pa.string())
+        e = pads.field(old.get(col, col)).cast(pa.string()) == pa.scalar(val, pa.string())
         expr = e if expr is None else expr & e
-    table = store.dataset(name, version=version).to_table(columns=columns, filter=expr)
+    table = dataset.to_table(columns=[old.get(c, c) for c in columns] if columns else columns, filter=expr)
+    if old:
+        back = {was: new for new, was in old.items()}
+        table = table.rename_columns([back.get(c, c) for c in table.column_names])
     return pl.from_arrow(table)
 
 

@@ -137,13 +137,13 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
     for model, params_hash in groups:
         mine = stored.filter((pl.col("model") == model) & (pl.col("params_hash") == params_hash))
         fresh = recompute_passrates(store, model=model, params_hash=params_hash,
-                                    verifier_versions=mine["verifier_version"].unique().to_list(), write=False)
-        want = {(r["task_id"], r["verifier_version"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
+                                    verifier_keys=mine["verifier_key"].unique().to_list(), write=False)
+        want = {(r["task_id"], r["verifier_key"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
         for r in mine.iter_rows(named=True):
-            k = (r["task_id"], r["verifier_version"])
+            k = (r["task_id"], r["verifier_key"])
             if k in want and want[k] != (r["n"], r["n_correct"], r["n_error"]):
                 wrong += 1
-                fixes += [f for f in fresh if (f["task_id"], f["verifier_version"]) == k]
+                fixes += [f for f in fresh if (f["task_id"], f["verifier_key"]) == k]
     if not wrong:
         return []
     if repair:

@@ -21,12 +21,12 @@ __all__ = ["env_ledger_key", "passrate_row", "recompute_passrates", "rows_from_o
 
 
 def verifier_key(name: str, version: str) -> str:
-    """The ledger's verifier_version value: ``name@version``."""
+    """The ledger's verifier_key value: ``name@version``."""
     return f"{name}@{version}"
 
 
 def passrate_row(
-    task_id: str, *, model: str, params_hash: str, verifier_version: str, n: int, n_correct: int, n_error: int,
+    task_id: str, *, model: str, params_hash: str, verifier_key: str, n: int, n_correct: int, n_error: int,
     run_id: str | None = None, env_version: str = "", stop_rule: str = "fixed", alpha: float | None = None,
     confidence: float | None = None, n_max: int | None = None, band: str | None = None,
 ) -> dict:
@@ -37,7 +37,7 @@ def passrate_row(
         "task_id": task_id,
         "model": model,
         "params_hash": params_hash,
-        "verifier_version": verifier_version,
+        "verifier_key": verifier_key,
         "n": int(n),
         "n_correct": int(n_correct),
         "n_error": int(n_error),
@@ -74,7 +74,7 @@ def rows_from_outcomes(
             c[0] += 1
             c[1] += int(passed)
     return [
-        passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
+        passrate_row(t, model=model, params_hash=params_hash, verifier_key=v, n=n, n_correct=k, n_error=e,
                      run_id=run_id, env_version=ek)
         for (t, v, ek), (n, k, e) in counts.items()
     ]
@@ -107,7 +107,7 @@ def recompute_passrates(
     *,
     model: str,
     params_hash: str,
-    verifier_versions: Iterable[str],
+    verifier_keys: Iterable[str],
     task_ids: Iterable[str] | None = None,
     run_id: str | None = None,
     write: bool = True,
@@ -124,11 +124,11 @@ def recompute_passrates(
         join_ids = "JOIN _ids ON _ids.task_id = v.task_id"
     rel = store.sql(
         _RECOMPUTE.format(join_ids=join_ids),
-        params={"model": model, "params_hash": params_hash, "vkeys": sorted(set(verifier_versions))},
+        params={"model": model, "params_hash": params_hash, "vkeys": sorted(set(verifier_keys))},
         extra=extra,
     )
     rows = [
-        passrate_row(t, model=model, params_hash=params_hash, verifier_version=v, n=n, n_correct=k, n_error=e,
+        passrate_row(t, model=model, params_hash=params_hash, verifier_key=v, n=n, n_correct=k, n_error=e,
                      run_id=run_id, env_version=ek, **(dict(stop(t)) if stop is not None else {}))
         for t, v, ek, n, k, e in rel.fetchall()
     ]

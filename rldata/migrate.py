@@ -3,11 +3,14 @@
 A table's schema version lives in its Delta description (``rldata.schema_version=N``, see
 :mod:`rldata.store`).  When a store is opened and a table is older than ``rldata.schemas`` says,
 :func:`upgrade` runs that table's steps in order, ``STEPS[(table, N)]`` taking it from N to N+1, and
-records each new version as it lands.  Steps only add nullable columns (a Delta metadata commit:
-no data file is rewritten) and fill a default, so old readers' rows keep every value.
+records the new version once they have all landed.  Most steps only add nullable columns (a Delta
+metadata commit: no data file is rewritten) and fill a default, so old readers' rows keep every
+value.  A renamed column is the exception: delta-rs (1.6) has no column rename (Delta renames need
+column mapping), so :func:`_rename` rewrites the rows under the new name in ONE overwrite commit:
+the table is renamed whole or not at all.
 
 Each step is idempotent: a process killed between a step's commits, or two processes opening the same
-old store at once, re-run it harmlessly (columns already present are skipped).
+old store at once, re-run it harmlessly (columns already present, or already renamed, are skipped).
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from deltalake import DeltaTable
+import pyarrow as pa
+import pyarrow.dataset as pads
+from deltalake import DeltaTable, write_deltalake
 from deltalake.schema import Field
 
 from rldata import schemas
 from rldata.errors import RldataError
 
-__all__ = ["STEPS", "VERSION_KEY", "table_version", "upgrade"]
+__all__ = ["RENAMED", "STEPS", "VERSION_KEY", "renamed_since", "table_version", "upgrade"]
 
 VERSION_KEY = "rldata.schema_version"  # the same key rldata.store writes
 
@@ -65,12 +70,48 @@ def _passrates_stopping(dtable: DeltaTable) -> None:
     dtable.update(new_values={"stop_rule": "fixed"}, predicate="stop_rule IS NULL")
 
 
+def _rename(table: str, old: str, new: str) -> Step:
+    def step(dtable: DeltaTable) -> None:
+        dataset = dtable.to_pyarrow_dataset()
+        stored = dataset.schema
+        if old not in stored.names or new in stored.names:
+            return  # renamed by an earlier run that died before recording the version
+        i = stored.get_field_index(old)
+        # the stored type and nullability stay; the doc is today's, because writers compare it
+        doc = schemas.get(table).schema.field(new).metadata
+        renamed = stored.set(i, pa.field(new, stored.field(i).type, stored.field(i).nullable, metadata=doc))
+        columns = {n: pads.field(o) for n, o in zip(renamed.names, stored.names)}
+        batches = (b.cast(renamed) for b in dataset.scanner(columns=columns).to_batches())  # streamed
+        # predicate "true" makes the overwrite a read of the whole table: a row appended by another
+        # writer after our read fails the commit (upgrade re-reads and retries) instead of staying
+        # behind in a file that still has the old column name
+        write_deltalake(dtable, pa.RecordBatchReader.from_batches(renamed, batches), mode="overwrite",
+                        schema_mode="overwrite", predicate="true")
+
+    return step
+
+
+# (table, version the step upgrades from): (old name, new name).  Readers of a table's history (a
+# selection pins the passrates version it read) map these back: see rldata._read.read_where
+RENAMED: dict[tuple[str, int], tuple[str, str]] = {
+    # verifier_version held 'name@version', unlike verifications.verifier_version (the bare version)
+    ("passrates", 3): ("verifier_version", "verifier_key"),
+    ("selections", 1): ("verifier_version", "verifier_key"),
+}
+
+
+def renamed_since(table: str) -> dict[str, str]:
+    """{new name: old name} of every column of ``table`` that an upgrade step renamed."""
+    return {new: old for (t, _), (old, new) in RENAMED.items() if t == table}
+
+
 STEPS: dict[tuple[str, int], Step] = {
     ("tasks", 1): _env_columns("tasks"),
     ("trajectories", 1): _env_columns("trajectories"),
     ("passrates", 1): _passrates_env_version,
     ("trajectories", 2): _episode_columns,
     ("passrates", 2): _passrates_stopping,
+    **{(t, v): _rename(t, old, new) for (t, v), (old, new) in RENAMED.items()},
 }
 
 
@@ -88,9 +129,10 @@ def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
                 step = STEPS.get((table, v))
                 if step is not None:  # a table may keep its layout while its version moves with a release
                     step(dtable)
-                if v + 1 == target:  # never record the current version on a table that lacks its columns
-                    _check(dtable, table)
-                dtable.alter.set_table_description(f"{VERSION_KEY}={v + 1}")
+            # recorded once, after every step: an intermediate version recorded on a table whose step
+            # was missing would make the fixed code skip that step (steps re-run harmlessly instead)
+            _check(dtable, table)  # never record the current version on a table that lacks its columns
+            dtable.alter.set_table_description(f"{VERSION_KEY}={target}")
             break
         except RldataError:
             raise

@@ -1,6 +1,6 @@
 """Difficulty filtering and bucketing: ``rldata filter`` and ``rldata stratify``.
 
-A filter reads ONE pass-rate ledger slice, (model, params_hash, verifier_version), and decides
+A filter reads ONE pass-rate ledger slice, (model, params_hash, verifier_key), and decides
 every task from integer counts, never from a float pass rate, so band edges are exact:
 
 - inclusive band [lo, hi]: keep when ``ceil(lo*n) <= n_correct <= floor(hi*n)``
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples", "not_sampled")
-KEY = ("model", "params_hash", "verifier_version")
+KEY = ("model", "params_hash", "verifier_key")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -175,13 +175,13 @@ def resolve_key(
     *,
     model: str | None = None,
     params_hash: str | None = None,
-    verifier_version: str | None = None,
+    verifier_key: str | None = None,
 ) -> dict[str, str]:
-    """Pick the one (model, params_hash, verifier_version) a filter reads; ambiguity is an error."""
+    """Pick the one (model, params_hash, verifier_key) a filter reads; ambiguity is an error."""
     combos = passrates.group_by(list(KEY)).len().collect()
     if combos.height == 0:
         raise RldataError("the passrates table is empty: run `rldata sample` first")
-    given = {"model": model, "params_hash": params_hash, "verifier_version": verifier_version}
+    given = {"model": model, "params_hash": params_hash, "verifier_key": verifier_key}
     for col, val in given.items():
         if val is None:
             continue
@@ -226,7 +226,7 @@ def filter_store(
     band: Band,
     model: str | None = None,
     params_hash: str | None = None,
-    verifier_version: str | None = None,
+    verifier_key: str | None = None,
     min_n: int | None = None,
     domain: str | None = None,
     dry_run: bool = False,
@@ -246,7 +246,7 @@ def filter_store(
         columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
     )
     key = resolve_key(
-        passrates.lazy(), model=model, params_hash=params_hash, verifier_version=verifier_version
+        passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key
     )
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
         "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),

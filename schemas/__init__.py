@@ -16,11 +16,14 @@ Conventions
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "table_names"]
+from rldata.errors import RldataError
+
+__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "register", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -146,12 +149,13 @@ VERIFICATIONS = TableSchema(
 
 PASSRATES = TableSchema(
     "passrates",
-    3,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N)
+    4,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
+    # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version)
     pa.schema([
         _f("task_id", pa.string(), True),
         _f("model", pa.string(), True),
         _f("params_hash", pa.string(), True),
-        _f("verifier_version", pa.string(), True, "'name@version' of the verifier that decided"),
+        _f("verifier_key", pa.string(), True, "'name@version' of the verifier that decided"),
         _f("n", pa.int32(), True, "verified samples (errors excluded)"),
         _f("n_correct", pa.int32(), True),
         _f("n_error", pa.int32(), True, "samples whose verifier crashed or timed out"),
@@ -168,7 +172,7 @@ PASSRATES = TableSchema(
         _f("n_max", pa.int32(), doc="the N the job would draw at most (n < n_max: stopped early)"),
         _f("band", pa.string(), doc="'lo,hi': the band the stopping rule decided about"),
     ]),
-    key=("task_id", "model", "params_hash", "verifier_version", "env_version"),
+    key=("task_id", "model", "params_hash", "verifier_key", "env_version"),
     defaults_now=("updated_at",),
     defaults=(("env_version", ""), ("stop_rule", "fixed")),
 )
@@ -193,7 +197,7 @@ RUNS = TableSchema(
 
 SELECTIONS = TableSchema(
     "selections",
-    1,
+    2,  # 2: verifier_version renamed verifier_key, as in passrates
     pa.schema([
         _f("selection", pa.string(), True, "selection name"),
         _f("task_id", pa.string(), True),
@@ -205,7 +209,7 @@ SELECTIONS = TableSchema(
         _f("bucket", pa.string(), doc="set by stratify"),
         _f("model", pa.string()),
         _f("params_hash", pa.string()),
-        _f("verifier_version", pa.string()),
+        _f("verifier_key", pa.string(), doc="passrates.verifier_key of the slice the decision read"),
         _f("passrates_version", pa.int64(), doc="Delta version of passrates the decision read"),
         _f("params", pa.string(), doc="JSON of the filter parameters"),
         _f("created_at", TS, True),
@@ -226,10 +230,42 @@ METRICS = TableSchema(
     key=("run_id", "step", "name"),
 )
 
-TABLES: dict[str, TableSchema] = {
-    t.name: t
-    for t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS)
-}
+TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
+
+
+def register(table: TableSchema) -> TableSchema:
+    """Add ``table`` to :data:`TABLES` (docs/contributing.md, "Add a table"); return it.
+
+    Every store opened afterwards creates it, empty, with ``table.version`` recorded.  Refused: a
+    name taken by another schema or unfit for a directory and a SQL identifier, a version below 1,
+    a key or default naming no column, and a nullable key column (Delta merges match keys with
+    '=', where null never equals null, so such rows would duplicate).
+    """
+    def bad(why: str) -> RldataError:
+        return RldataError(f"table {table.name!r} cannot be registered: {why}")
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", table.name):
+        raise bad("a table name is lowercase letters, digits and '_'")
+    if TABLES.get(table.name, table) != table:
+        raise bad("another schema has that name")
+    if table.version < 1:
+        raise bad(f"schema versions start at 1, got {table.version}")
+    if not table.key:
+        raise bad("it has no key")
+    names = set(table.schema.names)
+    unknown = [c for c in (*table.key, *table.defaults_now, *(c for c, _ in table.defaults)) if c not in names]
+    if unknown:
+        raise bad(f"no column {unknown[0]!r} (named by its key or defaults)")
+    nullable = [k for k in table.key if table.schema.field(k).nullable]
+    if nullable:
+        raise bad(f"key column {nullable[0]!r} must be required")
+    TABLES[table.name] = table
+    return table
+
+
+for _t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS):
+    register(_t)
+del _t
 
 
 def get(name: str) -> TableSchema:

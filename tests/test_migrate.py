@@ -22,6 +22,8 @@ CHANGED = {"tasks": ("env_id", "env_version"),
            "trajectories": ("env_id", "env_version", "num_turns", "num_tool_calls", "env_info"),
            "passrates": ("env_version", "alpha", "confidence", "n_max", "band")}
 FILLED = {("passrates", "env_version"): {""}, ("passrates", "stop_rule"): {"fixed"}}  # required columns' defaults
+# columns later versions renamed (passrates 4, selections 2): their values stay, under the new name
+RENAMED = {"passrates": {"verifier_version": "verifier_key"}, "selections": {"verifier_version": "verifier_key"}}
 
 
 @pytest.fixture
@@ -35,6 +37,10 @@ def _rows(table: pa.Table, key) -> list[dict]:
     return sorted(table.to_pylist(), key=lambda r: tuple(str(r[k]) for k in key))
 
 
+def _renamed(name: str, table: pa.Table) -> pa.Table:
+    return table.rename_columns([RENAMED.get(name, {}).get(c, c) for c in table.column_names])
+
+
 def test_the_fixture_is_a_version_1_store(v1):
     for name in schemas.TABLES:
         assert table_version(DeltaTable(str(v1 / name))) == 1
@@ -42,7 +48,7 @@ def test_the_fixture_is_a_version_1_store(v1):
 
 
 def test_opening_a_v1_store_upgrades_every_table_and_keeps_every_value(v1):
-    before = {n: DeltaTable(str(v1 / n)).to_pyarrow_table() for n in schemas.TABLES}
+    before = {n: _renamed(n, DeltaTable(str(v1 / n)).to_pyarrow_table()) for n in schemas.TABLES}
     assert before["tasks"].num_rows == 4 and before["trajectories"].num_rows == 8
     store = open_store(v1)
     for name, ts in schemas.TABLES.items():
@@ -78,7 +84,7 @@ def test_an_upgraded_store_takes_new_rows_with_and_without_environments(v1):
 
     # the ledger: the same task under an environment version is a separate row, never merged
     tid = base["task_id"]
-    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_version="math@1", n=4, n_correct=4, n_error=0)
+    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_key="math@1", n=4, n_correct=4, n_error=0)
     store.upsert("passrates", [{**row, "env_version": "calculator@1"}])
     assert store.upsert("passrates", [row]) == 1  # replaces the old plain row (env_version ''), adds none
     pr = store.sql(f"SELECT env_version, n FROM passrates WHERE task_id = '{tid}' ORDER BY 1").fetchall()
@@ -88,11 +94,11 @@ def test_an_upgraded_store_takes_new_rows_with_and_without_environments(v1):
 
 def test_the_ledger_and_filter_read_an_upgraded_store(v1):
     store = open_store(v1)
-    rows = recompute_passrates(store, model="tiny", params_hash="ph0", verifier_versions=["math@1"])
+    rows = recompute_passrates(store, model="tiny", params_hash="ph0", verifier_keys=["math@1"])
     assert [(r["n"], r["n_correct"]) for r in rows] == [(2, 1)] * 4
     assert store.count("passrates") == 4  # recomputed rows land on the upgraded rows' keys
     result, decisions = filter_store(store, name="mid2", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
-                                     verifier_version="math@1", min_n=2)
+                                     verifier_key="math@1", min_n=2)
     assert result.counts["in_band"] == 4 and sum(result.counts.values()) == 4
     assert decisions.height == 4
 
@@ -100,12 +106,12 @@ def test_the_ledger_and_filter_read_an_upgraded_store(v1):
 def test_the_filter_refuses_to_pool_two_environment_versions(v1):
     store = open_store(v1)
     tid = store.read("tasks")["task_id"][0]
-    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_version="math@1", n=2, n_correct=2, n_error=0,
+    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_key="math@1", n=2, n_correct=2, n_error=0,
                        env_version="calculator@1")
     store.upsert("passrates", [row])
     with pytest.raises(RldataError, match="several environment versions"):
         filter_store(store, name="mixed", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
-                     verifier_version="math@1", min_n=2)
+                     verifier_key="math@1", min_n=2)
 
 
 def test_an_interrupted_upgrade_resumes(v1):
@@ -145,7 +151,7 @@ def test_a_version_bump_without_its_step_is_caught(v1, monkeypatch):
 
 def test_writers_leaving_out_env_version_get_the_empty_default(tmp_path):
     store = open_store(tmp_path / "s")
-    row = passrate_row("t1", model="m", params_hash="p", verifier_version="v@1", n=1, n_correct=1, n_error=0)
+    row = passrate_row("t1", model="m", params_hash="p", verifier_key="v@1", n=1, n_correct=1, n_error=0)
     del row["env_version"]
     store.upsert("passrates", pa.Table.from_pylist([row]))  # the Arrow path
     store.upsert("passrates", [{**row, "task_id": "t2"}])  # the rows path

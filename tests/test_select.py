@@ -33,7 +33,7 @@ def _rates(counts, *, n=16, model="m", params_hash="p", verifier="math@1", prefi
             "task_id": f"{prefix}{i}",
             "model": model,
             "params_hash": params_hash,
-            "verifier_version": verifier,
+            "verifier_key": verifier,
             "n": n,
             "n_correct": k,
             "n_error": 0,
@@ -129,7 +129,7 @@ def test_filter_writes_a_named_selection_with_provenance(store):
     assert by_k[2]["decision"] == "keep" and by_k[14]["decision"] == "keep"
     assert by_k[5]["pass_rate"] == 5 / 16
     assert set(sel["passrates_version"]) == {store.version("passrates")}
-    assert set(sel["model"]) == {"m"} and set(sel["verifier_version"]) == {"math@1"}
+    assert set(sel["model"]) == {"m"} and set(sel["verifier_key"]) == {"math@1"}
     params = json.loads(sel["params"][0])
     assert params["band"] == [0.1, 0.9] and params["inclusive"] is True and params["min_n"] == 16
     # every decision is auditable in SQL
@@ -178,15 +178,15 @@ def test_selection_never_mixes_models_or_verifier_versions(store):
     )
     with pytest.raises(RldataError, match="several models.*a \\(4 tasks\\), b \\(2 tasks\\)"):
         filter_store(store, name="s", band=Band(0.1, 0.9))
-    with pytest.raises(RldataError, match="several verifier_versions.*math@1.*math@2"):
+    with pytest.raises(RldataError, match="several verifier_keys.*math@1.*math@2"):
         filter_store(store, name="s", band=Band(0.1, 0.9), model="a")
     with pytest.raises(RldataError, match="no passrates for model 'zzz'"):
         filter_store(store, name="s", band=Band(0.1, 0.9), model="zzz")
-    result, _ = filter_store(store, name="s", band=Band(0.1, 0.9), model="a", verifier_version="math@2")
+    result, _ = filter_store(store, name="s", band=Band(0.1, 0.9), model="a", verifier_key="math@2")
     sel = read_selection(store, "s")
-    assert set(sel["model"]) == {"a"} and set(sel["verifier_version"]) == {"math@2"}
+    assert set(sel["model"]) == {"a"} and set(sel["verifier_key"]) == {"math@2"}
     assert result.counts["too_easy"] == 2 and result.kept == 0  # math@2's counts, not math@1's
-    filter_store(store, name="s", band=Band(0.1, 0.9), model="a", verifier_version="math@1")
+    filter_store(store, name="s", band=Band(0.1, 0.9), model="a", verifier_key="math@1")
     assert read_selection(store, "s")["decision"].to_list() == ["keep", "keep"]
 
 

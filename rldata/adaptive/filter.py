@@ -119,9 +119,9 @@ def selection_rules(store, name: str) -> pl.DataFrame:
     from rldata.select import read_selection
 
     sel = read_selection(store, name, columns=["task_id", "reason", "model", "params_hash",
-                                               "verifier_version", "passrates_version"])
+                                               "verifier_key", "passrates_version"])
     version = int(sel["passrates_version"][0])
-    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_version")}
+    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_key")}
     rates = read_where(store, "passrates", version=version,
                        columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key], **key)
     rates = rates.select("task_id", decided_by_expr().alias("decided_by"))

@@ -87,7 +87,7 @@ def passrates(
     if not ks or min(ks) < 1:
         raise RldataError(f"--k must be positive integers, got {k!r}")
 
-    q = ("SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_version, p.n, p.n_correct, p.n_error, "
+    q = ("SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_key, p.n, p.n_correct, p.n_error, "
          "p.pass_rate, p.ci_low, p.ci_high, p.stop_rule, p.n_max, p.confidence "
          "FROM passrates p LEFT JOIN tasks t USING (task_id)")
     conds = []

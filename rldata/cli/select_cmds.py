@@ -24,8 +24,9 @@ def filter_cmd(
     params_hash: str = typer.Option(
         None, "--params-hash", help="Sampling params hash (default: the only one)."
     ),
-    verifier_version: str = typer.Option(
-        None, "--verifier-version", help="Verifier (default: the only one)."
+    verifier_key: str = typer.Option(
+        # --verifier-version: the option's name before the passrates column was renamed
+        None, "--verifier-key", "--verifier-version", help="Verifier name@version (default: the only one)."
     ),
     inclusive: bool = typer.Option(True, "--inclusive/--exclusive", help="Whether the band edges are kept."),
     min_n: int = typer.Option(
@@ -47,7 +48,7 @@ def filter_cmd(
         inclusive=inclusive,
         model=model,
         params_hash=params_hash,
-        verifier_version=verifier_version,
+        verifier_key=verifier_key,
         min_n=min_n,
         domain=domain,
         dry_run=dry_run,

@@ -43,7 +43,7 @@ def _print(ov) -> None:
     con = Console(highlight=False, force_terminal=sys.stdout.isatty())
     con.print(
         f"[bold]selection {ov.selection}[/]  model {ov.key['model']}  params {ov.key['params_hash']}  "
-        f"verifier {ov.key['verifier_version']}  passrates v{ov.passrates_version}"
+        f"verifier {ov.key['verifier_key']}  passrates v{ov.passrates_version}"
     )
     band = ov.params.get("band")
     con.print(

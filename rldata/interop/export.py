@@ -368,7 +368,7 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
             "params": params[0] if len(params) == 1 else params,
             "model": _distinct(sel, "model"),
             "params_hash": _distinct(sel, "params_hash"),
-            "verifier_version": _distinct(sel, "verifier_version"),
+            "verifier_key": _distinct(sel, "verifier_key"),
             "selected_at": str(sel["created_at"].max()) if sel.height else None,
         },
     }

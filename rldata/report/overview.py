@@ -49,7 +49,7 @@ class Savings:
 class Overview:
     selection: str
     params: dict  # the filter's (and stratify's) parameters, from the selection rows
-    key: dict  # model, params_hash, verifier_version
+    key: dict  # model, params_hash, verifier_key
     passrates_version: int | None
     total: int
     kept: int
@@ -190,7 +190,7 @@ def gather(
         pl.col("domain").fill_null("(none)"), pl.col("category").fill_null("(none)")
     )
     params = selection_params(store, name)
-    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_version")}
+    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_key")}
     kept_rows = sel.filter(pl.col("decision") == "keep")
     reasons = sel.group_by("decision", "reason").agg(pl.len().alias("tasks")).sort("tasks", descending=True)
     edges = pl.DataFrame(

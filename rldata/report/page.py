@@ -161,7 +161,7 @@ def write_html(ov: Overview, plots: dict[str, Path], path: str | os.PathLike) ->
         ("selection", ov.selection),
         ("model", ov.key["model"]),
         ("sampling params", ov.key["params_hash"]),
-        ("verifier", ov.key["verifier_version"]),
+        ("verifier", ov.key["verifier_key"]),
         ("passrates version", ov.passrates_version),
         (
             "band",

@@ -15,7 +15,7 @@ from rldata.ledger import passrate_row
 from rldata.select import Band, filter_store, read_selection, selection_params
 
 BAND = Band(0.1, 0.9)
-KEY = {"model": "m", "params_hash": "p", "verifier_version": "math@1"}
+KEY = {"model": "m", "params_hash": "p", "verifier_key": "math@1"}
 
 
 def _row(task, k, w, e, spec, n_max=16):

@@ -34,7 +34,7 @@ def root(tmp_path):
                 "task_id": f"t{k}",
                 "model": "tiny",
                 "params_hash": "p",
-                "verifier_version": "math@1",
+                "verifier_key": "math@1",
                 "n": 16,
                 "n_correct": k,
                 "n_error": 0,

@@ -34,7 +34,7 @@ def seed(store, *, n=6, selection="band"):
         "selection": selection, "task_id": f"t{i:02d}", "decision": "keep" if i % 2 == 0 else "drop",
         "reason": "in_band" if i % 2 == 0 else "too_easy", "pass_rate": 0.25 + 0.05 * i, "n": 16,
         "n_correct": 4 + i, "bucket": "easy" if i % 4 == 0 else "hard", "model": "tiny-arith",
-        "params_hash": "abc123", "verifier_version": "math@1", "passrates_version": 7,
+        "params_hash": "abc123", "verifier_key": "math@1", "passrates_version": 7,
         "params": json.dumps({"low": 0.1, "high": 0.9}),
     } for i in range(n)])
     return [f"t{i:02d}" for i in range(0, n, 2)]

@@ -24,7 +24,7 @@ def seed(store, selection="band"):
     store.append("selections", [{
         "selection": selection, "task_id": f"t{i}", "decision": "keep" if i < 3 else "drop", "reason": "in_band",
         "pass_rate": 0.5, "n": 8, "n_correct": 4, "bucket": "mid", "model": "tiny-arith", "params_hash": "ph1",
-        "verifier_version": "math@1", "passrates_version": 12, "params": json.dumps({"low": 0.2, "high": 0.8}),
+        "verifier_key": "math@1", "passrates_version": 12, "params": json.dumps({"low": 0.2, "high": 0.8}),
     } for i in range(4)])
 
 
@@ -38,7 +38,7 @@ def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp
     assert (m["selection"], m["bucket"], m["format"], m["split"]) == ("band", "mid", "verl", "train")
     assert m["passrates_version"] == 12
     assert m["filter"]["params"] == {"low": 0.2, "high": 0.8}
-    assert m["filter"]["model"] == ["tiny-arith"] and m["filter"]["verifier_version"] == ["math@1"]
+    assert m["filter"]["model"] == ["tiny-arith"] and m["filter"]["verifier_key"] == ["math@1"]
     assert (m["rows"], m["rows_by_bucket"]) == (3, {"mid": 3})
     assert m["content_hash"].startswith("sha256:") and len(m["content_hash"]) == 71
     assert [f["path"] for f in m["files"]] == ["train.parquet"]

@@ -54,7 +54,7 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
     assert [rows[f"t1/{i}"]["passed"] for i in (0, 2, 3)] == [True, False, True]
     assert rows["t0/2"]["extracted"] is None and rows["t0/2"]["passed"] is False  # no answer: wrong, not error
     ledger = {r["task_id"]: r for r in store.sql("SELECT * FROM passrates").pl().to_dicts()}
-    assert {r["verifier_version"] for r in ledger.values()} == {v1}
+    assert {r["verifier_key"] for r in ledger.values()} == {v1}
     assert (ledger["t1"]["n"], ledger["t1"]["n_correct"], ledger["t1"]["n_error"]) == (3, 2, 1)
     assert (ledger["t3"]["n"], ledger["t3"]["n_correct"]) == (4, 3)
 
@@ -68,9 +68,9 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
     assert new.verifiers == ["math@test-v2"] and new.verified == 16 and new.already_verified == 0
     by_version = dict(store.sql("SELECT verifier_version, count(*) FROM verifications GROUP BY 1").fetchall())
     assert by_version == {MathVerifier.version: 16, "test-v2": 16}  # the old results stay
-    keys = dict(store.sql("SELECT verifier_version, count(*) FROM passrates GROUP BY 1").fetchall())
+    keys = dict(store.sql("SELECT verifier_key, count(*) FROM passrates GROUP BY 1").fetchall())
     assert keys == {v1: 4, "math@test-v2": 4}  # one ledger slice per version, never pooled
-    old = {r["task_id"]: r for r in store.sql(f"SELECT * FROM passrates WHERE verifier_version = '{v1}'").pl()
+    old = {r["task_id"]: r for r in store.sql(f"SELECT * FROM passrates WHERE verifier_key = '{v1}'").pl()
            .to_dicts()}
     assert old["t1"]["n_correct"] == ledger["t1"]["n_correct"]
 

@@ -68,7 +68,7 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
     store.append("verifications", [{"traj_id": t, "task_id": f"t{k}", "verifier": "math", "verifier_version": "1",
                                     "layer": "answer", "passed": True, "score": 1.0}
                                    for k, t in enumerate(["x0", "x1", "x2", "gone"])])
-    store.upsert("passrates", [{"task_id": "t0", "model": "m", "params_hash": "p", "verifier_version": "math@1",
+    store.upsert("passrates", [{"task_id": "t0", "model": "m", "params_hash": "p", "verifier_key": "math@1",
                                 "n": 5, "n_correct": 5, "n_error": 0, "pass_rate": 1.0}])
     own = {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"}
     beat = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)).isoformat()

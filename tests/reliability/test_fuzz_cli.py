@@ -40,7 +40,7 @@ def store_root(tmp_path_factory):
     store = open_store(root)
     store.append("tasks", [{"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?",
                             "answer": str(k + 1), "category": "add"} for k in range(12)])
-    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_version": "math@1",
+    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_key": "math@1",
                                 "n": 16, "n_correct": k + 2, "n_error": 0, "pass_rate": (k + 2) / 16}
                                for k in range(12)])
     assert main(["--store", str(root), "filter", "--band", "0.1,0.9", "--name", "s1"]) == 0

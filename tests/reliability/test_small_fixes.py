@@ -133,7 +133,7 @@ def test_read_only_commands_do_not_create_a_store(tmp_path, capsys):
 
 def test_stratify_checks_the_curriculum_path_before_committing(root, tmp_path, capsys):
     store = open_store(root)
-    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_version": "v",
+    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_key": "v",
                                 "n": 16, "n_correct": 4 + k, "n_error": 0, "pass_rate": (4 + k) / 16}
                                for k in range(4)])
     assert run(capsys, "--store", root, "filter", "--band", "0.1,0.9", "--name", "s1")[0] == 0

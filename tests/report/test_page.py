@@ -37,7 +37,7 @@ def _fill(store, *, trajectories=True):
                 "task_id": f"t{i}",
                 "model": "m",
                 "params_hash": "p",
-                "verifier_version": "math@1",
+                "verifier_key": "math@1",
                 "n": 16,
                 "n_correct": k,
                 "n_error": 0,

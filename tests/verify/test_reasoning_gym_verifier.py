@@ -232,4 +232,4 @@ def test_rldata_verify_scores_stored_gym_trajectories(store):
     assert all(json.loads(d)["reason"] == "hedged" for i, _, d in rows if i == 2)
     ledger = store.read("passrates")
     assert ledger.height == 3 and set(ledger["pass_rate"]) == {0.25}
-    assert set(ledger["verifier_version"]) == {"reasoning-gym@rg0.1.25+1"}
+    assert set(ledger["verifier_key"]) == {"reasoning-gym@rg0.1.25+1"}
