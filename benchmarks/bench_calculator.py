@@ -46,14 +46,15 @@ def _store(root: Path, levels: tuple[int, ...], heldout: int):
 
 
 def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
-    from rldata.jobs.sample import SampleJob, model_identity, run_sample
+    from rldata.engine import model_identity
+    from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
 
     spec = SamplingSpec(n=n, temperature=1.0, max_tokens=32, seed=seed)
     t0 = time.monotonic()
     s = run_sample(store, SampleJob(spec=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
     wall = time.monotonic() - t0
-    _, name, _ = model_identity(model)
+    name = model_identity(model).name
     key = "" if env is None else store.sql("SELECT DISTINCT env_version FROM passrates WHERE env_version <> ''"
                                            ).fetchall()[0][0]
     acc = store.sql("SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from rldata.adaptive.rules import Decision, band_text, decide_frame, ledger_columns
 from rldata.console import log, progress
+from rldata.engine import model_context, model_identity
 from rldata.errors import RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
@@ -39,7 +40,7 @@ from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
 
-__all__ = ["SampleJob", "SampleSummary", "model_context", "model_identity", "run_sample", "select_tasks", "traj_id"]
+__all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "traj_id"]
 
 
 @dataclass(frozen=True)
@@ -103,37 +104,11 @@ class SampleSummary:
         return {**asdict(self), "samples_per_s": round(self.samples_per_s, 2)}
 
 
-def model_identity(model: str | None) -> tuple[str, str, str]:
-    """(path, ledger name 'id@revision', revision) for a model dir, without loading vLLM."""
-    from pathlib import Path
-
-    from rldata.engine import default_model_path, model_revision
-
-    path = Path(model) if model else default_model_path()
-    if not (path / "config.json").exists():
-        raise RldataError(f"model {path} not found: expected a Hugging Face model directory with config.json")
-    revision = model_revision(path)
-    return str(path), f"{path.name}@{revision}", revision
-
-
 def traj_id(model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int, env_key: str = "") -> str:
     """A sample's id; ``env_key`` (``env_id@version``, '' for none) keeps episodes of two environment
     versions apart (plain samples keep the ids they always had)."""
     env = f"|{env_key}" if env_key else ""
     return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}{env}".encode()).hexdigest()[:32]
-
-
-def model_context(path: str) -> int:
-    """The model's context length (config.json ``max_position_embeddings``), capped at 4096 on CPU
-    budgets; 64 when the config does not say."""
-    import json
-    from pathlib import Path
-
-    try:
-        cfg = json.loads((Path(path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return 64
-    return int(min(cfg.get("max_position_embeddings") or 64, 4096))
 
 
 def select_tasks(store: Store, *, where: str | None = None, selection: str | None = None) -> pl.DataFrame:
@@ -206,7 +181,8 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     from rldata.verify import for_domain
 
     spec = job.spec
-    path, model, revision = model_identity(job.model)
+    ident = model_identity(job.model)
+    path, model, revision = ident.path, ident.name, ident.revision
     ph = spec.params_hash
     tasks = select_tasks(store, where=job.where, selection=job.selection)
     if tasks.height == 0:

@@ -31,7 +31,10 @@ from rldata.params import SamplingSpec
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DEFAULT_MODEL_ID", "Engine", "Sample", "default_model_path", "device_kind", "model_revision"]
+__all__ = [
+    "DEFAULT_MODEL_ID", "Engine", "ModelIdentity", "Sample", "default_model_path", "device_kind", "model_context",
+    "model_identity", "model_revision",
+]
 
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -82,17 +85,47 @@ def device_kind() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _resolve(model: str | Path | None) -> tuple[str, str, str]:
-    """(path or hub name to load, model id to record, revision)."""
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Which model a path or name means, worked out without loading vLLM (the one place that does)."""
+
+    path: str  # the model directory as given (the bundled one for None), or a hub name
+    load: str  # what vLLM loads: the resolved directory, or the hub name
+    model_id: str  # what an Engine records: DEFAULT_MODEL_ID for the bundled model, else ``load``
+    revision: str  # model_revision of the weights; '' for a hub name (nothing local to hash)
+
+    @property
+    def name(self) -> str:
+        """The ledger name ``DIRNAME@revision`` that ``rldata sample``, the trainer and evaluations record."""
+        return f"{Path(self.path).name}@{self.revision}"
+
+
+def model_identity(model: str | Path | None, *, allow_hub: bool = False) -> ModelIdentity:
+    """The identity of ``model``: None = the bundled model, else a Hugging Face model directory
+    (with config.json).  ``allow_hub``: a name that is no local path is a hub name (the engine may
+    find it in the local cache); jobs that record a revision need a directory."""
     if model is None:
         path = default_model_path()
-        return str(path), DEFAULT_MODEL_ID, model_revision(path)
+        return ModelIdentity(str(path), str(path), DEFAULT_MODEL_ID, model_revision(path))
     p = Path(model).expanduser()
-    if p.is_dir():
-        return str(p.resolve()), str(p.resolve()), model_revision(p)
-    if p.exists() or str(model).startswith((".", "/", "~")):
-        raise RldataError(f"model {model}: not a model directory")
-    return str(model), str(model), ""  # a hub name: only usable when it is already in the local cache
+    if (p / "config.json").is_file():
+        return ModelIdentity(str(p), str(p.resolve()), str(p.resolve()), model_revision(p))
+    if allow_hub and not p.exists() and not str(model).startswith((".", "/", "~")):
+        return ModelIdentity(str(model), str(model), str(model), "")
+    raise RldataError(f"model {model} not found: not a model directory (expected a Hugging Face model "
+                      "directory with config.json)")
+
+
+def model_context(path: str | Path) -> int:
+    """The model's context length (config.json ``max_position_embeddings``), capped at 4096 on CPU
+    budgets; 64 when the config does not say."""
+    import json
+
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return 64
+    return int(min(cfg.get("max_position_embeddings") or 64, 4096))
 
 
 class Engine:
@@ -115,7 +148,8 @@ class Engine:
         """``model`` None = the bundled tiny model; ``llm_kwargs`` go to ``vllm.LLM`` as they are."""
         if kv_cache_gib <= 0:
             raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}")
-        load_path, self.model_id, self.revision = _resolve(model)
+        ident = model_identity(model, allow_hub=True)
+        load_path, self.model_id, self.revision = ident.load, ident.model_id, ident.revision
         self.device = device_kind()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         kwargs: dict = {}

@@ -392,6 +392,7 @@ class StratifyResult(Result):
     warnings: list[str]
     unbucketed: int  # kept tasks whose pass rate falls in no bucket (the sampler never draws them)
     selections_version: int
+    buckets: tuple[Bucket, ...] = ()  # the edges that assigned the buckets, with their sizes
 
 
 def read_selection(store, name: str, *, columns: list[str] | None = None) -> pl.DataFrame:
@@ -466,9 +467,10 @@ def stratify_store(
             "for unbiased rates (docs/adaptive.md)"
         )
     counted = [Bucket(b.name, b.low, b.high, int(sizes.get(b.name, 0))) for b in buckets]
-    # build (and so validate) the curriculum before committing anything
+    # build (and so validate) the curriculum before committing anything.  Its buckets are names only:
+    # membership is the `bucket` column committed below, the edges are recorded in the params.
     curriculum = Curriculum(
-        buckets=tuple(counted),
+        buckets=tuple(Bucket(b.name, count=b.count) for b in counted),
         phases=default_phases(counted, phase_steps=phase_steps, window=window),
         selection=selection,
         seed=seed,
@@ -481,4 +483,5 @@ def stratify_store(
     store.overwrite("selections", assigned, predicate=f"selection = '{selection}'")
     if out is not None:
         save(curriculum, out)
-    return StratifyResult(selection, curriculum, counts, warnings, unbucketed, store.version("selections"))
+    return StratifyResult(selection, curriculum, counts, warnings, unbucketed, store.version("selections"),
+                          tuple(counted))

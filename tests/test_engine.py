@@ -7,7 +7,16 @@ import shutil
 import pytest
 from rldata.sample_data.arith import load_bundled
 
-from rldata.engine import DEFAULT_MODEL_ID, Engine, Sample, default_model_path, device_kind, model_revision
+from rldata.engine import (
+    DEFAULT_MODEL_ID,
+    Engine,
+    Sample,
+    default_model_path,
+    device_kind,
+    model_context,
+    model_identity,
+    model_revision,
+)
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 
@@ -48,6 +57,26 @@ def test_device_kind_matches_torch():
 def test_missing_model_dir_is_a_clear_error(tmp_path):
     with pytest.raises(RldataError, match="not a model directory"):
         Engine(tmp_path / "nope")
+
+
+def test_model_identity_is_what_the_engine_and_the_ledger_record(tmp_path):
+    bundled = model_identity(None)
+    assert (bundled.model_id, bundled.revision) == (DEFAULT_MODEL_ID, model_revision(default_model_path()))
+    assert bundled.name == f"{default_model_path().name}@{bundled.revision}"  # the ledger's model name
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text('{"max_position_embeddings": 100000}')
+    (d / "model.safetensors").write_bytes(b"w")
+    local = model_identity(str(d))
+    assert (local.path, local.load, local.model_id) == (str(d), str(d.resolve()), str(d.resolve()))
+    assert local.name == f"m@{model_revision(d)}" and model_context(d) == 4096  # capped on CPU budgets
+    assert model_context(tmp_path) == 64  # no config.json: the default
+    with pytest.raises(RldataError, match="not found"):
+        model_identity("org/some-model")  # jobs that record a revision need a directory
+    hub = model_identity("org/some-model", allow_hub=True)
+    assert (hub.load, hub.model_id, hub.revision) == ("org/some-model", "org/some-model", "")
+    with pytest.raises(RldataError, match="not a model directory"):
+        model_identity(tmp_path / "nope", allow_hub=True)
 
 
 @pytest.fixture(scope="module")

@@ -334,6 +334,19 @@ def test_stratify_writes_buckets_and_the_curriculum(store, tmp_path):
     assert json.loads(sel["params"][0])["stratify"]["buckets"][0] == ["easy", 0.7, 0.9]
 
 
+def test_stratify_writes_bucket_names_and_keeps_the_edges_in_the_store(store, tmp_path):
+    # one source of membership: the selection's bucket column; the file names buckets and phases only
+    store.append("tasks", _tasks([f"t{k}" for k in range(17)], category=lambda i: "add"))
+    store.upsert("passrates", _rates(range(17)))
+    filter_store(store, name="s", band=Band(0.1, 0.9))
+    out = tmp_path / "buckets.yaml"
+    res = stratify_store(store, selection="s", buckets=parse_buckets("easy:0.7-0.9,hard:0.1-0.7"), out=out)
+    assert "low" not in out.read_text() and not any(b.has_edges for b in load(out).buckets)
+    assert [(b.name, b.low, b.high, b.count) for b in res.buckets] == [("easy", 0.7, 0.9, 3), ("hard", 0.1, 0.7, 10)]
+    params = json.loads(read_selection(store, "s")["params"][0])["stratify"]["buckets"]
+    assert params == [["easy", 0.7, 0.9], ["hard", 0.1, 0.7]]
+
+
 def test_stratify_reports_kept_tasks_outside_every_bucket(store, tmp_path):
     store.upsert("passrates", _rates(range(17)))
     filter_store(store, name="s", band=Band(0.1, 0.9))

@@ -32,19 +32,13 @@ from functools import partial
 from pathlib import Path
 
 from rldata.trainer import writeback as wb
-from rldata.trainer.checkpoint import (
-    checkpoint_dir,
-    commit,
-    latest_checkpoint,
-    load_checkpoint,
-    save_trainer_state,
-    staging_dir,
-)
+from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
 from rldata.trainer.config import TrainConfig
-from rldata.trainer.evaluate import eval_task_ids, evaluate
+from rldata.trainer.evaluate import evaluate
 from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
-from rldata.trainer.rollout import build_sampler, collect_step, load_reward
+from rldata.trainer.rollout import collect_step, load_reward
+from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
 
 from rldata.console import log
 from rldata.errors import RldataError
@@ -78,29 +72,6 @@ class DriverOptions:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
             raise RldataError("kv_cache_gib and verify_timeout_s must be > 0")
-
-
-@dataclass
-class TrainSummary:
-    run_id: str
-    model: str  # base model's ledger name
-    steps: int = 0  # steps done by this invocation
-    last_step: int = 0
-    policy_version: int = 0
-    checkpoint: str | None = None
-    samples: int = 0
-    groups_kept: int = 0
-    groups_dropped: int = 0
-    evals: list = field(default_factory=list)  # [{"step", "model", "accuracy", "tasks"}]
-    seconds: float = 0.0
-    time: dict = field(default_factory=dict)  # seconds per phase, summed over steps
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def run_dir(cfg: TrainConfig, run_id: str) -> Path:
-    return Path(cfg.output_dir) / run_id
 
 
 @dataclass
@@ -193,120 +164,58 @@ def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict
     return commit(tmp, final)
 
 
-def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
-    from rldata.runs import new_run_id
-
-    if cfg.run_id:
-        return cfg.run_id
-    if not resume:
-        return new_run_id("train")
-    runs = [p for p in Path(cfg.output_dir).glob("*/checkpoints") if latest_checkpoint(p) is not None]
-    if not runs:
-        raise RldataError(f"--resume: no run with a checkpoint under {cfg.output_dir}; give --run-id")
-    run = max(runs, key=lambda p: latest_checkpoint(p).stat().st_mtime).parent.name
-    log(f"resuming the most recent run under {cfg.output_dir}: {run}")
-    return run
-
-
 def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions()) -> TrainSummary:
     """Run (or resume) a GRPO training run; returns its summary."""
-    from rldata.jobs.sample import model_identity
-
     from rldata.runs import record_run
     from rldata.trackers import open_tracker
 
-    opts = options
-    run_id = _resolve_run_id(cfg, opts.resume)
-    cfg = cfg.replace(run_id=run_id)
-    base_path, base_name, revision = model_identity(cfg.model)
-    if opts.max_model_len is None:
-        from dataclasses import replace
+    cfg, opts, state = plan_run(store, cfg, options)  # every check that needs no Ray
+    _start_ray(opts.address, _ray_cpus_needed(cfg, bool(state.eval_ids)))
+    restore(store, cfg, state, resume=opts.resume)
 
-        from rldata.jobs.sample import model_context
-
-        opts = replace(opts, max_model_len=model_context(base_path))
-    ckpt_root = run_dir(cfg, run_id) / "checkpoints"
-    ckpt_path = latest_checkpoint(ckpt_root)
-    if not opts.resume and (ckpt_path is not None or store.sql(
-            "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
-        raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
-    if opts.resume and ckpt_path is None and not store.sql(
-            "SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]:
-        raise RldataError(f"--resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs")
-    eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
-    load_reward(cfg)  # a bad reward spec fails before Ray starts
-    sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
-    from rldata.rollout import bind_envs
-
-    bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
-    _start_ray(opts.address, _ray_cpus_needed(cfg, bool(eval_ids)))
-
-    start, version = 0, 0
-    if ckpt_path is not None:
-        ck = load_checkpoint(ckpt_path, restore_rng=True)
-        if ck.extra.get("base_revision") not in (None, revision):
-            raise RldataError(f"{ckpt_path} was trained from revision {ck.extra['base_revision']}, "
-                              f"not from {base_name}: resume with the run's original --model")
-        sampler.load_state_dict(ck.curriculum_state)
-        start, version = ck.step, ck.policy_version
-    if opts.resume:
-        # Async mode: an older version may have generated steps after the checkpoint too; its ledger
-        # row is recounted from the samples that stay.
-        older = [m for m in wb.models_after(store, run_id, start) if m != wb.ledger_model(base_name, run_id, version)]
-        gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
-        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
-        log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
-    pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base_name, run_id, version), start)
-    if pending:  # the checkpoint's version already generated a step (its update was skipped): restore its row
-        wb.write_ledger(store, pending, model=wb.ledger_model(base_name, run_id, version),
-                        params_hash=cfg.sampling_spec().params_hash, run_id=run_id)
-
-    summary = TrainSummary(run_id=run_id, model=base_name, last_step=start, policy_version=version)
-    args = {"config": cfg.to_dict(), "options": asdict(opts), "base_model": base_path, "start_step": start}
-    extra = {"run_id": run_id, "base_model": base_path, "base_name": base_name, "base_revision": revision}
-    tracker_dir = opts.tracker_dir or run_dir(cfg, run_id) / opts.tracker
-    with record_run(store, "train", args, run_id=run_id) as run, \
-            open_tracker(opts.tracker, tracker_dir, run_id=run_id, config=args) as tracker:
-        _loop(store, cfg, opts, run_id=run_id, base=(base_path, base_name, revision), ckpt_path=ckpt_path,
-              sampler=sampler, tasks=tasks, eval_ids=eval_ids, start=start, version=version, pending=pending,
-              ckpt_root=ckpt_root, extra=extra, summary=summary, tracker=tracker, bindings=bindings)
-        run.summary = summary.to_dict()
-    return summary
+    args = {"config": cfg.to_dict(), "options": asdict(opts), "base_model": state.base.path,
+            "start_step": state.start}
+    tracker_dir = opts.tracker_dir or run_dir(cfg, state.run_id) / opts.tracker
+    with record_run(store, "train", args, run_id=state.run_id) as run, \
+            open_tracker(opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker:
+        state.tracker = tracker
+        _loop(store, cfg, opts, state)
+        run.summary = state.summary.to_dict()
+    return state.summary
 
 
-def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids, start, version, pending,
-          ckpt_root, extra, summary, tracker, bindings) -> None:
+def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) -> None:
     import ray
     from rldata.jobs.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
     from transformers import AutoTokenizer
 
-    base_path, base_name, revision = base
+    run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
     t_run = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(base_path)
 
     def run_eval(step: int, model_dir) -> None:
-        res = evaluate(store, model_dir, cfg, eval_ids, address=opts.address, max_model_len=opts.max_model_len,
+        res = evaluate(store, model_dir, cfg, state.eval_ids, address=opts.address, max_model_len=opts.max_model_len,
                        kv_cache_gib=opts.kv_cache_gib, env=cfg.env)
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
         evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
-        tracker.log(step, evals)
+        state.tracker.log(step, evals)
         log(f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
             f"(ledger model {res.model})")
 
     def eval_due(step: int) -> bool:
-        return bool(eval_ids) and (step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
+        return bool(state.eval_ids) and (step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
 
-    if eval_ids and ckpt_path is None:
+    if state.eval_ids and ckpt_path is None:
         run_eval(0, base_path)  # before the first step
-    elif ckpt_path is not None and eval_due(start) and not store.sql(
+    elif ckpt_path is not None and eval_due(state.start) and not store.sql(
             "SELECT count(*) FROM metrics WHERE run_id = $1 AND step = $2 AND name = 'eval/accuracy'",
-            params=[run_id, start]).fetchall()[0][0]:
-        run_eval(start, ckpt_path)  # the run was killed during this checkpoint's evaluation
-    if start >= cfg.steps:
-        log(f"run {run_id} is already at step {start} of {cfg.steps}: nothing to train")
+            params=[run_id, state.start]).fetchall()[0][0]:
+        run_eval(state.start, ckpt_path)  # the run was killed during this checkpoint's evaluation
+    if state.start >= cfg.steps:
+        log(f"run {run_id} is already at step {state.start} of {cfg.steps}: nothing to train")
         summary.checkpoint = str(ckpt_path) if ckpt_path else None
         return
 
@@ -320,21 +229,21 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
                                 engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib})
         from rldata.rollout import EpisodeStats, Renderer
 
-        episodic = any(b is not None and not b.fast_single_turn for b in bindings.values())
-        ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=tasks, sampler=sampler,
+        episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
+        ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=state.tasks, sampler=state.sampler,
                    spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward,
-                   bindings=bindings, renderer=Renderer(tokenizer) if episodic else None,
+                   bindings=state.bindings, renderer=Renderer(tokenizer) if episodic else None,
                    max_model_len=opts.max_model_len, episode_stats=EpisodeStats())
-        if reward.needs_judge({t["domain"] for t in tasks.values()}):
+        if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
 
             from rldata.verify.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
-        _train_steps(store, cfg, ctx, learners, writer, tokenizer, run_id=run_id, base_name=base_name,
-                     revision=revision, start=start, version=version, pending=pending, summary=summary,
-                     save=lambda step, v: _save(learners, sampler, ckpt_root, step=step, version=v, extra=extra),
-                     run_eval=run_eval, eval_due=eval_due, tracker=tracker)
+        _train_steps(store, cfg, ctx, learners, writer, tokenizer, state,
+                     save=lambda step, v: _save(learners, state.sampler, state.ckpt_root, step=step, version=v,
+                                                extra=state.checkpoint_extra),
+                     run_eval=run_eval, eval_due=eval_due)
     finally:
         try:
             writer.close()  # the steps done so far land even when a later one failed
@@ -345,11 +254,13 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
             summary.seconds = time.monotonic() - t_run
 
 
-def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_name, revision, start, version,
-                 pending, summary, save, run_eval, eval_due, tracker) -> None:
-    """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back."""
+def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due) -> None:
+    """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back;
+    ``state.version`` follows the learners' updates."""
     k = cfg.staleness_bound
-    weights, observations = Weights(version), Observations(ctx.sampler)
+    run_id, start, summary, tracker = state.run_id, state.start, state.summary, state.tracker
+    base_name, revision = state.base.name, state.base.revision
+    weights, observations = Weights(state.version), Observations(ctx.sampler)
 
     def hold(step: int) -> bool:  # a checkpoint: the producer waits for it (its sampler state is exact)
         return step == cfg.steps or eval_due(step) or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
@@ -364,7 +275,7 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
     pipe = Pipeline(partial(collect_step, ctx), prepare=prepare, first=start + 1, last=cfg.steps,
                     max_staleness=k, hold=hold)
     prompt_cache: dict = {}
-    ledger_version, ledger = version, list(pending)  # every outcome of the version now generating
+    ledger_version, ledger = state.version, list(state.pending)  # every outcome of the version now generating
     engine_idle, promotions = 0.0, 0
     pipe.start()
     try:
@@ -372,8 +283,8 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
             t0, idle0 = time.monotonic(), pipe.learner_idle
             item = pipe.get()
             (groups, rt), gen_version = item.payload, item.version
-            gap = version - gen_version
-            if is_stale(version, gen_version, k):  # impossible under capacity control; kept as a defence
+            gap = state.version - gen_version
+            if is_stale(state.version, gen_version, k):  # impossible under capacity control; kept as a defence
                 for g in groups:
                     if g.kept:
                         g.kept, g.drop_reason = False, "stale"
@@ -383,10 +294,10 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
                 t1 = time.monotonic()
                 stats = learners.step(batch)
                 t_update = time.monotonic() - t1
-                version += 1
+                state.version += 1
                 # The ref resolves to the weights after this update (the actor runs calls in order);
                 # the producer loads them before its next generate call.
-                weights.publish(version, learners.actors[0].get_weights.remote())
+                weights.publish(state.version, learners.actors[0].get_weights.remote())
             # The ledger row of a policy version counts all its samples: one step's, or several when the
             # same version generated more than one (async mode, or an update skipped for want of a kept group).
             if gen_version != ledger_version:
@@ -402,7 +313,7 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
             engine_idle = idle_now
             metrics = wb.step_metrics(groups, stats, times)
             metrics |= staleness_metrics(gap, metrics["samples"], k)
-            metrics |= {"policy_version": version, "generated_by": gen_version, "phase": ctx.sampler.phase_index,
+            metrics |= {"policy_version": state.version, "generated_by": gen_version, "phase": ctx.sampler.phase_index,
                         "promoted": observations.promotions - promotions,
                         "stale_dropped": sum(g.drop_reason == "stale" for g in groups)}
             promotions = observations.promotions
@@ -413,10 +324,10 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, *, run_id, base_n
             writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, rows, tracker,
                                   ledger_outcomes=ledger, model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
             _accumulate(summary, metrics, groups)
-            summary.last_step, summary.policy_version = step, version
+            summary.last_step, summary.policy_version = step, state.version
             if hold(step):
                 writer.flush()  # a checkpoint promises that its steps' rows are in the store
-                path = save(step, version)
+                path = save(step, state.version)
                 summary.checkpoint = str(path)
                 if eval_due(step):
                     run_eval(step, path)

@@ -1,7 +1,7 @@
 """Held-out evaluation: ``rldata sample`` (the same job, engines and ledger) on a checkpoint.
 
 The samples and ledger rows land under the checkpoint's own model name (``step-000010@<weights
-hash>``, from :func:`rldata.jobs.sample.model_identity`), so an evaluation is an ordinary pass-rate
+hash>``, from :func:`rldata.engine.model_identity`), so an evaluation is an ordinary pass-rate
 slice: ``rldata passrates --model step-000010@...``.  Accuracy = mean pass rate over the held-out
 tasks (each task has ``eval_n`` samples), verifier errors excluded as everywhere in the ledger.
 """
@@ -54,10 +54,12 @@ def evaluate(store: Store, model_dir: str | Path, cfg: TrainConfig, task_ids: li
              address: str | None = None, max_model_len: int | None = None, kv_cache_gib: float = 1.0,
              env: str | None = None) -> EvalResult:
     """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
-    from rldata.jobs.sample import SampleJob, model_identity, run_sample
+    from rldata.jobs.sample import SampleJob, run_sample
+
+    from rldata.engine import model_identity
 
     spec = cfg.eval_spec()
-    _, name, _ = model_identity(str(model_dir))
+    name = model_identity(str(model_dir)).name
     ids = pa.table({"task_id": pa.array(task_ids, pa.string())})
     # SampleJob takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
     where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"

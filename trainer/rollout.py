@@ -86,7 +86,9 @@ def build_sampler(store: Store, cfg: TrainConfig, *, sampler: str | None = None,
                   exclude: Sequence[str] = ()) -> tuple[CurriculumSampler, dict[str, dict]]:
     """The step sampler and the task rows it draws from.
 
-    With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows).
+    With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows, the
+    one source of membership: edges an old curriculum file carries are not read; the file's bucket
+    names are the ones its phases weigh, and the sampler refuses tasks in a bucket it does not name).
     Without: every task (matching ``tasks_where``) in one bucket, drawn uniformly.  ``exclude`` (the
     held-out tasks) is never trained on.  The sampler is seeded by the run's seed.
     """
@@ -104,9 +106,6 @@ def build_sampler(store: Store, cfg: TrainConfig, *, sampler: str | None = None,
         for task_id, bucket in rows:
             if task_id not in skip:
                 buckets.setdefault(bucket, []).append(task_id)
-        unknown = sorted(set(buckets) - set(cur.bucket_names))
-        if unknown:
-            raise RldataError(f"selection {cur.selection!r} has buckets {unknown} that {cfg.curriculum} does not define")
     else:
         cur = _uniform_curriculum(cfg.seed)
         q = "SELECT task_id FROM tasks" + (f" WHERE {tasks_where}" if tasks_where else "") + " ORDER BY task_id"

@@ -125,7 +125,7 @@ def stratify(
         dominance=dominance,
         window=window,
     )
-    sizes = ", ".join(f"{b.name} {b.count} [{b.low:g}, {b.high:g})" for b in res.curriculum.buckets)
+    sizes = ", ".join(f"{b.name} {b.count} [{b.low:g}, {b.high:g})" for b in res.buckets)
     log(f"stratify {selection!r}: {sizes}; wrote {curriculum} (selections version {res.selections_version})")
     for w in res.warnings:
         log(f"warning: {w}")
@@ -142,7 +142,7 @@ def curriculum_cmd(
     cur = load(path)
     log(
         f"{path}: valid; selection {cur.selection}, sampler {cur.sampler}, seed {cur.seed}, buckets "
-        + ", ".join(f"{b.name} [{b.low:g}, {b.high:g})" for b in cur.buckets)
+        + ", ".join(f"{b.name} [{b.low:g}, {b.high:g})" if b.has_edges else b.name for b in cur.buckets)
     )
     rows = []
     for p in cur.phases:

@@ -1,9 +1,12 @@
 """The curriculum file, ``buckets.yaml``: buckets, phases, validation with key paths, load and save.
 
 ``rldata stratify`` writes the file; ``rldata train --curriculum`` reads it.  The file names the
-buckets (pass-rate edges, for the record) and the phases (per-phase bucket mixture weights, ended
-by a step count or a promotion rule).  Which task is in which bucket lives in the ``selections``
-table (``bucket`` column), not in the file.
+selection, the buckets and the phases (per-phase bucket mixture weights, ended by a step count or a
+promotion rule).  Which task is in which bucket has one source: the selection's ``bucket`` column
+in the store, set by stratify (which also records the pass-rate edges it cut in the selection's
+``params``).  The file does not repeat the edges; files written before this may still carry
+``low``/``high`` per bucket: they load (validated as before) and are never read to decide
+membership.
 
 Bucket edges are half-open, ``low <= pass_rate < high``, except the bucket with the highest
 ``high``, which also takes ``pass_rate == high``.  Buckets may leave gaps but never overlap.
@@ -60,24 +63,38 @@ def _number(v: Any) -> bool:
 # ---- config ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Bucket:
+    """A bucket's name and, where known, the pass-rate edges that define it.
+
+    Stratify cuts with edged buckets; a curriculum's buckets need only a name (membership is the
+    selection's ``bucket`` column), but an old file's edges are kept and validated.
+    """
+
     name: str
-    low: float
-    high: float
+    low: float | None = None  # both edges or neither
+    high: float | None = None
     count: int | None = None  # tasks in the bucket when stratify wrote the file (informational)
+
+    @property
+    def has_edges(self) -> bool:
+        return self.low is not None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise CurriculumError("name", f"bucket name must match {_NAME.pattern}, got {self.name!r}")
+        if (self.low is None) != (self.high is None):
+            raise CurriculumError("high" if self.high is None else "low", "give both edges or neither")
+        if self.count is not None and (
+            not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 0
+        ):
+            raise CurriculumError("count", f"must be a non-negative integer, got {self.count!r}")
+        if not self.has_edges:
+            return
         for k in ("low", "high"):
             v = getattr(self, k)
             if not _number(v) or not 0.0 <= v <= 1.0:
                 raise CurriculumError(k, f"must be a number in [0, 1], got {v!r}")
         if not self.low < self.high:
             raise CurriculumError("high", f"must be greater than low ({self.low}), got {self.high}")
-        if self.count is not None and (
-            not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 0
-        ):
-            raise CurriculumError("count", f"must be a non-negative integer, got {self.count!r}")
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,7 @@ class Phase:
 
 
 def check_buckets(buckets: tuple[Bucket, ...] | list[Bucket]) -> None:
-    """Names unique, edges not overlapping (gaps are allowed).  Raises CurriculumError."""
+    """Names unique, edges (of the buckets that have them) not overlapping; gaps are allowed."""
     if not buckets:
         raise CurriculumError("buckets", "at least one bucket is needed")
     seen: dict[str, int] = {}
@@ -135,7 +152,8 @@ def check_buckets(buckets: tuple[Bucket, ...] | list[Bucket]) -> None:
         if b.name in seen:
             raise CurriculumError(f"buckets[{i}].name", f"duplicate bucket name {b.name!r}")
         seen[b.name] = i
-    order = sorted(range(len(buckets)), key=lambda i: (buckets[i].low, buckets[i].high))
+    edged = [i for i, b in enumerate(buckets) if b.has_edges]
+    order = sorted(edged, key=lambda i: (buckets[i].low, buckets[i].high))
     for prev, cur in itertools.pairwise(order):
         if buckets[cur].low < buckets[prev].high:
             a, b = buckets[prev], buckets[cur]
@@ -216,7 +234,9 @@ class Curriculum:
             phases.append(d)
         buckets = []
         for b in self.buckets:
-            d = {"name": b.name, "low": b.low, "high": b.high}
+            d: dict[str, Any] = {"name": b.name}
+            if b.has_edges:
+                d |= {"low": b.low, "high": b.high}
             if b.count is not None:
                 d["count"] = b.count
             buckets.append(d)
@@ -247,6 +267,9 @@ def default_phases(
         max_phase_steps = 10 * window
     if max_phase_steps < 1:
         raise CurriculumError("max_phase_steps", f"must be >= 1, got {max_phase_steps}")
+    buckets = list(buckets)
+    if not all(b.has_edges for b in buckets):
+        raise CurriculumError("buckets", "default phases order buckets by their edges: give every bucket low and high")
     order = sorted(buckets, key=lambda b: -b.high)  # easiest (highest pass rate) first
     m = len(order)
     if phase_steps is not None and len(phase_steps) != m - 1:
@@ -309,7 +332,9 @@ def from_dict(d: Any) -> Curriculum:
             raise CurriculumError(k, f"expected a list, got {type(d[k]).__name__}")
     buckets = []
     for i, b in enumerate(d["buckets"]):
-        _check_keys(b, _BUCKET, {"name", "low", "high"}, f"buckets[{i}]")
+        # edges are optional (old files carry them), but one without the other is half a bucket
+        edges = {"low", "high"} if isinstance(b, Mapping) and ({"low", "high"} & set(b)) else set()
+        _check_keys(b, _BUCKET, {"name"} | edges, f"buckets[{i}]")
         buckets.append(_build(Bucket, f"buckets[{i}]", **b))
     phases = []
     for i, p in enumerate(d["phases"]):

@@ -222,3 +222,23 @@ def test_direct_construction_validates_too():
         Curriculum(buckets=BUCKETS, phases=(Phase("p", {"nope": 1.0}),))
     with pytest.raises(CurriculumError, match="at least one phase"):
         Curriculum(buckets=BUCKETS, phases=())
+
+
+def test_a_file_without_edges_loads_and_an_old_one_with_edges_still_does(tmp_path):
+    # stratify writes bucket names only (membership is the selection's bucket column); files written
+    # before that carry low/high, which load (and validate) as before but decide nothing
+    bare = GOOD
+    for line in ("low: 0.7, high: 0.9, ", "low: 0.4, high: 0.7", "low: 0.1, high: 0.4"):
+        bare = bare.replace(line, "")
+    bare = bare.replace(", }", "}")
+    assert "low" not in bare
+    (tmp_path / "old.yaml").write_text(GOOD)
+    (tmp_path / "bare.yaml").write_text(bare)
+    old, new = load(tmp_path / "old.yaml"), load(tmp_path / "bare.yaml")
+    assert old.bucket_names == new.bucket_names and old.phases == new.phases
+    assert old.buckets[1] == Bucket("medium", 0.4, 0.7) and new.buckets[1] == Bucket("medium")
+    assert "low" not in save(new, tmp_path / "again.yaml").read_text() and load(tmp_path / "again.yaml") == new
+    with pytest.raises(CurriculumError, match="both edges or neither"):
+        Bucket("easy", low=0.5)
+    with pytest.raises(CurriculumError, match="default phases"):
+        default_phases(new.buckets)

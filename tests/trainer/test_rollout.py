@@ -65,6 +65,34 @@ def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path):
         build_sampler(store, TrainConfig(curriculum=str(save_curriculum(bad, tmp_path / "bad.yaml"))))
 
 
+def test_the_selection_alone_decides_bucket_membership(store, tmp_path):
+    """Membership comes from selections.bucket only: a curriculum file's edges (an old file's, here
+    contradicting the store) change nothing, a file without edges draws the same, and a store bucket
+    the file does not name is refused."""
+    _tasks(store)
+    store.append("selections", [{"selection": "band", "task_id": f"t{i:02d}", "decision": "keep", "reason": "in_band",
+                                 "bucket": "easy" if i < 3 else "hard"} for i in range(6)])
+    phases = (Phase("mix", {"easy": 0.5, "hard": 0.5}),)
+    old = tmp_path / "old.yaml"  # edges that would put every task elsewhere if they were read
+    old.write_text("version: 1\nselection: band\nbuckets:\n- {name: easy, low: 0.0, high: 0.1}\n"
+                   "- {name: hard, low: 0.9, high: 1.0}\nphases:\n- {name: mix, weights: {easy: 0.5, hard: 0.5}}\n")
+    bare = save_curriculum(Curriculum(buckets=(Bucket("easy"), Bucket("hard")), phases=phases, selection="band"),
+                           tmp_path / "bare.yaml")
+    assert "low" not in bare.read_text()
+    draws = {}
+    for name, path in (("old", old), ("bare", bare)):
+        s, _ = build_sampler(store, TrainConfig(curriculum=str(path), seed=5))
+        draws[name] = s.next_batch(24)
+        assert {t for t, b in draws[name] if b == "easy"} == {"t00", "t01", "t02"}
+        assert {t for t, b in draws[name] if b == "hard"} == {"t03", "t04", "t05"}
+    assert draws["old"] == draws["bare"]
+
+    only_easy = save_curriculum(Curriculum(buckets=(Bucket("easy"),), phases=(Phase("e", {"easy": 1.0}),),
+                                           selection="band"), tmp_path / "easy.yaml")
+    with pytest.raises(RldataError, match=r"unknown bucket\(s\) \['hard'\]"):
+        build_sampler(store, TrainConfig(curriculum=str(only_easy)))
+
+
 def _group(domain: str, passed: list, lengths: list[int]):
     from rldata.trainer.rollout import Group
 

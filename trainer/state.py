@@ -1,0 +1,143 @@
+"""A training run's state: what one invocation of ``rldata train`` starts from and the loop advances.
+
+:func:`plan_run` does every check that needs no Ray (run id, base model, checkpoints, held-out and
+training tasks, environments), so a bad run fails before anything starts; :func:`restore` then
+brings a resumed run back to its newest checkpoint (sampler, RNG, the store's rows after it).  The
+driver's loop reads and mutates the one :class:`RunState` they build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rldata.trainer import writeback as wb
+from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from rldata.trainer.config import TrainConfig
+from rldata.trainer.evaluate import eval_task_ids
+from rldata.trainer.rollout import build_sampler, load_reward
+
+from rldata.console import log
+from rldata.engine import ModelIdentity, model_context, model_identity
+from rldata.errors import RldataError
+from rldata.store import Store
+
+__all__ = ["RunState", "TrainSummary", "plan_run", "restore", "run_dir"]
+
+
+@dataclass
+class TrainSummary:
+    run_id: str
+    model: str  # base model's ledger name
+    steps: int = 0  # steps done by this invocation
+    last_step: int = 0
+    policy_version: int = 0
+    checkpoint: str | None = None
+    samples: int = 0
+    groups_kept: int = 0
+    groups_dropped: int = 0
+    evals: list = field(default_factory=list)  # [{"step", "model", "accuracy", "tasks"}]
+    seconds: float = 0.0
+    time: dict = field(default_factory=dict)  # seconds per phase, summed over steps
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_dir(cfg: TrainConfig, run_id: str) -> Path:
+    return Path(cfg.output_dir) / run_id
+
+
+@dataclass
+class RunState:
+    """What the training loop reads and advances; one per invocation, built by the driver."""
+
+    run_id: str
+    base: ModelIdentity  # the base model (the reference policy, and the ledger names' prefix)
+    ckpt_root: Path  # OUTPUT_DIR/RUN_ID/checkpoints
+    ckpt_path: Path | None  # the checkpoint this invocation resumed from; None = from the base model
+    sampler: Any  # rldata.curriculum.CurriculumSampler
+    tasks: dict  # task_id -> task row, the training tasks
+    eval_ids: list  # held-out task ids ([] = no evaluation)
+    bindings: dict  # task_id -> rldata.rollout.EnvBinding | None
+    summary: TrainSummary
+    start: int = 0  # the step the run starts after (the checkpoint's)
+    version: int = 0  # policy version of the learners' weights; the loop raises it with each update
+    pending: list = field(default_factory=list)  # outcomes the current version generated before a resume
+    tracker: Any = None  # rldata.trackers tracker, set once opened (it lives as long as the loop)
+
+    @property
+    def checkpoint_extra(self) -> dict:
+        """What every checkpoint records about the run (a resume checks the base revision)."""
+        return {"run_id": self.run_id, "base_model": self.base.path, "base_name": self.base.name,
+                "base_revision": self.base.revision}
+
+
+def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
+    from rldata.runs import new_run_id
+
+    if cfg.run_id:
+        return cfg.run_id
+    if not resume:
+        return new_run_id("train")
+    runs = [p for p in Path(cfg.output_dir).glob("*/checkpoints") if latest_checkpoint(p) is not None]
+    if not runs:
+        raise RldataError(f"--resume: no run with a checkpoint under {cfg.output_dir}; give --run-id")
+    run = max(runs, key=lambda p: latest_checkpoint(p).stat().st_mtime).parent.name
+    log(f"resuming the most recent run under {cfg.output_dir}: {run}")
+    return run
+
+
+def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, RunState]:
+    """The run's config (with its run id), options (with the engine context) and state at step 0;
+    every check here runs before Ray starts.  ``opts`` is a ``rldata.trainer.driver.DriverOptions``."""
+    run_id = _resolve_run_id(cfg, opts.resume)
+    cfg = cfg.replace(run_id=run_id)
+    base = model_identity(cfg.model)
+    if opts.max_model_len is None:
+        opts = replace(opts, max_model_len=model_context(base.path))
+    ckpt_root = run_dir(cfg, run_id) / "checkpoints"
+    ckpt_path = latest_checkpoint(ckpt_root)
+    if not opts.resume and (ckpt_path is not None or store.sql(
+            "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
+        raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
+    if opts.resume and ckpt_path is None and not store.sql(
+            "SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]:
+        raise RldataError(f"--resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs")
+    eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
+    load_reward(cfg)  # a bad reward spec fails before Ray starts
+    sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
+    from rldata.rollout import bind_envs
+
+    bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
+    state = RunState(run_id=run_id, base=base, ckpt_root=ckpt_root, ckpt_path=ckpt_path, sampler=sampler,
+                     tasks=tasks, eval_ids=eval_ids, bindings=bindings,
+                     summary=TrainSummary(run_id=run_id, model=base.name))
+    return cfg, opts, state
+
+
+def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) -> None:
+    """Bring ``state`` to its checkpoint (step, policy version, sampler state and RNG); on ``resume``,
+    delete the run's rows written after it; restore the ledger row of a version that already generated."""
+    run_id, base = state.run_id, state.base
+    if state.ckpt_path is not None:
+        ck = load_checkpoint(state.ckpt_path, restore_rng=True)
+        if ck.extra.get("base_revision") not in (None, base.revision):
+            raise RldataError(f"{state.ckpt_path} was trained from revision {ck.extra['base_revision']}, "
+                              f"not from {base.name}: resume with the run's original --model")
+        state.sampler.load_state_dict(ck.curriculum_state)
+        state.start, state.version = ck.step, ck.policy_version
+    start, version = state.start, state.version
+    if resume:
+        # Async mode: an older version may have generated steps after the checkpoint too; its ledger
+        # row is recounted from the samples that stay.
+        older = [m for m in wb.models_after(store, run_id, start) if m != wb.ledger_model(base.name, run_id, version)]
+        gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
+        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
+        log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
+    state.pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base.name, run_id, version), start)
+    if state.pending:  # the checkpoint's version already generated a step (its update was skipped): restore its row
+        wb.write_ledger(store, state.pending, model=wb.ledger_model(base.name, run_id, version),
+                        params_hash=cfg.sampling_spec().params_hash, run_id=run_id)
+    state.summary.last_step, state.summary.policy_version = start, version
