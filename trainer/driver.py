@@ -49,7 +49,7 @@ from rldata.trainer.rollout import build_sampler, collect_step, load_reward
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.store import Store
-from rldata.verify.reward import RewardSpec
+from rldata.rewards.compose import RewardSpec
 
 __all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
 
@@ -328,7 +328,7 @@ def _loop(store, cfg, opts, *, run_id, base, ckpt_path, sampler, tasks, eval_ids
         if reward.needs_judge({t["domain"] for t in tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
 
-            from rldata.verify.judge import Judge
+            from rldata.rewards.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
         _train_steps(store, cfg, ctx, learners, writer, tokenizer, run_id=run_id, base_name=base_name,

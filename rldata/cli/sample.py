@@ -52,7 +52,7 @@ def sample(
     """
     from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
-    from rldata.verify.reward import RewardSpec, load_reward_spec
+    from rldata.rewards.compose import RewardSpec, load_reward_spec
 
     reward = load_reward_spec(reward_spec) if reward_spec is not None else RewardSpec()
     reward.check_max_tokens(max_tokens, where=str(reward_spec))  # a spec written for another run fails here
