@@ -81,7 +81,8 @@ def resolve_verifier(name_or_domain: str) -> str:
 
         raise UnknownVerifier(
             f"no verifier named {name_or_domain!r} and no verifier for a domain of that name; "
-            f"verifiers: {', '.join(known_verifiers())}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}"
+            f"verifiers: {', '.join(known_verifiers())}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}; "
+            "or give a verifier as module:Class"
         ) from None
 
 
