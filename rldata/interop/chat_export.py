@@ -21,7 +21,14 @@ import pyarrow as pa
 
 from rldata import schemas
 from rldata.errors import RldataError
-from rldata.interop.formats import ExportFormat, UnknownFormat, get_format, register_format, write_hf, write_jsonl
+from rldata.interop.formats import (
+    ExportFormat,
+    UnknownFormat,
+    get_format,
+    register_format,
+    write_hf,
+    write_jsonl,
+)
 from rldata.store import Store
 
 __all__ = ["CHAT_SCHEMA", "export_conversations"]

@@ -7,6 +7,11 @@ different verifier versions never mix in the pass-rate ledger.
 
 A verifier must not raise on bad completions; :func:`run_verifier` still guards every call, and
 turns a crash or timeout into an error verdict (``passed=None``), never a silent 0.
+
+The registry: built-in verifiers are listed once, in :data:`BUILTIN`, and imported when their
+name is first looked up.  A verifier can also be registered in code (:func:`register`), named by
+an importable ``module:Class`` path, or come from an installed package's ``rldata.verifiers``
+entry point (:mod:`rldata.plugins`); :func:`resolve_name` tries them in that order.
 """
 
 from __future__ import annotations
