@@ -21,7 +21,6 @@ class ToyVerifier:
 
     name = "toy-backwards"
     version = "1"
-    calls = 0
 
     def verify(self, completion, task):
         ok = str(task["answer"])[::-1] in (completion or "")
