@@ -38,7 +38,7 @@ from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
-from rldata.verify.reward import RewardSpec, RewardTally, metrics_rows, score_samples
+from rldata.rewards.compose import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "traj_id"]
 
@@ -303,7 +303,7 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     )
     if job.reward.needs_judge(todo["domain"].unique().to_list()):
         from rldata.jobs.actors import RemoteEngine
-        from rldata.verify.judge import Judge
+        from rldata.rewards.judge import Judge
 
         ctx.judge = Judge(RemoteEngine(engines[0]))
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
@@ -525,7 +525,7 @@ def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: di
     completions = [fresh[t][1].text for t in tids]
     judge_rows_, jv = [], None
     if ctx.judge is not None:
-        from rldata.verify.judge import POINTWISE, judge_rows
+        from rldata.rewards.judge import POINTWISE, judge_rows
 
         jv = ctx.judge.pointwise([r["prompt"] for r in rows], completions, [r["answer"] for r in rows])
         judge_rows_ = judge_rows(jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE,

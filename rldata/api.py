@@ -191,7 +191,7 @@ def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: st
            band: str | Sequence[float] | None = None, alpha: float | None = None,
            round_size: int = 4) -> SampleResult:
     """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
-    ledger.  ``reward`` is a :class:`rldata.rewards.RewardSpec` or the path of its YAML.  With
+    ledger.  ``reward`` is a :class:`rldata.rewards.compose.RewardSpec` or the path of its YAML.  With
     ``adaptive`` exact|sequential (and ``band``) a task stops once its band decision is settled.
     A killed job resumes when called again; on finished work it is a no-op."""
     from rldata.adaptive.rules import AdaptiveSpec
@@ -215,7 +215,7 @@ def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: st
 
 
 def _reward_spec(reward, max_tokens: int):
-    from rldata.verify.reward import RewardSpec, load_reward_spec
+    from rldata.rewards.compose import RewardSpec, load_reward_spec
 
     if reward is None:
         return RewardSpec()

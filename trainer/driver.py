@@ -43,7 +43,7 @@ from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.store import Store
-from rldata.verify.reward import RewardSpec
+from rldata.rewards.compose import RewardSpec
 
 __all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
 
@@ -237,7 +237,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
 
-            from rldata.verify.judge import Judge
+            from rldata.rewards.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
         _train_steps(store, cfg, ctx, learners, writer, tokenizer, state,

@@ -25,7 +25,7 @@ from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer
-from rldata.verify.reward import RewardSpec, load_reward_spec, score_samples
+from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 
 __all__ = [
     "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
@@ -64,7 +64,7 @@ class Group:
     traj_ids: list[str] = field(default_factory=list)
     kept: bool = True
     drop_reason: str | None = None
-    composed: Any = None  # [G] rows of reward components (rldata.verify.reward.compose_rewards)
+    composed: Any = None  # [G] rows of reward components (rldata.rewards.compose.compose_rewards)
     judge_verdicts: list | None = None  # [G] pointwise judge verdicts, when the reward spec uses a judge
     env: Any = None  # the rldata.rollout.EnvBinding the task ran in; None = a plain prompt
 
@@ -198,7 +198,7 @@ def load_reward(cfg: TrainConfig) -> RewardSpec:
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:
     """Compose the round's rewards from the reward spec (the round is the z-score batch); with the
     default spec a sample's reward is 1 when every verification layer passed, else 0.  A verifier
-    error counts as a wrong answer before the z-score (rldata.verify.reward) and in the metrics."""
+    error counts as a wrong answer before the z-score (rldata.rewards.compose) and in the metrics."""
     samples = [(g, i) for g in groups for i in range(len(g.samples))]
     verdicts = None
     if ctx.judge is not None:

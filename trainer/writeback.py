@@ -20,7 +20,7 @@ from rldata.ledger import rows_from_outcomes, verifier_key
 from rldata.rollout import episode_columns
 from rldata.store import Store
 from rldata.verify.base import verdict_rows
-from rldata.verify.reward import reward_metrics
+from rldata.rewards.compose import reward_metrics
 
 __all__ = [
     "LEARNER_STATS", "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "models_after",
@@ -53,7 +53,7 @@ def trajectory_rows(groups, *, run_id: str, step: int, model: str, revision: str
 
 
 def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
-    from rldata.verify.judge import POINTWISE, judge_rows
+    from rldata.rewards.judge import POINTWISE, judge_rows
 
     rows = []
     for g in groups:

@@ -14,14 +14,6 @@ from rldata.console import log
 from rldata.errors import RldataError
 
 
-class ExportFormat(str, Enum):
-    verl = "verl"
-    trl = "trl"
-    openrlhf = "openrlhf"
-    hf = "hf"
-    jsonl = "jsonl"
-
-
 class ImportFormat(str, Enum):
     verl = "verl"
     trl = "trl"
@@ -33,8 +25,33 @@ class PromptStyle(str, Enum):
     messages = "messages"
 
 
+def _format_help() -> str:
+    """--format's help, from the format registry (plugins not imported: their names come at use)."""
+    from rldata.interop.formats import format_names
+
+    def names(ns: str) -> str:
+        return ", ".join(format_names(ns, plugins=False))
+
+    return (f"Layout: {names('selection')}; with --rollouts: {names('rollouts')}. "
+            "More from installed plugins (entry point group rldata.exports).")
+
+
+def _check_format(value: str) -> str:
+    """A usage error (exit 2) for a name no namespace knows; which namespace applies is checked later."""
+    from rldata.interop.formats import NAMESPACES, UnknownFormat, format_names, get_format
+
+    for ns in ("selection", "rollouts"):
+        try:
+            get_format(value, ns)
+            return value
+        except UnknownFormat:
+            pass
+    known = dict.fromkeys(n for ns in NAMESPACES if ns != "preferences" for n in format_names(ns))
+    raise typer.BadParameter(f"unknown export format {value!r}; choices: {', '.join(known)}")
+
+
 # Options whose type is not a plain str/int/bool live here, as sql.py's do (ruff B008).
-_EXPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help="Layout: verl, trl, openrlhf, hf or jsonl.")
+_EXPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help=_format_help(), callback=_check_format)
 _EXPORT_OUT_OPT = typer.Option(..., "--out", "-o", help="Output directory (replaced if it holds an earlier export).")
 _PROMPT_STYLE_OPT = typer.Option(
     PromptStyle.text, help="trl/openrlhf: prompt as plain text or as [{role, content}] messages."
@@ -51,7 +68,7 @@ _EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a 
 def export(
     ctx: typer.Context,
     selection: str = typer.Option(None, "--selection", "-s", help="Selection to export (its 'keep' rows)."),
-    fmt: ExportFormat = _EXPORT_FORMAT_OPT,
+    fmt: str = _EXPORT_FORMAT_OPT,
     out: Path = _EXPORT_OUT_OPT,
     bucket: str = typer.Option(None, "--bucket", "-b", help="Only tasks in this curriculum bucket."),
     split: str = typer.Option("train", help="Split name: file names and veRL's extra_info.split."),
@@ -78,9 +95,9 @@ def export(
 
         if selection:
             raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
-        m = export_conversations(get_store(ctx), out=out, fmt=fmt.value, run_id=run, where=where,
+        m = export_conversations(get_store(ctx), out=out, fmt=fmt, run_id=run, where=where,
                                  correct_only=correct_only, split=split)
-        log(f"exported {m['rows']} conversations as {fmt.value} to {out} ({len(m['files'])} files)")
+        log(f"exported {m['rows']} conversations as {fmt} to {out} ({len(m['files'])} files)")
         return
     if not selection:
         raise RldataError("--selection is required (or --rollouts to export trajectories)")
@@ -88,14 +105,14 @@ def export(
         raise RldataError("--run, --where and --correct-only go with --rollouts")
     try:
         spec = ExportSpec(
-            selection=selection, format=fmt.value, bucket=bucket, split=split, prompt_style=prompt_style.value,
+            selection=selection, format=fmt, bucket=bucket, split=split, prompt_style=prompt_style.value,
             answer_column=answer_column, input_key=input_key, label_key=label_key, data_source=data_source,
             shard_rows=shard_rows, env=env,
         )
     except ValueError as e:
         raise RldataError(str(e)) from None
     m = export_selection(get_store(ctx), spec=spec, out=out)
-    log(f"exported {m['rows']} tasks of selection {selection!r} as {fmt.value} to {out} "
+    log(f"exported {m['rows']} tasks of selection {selection!r} as {fmt} to {out} "
         f"({len(m['files'])} files, content {m['content_hash'][:23]}...)")
 
 

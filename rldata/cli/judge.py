@@ -33,8 +33,9 @@ def run_cmd(
 ) -> None:
     """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
     from rldata.engine import Engine
+    from rldata.jobs.judge import judge_store
     from rldata.params import SamplingSpec
-    from rldata.verify.judge import Judge, judge_store
+    from rldata.rewards.judge import Judge
 
     store = get_store(ctx, create=True)
     engine = Engine(model, max_model_len=max_model_len)
@@ -55,24 +56,27 @@ def run_cmd(
     emit(df, fmt, None)
 
 
+# Options whose default is not a plain value live here (ruff B008).
+_OUT_ARG = typer.Argument(..., help="Output directory: the pairs and rldata-manifest.json.")
+_KIND_OPT = typer.Option(
+    ["pairwise", "pointwise"], "--kind", help="Which judge rows to use (repeatable): pairwise, pointwise."
+)
+
+
 @judge_app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    out: Path = typer.Argument(..., help="Output file: .jsonl or .parquet."),
-    kind: list[str] = typer.Option(
-        ["pairwise", "pointwise"], "--kind", help="Which judge rows to use (repeatable): pairwise, pointwise."
-    ),
+    out: Path = _OUT_ARG,
+    fmt: str = typer.Option("jsonl", "--format", "-f", help="File format: jsonl or parquet."),
+    kind: list[str] = _KIND_OPT,
+    split: str = typer.Option("train", help="Names the file: SPLIT.jsonl or SPLIT.parquet."),
 ) -> None:
-    """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts."""
-    from rldata.errors import RldataError
-    from rldata.verify.judge import export_preferences
+    """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts, with a manifest."""
+    from rldata.interop.preferences import export_preferences
 
-    bad = [k for k in kind if k not in ("pairwise", "pointwise")]
-    if bad:
-        raise RldataError(f"--kind must be pairwise or pointwise, got {', '.join(bad)}")
-    n = export_preferences(get_store(ctx), out, kinds=tuple(kind))
+    n = export_preferences(get_store(ctx), out, kinds=tuple(kind), fmt=fmt, split=split)
     log(f"wrote {n} preference pair(s) to {out}")
-    emit(pl.DataFrame({"file": [str(out)], "pairs": [n]}), Format.table, None)
+    emit(pl.DataFrame({"dir": [str(out)], "pairs": [n]}), Format.table, None)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,7 +24,7 @@ def rewards(
     out: Path = OUT_OPT,
 ) -> None:
     """R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty, z-scored per domain if asked."""
-    from rldata.verify.reward import (
+    from rldata.rewards.compose import (
         RewardSpec,
         load_reward_spec,
         metrics_rows,

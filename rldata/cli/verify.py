@@ -17,7 +17,8 @@ from rldata.console import log
 def verify(
     ctx: typer.Context,
     verifier: str = typer.Option(
-        None, "--verifier", help="Registry name (math, exact, code, ...); default: each task's domain verifier."
+        None, "--verifier", help="Registry name (math, exact, code, ...), a plugin's, or module:Class; "
+        "default: each task's domain verifier."
     ),
     run_id: str = typer.Option(None, "--run-id", help="Only this run's trajectories."),
     where: str = typer.Option(None, "--where", help="SQL predicate over trajectories t JOIN tasks k."),

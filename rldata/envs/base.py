@@ -98,23 +98,33 @@ def _load_builtin() -> None:
     importlib.import_module("rldata.envs.reasoning_gym")  # imports reasoning_gym only when built
 
 
+def _check_env_class(obj: Any, env: str) -> Any:
+    for meth in ("reset", "step", "close"):
+        if not callable(getattr(obj, meth, None)):
+            raise RldataError(f"environment {env!r} has no {meth}() method")
+    return obj
+
+
 def resolve(env: str) -> Callable[..., Environment]:
-    """The environment class for a registered name or an importable ``module:Class`` path."""
+    """The environment class for a registered name, an importable ``module:Class`` path, or the
+    name of an installed package's ``rldata.envs`` entry point (loaded on first use)."""
     if ":" in env:
         mod, _, attr = env.partition(":")
         try:
             obj = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
             raise RldataError(f"environment {env!r} does not import: {e}") from None
-        for meth in ("reset", "step", "close"):
-            if not callable(getattr(obj, meth, None)):
-                raise RldataError(f"environment {env!r} has no {meth}() method")
-        return obj
+        return _check_env_class(obj, env)
     _load_builtin()
-    try:
-        return REGISTRY[env]
-    except KeyError:
-        raise RldataError(f"unknown environment {env!r}; known: {', '.join(sorted(REGISTRY))}") from None
+    if env not in REGISTRY:
+        from rldata.plugins import entry_point_names, load_entry_point
+
+        obj = load_entry_point("rldata.envs", env)
+        if obj is None:
+            known = sorted(set(REGISTRY) | set(entry_point_names("rldata.envs")))
+            raise RldataError(f"unknown environment {env!r}; known: {', '.join(known)}")
+        REGISTRY[env] = _check_env_class(obj, f"{env} (entry point rldata.envs)")
+    return REGISTRY[env]
 
 
 def json_mapping_problem(value: Any) -> str | None:

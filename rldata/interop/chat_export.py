@@ -21,6 +21,14 @@ import pyarrow as pa
 
 from rldata import schemas
 from rldata.errors import RldataError
+from rldata.interop.formats import (
+    ExportFormat,
+    UnknownFormat,
+    get_format,
+    register_format,
+    write_hf,
+    write_jsonl,
+)
 from rldata.store import Store
 
 __all__ = ["CHAT_SCHEMA", "export_conversations"]
@@ -57,11 +65,13 @@ def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", r
                          where: str | None = None, correct_only: bool = False, split: str = "train") -> dict:
     """Write the selected trajectories' conversations to the directory ``out``; return the manifest.
     ``where`` is a SQL predicate over ``trajectories t`` (and ``tasks k``)."""
-    from rldata.interop.export import _check_out, _write_hf, _write_jsonl, write_export_dir
+    from rldata.interop.export import _check_out, write_export_dir
     from rldata.sql_guard import check_predicate
 
-    if fmt not in ("jsonl", "hf"):
-        raise RldataError(f"conversations export as jsonl or hf, not {fmt!r}")
+    try:
+        layout = get_format(fmt, "rollouts")
+    except UnknownFormat as e:
+        raise RldataError(str(e)) from None
     conds, params = [], {}
     if where:
         check_predicate(where)
@@ -87,9 +97,15 @@ def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", r
     out = Path(out).absolute()
     _check_out(out)
     spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
+    if layout.build is not None:  # a rollouts format may reshape the conversation table
+        table = layout.build(table, spec)
     fields = {"format": f"chat-{fmt}", "source": "trajectories", "run_id": run_id, "where": where,
               "correct_only": correct_only, "split": split, "store": store.root,
               "store_versions": {t: store.version(t) for t in ("trajectories", "verifications", "tasks")},
               "rows": table.num_rows, "columns": table.schema.names}
-    write = _write_jsonl if fmt == "jsonl" else _write_hf
-    return write_export_dir(out, table, lambda d: write(table, d, spec), fields)
+    return write_export_dir(out, table, lambda d: layout.write(table, d, spec), fields)
+
+
+register_format(ExportFormat("jsonl", write=write_jsonl, namespace="rollouts", help="JSONL, one conversation a line."))
+register_format(ExportFormat("hf", write=write_hf, namespace="rollouts",
+                             help="HF dataset (load_from_disk and load_dataset layouts)."))

@@ -19,17 +19,24 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rldata import schemas
 from rldata._version import __version__
 from rldata.errors import RldataError
 from rldata.interop import lineage
+from rldata.interop.formats import (
+    ExportFormat,
+    format_names,
+    get_format,
+    register_format,
+    write_hf,
+    write_jsonl,
+    write_parquet,
+)
 from rldata.store import Store
 
 __all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_selection", "write_export_dir"]
 
-FORMATS = ("verl", "trl", "openrlhf", "hf", "jsonl")
 _PROMPT_STYLES = ("text", "messages")
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
@@ -62,7 +69,7 @@ class ExportSpec:
     """What to export and how.  Options that do not apply to ``format`` are ignored."""
 
     selection: str
-    format: str  # one of FORMATS
+    format: str  # a registered format (rldata.interop.formats)
     bucket: str | None = None  # only tasks stratify put in this bucket
     split: str = "train"  # names the files and veRL's extra_info.split
     prompt_style: str = "text"  # trl / openrlhf: a plain string or a [{role, content}] list (veRL: always a list)
@@ -76,8 +83,7 @@ class ExportSpec:
     def __post_init__(self):
         if not self.selection:
             raise ValueError("selection must be a non-empty name")
-        if self.format not in FORMATS:
-            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
         if self.prompt_style not in _PROMPT_STYLES:
             raise ValueError(f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}")
         if not self.split or "/" in self.split:
@@ -274,58 +280,6 @@ def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(frame, GENERIC_SCHEMA)
 
 
-_BUILDERS = {"verl": _verl_table, "trl": _trl_table, "openrlhf": _openrlhf_table,
-             "hf": _generic_table, "jsonl": _generic_table}
-
-
-# ---- writers: each returns the files it wrote, relative to the export directory ----------------
-def _write_parquet(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
-    name = f"{spec.split}.parquet"
-    pq.write_table(table, d / name)
-    return [name]
-
-
-def _write_jsonl(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
-    name = f"{spec.split}.jsonl"
-    with open(d / name, "w", encoding="utf-8") as f:
-        for batch in table.to_batches(max_chunksize=8192):
-            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in batch.to_pylist())
-    return [name]
-
-
-def _write_hf(table: pa.Table, d: Path, spec: ExportSpec) -> list[str]:
-    """``dataset/`` for ``datasets.load_from_disk`` and ``data/<split>-*.parquet`` for ``load_dataset(dir)``."""
-    import datasets
-    from datasets.utils import logging as ds_logging
-
-    was_enabled = ds_logging.is_progress_bar_enabled()
-    ds_logging.disable_progress_bar()  # its bars would clutter the CLI's stderr
-    try:
-        datasets.Dataset(table).save_to_disk(str(d / "dataset"))
-    finally:
-        if was_enabled:
-            ds_logging.enable_progress_bar()
-    (d / "data").mkdir()
-    k = max(1, -(-table.num_rows // spec.shard_rows))
-    names = []
-    for i in range(k):
-        name = f"data/{spec.split}-{i:05d}-of-{k:05d}.parquet"
-        pq.write_table(table.slice(i * spec.shard_rows, spec.shard_rows), d / name)
-        names.append(name)
-    names += sorted(str(p.relative_to(d)) for p in (d / "dataset").rglob("*") if p.is_file())
-    return names
-
-
-_OPTIONS = {  # the spec fields that shape each format's files (recorded in the manifest)
-    "verl": ("data_source", "env"),
-    "trl": ("prompt_style", "answer_column", "shard_rows"),
-    "openrlhf": ("prompt_style", "input_key", "label_key"),
-    "hf": ("shard_rows",),
-    "jsonl": (),
-}
-_WRITERS = {"verl": _write_parquet, "trl": _write_hf, "openrlhf": _write_jsonl, "hf": _write_hf, "jsonl": _write_jsonl}
-
-
 # ---- putting the directory in place -----------------------------------------------------------
 def _check_out(out: Path) -> None:
     if out.is_file():
@@ -380,17 +334,18 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
     _check_out(out)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
-    if spec.format == "verl":
-        frame = _with_envs(store, frame, spec.env)
-    table = _BUILDERS[spec.format](frame, spec)
+    fmt = get_format(spec.format)
+    if fmt.prepare is not None:
+        frame = fmt.prepare(store, frame, spec)
+    table = fmt.build(frame, spec) if fmt.build is not None else _to_arrow(frame, GENERIC_SCHEMA)
     per_bucket = frame.group_by("bucket").len().sort("bucket").to_dicts()
     fields = {
         "format": spec.format, "selection": spec.selection, "bucket": spec.bucket, "split": spec.split,
         "store": store.root, "store_versions": versions, **_filter_lineage(sel), "rows": table.num_rows,
         "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket}, "columns": table.schema.names,
-        "options": {k: v for k, v in asdict(spec).items() if k in _OPTIONS[spec.format]},
+        "options": {k: v for k, v in asdict(spec).items() if k in fmt.options},
     }
-    return write_export_dir(out, table, lambda d: _WRITERS[spec.format](table, d, spec), fields)
+    return write_export_dir(out, table, lambda d: fmt.write(table, d, spec), fields)
 
 
 def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) -> dict[str, Any]:
@@ -417,3 +372,25 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+# ---- the built-in formats: one record each (a new format is one more register_format call) ----
+def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
+    return _with_envs(store, frame, spec.env)
+
+
+register_format(ExportFormat(
+    "verl", build=_verl_table, write=write_parquet, options=("data_source", "env"), prepare=_prepare_verl,
+    help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info."))
+register_format(ExportFormat(
+    "trl", build=_trl_table, write=write_hf, options=("prompt_style", "answer_column", "shard_rows"),
+    help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns."))
+register_format(ExportFormat(
+    "openrlhf", build=_openrlhf_table, write=write_jsonl, options=("prompt_style", "input_key", "label_key"),
+    help="OpenRLHF: JSONL with --input_key / --label_key fields."))
+register_format(ExportFormat(
+    "hf", build=_generic_table, write=write_hf, options=("shard_rows",),
+    help="HF datasets: load_from_disk and load_dataset layouts of the task rows."))
+register_format(ExportFormat("jsonl", build=_generic_table, write=write_jsonl, help="JSONL of the task rows."))
+
+FORMATS = tuple(format_names("selection", plugins=False))  # the built-in ones; plugins add to the registry

@@ -53,12 +53,15 @@ def env_binding(store, env: str) -> EnvBinding:
     if not rows:
         if version:
             raise RldataError(f"environment {env!r} is not registered (see: rldata env show {name})")
-        from rldata.envs.base import REGISTRY, _load_builtin
+        from rldata.envs.base import REGISTRY, resolve
 
-        _load_builtin()
-        if name not in REGISTRY:
+        try:
+            if ":" in name:  # a module:Class path goes through a spec file (rldata env register)
+                raise RldataError(name)
+            resolve(name)  # a bundled environment, or an installed package's entry point
+        except RldataError:
             raise RldataError(f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
-                              f"and is not a bundled one ({', '.join(sorted(REGISTRY))})")
+                              f"and is not a bundled one ({', '.join(sorted(REGISTRY))})") from None
         row, _ = register_env(store, _default_spec(name))
         rows = [(row["env_id"], row["version"], row["spec"], None)]
     env_id, ver, spec, _ = rows[0]

@@ -1,19 +1,23 @@
-"""Verifiers: math (math-verify), exact match, regex, code (sandboxed tests), reasoning-gym; one registry."""
+"""Verifiers: math (math-verify), exact match, regex, code (sandboxed tests), reasoning-gym; one registry.
 
-from rldata.verify.base import REGISTRY, Verdict, Verifier, for_domain, get_verifier, register
+Built-ins are listed once, in :data:`rldata.verify.base.BUILTIN`, and imported on first lookup.
+Others come from ``@register`` in code, a ``module:Class`` path, or an installed package's
+``rldata.verifiers`` entry point (see docs/contributing.md, "Add a verifier")."""
 
-__all__ = ["Verdict", "Verifier", "register", "get_verifier", "for_domain", "REGISTRY"]
+from rldata.verify.base import (
+    BUILTIN,
+    REGISTRY,
+    UnknownVerifier,
+    Verdict,
+    Verifier,
+    for_domain,
+    get_verifier,
+    known_verifiers,
+    register,
+    resolve_name,
+)
 
-_BUILTIN = ("rldata.verify.math", "rldata.verify.exact", "rldata.verify.code", "rldata.verify.reasoning_gym")
-
-
-def _load_builtin() -> None:
-    """Import the built-in verifier modules (each registers itself); missing ones are skipped."""
-    import importlib
-
-    for mod in _BUILTIN:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
+__all__ = [
+    "BUILTIN", "REGISTRY", "UnknownVerifier", "Verdict", "Verifier", "for_domain", "get_verifier", "known_verifiers",
+    "register", "resolve_name",
+]

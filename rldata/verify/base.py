@@ -7,18 +7,27 @@ different verifier versions never mix in the pass-rate ledger.
 
 A verifier must not raise on bad completions; :func:`run_verifier` still guards every call, and
 turns a crash or timeout into an error verdict (``passed=None``), never a silent 0.
+
+The registry: built-in verifiers are listed once, in :data:`BUILTIN`, and imported when their
+name is first looked up.  A verifier can also be registered in code (:func:`register`), named by
+an importable ``module:Class`` path, or come from an installed package's ``rldata.verifiers``
+entry point (:mod:`rldata.plugins`); :func:`resolve_name` tries them in that order.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rldata.errors import RldataError
+
 __all__ = [
-    "DOMAIN_DEFAULTS", "REGISTRY", "Verdict", "Verifier", "all_passed", "for_domain", "get_verifier", "no_answer",
-    "register", "verdict_rows",
+    "BUILTIN", "DOMAIN_DEFAULTS", "REGISTRY", "UnknownVerifier", "Verdict", "Verifier", "all_passed", "for_domain",
+    "get_verifier", "known_verifiers", "load_all", "no_answer", "register", "resolve_name", "verdict_rows",
 ]
 
 
@@ -72,12 +81,32 @@ class Verifier(Protocol):
         ...
 
 
-REGISTRY: dict[str, Callable[[], Verifier]] = {}
-DOMAIN_DEFAULTS: dict[str, str] = {"math": "math", "arith": "math", "code": "code", "text": "exact"}
+# The one list of built-in verifiers: registry name -> ("module:Class", task domains it is the default
+# for).  Adding a built-in verifier is one line here; its module is imported on the name's first lookup.
+BUILTIN: dict[str, tuple[str, tuple[str, ...]]] = {
+    "math": ("rldata.verify.math:MathVerifier", ("math", "arith")),
+    "exact": ("rldata.verify.exact:ExactVerifier", ("text",)),
+    "regex": ("rldata.verify.exact:RegexVerifier", ()),
+    "code": ("rldata.verify.code:CodeVerifier", ("code",)),
+    "reasoning-gym": ("rldata.verify.reasoning_gym:ReasoningGymVerifier", ("reasoning-gym",)),
+}
+REGISTRY: dict[str, Callable[[], Verifier]] = {}  # what has been looked up or registered so far
+DOMAIN_DEFAULTS: dict[str, str] = {d: name for name, (_, domains) in BUILTIN.items() for d in domains}
+_GROUP = "rldata.verifiers"  # entry points of installed packages (rldata.plugins)
+_SPECS: dict[str, str] = {}  # "module:Class" -> the name it was registered under
+
+
+class UnknownVerifier(RldataError, KeyError):
+    """No verifier of that name, or none for that domain; the message lists the known ones.
+
+    Also a ``KeyError``: callers written when ``get_verifier`` raised one keep working."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def register(name: str, *, domains: tuple[str, ...] = ()):
-    """Class decorator: ``@register("math", domains=("math",))``."""
+    """Class decorator: ``@register("yesno", domains=("yesno",))``."""
 
     def deco(factory):
         REGISTRY[name] = factory
@@ -88,22 +117,97 @@ def register(name: str, *, domains: tuple[str, ...] = ()):
     return deco
 
 
-def get_verifier(name: str) -> Verifier:
-    from rldata.verify import _load_builtin
-
-    _load_builtin()
+def _import(spec: str) -> Any:
+    mod, _, attr = spec.partition(":")
     try:
-        return REGISTRY[name]()
-    except KeyError:
-        raise KeyError(f"unknown verifier {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+        return getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise RldataError(f"verifier {spec!r} does not import: {e}") from None
+
+
+def _add_class(obj: Any, what: str) -> str:
+    """Register a verifier class found by ``module:Class`` or an entry point under its own ``name``
+    (what its verdict rows record); its ``domains``, if it names any, default to it."""
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name or ":" in name or "@" in name:
+        raise RldataError(f"verifier {what} has no usable 'name' string (a plain name, stored with its results)")
+    if not isinstance(getattr(obj, "version", None), str):
+        raise RldataError(f"verifier {what} has no 'version' string")
+    if not callable(obj) or not callable(getattr(obj, "verify", None)):
+        raise RldataError(f"verifier {what} has no verify() method")
+    have = REGISTRY.get(name)
+    if have is None and name in BUILTIN:
+        have = _import(BUILTIN[name][0])
+    if have is not None and have is not obj:
+        raise RldataError(f"verifier {what} is named {name!r}, the name of another verifier "
+                          f"({have.__module__}.{have.__qualname__})")
+    REGISTRY[name] = obj
+    for d in getattr(obj, "domains", ()) or ():
+        DOMAIN_DEFAULTS.setdefault(d, name)
+    return name
+
+
+def known_verifiers() -> list[str]:
+    """Every name :func:`get_verifier` takes (entry points listed from metadata, not imported)."""
+    from rldata.plugins import entry_point_names
+
+    return sorted(set(REGISTRY) | set(BUILTIN) | set(entry_point_names(_GROUP)))
+
+
+def resolve_name(name: str, *, plugins: bool = True) -> str:
+    """The registry name of a verifier given by name or as ``module:Class``, loading it on first use.
+
+    Looks in order at: what is registered, ``module:Class`` (imported; registered under the class's
+    ``name``), the built-ins, then (``plugins``) the ``rldata.verifiers`` entry points of installed
+    packages.  Raises :class:`UnknownVerifier`.
+    """
+    if name in REGISTRY:
+        return name
+    if ":" in name:
+        if name not in _SPECS or _SPECS[name] not in REGISTRY:
+            _SPECS[name] = _add_class(_import(name), repr(name))
+        return _SPECS[name]
+    if name in BUILTIN:
+        REGISTRY.setdefault(name, _import(BUILTIN[name][0]))
+        return name
+    if plugins:
+        from rldata.plugins import PluginError, load_entry_point
+
+        obj = load_entry_point(_GROUP, name)
+        if obj is not None:
+            got = _add_class(obj, f"{name!r} (entry point {_GROUP})")
+            if got != name:
+                raise PluginError(f"{_GROUP} entry point {name!r} gives a verifier named {got!r}")
+            return name
+    raise UnknownVerifier(f"unknown verifier {name!r}; known: {', '.join(known_verifiers())} "
+                          "(or give one as module:Class)")
+
+
+def load_all() -> None:
+    """Import every built-in verifier (and, with them, their domains); one whose module is missing is skipped."""
+    for name, (spec, _) in BUILTIN.items():
+        try:
+            resolve_name(name, plugins=False)
+        except RldataError:
+            if importlib.util.find_spec(spec.partition(":")[0]) is not None:
+                raise
+
+
+def get_verifier(name: str) -> Verifier:
+    """A new instance of the verifier ``name`` (a registered or built-in name, an entry point, or
+    ``module:Class``); :class:`UnknownVerifier` if there is none."""
+    return REGISTRY[resolve_name(name)]()
 
 
 def for_domain(domain: str) -> Verifier:
     """The default verifier for a task domain (math -> math-verify, code -> sandboxed tests)."""
-    from rldata.verify import _load_builtin
-
-    _load_builtin()
     name = DOMAIN_DEFAULTS.get(domain)
+    if name is None:  # a plugin's class may name the domain: load them all, then look again
+        from rldata.plugins import entry_point_names
+
+        for ep in entry_point_names(_GROUP):
+            resolve_name(ep)
+        name = DOMAIN_DEFAULTS.get(domain)
     if name is None:
-        raise KeyError(f"no verifier for domain {domain!r}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}")
+        raise UnknownVerifier(f"no verifier for domain {domain!r}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}")
     return get_verifier(name)

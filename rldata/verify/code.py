@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rldata.verify.base import Verdict, all_passed, register
+from rldata.verify.base import Verdict, all_passed
 from rldata.verify.code_rules import CodeRules, CodeTests, check_rules, extract_code, parse_tests, same_value
 from rldata.sandbox import HARNESS, SandboxLimits, SandboxResult, run_python
 
@@ -152,7 +152,6 @@ def run_tests(
     return pub, hid
 
 
-@register("code", domains=("code",))
 @dataclass(frozen=True)
 class CodeVerifier:
     """``verify(completion, task)`` -> [rule, public, hidden] verdicts; ``task["tests"]`` is the spec."""

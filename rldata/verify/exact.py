@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from importlib.metadata import version as _pkg_version
 from typing import Any
 
-from rldata.verify.base import Verdict, register
+from rldata.verify.base import Verdict
 from rldata.verify.extract import HEDGE_SEP, TAIL_CHARS, extract_answers
 
 __all__ = ["ExactVerifier", "RegexVerifier", "normalize_text"]
@@ -49,7 +49,6 @@ def _hedged(extracted: str) -> Verdict | None:
     return Verdict(False, 0.0, " | ".join(answers), detail={"reason": "hedged", "answers": answers})
 
 
-@register("exact", domains=("text",))
 class ExactVerifier:
     """``passed`` when the normalized answer equals the normalized ``task["answer"]``."""
 
@@ -76,7 +75,6 @@ class ExactVerifier:
         return self.check(self.extract(completion, task), task)
 
 
-@register("regex")
 class RegexVerifier:
     """``passed`` when ``task["answer"]``, a regex, fully matches the stated answer (or completion).
 

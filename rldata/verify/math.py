@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib.metadata import version as _pkg_version
 from typing import Any
 
-from rldata.verify.base import Verdict, register
+from rldata.verify.base import Verdict
 from rldata.verify.extract import HEDGE_SEP, clean_number, extract_answer, extract_answers
 
 __all__ = ["MAX_ANSWER_CHARS", "MathVerifier", "parse_answer"]
@@ -85,7 +85,6 @@ def _all_same(preds: list[tuple]) -> bool:
     )
 
 
-@register("math", domains=("math", "arith"))
 class MathVerifier:
     """``passed`` when the extracted answer is equivalent to ``task["answer"]`` under math-verify."""
 

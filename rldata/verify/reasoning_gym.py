@@ -39,8 +39,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rldata.errors import RldataError
-from rldata.gym import DOMAIN, make_dataset, rg_version, stored_entry
-from rldata.verify.base import Verdict, register
+from rldata.gym import make_dataset, rg_version, stored_entry
+from rldata.verify.base import Verdict
 from rldata.verify.extract import HEDGE_SEP, NUMBER
 
 __all__ = ["MAX_ANSWER_CHARS", "ReasoningGymVerifier", "guard", "score_entry", "tagged_answers"]
@@ -115,7 +115,6 @@ def score_entry(answer: str, stored, dataset) -> Verdict:
     return Verdict(raw == 1.0, max(float(raw), 0.0), answer, detail=detail)
 
 
-@register("reasoning-gym", domains=(DOMAIN,))
 class ReasoningGymVerifier:
     name = "reasoning-gym"
     # "+1": this module's extraction and guard rules; bump it when they change

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY, Verdict, Verifier
+from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY, UnknownVerifier, Verdict, Verifier, resolve_name
 from rldata.verify.deadline import VerifierTimeout, call_with_deadline
 
 __all__ = [
@@ -63,18 +63,27 @@ class Unit(NamedTuple):
 
 
 def resolve_verifier(name_or_domain: str) -> str:
-    """Registry name for a verifier name or a task domain ("math", "arith" -> "math")."""
-    from rldata.verify import _load_builtin
+    """Registry name for a verifier name, a ``module:Class`` path or a task domain ("arith" -> "math").
 
-    _load_builtin()
-    if name_or_domain in REGISTRY:
-        return name_or_domain
-    if name_or_domain in DOMAIN_DEFAULTS and DOMAIN_DEFAULTS[name_or_domain] in REGISTRY:
-        return DOMAIN_DEFAULTS[name_or_domain]
-    raise KeyError(
-        f"no verifier named {name_or_domain!r} and no verifier for a domain of that name; "
-        f"verifiers: {', '.join(sorted(REGISTRY))}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}"
-    )
+    Registered and built-in names come first, then domains, then installed plugins: a per-item
+    call with a domain never scans the installed packages' metadata.
+    """
+    try:
+        return resolve_name(name_or_domain, plugins=False)
+    except UnknownVerifier:
+        pass
+    if name_or_domain in DOMAIN_DEFAULTS:
+        return resolve_name(DOMAIN_DEFAULTS[name_or_domain])
+    try:
+        return resolve_name(name_or_domain)
+    except UnknownVerifier:
+        from rldata.verify.base import known_verifiers
+
+        raise UnknownVerifier(
+            f"no verifier named {name_or_domain!r} and no verifier for a domain of that name; "
+            f"verifiers: {', '.join(known_verifiers())}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}; "
+            "or give a verifier as module:Class"
+        ) from None
 
 
 _INSTANCES: dict[str, tuple[Callable, Any]] = {}  # per process: verifier name -> (factory, instance)
@@ -178,12 +187,7 @@ def run_units_here(
 
 def _factory(name: str, factories: Mapping[str, Callable] | None) -> Callable:
     f = (factories or {}).get(name) or REGISTRY.get(name)
-    if f is None:
-        from rldata.verify import _load_builtin
-
-        _load_builtin()
-        f = REGISTRY[name]
-    return f
+    return f if f is not None else REGISTRY[resolve_name(name)]
 
 
 def run_units(

@@ -89,7 +89,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
 
     # another temperature never mixes with the first in the ledger; this run composes its rewards from
     # a spec that mixes in the judge (run on the job's engine), z-scores and penalizes length
-    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
 
     reward = RewardSpec(domains={"math": DomainReward(
         alpha=0.5, normalize=True, length_penalty=LengthPenalty(kind="linear", max_tokens=8, buffer=8, coef=0.1))})

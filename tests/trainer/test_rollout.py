@@ -109,7 +109,7 @@ def test_default_reward_is_the_verifier_outcome_and_errors_count_zero():
 
     from rldata.trainer.rollout import _rewards
 
-    from rldata.verify.reward import RewardSpec
+    from rldata.rewards.compose import RewardSpec
 
     groups = [_group("math", [True, False, None, True], [2, 2, 3, 2]), _group("math", [False] * 4, [1, 2, 3, 4])]
     r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)  # [groups, G]
@@ -124,7 +124,7 @@ def test_reward_spec_zscores_per_domain_over_the_round_then_penalizes_length():
     import numpy as np
     from rldata.trainer.rollout import _rewards
 
-    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
 
     spec = RewardSpec(domains={"math": DomainReward(normalize=True, length_penalty=LengthPenalty(
         kind="linear", max_tokens=4, buffer=4, coef=0.5))})
@@ -146,7 +146,7 @@ def test_an_error_never_beats_a_wrong_answer_under_normalize_and_length_penalty(
 
     from rldata.trainer.rollout import _rewards
 
-    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
 
     lp = LengthPenalty(kind="overlong", max_tokens=8, buffer=4, coef=0.5)
     spec = RewardSpec(default=DomainReward(normalize=True, length_penalty=lp))
@@ -163,7 +163,7 @@ def test_dynamic_sampling_decides_on_correctness_and_keeps_the_composed_reward()
     from rldata.trainer.advantages import compute_advantages
     from rldata.trainer.rollout import _rewards, set_advantages
 
-    from rldata.verify.reward import DomainReward, LengthPenalty, RewardSpec
+    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
 
     lp = LengthPenalty(kind="overlong", max_tokens=100, buffer=50, coef=0.01)
     spec = RewardSpec(default=DomainReward(length_penalty=lp))
@@ -191,7 +191,7 @@ def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
     from rldata.trainer.rollout import Group, _rewards, verify_groups
 
     from rldata.engine import Sample
-    from rldata.verify.reward import RewardSpec
+    from rldata.rewards.compose import RewardSpec
 
     texts = [r"\boxed{12}", r"\boxed{9^{9^{9^{9}}}}", r"\boxed{13}", "no idea", r"\boxed{12}", r"\boxed{11}"]
     samples = [Sample(text=t, token_ids=(5,) * 3, prompt_tokens=4, completion_tokens=3, cumulative_logprob=None,
@@ -207,13 +207,13 @@ def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
     assert r.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the timeout scores as wrong, nothing shifts
     assert groups[1].composed["no_answer"].to_list() == [True, False, False]  # "no idea": a parse failure
     # the adversarial case: under normalize the timeout must not beat the wrong answer beside it
-    from rldata.verify.reward import DomainReward
+    from rldata.rewards.compose import DomainReward
 
     z = _rewards(SimpleNamespace(reward=RewardSpec(default=DomainReward(normalize=True)), judge=None), groups)
     assert z[0][1] == pytest.approx(z[0][2]) and z[0][1] < z[0][0]
     import polars as pl
 
-    from rldata.verify.reward import reward_metrics
+    from rldata.rewards.compose import reward_metrics
 
     m = reward_metrics(pl.concat([g.composed for g in groups]))
     assert m["parse_fail/math"] == pytest.approx(1 / 6) and m["reward/n_error/math"] == 1.0

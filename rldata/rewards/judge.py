@@ -11,8 +11,8 @@ start with ``VERDICT``.  Anything else is an error result (``passed=None``, ``er
 never a score.  Verdict and rationale go to ``Verdict.detail`` and from there to the
 ``verifications`` table (``layer="judge"``, verifier ``genrm`` or ``genrm_pair``).
 
-Offline path: :func:`export_preferences` turns judge rows into (chosen, rejected) pairs, JSONL or
-Parquet, for training a smaller reward model.
+The store job that judges stored trajectories is :func:`rldata.jobs.judge.judge_store`; the export
+of judge rows as (chosen, rejected) pairs is :func:`rldata.interop.preferences.export_preferences`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import polars as pl
 
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
@@ -35,9 +32,7 @@ __all__ = [
     "POINTWISE",
     "Judge",
     "JudgeTemplate",
-    "export_preferences",
     "judge_rows",
-    "judge_store",
     "pairwise_prompt",
     "parse_pairwise",
     "parse_pointwise",
@@ -250,154 +245,3 @@ def judge_rows(
             }
         )
     return rows
-
-
-def judge_store(
-    store, judge: Judge, *, mode: str = "pointwise", run_id: str | None = None, limit: int | None = None
-) -> int:
-    """Judge the store's trajectories (of ``run_id``, or all) and append the verdicts; returns rows
-    added.  Pairwise pairs consecutive samples of a task (0 vs 1, 2 vs 3, ...), so each trajectory is
-    in at most one pairwise row.  Already judged trajectories (either side of a pair) are skipped."""
-    if mode not in ("pointwise", "pairwise"):
-        raise RldataError(f"judge mode must be pointwise or pairwise, got {mode!r}")
-    verifier = POINTWISE if mode == "pointwise" else PAIRWISE
-    conds = ["t.traj_id NOT IN (SELECT traj_id FROM verifications WHERE verifier = $v)"]
-    if run_id:
-        conds.append("t.run_id = $run")
-    q = (
-        "SELECT t.traj_id, t.task_id, t.sample_idx, t.completion, k.prompt, k.answer FROM trajectories t "
-        f"JOIN tasks k USING (task_id) WHERE {' AND '.join(conds)} ORDER BY t.task_id, t.sample_idx, t.traj_id"
-    )
-    params = {"v": verifier, **({"run": run_id} if run_id else {})}
-    df = store.sql(q, params=params).pl()
-    if mode == "pointwise":
-        if limit is not None:
-            df = df.head(limit)
-        if df.is_empty():
-            return 0
-        verdicts = judge.pointwise(
-            df["prompt"].to_list(), df["completion"].fill_null("").to_list(), df["answer"].to_list()
-        )
-        rows = judge_rows(
-            verdicts,
-            df["traj_id"].to_list(),
-            df["task_id"].to_list(),
-            verifier=verifier,
-            version=judge.version,
-        )
-    else:
-        done = store.sql("SELECT detail FROM verifications WHERE verifier = $v", params={"v": verifier}).pl()
-        paired = {t for d in done["detail"] for t in (json.loads(d).get("b"),) if t}
-        df = df.filter(~pl.col("traj_id").is_in(list(paired)))  # B sides of earlier pairs are judged too
-        pairs = []
-        for (_task,), g in df.group_by("task_id", maintain_order=True):
-            recs = g.to_dicts()
-            pairs += [(recs[i], recs[i + 1]) for i in range(0, len(recs) - 1, 2)]
-        if limit is not None:
-            pairs = pairs[:limit]
-        if not pairs:
-            return 0
-        verdicts = judge.pairwise(
-            [a["prompt"] for a, _ in pairs],
-            [a["completion"] or "" for a, _ in pairs],
-            [b["completion"] or "" for _, b in pairs],
-        )
-        rows = judge_rows(
-            verdicts,
-            [a["traj_id"] for a, _ in pairs],
-            [a["task_id"] for a, _ in pairs],
-            verifier=verifier,
-            version=judge.version,
-            others=[b["traj_id"] for _, b in pairs],
-        )
-    return store.append("verifications", rows, dedupe=True)
-
-
-def _pairs_pairwise(store) -> pl.DataFrame:
-    q = (
-        "SELECT v.task_id, v.verifier_version AS judge, v.passed, v.detail, k.prompt FROM verifications v "
-        "JOIN tasks k USING (task_id) WHERE v.verifier = $v AND v.layer = 'judge' AND v.passed IS NOT NULL"
-    )
-    df = store.sql(q, params={"v": PAIRWISE}).pl()
-    if df.is_empty():
-        return pl.DataFrame()
-    det = [json.loads(d) for d in df["detail"]]
-    win = [d["a"] if p else d["b"] for d, p in zip(det, df["passed"])]
-    lose = [d["b"] if p else d["a"] for d, p in zip(det, df["passed"])]
-    return df.select("task_id", "prompt", "judge").with_columns(
-        pl.Series("chosen_traj_id", win),
-        pl.Series("rejected_traj_id", lose),
-        pl.Series("rationale", [d.get("rationale", "") for d in det]),
-        pl.lit("pairwise").alias("kind"),
-    )
-
-
-def _pairs_pointwise(store) -> pl.DataFrame:
-    q = (
-        "SELECT v.task_id, v.traj_id, v.verifier_version AS judge, v.passed, v.detail, k.prompt "
-        "FROM verifications v JOIN tasks k USING (task_id) "
-        "WHERE v.verifier = $v AND v.layer = 'judge' AND v.passed IS NOT NULL ORDER BY v.task_id, v.traj_id"
-    )
-    df = store.sql(q, params={"v": POINTWISE}).pl()
-    rows = []
-    for _key, g in df.group_by(["task_id", "judge"], maintain_order=True):
-        pos, neg = g.filter(pl.col("passed")), g.filter(~pl.col("passed"))
-        for p, n in zip(pos.iter_rows(named=True), neg.iter_rows(named=True)):  # each sample in one pair
-            rows.append(
-                {
-                    "task_id": p["task_id"],
-                    "prompt": p["prompt"],
-                    "judge": p["judge"],
-                    "chosen_traj_id": p["traj_id"],
-                    "rejected_traj_id": n["traj_id"],
-                    "rationale": json.loads(p["detail"]).get("rationale", ""),
-                    "kind": "pointwise",
-                }
-            )
-    return pl.DataFrame(rows) if rows else pl.DataFrame()
-
-
-def export_preferences(store, out: str | Path, *, kinds: Sequence[str] = ("pairwise", "pointwise")) -> int:
-    """Write (prompt, chosen, rejected) pairs from the judge rows to ``out`` (.jsonl or .parquet)."""
-    out = Path(out)
-    if out.suffix not in (".jsonl", ".parquet"):
-        raise RldataError(f"{out}: preference export writes .jsonl or .parquet")
-    frames = [
-        f
-        for f in (
-            (_pairs_pairwise(store) if "pairwise" in kinds else pl.DataFrame()),
-            (_pairs_pointwise(store) if "pointwise" in kinds else pl.DataFrame()),
-        )
-        if f.height
-    ]
-    cols = [
-        "task_id",
-        "prompt",
-        "chosen",
-        "rejected",
-        "chosen_traj_id",
-        "rejected_traj_id",
-        "kind",
-        "judge",
-        "rationale",
-    ]
-    if frames:
-        pairs = pl.concat(frames, how="vertical_relaxed")
-        comp = store.sql("SELECT traj_id, completion FROM trajectories").pl()
-        pairs = (
-            pairs.join(
-                comp.rename({"traj_id": "chosen_traj_id", "completion": "chosen"}), on="chosen_traj_id"
-            )
-            .join(
-                comp.rename({"traj_id": "rejected_traj_id", "completion": "rejected"}), on="rejected_traj_id"
-            )
-            .select(cols)
-        )
-    else:
-        pairs = pl.DataFrame({c: [] for c in cols}, schema={c: pl.String for c in cols})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        pairs.write_parquet(out)
-    else:
-        pairs.write_ndjson(out)
-    return pairs.height

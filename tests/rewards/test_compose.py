@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from rldata.errors import RldataError
-from rldata.verify.reward import (
+from rldata.rewards.compose import (
     DomainReward,
     LengthPenalty,
     RewardSpec,
@@ -249,7 +249,7 @@ def _seed_run(store):
 
 
 def test_rewards_for_a_stored_run(store):
-    from rldata.verify.reward import rewards_for_run
+    from rldata.rewards.compose import rewards_for_run
 
     _seed_run(store)
     spec = RewardSpec(domains={"code": DomainReward(alpha=0.5)})

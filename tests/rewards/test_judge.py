@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 
 from rldata.cli import main
-from rldata.verify.judge import (
+from rldata.interop.preferences import export_preferences
+from rldata.rewards.judge import (
     PAIRWISE,
     POINTWISE,
     JudgeTemplate,
     _swap_combine,
-    export_preferences,
     judge_rows,
     pairwise_prompt,
     parse_pairwise,
@@ -140,9 +140,9 @@ def test_verdicts_are_stored_and_exported_as_preferences(store, tmp_path):
     assert json.loads(stored["detail"][0])["rationale"] == "5 is right"
     assert json.loads(stored["detail"][1])["raw"] == "no idea"
 
-    out = tmp_path / "prefs.jsonl"
+    out = tmp_path / "prefs"
     n = export_preferences(store, out)
-    pairs = pl.read_ndjson(out)
+    pairs = pl.read_ndjson(out / "train.jsonl")
     assert n == pairs.height == 4  # 2 pairwise (the error row is left out) + 2 pointwise (t1: 2 pos x 2 neg)
     pw = pairs.filter(pl.col("kind") == "pairwise").sort("task_id")
     assert pw.select("chosen", "rejected").rows() == [("5", "6"), ("16", "61")]
@@ -154,15 +154,15 @@ def test_verdicts_are_stored_and_exported_as_preferences(store, tmp_path):
     assert sorted(pt["chosen"].to_list()) == ["5", "5"] and sorted(pt["rejected"].to_list()) == ["6", "7"]
     assert set(pt["task_id"]) == {"t1"}  # t2's only pointwise verdict was an error
 
-    pq = tmp_path / "prefs.parquet"
-    code = main(["--store", store.root, "judge", "export", str(pq), "--kind", "pairwise"])
-    assert code == 0 and pl.read_parquet(pq).height == 2
+    pq = tmp_path / "prefs-pq"
+    code = main(["--store", store.root, "judge", "export", str(pq), "--format", "parquet", "--kind", "pairwise"])
+    assert code == 0 and pl.read_parquet(pq / "train.parquet").height == 2
     assert main(["--store", store.root, "judge", "export", str(tmp_path / "x.csv")]) == 1
 
 
 def test_export_with_no_judge_rows_writes_an_empty_file(store, tmp_path):
-    out = tmp_path / "none.jsonl"
-    assert export_preferences(store, out) == 0 and out.exists()
+    out = tmp_path / "none"
+    assert export_preferences(store, out) == 0 and (out / "train.jsonl").exists()
 
 
 @pytest.mark.slow
@@ -170,9 +170,11 @@ def test_export_with_no_judge_rows_writes_an_empty_file(store, tmp_path):
 def test_tiny_model_judge_through_the_real_engine(store):
     """The tiny arithmetic model cannot write 'VERDICT: 1': every verdict must come back as an error
     row with the raw output kept, never as a score; a prompt too long for the engine is an error too."""
+    from rldata.jobs.judge import judge_store
+
     from rldata.engine import Engine
     from rldata.params import SamplingSpec
-    from rldata.verify.judge import Judge, judge_store
+    from rldata.rewards.judge import Judge
 
     _seed_store(store)
     tiny = JudgeTemplate(name="tiny", pointwise="{prompt}{response}=", pairwise="{a}-{b}=")
@@ -194,4 +196,4 @@ def test_tiny_model_judge_through_the_real_engine(store):
     assert rows.height == 9 and set(rows["layer"]) == {"judge"}
     assert rows["passed"].null_count() == 9 and rows["error"].null_count() == 0
     assert set(rows["verifier_version"]) == {judge.version} and judge.version.startswith("tiny:")
-    assert export_preferences(store, store.root + "/../prefs.jsonl") == 0
+    assert export_preferences(store, store.root + "/../prefs") == 0

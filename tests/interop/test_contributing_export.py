@@ -1,0 +1,87 @@
+"""docs/contributing.md, "Add an export format", followed literally: the recipe's own code (read from
+the doc) becomes a module, and `rldata export` writes the format from a real store, registered by
+import and through the recipe's entry point in a real (temporary) installed distribution."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from rldata.cli import main
+from rldata.interop import formats, lineage
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "contributing.md"
+
+
+def recipe_blocks(section: str, lang: str) -> list[str]:
+    """The ``lang`` code blocks of a section of docs/contributing.md, dedented."""
+    body = DOC.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    block = re.compile(rf"^( *)```{lang}\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+    return [textwrap.dedent(m.group(2)) for m in block.finditer(body)]
+
+
+@pytest.fixture
+def clean():
+    saved = dict(formats._REGISTRY)
+    yield
+    formats._REGISTRY.clear()
+    formats._REGISTRY.update(saved)
+    for mod in ("contrib_alpaca", "mypkg", "mypkg.export"):
+        sys.modules.pop(mod, None)
+
+
+def _seed(store):
+    store.append("tasks", [{"task_id": f"t{i}", "source": "arith", "domain": "math", "prompt": f"{i}+{i}=",
+                            "answer": str(2 * i)} for i in range(4)])
+    store.append("selections", [
+        {"selection": "band", "task_id": f"t{i}", "decision": "keep" if i != 1 else "drop",
+         "reason": "in_band" if i != 1 else "too_easy", "pass_rate": 0.5, "n": 4, "n_correct": 2}
+        for i in range(4)])
+
+
+def _export_and_read_back(store, out, capsys):
+    code = main(["--store", store.root, "export", "--selection", "band", "--format", "alpaca", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [lineage.MANIFEST_NAME, "train.jsonl"]
+    rows = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    assert rows == [{"instruction": "0+0=", "output": "0"}, {"instruction": "2+2=", "output": "4"},
+                    {"instruction": "3+3=", "output": "6"}]  # kept tasks only, by task id
+    m = lineage.read_manifest(out)
+    assert (m["format"], m["selection"], m["rows"], m["columns"]) == ("alpaca", "band", 3, ["instruction", "output"])
+    assert lineage.verify(out) == [] and m["content_hash"] == lineage.rows_hash(pa.Table.from_pylist(rows))
+
+
+def test_the_recipe_format_registered_by_import(store, tmp_path, monkeypatch, capsys, clean):
+    (code,) = recipe_blocks("Add an export format", "python")
+    (tmp_path / "contrib_alpaca.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("contrib_alpaca")
+    _seed(store)
+    _export_and_read_back(store, tmp_path / "out", capsys)
+
+
+def test_the_recipe_format_through_its_entry_point(store, tmp_path, monkeypatch, capsys, clean):
+    (code,) = recipe_blocks("Add an export format", "python")
+    (toml,) = recipe_blocks("Add an export format", "toml")
+    eps = tomllib.loads(toml)["project"]["entry-points"]
+    assert eps == {"rldata.exports": {"alpaca": "mypkg.export:ALPACA"}}
+    site = tmp_path / "site"
+    (site / "mypkg").mkdir(parents=True)
+    (site / "mypkg" / "__init__.py").write_text("")
+    (site / "mypkg" / "export.py").write_text(code)
+    info = site / "mypkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()))
+    monkeypatch.syspath_prepend(str(site))
+    _seed(store)
+    _export_and_read_back(store, tmp_path / "out", capsys)

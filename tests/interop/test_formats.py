@@ -1,0 +1,63 @@
+"""The export format registry: one record per format, the CLI's choices and help generated from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rldata.cli import main
+from rldata.errors import RldataError
+from rldata.interop import formats
+from rldata.interop.export import FORMATS, ExportSpec
+from rldata.interop.formats import ExportFormat, UnknownFormat, format_names, get_format, register_format
+
+
+@pytest.fixture
+def registry():
+    saved = dict(formats._REGISTRY)
+    yield formats._REGISTRY
+    formats._REGISTRY.clear()
+    formats._REGISTRY.update(saved)
+
+
+def test_builtin_formats_are_records_in_their_namespaces():
+    assert FORMATS == ("verl", "trl", "openrlhf", "hf", "jsonl")
+    assert format_names("selection", plugins=False) == list(FORMATS)
+    assert format_names("rollouts", plugins=False) == ["jsonl", "hf"]
+    assert format_names("preferences", plugins=False) == ["jsonl", "parquet"]
+    verl = get_format("verl")
+    assert verl.options == ("data_source", "env") and verl.prepare is not None and verl.help
+    assert get_format("hf", "rollouts").write is get_format("hf").write  # one writer, shared
+    with pytest.raises(UnknownFormat, match="unknown export format 'verl' for conversations"):
+        get_format("verl", "rollouts")
+    with pytest.raises(ValueError, match="namespace must be one of"):
+        ExportFormat("x", write=formats.write_jsonl, namespace="nowhere")
+
+
+def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registry):
+    rec = register_format(ExportFormat("toy-call", write=formats.write_jsonl))
+    assert get_format("toy-call") is rec and ExportSpec("s", "toy-call").format == "toy-call"
+
+    @register_format(name="toy-deco", write=formats.write_parquet, options=("split",), help="h")
+    def build(frame, spec):
+        return frame
+
+    assert get_format("toy-deco").build is build and get_format("toy-deco").options == ("split",)
+    assert register_format(rec) is rec  # the same record again is fine (a module imported twice)
+    with pytest.raises(RldataError, match="already registered"):
+        register_format(ExportFormat("toy-call", write=formats.write_parquet))
+    register_format(ExportFormat("toy-call", write=formats.write_parquet), replace=True)
+    assert get_format("toy-call").write is formats.write_parquet
+    with pytest.raises(ValueError, match="format must be one of verl, trl, openrlhf, hf, jsonl, toy-call"):
+        ExportSpec("s", "csv")
+
+
+def test_cli_help_and_errors_come_from_the_registry(capsys):
+    assert main(["export", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())  # rich draws a box around options
+    for ns in ("selection", "rollouts"):
+        for name in format_names(ns, plugins=False):
+            assert name in text
+    assert "Layout: verl, trl, openrlhf, hf, jsonl; with --rollouts: jsonl, hf." in text
+    code = main(["export", "--selection", "s", "--format", "csv", "--out", "x"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown export format 'csv'; choices: verl, trl, openrlhf, hf, jsonl" in err
