@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
-from rldata.errors import InputError, RldataError
+from rldata.errors import RldataError
 from rldata.sql_guard import check_predicate
 
 __all__ = ["register", "train"]
@@ -28,14 +28,12 @@ _TRACKER_DIR = typer.Option(None, "--tracker-dir", help="Where the tracker write
 
 
 def _config(config: Path | None, overrides: dict):
-    from rldata.trainer.config import ConfigError, TrainConfig
+    from rldata.trainer.config import TrainConfig
 
     if config is not None:
         return TrainConfig.from_yaml(config, **overrides)
-    try:
-        return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
-    except ConfigError as e:
-        raise InputError("command line", None, e.reason, field=e.field) from None
+    # a ConfigError names the field; main() puts the option that set it in front
+    return TrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None})
 
 
 def train(
