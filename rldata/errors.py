@@ -7,7 +7,7 @@ the flag that feeds that field in front of the message (``--band: band must be .
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "InputError", "RldataError", "SchemaError"]
+__all__ = ["ConfigError", "InputError", "RldataError", "SchemaError", "UnknownNameError"]
 
 
 class RldataError(Exception):
@@ -31,6 +31,16 @@ class ConfigError(RldataError, ValueError):
 
     def __init__(self, message: str, *, field: str | None):
         super().__init__(message, field=field)
+
+
+class UnknownNameError(RldataError, KeyError):
+    """A name (table, verifier, preset, estimator) nothing is registered under; the message lists the known ones.
+
+    A KeyError too, for older callers; printed as its message (KeyError alone would quote it).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class SchemaError(RldataError, ValueError):

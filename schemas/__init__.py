@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from rldata.errors import UnknownNameError
+
 __all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
@@ -236,7 +238,7 @@ def get(name: str) -> TableSchema:
     try:
         return TABLES[name]
     except KeyError:
-        raise KeyError(f"unknown table {name!r}; tables: {', '.join(TABLES)}") from None
+        raise UnknownNameError(f"unknown table {name!r}; tables: {', '.join(TABLES)}", field="table") from None
 
 
 def table_names() -> list[str]:

@@ -56,6 +56,8 @@ FIELD_FLAGS = {
     "round_size": "--round",
     "timeout_s": "--timeout",
     "storage_options": "--storage-option",
+    "run_ids": "--run",
+    "root": "--store",
 }
 
 
@@ -63,9 +65,9 @@ def _options(cmd) -> list:
     return [p for p in getattr(cmd, "params", []) if getattr(p, "param_type_name", None) == "option"]
 
 
-def _command_of(root, argv: list[str]):
-    """The (sub)command ``argv`` runs, walking groups by name; skips the values of value options."""
-    cmd, args = root, list(argv)
+def _commands_of(root, argv: list[str]) -> list:
+    """The (sub)command ``argv`` runs and the groups above it, leaf first; skips the values of value options."""
+    cmd, args, chain = root, list(argv), [root]
     while getattr(cmd, "commands", None) and args:  # a group (typer vendors click: duck-typed)
         takes_value = {o for p in _options(cmd) if not p.is_flag for o in p.opts}
         i = 0
@@ -74,7 +76,8 @@ def _command_of(root, argv: list[str]):
         if i >= len(args) or args[i] not in cmd.commands:
             break
         cmd, args = cmd.commands[args[i]], args[i + 1:]
-    return cmd
+        chain.append(cmd)
+    return chain[::-1]
 
 
 def flag_for(root, argv: list[str], field: str | None) -> str | None:
@@ -82,10 +85,10 @@ def flag_for(root, argv: list[str], field: str | None) -> str | None:
     if not field:
         return None
     try:
-        cmd = _command_of(root, argv)
+        chain = _commands_of(root, argv)
     except Exception:  # noqa: BLE001 - only a nicer message is at stake; never mask the real error
         return None
-    options = _options(cmd)
+    options = [o for cmd in chain for o in _options(cmd)]  # the command's own first, then --store & co
     longs = {o for p in options for o in p.opts if o.startswith("--")}
     want = FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
     if want in longs:

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from rldata.envs.base import BaseEnv, Message, StepResult, register
+from rldata.errors import ConfigError
 
 __all__ = ["CalcError", "CalculatorEnv", "evaluate", "format_number"]
 
@@ -116,7 +117,7 @@ class CalculatorEnv(BaseEnv):
     def __init__(self, *, system_prompt: str | None = None, max_calls: int = 4, **config: Any):
         super().__init__(system_prompt=system_prompt, **config)
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
-            raise ValueError(f"max_calls must be a positive integer, got {max_calls!r}")
+            raise ConfigError(f"max_calls must be a positive integer, got {max_calls!r}", field="max_calls")
         self.max_calls = max_calls
         self.calls = 0
 

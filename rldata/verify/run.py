@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from rldata.errors import UnknownNameError
 from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY, Verdict, Verifier
 from rldata.verify.deadline import VerifierTimeout, call_with_deadline
 
@@ -71,9 +72,9 @@ def resolve_verifier(name_or_domain: str) -> str:
         return name_or_domain
     if name_or_domain in DOMAIN_DEFAULTS and DOMAIN_DEFAULTS[name_or_domain] in REGISTRY:
         return DOMAIN_DEFAULTS[name_or_domain]
-    raise KeyError(
+    raise UnknownNameError(
         f"no verifier named {name_or_domain!r} and no verifier for a domain of that name; "
-        f"verifiers: {', '.join(sorted(REGISTRY))}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}"
+        f"verifiers: {', '.join(sorted(REGISTRY))}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}", field="verifier"
     )
 
 
