@@ -22,7 +22,7 @@ def _error(capsys, *argv) -> tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("rldata: error: "), err
+    assert len(lines) == 1 and lines[0].startswith("rldata: error: ") and out == "", err
     return code, lines[0].removeprefix("rldata: error: ")
 
 
