@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from rldata.envs.base import BaseEnv, Message, StepResult, register
-from rldata.errors import ConfigError
 
 __all__ = ["CalcError", "CalculatorEnv", "evaluate", "format_number"]
 
@@ -117,7 +116,7 @@ class CalculatorEnv(BaseEnv):
     def __init__(self, *, system_prompt: str | None = None, max_calls: int = 4, **config: Any):
         super().__init__(system_prompt=system_prompt, **config)
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
-            raise ConfigError(f"max_calls must be a positive integer, got {max_calls!r}", field="max_calls")
+            raise ValueError(f"max_calls must be a positive integer, got {max_calls!r}")
         self.max_calls = max_calls
         self.calls = 0
 

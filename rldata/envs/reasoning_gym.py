@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rldata.envs.base import BaseEnv, Message, StepResult, register
-from rldata.errors import ConfigError
 from rldata.gym import make_dataset, rg_version
 
 __all__ = ["ReasoningGymEnv"]
@@ -30,7 +29,7 @@ class ReasoningGymEnv(BaseEnv):
                  config: Mapping[str, Any] | None = None, seed: int = 0, **extra: Any):
         super().__init__(system_prompt=system_prompt, **extra)
         if not isinstance(dataset, str) or not dataset:
-            raise ConfigError("config key 'dataset': expected a reasoning-gym dataset name", field="dataset")
+            raise ValueError("config key 'dataset': expected a reasoning-gym dataset name")
         make_dataset(dataset, config or {}, seed=seed)  # unknown name, bad config, missing package: fail here
         self.dataset, self.config, self.seed = dataset, dict(config or {}), seed
 
