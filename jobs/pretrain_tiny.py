@@ -30,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rldata.errors import ConfigError
+
 __all__ = [
     "CHARS",
     "CHAT_TEMPLATE",
@@ -94,9 +96,9 @@ class TinyConfig:
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError("hidden_size must be a multiple of num_attention_heads")
+            raise ConfigError("hidden_size must be a multiple of num_attention_heads", field="hidden_size")
         if min(self.hidden_size, self.intermediate_size, self.num_hidden_layers, self.max_position_embeddings) < 1:
-            raise ValueError("model sizes must be positive")
+            raise ConfigError("model sizes must be positive", field="hidden_size")
 
 
 @dataclass(frozen=True)
@@ -116,14 +118,14 @@ class TrainConfig:
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1:
-            raise ValueError("steps and batch_size must be >= 1")
+            raise ConfigError("steps and batch_size must be >= 1", field="steps" if self.steps < 1 else "batch_size")
         if not self.lr > 0:
-            raise ValueError("lr must be > 0")
+            raise ConfigError("lr must be > 0", field="lr")
         if not self.level_weights or min(self.level_weights.values()) < 0:
-            raise ValueError("level_weights must be non-negative and not empty")
+            raise ConfigError("level_weights must be non-negative and not empty", field="level_weights")
         for name in ("plain_share", "tool_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}", field=name)
 
 
 def build_char_tokenizer():

@@ -30,7 +30,7 @@ import pyarrow as pa
 from rldata.adaptive.rules import Decision, band_text, decide_frame, ledger_columns
 from rldata.console import log, progress
 from rldata.engine import model_context, model_identity
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
 from rldata.rollout.episodes import Rollout
@@ -62,9 +62,9 @@ class SampleJob:
 
     def __post_init__(self):
         if self.where and self.selection:
-            raise RldataError("give --where or --selection, not both")
+            raise ConfigError("give where or selection, not both", field="selection")
         if self.batch_tasks < 1:
-            raise RldataError("batch_tasks must be >= 1")
+            raise ConfigError("batch_tasks must be >= 1", field="batch_tasks")
         self.reward.check_max_tokens(self.spec.max_tokens)
         if self.adaptive is not None and self.adaptive.rule != "fixed" and self.reward.needs_judge(["math", "code"]):
             raise RldataError("adaptive sampling decides on the verifier's outcome: a reward spec with a judge "

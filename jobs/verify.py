@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from rldata.console import log, progress
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, verifier_key
 from rldata.runs import record_run
 from rldata.store import Store
@@ -47,9 +47,9 @@ class VerifyJob:
 
     def __post_init__(self):
         if self.batch < 1:
-            raise RldataError(f"--batch must be >= 1, got {self.batch}")
+            raise ConfigError(f"batch must be >= 1, got {self.batch}", field="batch")
         if self.timeout_s <= 0:
-            raise RldataError(f"--timeout must be > 0, got {self.timeout_s}")
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}", field="timeout_s")
 
 
 @dataclass
@@ -86,7 +86,7 @@ def select_trajectories(store: Store, *, run_id: str | None = None, where: str |
     except Exception as e:
         if not where:
             raise
-        raise RldataError(f"--where {where!r}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"where {where!r}: {str(e).splitlines()[0]}", field="where") from None
 
 
 def _verifiers(job: VerifyJob, domains: list[str]) -> dict[str, tuple[str, str]]:
@@ -125,7 +125,7 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
     sel = select_trajectories(store, run_id=job.run_id, where=job.where)
     if sel.height == 0:
         what = " and ".join(x for x in (f"run {job.run_id!r}" if job.run_id else "",
-                                        f"--where {job.where!r}" if job.where else "") if x)
+                                        f"where {job.where!r}" if job.where else "") if x)
         raise RldataError("no trajectories to verify" + (f" for {what}" if what else ": the store has none"))
     verifiers = _verifiers(job, sel["domain"].unique().sort().to_list())
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}

@@ -9,9 +9,9 @@ One verb per stage, each ``verb(store, *, ...)`` returning a frozen result with 
 # The packages rldata.ingest, rldata.verify and rldata.report share their names with verbs.  Importing
 # them first means the verbs bound below win the attribute (a submodule import sets its parent's
 # attribute only when it first loads); ``from rldata.verify import ...`` still reaches the package.
-import rldata.ingest
-import rldata.report
-import rldata.verify
+import rldata.ingest  # noqa: F401
+import rldata.report  # noqa: F401
+import rldata.verify  # noqa: F401
 from rldata._version import __version__
 from rldata.api import export, filter, ingest, report, sample, stratify, train, verify  # noqa: A004
 from rldata.errors import InputError, RldataError, SchemaError

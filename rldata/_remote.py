@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError
 
 __all__ = ["one_line", "parse_storage_options", "polars_storage_options", "redact"]
 
@@ -37,7 +37,7 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, str] | None:
     for i, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():  # not echoed: a malformed option may hold a secret
-            raise RldataError(f"--storage-option expects KEY=VALUE: option {i} has no key or no '='")
+            raise ConfigError(f"storage_options expects KEY=VALUE: option {i} has no key or no '='", field="storage_options")
         out[key.strip()] = value
         if key.strip().lower() in _SECRET_KEYS and value:
             _seen_secrets.add(value)
@@ -79,7 +79,7 @@ def polars_storage_options(options: dict[str, str] | None) -> dict[str, object] 
             try:
                 out[k.lower()] = int(v)
             except ValueError:
-                raise RldataError(f"--storage-option {k} expects a whole number") from None
+                raise ConfigError(f"storage_options {k} expects a whole number", field="storage_options") from None
         else:
             out[k] = v
     return out

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
 __all__ = ["CLASSES", "AuditResult", "add_to_report", "audit_store", "classify", "html_section", "print_audit"]
 
@@ -96,7 +96,7 @@ def _outcomes(store, cond: str, params: dict, *, run_id: str | None, where: str 
     except Exception as e:
         if not where:
             raise
-        raise RldataError(f"--where {where!r}: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"where {where!r}: {str(e).splitlines()[0]}", field="where") from None
 
 
 def _reasons(details) -> set[str]:
@@ -176,7 +176,7 @@ def audit_store(store, *, verifier: str, against: str, run_id: str | None = None
     """Compare ``verifier`` with ``against`` (another verifier or ``labels``) on the trajectories
     both have scored (optionally one run's, or those matching ``where``)."""
     if verifier == LABELS:
-        raise RldataError("--verifier names the verifier audited; labels go in --against")
+        raise ConfigError("verifier names the verifier audited; labels go in against", field="verifier")
     ca, pa_, name_a = _side(store, verifier)
     cb, pb, name_b = _side(store, against)
     pb = {f"{k}_b": v for k, v in pb.items()}

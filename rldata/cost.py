@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.dataset as pads
 
 from rldata._read import read_where
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
 __all__ = [
     "GEN_FLOPS_PER_PARAM_TOKEN",
@@ -79,20 +79,20 @@ class CostSpec:
 
     def __post_init__(self):
         if not self.tflops > 0:
-            raise RldataError(f"--tflops must be > 0, got {self.tflops}")
+            raise ConfigError(f"tflops must be > 0, got {self.tflops}", field="tflops")
         if not 0 < self.mfu <= 1:
-            raise RldataError(f"--mfu must be in (0, 1], got {self.mfu}")
+            raise ConfigError(f"mfu must be in (0, 1], got {self.mfu}", field="mfu")
 
     @classmethod
     def from_gpu(cls, gpu: str | None, *, tflops: float | None = None, mfu: float = TRAIN_MFU) -> CostSpec:
         if tflops is not None:
             return cls(tflops, mfu)
         if gpu is None:
-            raise RldataError(f"give --tflops or --gpu ({', '.join(GPUS)})")
+            raise ConfigError(f"give tflops or gpu ({', '.join(GPUS)})", field="gpu")
         if gpu.lower() not in GPUS:
-            raise RldataError(
-                f"unknown GPU {gpu!r}; presets: {', '.join(f'{k} ({v:g} TFLOPS)' for k, v in GPUS.items())}"
-            )
+            raise ConfigError(
+                f"unknown GPU {gpu!r}; presets: {', '.join(f'{k} ({v:g} TFLOPS)' for k, v in GPUS.items())}",
+                field="gpu")
         return cls(GPUS[gpu.lower()], mfu)
 
 

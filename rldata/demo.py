@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rldata.console import log
+from rldata.errors import ConfigError
 from rldata.store import Store
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
@@ -46,7 +47,8 @@ class DemoConfig:
 
     def __post_init__(self):
         if min(self.tasks, self.n, self.steps, self.eval_tasks) < 1:
-            raise ValueError("tasks, n, steps and eval_tasks must be >= 1")
+            raise ConfigError("tasks, n, steps and eval_tasks must be >= 1",
+                              field=next(f for f in ("tasks", "n", "steps", "eval_tasks") if getattr(self, f) < 1))
 
 
 def _stage(name: str):

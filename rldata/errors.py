@@ -1,20 +1,46 @@
-"""Errors a user can act on.  The CLI prints their message as one line and exits non-zero."""
+"""Errors a user can act on.  The CLI prints their message as one line and exits non-zero.
+
+A message names the library's own field (``band``, ``n``, ``max_staleness``), never a CLI flag:
+the library is called from Python too.  An error about one field sets ``field``; the CLI then puts
+the flag that feeds that field in front of the message (``--band: band must be ...``).
+"""
 
 from __future__ import annotations
 
-__all__ = ["RldataError", "SchemaError", "InputError"]
+__all__ = ["ConfigError", "InputError", "RldataError", "SchemaError", "UnknownNameError"]
 
 
 class RldataError(Exception):
-    """Base class: a failure with a message meant for the user (no traceback needed)."""
+    """Base class: a failure with a message meant for the user (no traceback needed).
+
+    ``field``: the parameter or config field the error is about (None when it is about no single
+    one).  SchemaError and InputError use it for a table column or a record's field.
+    """
 
     exit_code = 1
-    field: str | None = None  # the parameter or config field the error is about (the CLI names its flag)
+    field: str | None = None
 
     def __init__(self, *args, field: str | None = None):
         super().__init__(*args)
         if field is not None:
             self.field = field
+
+
+class ConfigError(RldataError, ValueError):
+    """A bad parameter or config value; ``field`` names it.  A ValueError too, for older callers."""
+
+    def __init__(self, message: str, *, field: str | None):
+        super().__init__(message, field=field)
+
+
+class UnknownNameError(RldataError, KeyError):
+    """A name (table, verifier, preset, estimator) nothing is registered under; the message lists the known ones.
+
+    A KeyError too, for older callers; printed as its message (KeyError alone would quote it).
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class SchemaError(RldataError, ValueError):

@@ -71,8 +71,8 @@ def _check_config(config: Any) -> dict[str, Any]:
         raise GymError(f"reasoning-gym config: expected a JSON object, got {type(config).__name__}")
     bad = [k for k in config if k in _RESERVED]
     if bad:
-        raise GymError(f"reasoning-gym config: {bad[0]!r} is set by --{'n' if bad[0] == 'size' else 'seed'}, "
-                       "not by --config")
+        raise GymError(f"reasoning-gym config: {bad[0]!r} is set by {'n' if bad[0] == 'size' else 'seed'}, "
+                       "not by config", field="config")
     try:
         json.dumps(dict(config), allow_nan=False)
     except (TypeError, ValueError) as e:

@@ -11,6 +11,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
+from rldata.errors import ConfigError
+
 __all__ = ["SamplingSpec"]
 
 
@@ -26,13 +28,13 @@ class SamplingSpec:
 
     def __post_init__(self):
         if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+            raise ConfigError(f"n must be >= 1, got {self.n}", field="n")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}", field="temperature")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}", field="top_p")
         if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}", field="max_tokens")
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def to_dict(self, *, with_seed: bool = True) -> dict:

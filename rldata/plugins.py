@@ -19,6 +19,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from rldata.errors import ConfigError
 from rldata.errors import RldataError
 
 __all__ = ["GROUPS", "PluginError", "entry_point_names", "load_entry_point"]
@@ -32,7 +33,7 @@ class PluginError(RldataError):
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
     if group not in GROUPS:
-        raise ValueError(f"unknown plugin group {group!r}; groups: {', '.join(GROUPS)}")
+        raise ConfigError(f"unknown plugin group {group!r}; groups: {', '.join(GROUPS)}", field="group")
     return list(metadata.entry_points(group=group))
 
 

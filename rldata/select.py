@@ -35,7 +35,7 @@ import polars as pl
 from rldata._read import first_match, read_where
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
 from rldata.curriculum.config import check_writable
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.results import Result
 from rldata.schemas import SELECTIONS
 
@@ -79,9 +79,9 @@ class Band:
 
     def __post_init__(self):
         if not (0.0 <= self.low <= 1.0 and 0.0 <= self.high <= 1.0):
-            raise RldataError(f"band edges must lie in [0, 1], got {self.low},{self.high}")
+            raise ConfigError(f"band edges must lie in [0, 1], got {self.low},{self.high}", field="band")
         if self.low > self.high:
-            raise RldataError(f"band low {self.low} is above high {self.high}")
+            raise ConfigError(f"band low {self.low} is above high {self.high}", field="band")
 
     @classmethod
     def parse(cls, text: str, *, inclusive: bool = True) -> Band:
@@ -90,7 +90,7 @@ class Band:
         try:
             lo, hi = (float(p) for p in parts)
         except ValueError:
-            raise RldataError(f"--band must be LO,HI (two numbers in [0, 1]), got {text!r}") from None
+            raise ConfigError(f"band must be LO,HI (two numbers in [0, 1]), got {text!r}", field="band") from None
         return cls(lo, hi, inclusive)
 
     def fractions(self) -> tuple[Fraction, Fraction]:
@@ -187,15 +187,15 @@ def resolve_key(
             continue
         sub = combos.filter(pl.col(col) == val)
         if sub.height == 0:
-            raise RldataError(f"no passrates for {col} {val!r}; {col}s: {_choices(combos, col)}")
+            raise ConfigError(f"no passrates for {col} {val!r}; {col}s: {_choices(combos, col)}", field=col)
         combos = sub
     out = {}
     for col in KEY:
         vals = combos[col].unique().to_list()
         if len(vals) > 1:
-            raise RldataError(
-                f"passrates hold several {col}s, pick one with --{col.replace('_', '-')}: "
-                f"{_choices(combos, col)}"
+            raise ConfigError(
+                f"passrates hold several {col}s, pick one by {col}: "
+                f"{_choices(combos, col)}", field=col
             )
         out[col] = vals[0]
     return out
@@ -269,7 +269,7 @@ def filter_store(
     if min_n is None:
         min_n = default_min_n(default_n(rates))  # adaptive rows count as their N, not their early stop
     if min_n < 1:
-        raise RldataError(f"--min-n must be >= 1, got {min_n}")
+        raise ConfigError(f"min_n must be >= 1, got {min_n}", field="min_n")
     # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive.filter)
     decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
     decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
@@ -312,22 +312,22 @@ def parse_buckets(text: str) -> list[Bucket]:
     for i, part in enumerate(p.strip() for p in text.split(",") if p.strip()):
         m = re.fullmatch(r"([^:]+):\s*([0-9.eE+-]+)\s*-\s*([0-9.eE+-]+)", part)
         if not m:
-            raise RldataError(f"--buckets item {i + 1} {part!r}: expected NAME:LOW-HIGH, e.g. easy:0.7-0.9")
+            raise ConfigError(f"buckets item {i + 1} {part!r}: expected NAME:LOW-HIGH, e.g. easy:0.7-0.9", field="buckets")
         try:
             out.append(Bucket(m.group(1).strip(), float(m.group(2)), float(m.group(3))))
         except (CurriculumError, ValueError) as e:
-            raise RldataError(f"--buckets item {i + 1} {part!r}: {e}") from None
+            raise ConfigError(f"buckets item {i + 1} {part!r}: {e}", field="buckets") from None
     try:
         check_buckets(out)
     except CurriculumError as e:
-        raise RldataError(f"--buckets: {e.reason}") from None
+        raise ConfigError(f"buckets: {e.reason}", field="buckets") from None
     return out
 
 
 def quantile_buckets(pass_rates: pl.Series, q: int) -> list[Bucket]:
     """About equal-count buckets by pass rate; ties at a cut go up, so fewer buckets may come back."""
     if q < 1:
-        raise RldataError(f"--quantiles must be >= 1, got {q}")
+        raise ConfigError(f"quantiles must be >= 1, got {q}", field="quantiles")
     pr = pass_rates.drop_nulls().sort()
     if pr.len() == 0:
         raise RldataError("no kept tasks to cut into quantiles")
@@ -439,7 +439,7 @@ def stratify_store(
 ) -> StratifyResult:
     """Bucket the kept tasks of ``selection`` (one commit) and write the curriculum file ``out``."""
     if (buckets is None) == (quantiles is None):
-        raise RldataError("give exactly one of --buckets and --quantiles")
+        raise ConfigError("give exactly one of buckets and quantiles", field="buckets")
     if out is not None:
         check_writable(out)  # before the commit below: a bad path must not leave buckets half-done
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)

@@ -22,6 +22,8 @@ from typing import TypeVar
 
 import polars as pl
 
+from rldata.errors import ConfigError
+
 __all__ = [
     "Z95",
     "pass_at_k",
@@ -38,7 +40,7 @@ Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 def _check_counts(n: int, c: int) -> None:
     if n < 0 or c < 0 or c > n:
-        raise ValueError(f"need 0 <= n_correct <= n, got n_correct={c}, n={n}")
+        raise ConfigError(f"need 0 <= n_correct <= n, got n_correct={c}, n={n}", field="n_correct")
 
 
 def wilson_interval(n_correct: int, n: int, *, z: float = Z95) -> tuple[float, float]:
@@ -58,7 +60,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from c correct of n samples (1 <= k <= n)."""
     _check_counts(n, c)
     if not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+        raise ConfigError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}", field="k")
     if n - c < k:  # every k-subset contains a correct sample
         return 1.0
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
@@ -84,7 +86,7 @@ def pass_at_k_expr(k: int, n: str = "n", correct: str = "n_correct") -> pl.Expr:
     Null where k > n (no unbiased estimate) or the counts are invalid.
     """
     if k < 1:
-        raise ValueError(f"pass@k needs k >= 1, got {k}")
+        raise ConfigError(f"pass@k needs k >= 1, got {k}", field="k")
     nn, c = pl.col(n).cast(pl.Int64), pl.col(correct).cast(pl.Int64)
     # log prod_{i=n-c+1..n} (1 - k/i); the terms are only used where n - c >= k, so all are > 0
     log_miss = pl.int_ranges(nn - c + 1, nn + 1).list.eval((-k / pl.element()).log1p()).list.sum()

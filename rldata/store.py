@@ -27,7 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
 __all__ = ["Store", "open_store", "DEFAULT_STORE", "DamagedTableError"]
@@ -419,11 +419,11 @@ def check_store_root(root: str | os.PathLike, *, create: bool) -> None:
         return
     path = Path(root.removeprefix("file://"))
     if path.exists() and not path.is_dir():
-        raise RldataError(f"store {path} is a file, not a store directory (check --store / $RLDATA_STORE)")
+        raise ConfigError(f"store {path} is a file, not a store directory", field="root")
     if create:
         return
     if not path.exists():
-        raise RldataError(f"no store at {path.absolute()} (check --store / $RLDATA_STORE; "
-                          "commands that write, such as ingest, create one)")
+        raise ConfigError(f"no store at {path.absolute()} (commands that write, such as ingest, "
+                          "create one)", field="root")
     if not any((path / name / "_delta_log").is_dir() for name in schemas.TABLES):
-        raise RldataError(f"{path.absolute()} is not an rldata store: it holds none of its tables")
+        raise ConfigError(f"{path.absolute()} is not an rldata store: it holds none of its tables", field="root")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from rldata.errors import RldataError
+from rldata.errors import RldataError, UnknownNameError
 
 __all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "register", "table_names"]
 
@@ -272,7 +272,7 @@ def get(name: str) -> TableSchema:
     try:
         return TABLES[name]
     except KeyError:
-        raise KeyError(f"unknown table {name!r}; tables: {', '.join(TABLES)}") from None
+        raise UnknownNameError(f"unknown table {name!r}; tables: {', '.join(TABLES)}", field="table") from None
 
 
 def table_names() -> list[str]:

@@ -112,7 +112,7 @@ def test_classify_reads_what_exists():
 def test_audit_errors(store):
     with pytest.raises(RldataError, match="no verifications from 'math'"):
         audit_store(store, verifier="math", against="labels")
-    with pytest.raises(RldataError, match="labels go in --against"):
+    with pytest.raises(RldataError, match="labels go in against"):
         audit_store(store, verifier="labels", against="math")
 
 

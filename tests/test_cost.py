@@ -36,7 +36,7 @@ def test_presets_and_errors():
     assert CostSpec.from_gpu("h100", tflops=500).tflops == 500  # explicit --tflops wins
     with pytest.raises(RldataError, match="unknown GPU 'z80'.*h100"):
         CostSpec.from_gpu("z80")
-    with pytest.raises(RldataError, match="--tflops or --gpu"):
+    with pytest.raises(RldataError, match="give tflops or gpu"):
         CostSpec.from_gpu(None)
     with pytest.raises(RldataError, match="mfu"):
         CostSpec(989, 1.5)

@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rldata import open_store, schemas
-from rldata.adaptive_filter import selection_rules
+from rldata.adaptive.filter import selection_rules
 from rldata.errors import RldataError
 from rldata.ledger import passrate_row, recompute_passrates
 from rldata.migrate import STEPS, table_version

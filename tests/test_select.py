@@ -225,7 +225,7 @@ def test_bad_input_writes_nothing(store):
     v = store.version("selections")
     with pytest.raises(RldataError, match="selection name"):
         filter_store(store, name="x' OR '1'='1", band=Band(0.1, 0.9))
-    with pytest.raises(RldataError, match="min-n"):
+    with pytest.raises(RldataError, match="min_n must be >= 1"):
         filter_store(store, name="x", band=Band(0.1, 0.9), min_n=0)
     result, rows = filter_store(store, name="x", band=Band(0.1, 0.9), dry_run=True)
     assert result.selections_version is None and rows.height == 17

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rldata.errors import ConfigError
+
 __all__ = ["ESTIMATORS", "compute_advantages", "drgrpo", "grpo", "register", "zero_variance_groups"]
 
 Estimator = Callable[..., np.ndarray]
@@ -58,7 +60,8 @@ def compute_advantages(rewards, *, estimator: str = "grpo", eps: float = 1e-6) -
     try:
         fn = ESTIMATORS[estimator]
     except KeyError:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; known: {', '.join(ESTIMATORS)}") from None
+        raise ConfigError(f"unknown advantage estimator {estimator!r}; known: {', '.join(ESTIMATORS)}",
+                          field="advantage") from None
     return fn(rewards, eps=eps)
 
 

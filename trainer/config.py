@@ -16,6 +16,7 @@ import yaml
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
+from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
 from rldata.params import SamplingSpec
 
@@ -24,12 +25,12 @@ __all__ = ["MODES", "ConfigError", "TrainConfig"]
 MODES = ("sync", "async")
 
 
-class ConfigError(ValueError):
-    """A bad config value; ``field`` names it."""
+class ConfigError(_RldataConfigError):
+    """A bad config value; ``field`` names it (an RldataError, and a ValueError for older callers)."""
 
     def __init__(self, field_name: str, reason: str):
-        self.field, self.reason = field_name, reason
-        super().__init__(f"{field_name}: {reason}")
+        self.reason = reason
+        super().__init__(f"{field_name}: {reason}", field=field_name)
 
 
 def _need(ok: bool, name: str, reason: str) -> None:

@@ -33,6 +33,8 @@ from typing import Literal
 
 import torch
 
+from rldata.errors import ConfigError
+
 __all__ = ["AGGREGATIONS", "KL_CLAMP", "behaviour_weight", "grpo_loss", "k3_kl"]
 
 AGGREGATIONS = ("token", "sequence")
@@ -77,11 +79,11 @@ def grpo_loss(
     count (``agg="sequence"``).
     """
     if agg not in AGGREGATIONS:
-        raise ValueError(f"agg must be one of {AGGREGATIONS}, got {agg!r}")
+        raise ConfigError(f"agg must be one of {AGGREGATIONS}, got {agg!r}", field="agg")
     if kl_coef and ref_logp is None:
-        raise ValueError("kl_coef > 0 needs ref_logp")
+        raise ConfigError("kl_coef > 0 needs ref_logp", field="kl_coef")
     if behav_cap < 1.0:
-        raise ValueError(f"behav_cap must be >= 1, got {behav_cap}")
+        raise ConfigError(f"behav_cap must be >= 1, got {behav_cap}", field="behav_weight_cap")
     real = mask > 0  # [B, T] bool
     zero = torch.zeros((), dtype=logp.dtype)
 

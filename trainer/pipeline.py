@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rldata.errors import ConfigError
+
 __all__ = ["Pipeline", "Produced", "can_start", "is_stale", "staleness_metrics"]
 
 
@@ -63,7 +65,7 @@ class Pipeline:
     def __init__(self, produce: Callable[[int], Any], *, first: int, last: int, max_staleness: int,
                  prepare: Callable[[int], int], hold: Callable[[int], bool] = lambda step: False):
         if max_staleness < 0:
-            raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+            raise ConfigError(f"max_staleness must be >= 0, got {max_staleness}", field="max_staleness")
         self._produce, self._prepare, self._hold = produce, prepare, hold
         self.first, self.last, self.max_staleness = first, last, max_staleness
         self._cond = threading.Condition()

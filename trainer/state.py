@@ -20,7 +20,7 @@ from rldata.trainer.rollout import build_sampler, load_reward
 
 from rldata.console import log
 from rldata.engine import ModelIdentity, model_context, model_identity
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.store import Store
 
 __all__ = ["RunState", "TrainSummary", "plan_run", "restore", "run_dir"]
@@ -83,7 +83,7 @@ def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
         return new_run_id("train")
     runs = [p for p in Path(cfg.output_dir).glob("*/checkpoints") if latest_checkpoint(p) is not None]
     if not runs:
-        raise RldataError(f"--resume: no run with a checkpoint under {cfg.output_dir}; give --run-id")
+        raise ConfigError(f"resume: no run with a checkpoint under {cfg.output_dir}; give run_id", field="resume")
     run = max(runs, key=lambda p: latest_checkpoint(p).stat().st_mtime).parent.name
     log(f"resuming the most recent run under {cfg.output_dir}: {run}")
     return run
@@ -101,10 +101,12 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
     ckpt_path = latest_checkpoint(ckpt_root)
     if not opts.resume and (ckpt_path is not None or store.sql(
             "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
-        raise RldataError(f"run {run_id} already has checkpoints or rows: use --resume, or another --run-id")
+        raise ConfigError(f"run {run_id} already has checkpoints or rows: resume it, or give another run_id",
+                          field="run_id")
     if opts.resume and ckpt_path is None and not store.sql(
             "SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]:
-        raise RldataError(f"--resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs")
+        raise ConfigError(f"resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs",
+                          field="run_id")
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
@@ -125,7 +127,7 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
         ck = load_checkpoint(state.ckpt_path, restore_rng=True)
         if ck.extra.get("base_revision") not in (None, base.revision):
             raise RldataError(f"{state.ckpt_path} was trained from revision {ck.extra['base_revision']}, "
-                              f"not from {base.name}: resume with the run's original --model")
+                              f"not from {base.name}: resume with the run's original model", field="model")
         state.sampler.load_state_dict(ck.curriculum_state)
         state.start, state.version = ck.step, ck.policy_version
     start, version = state.start, state.version

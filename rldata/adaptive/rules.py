@@ -58,7 +58,7 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.select import Band
 from rldata.select import decide as fixed_decide
 
@@ -125,26 +125,26 @@ class AdaptiveSpec:
 
     def __post_init__(self):
         if self.rule not in RULES:
-            raise RldataError(f"--adaptive must be one of {', '.join(RULES)}, got {self.rule!r}")
+            raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}", field="rule")
         if self.rule == "sequential":
             if self.alpha is None:
                 object.__setattr__(self, "alpha", 0.05)
             if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha < 0.5:
-                raise RldataError(f"--alpha must lie in (0, 0.5), got {self.alpha!r}")
+                raise ConfigError(f"alpha must lie in (0, 0.5), got {self.alpha!r}", field="alpha")
             object.__setattr__(self, "alpha", float(self.alpha))
         elif self.alpha is not None:
-            raise RldataError(f"--alpha applies to --adaptive sequential only, not {self.rule}")
+            raise ConfigError(f"alpha applies to rule sequential only, not {self.rule}", field="alpha")
         if isinstance(self.round_size, bool) or not isinstance(self.round_size, int) or self.round_size < 1:
-            raise RldataError(f"--round must be an integer >= 1, got {self.round_size!r}")
+            raise ConfigError(f"round_size must be an integer >= 1, got {self.round_size!r}", field="round_size")
         if self.band is not None and not isinstance(self.band, Band):
-            raise RldataError(f"band must be a Band (parse it with AdaptiveSpec.parse), got {self.band!r}")
+            raise ConfigError(f"band must be a Band (parse it with AdaptiveSpec.parse), got {self.band!r}", field="band")
         if self.band is None and self.rule != "fixed":
-            raise RldataError(f"--adaptive {self.rule} needs --band LO,HI: the band the decision is about")
+            raise ConfigError(f"rule {self.rule} needs a band: the band the decision is about", field="band")
         if self.min_n is not None and (isinstance(self.min_n, bool) or not isinstance(self.min_n, int)
                                        or self.min_n < 1):
-            raise RldataError(f"min_n must be an integer >= 1, got {self.min_n!r}")
+            raise ConfigError(f"min_n must be an integer >= 1, got {self.min_n!r}", field="min_n")
         if not isinstance(self.trim, bool):
-            raise RldataError(f"trim must be True or False, got {self.trim!r}")
+            raise ConfigError(f"trim must be True or False, got {self.trim!r}", field="trim")
 
     @classmethod
     def parse(cls, rule: str = "fixed", *, band: str | None = None, alpha: float | None = None,

@@ -81,7 +81,7 @@ def _load() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the exit code."""
-    from rldata.errors import RldataError
+    from rldata.errors import InputError, RldataError, SchemaError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
@@ -114,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):
             reason = f"{type(e).__name__}: {reason}"
-        elif type(e) is RldataError and e.field:  # a parameter error: name the flag that set it
-            flag = "--" + e.field.replace("_", "-")
-            if flag not in reason:
-                reason = f"{flag}: {reason}"
+        elif isinstance(e, RldataError) and not isinstance(e, (InputError, SchemaError)):
+            # the library names its field; here the option that set it is known (InputError and
+            # SchemaError name a file's or a table's field, not an option)
+            from rldata.cli._common import flag_for
+
+            flag = flag_for(typer.main.get_command(app), argv, e.field)
+            reason = f"{flag}: {reason}" if flag and not reason.startswith(flag) else reason
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)
     sys.stdout.flush()

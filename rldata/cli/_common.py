@@ -13,7 +13,7 @@ import typer
 
 from rldata.errors import RldataError
 
-__all__ = ["FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "get_store", "int_list"]
+__all__ = ["FIELD_FLAGS", "FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "flag_for", "get_store", "int_list"]
 
 
 class Format(str, Enum):
@@ -42,6 +42,61 @@ def int_list(text: str | None, what: str) -> list[int] | None:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+# Library field -> the option that feeds it, where the option is not --FIELD (underscores as
+# dashes) and its parameter has another name.  A field no option of the failing command feeds gets
+# no flag: a message never points at an option the command does not have.
+FIELD_FLAGS = {
+    "num_learners": "--learners",
+    "num_engines": "--engines",
+    "output_dir": "--out",
+    "mode": "--async",
+    "rule": "--adaptive",
+    "round_size": "--round",
+    "timeout_s": "--timeout",
+    "storage_options": "--storage-option",
+    "run_ids": "--run",
+    "root": "--store",
+}
+
+
+def _options(cmd) -> list:
+    return [p for p in getattr(cmd, "params", []) if getattr(p, "param_type_name", None) == "option"]
+
+
+def _commands_of(root, argv: list[str]) -> list:
+    """The (sub)command ``argv`` runs and the groups above it, leaf first; skips the values of value options."""
+    cmd, args, chain = root, list(argv), [root]
+    while getattr(cmd, "commands", None) and args:  # a group (typer vendors click: duck-typed)
+        takes_value = {o for p in _options(cmd) if not p.is_flag for o in p.opts}
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] in takes_value else 1
+        if i >= len(args) or args[i] not in cmd.commands:
+            break
+        cmd, args = cmd.commands[args[i]], args[i + 1:]
+        chain.append(cmd)
+    return chain[::-1]
+
+
+def flag_for(root, argv: list[str], field: str | None) -> str | None:
+    """The long option of the command ``argv`` runs that sets library field ``field`` (None: none does)."""
+    if not field:
+        return None
+    try:
+        chain = _commands_of(root, argv)
+    except Exception:  # noqa: BLE001 - only a nicer message is at stake; never mask the real error
+        return None
+    options = [o for cmd in chain for o in _options(cmd)]  # the command's own first, then --store & co
+    longs = {o for p in options for o in p.opts if o.startswith("--")}
+    want = FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
+    if want in longs:
+        return want
+    for p in options:  # an option whose parameter is the field itself, e.g. `n` behind --n
+        if p.name == field:
+            return next((o for o in p.opts if o.startswith("--")), None)
+    return None
 
 
 def get_store(ctx: typer.Context, *, create: bool = False):

@@ -10,7 +10,6 @@ import typer
 
 from rldata.cli._common import get_store
 from rldata.console import log
-from rldata.errors import RldataError
 
 _SELECTION = typer.Option(None, "--selection", "-s", help="Selection to describe (default: the only one).")
 _GROUP = typer.Option(

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
-from rldata.errors import InputError, RldataError
+from rldata.errors import RldataError
 from rldata.sql_guard import check_predicate
 
 __all__ = ["register", "train"]
@@ -72,7 +72,6 @@ def train(
     import polars as pl
 
     from rldata.api import train as run_train
-    from rldata.trainer.config import ConfigError
 
     if uniform and sampler not in (None, "uniform"):
         raise RldataError("--uniform contradicts --sampler " + sampler)
@@ -91,14 +90,10 @@ def train(
         "reward_spec": None if reward_spec is None else str(reward_spec), "env": env,
         "mode": None if async_mode is None else ("async" if async_mode else "sync"), "max_staleness": max_staleness,
     }
-    try:
-        s = run_train(get_store(ctx, create=True), config=config, sampler="uniform" if uniform else sampler,
-                      where=where, resume=resume, eval_heldout=eval_heldout, eval_where=eval_where, address=address,
-                      max_model_len=max_model_len, tag=tag, tracker=tracker, tracker_dir=tracker_dir, **settings)
-    except ConfigError as e:
-        if config is not None:
-            raise
-        raise InputError("command line", None, e.reason, field=e.field) from None
+    # a ConfigError names the field; main() puts the option that set it in front
+    s = run_train(get_store(ctx, create=True), config=config, sampler="uniform" if uniform else sampler,
+                  where=where, resume=resume, eval_heldout=eval_heldout, eval_where=eval_where, address=address,
+                  max_model_len=max_model_len, tag=tag, tracker=tracker, tracker_dir=tracker_dir, **settings)
     row = {"run_id": s.run_id, "model": s.model, "steps": s.steps, "last_step": s.last_step,
            "policy_version": s.policy_version, "samples": s.samples, "groups_kept": s.groups_kept,
            "groups_dropped": s.groups_dropped, "eval_first": s.eval_first, "eval_last": s.eval_last,

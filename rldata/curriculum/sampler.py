@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rldata.curriculum.config import Curriculum, Phase, _number
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
 __all__ = ["SAMPLERS", "CurriculumSampler", "register_sampler"]
 
@@ -135,7 +135,7 @@ class CurriculumSampler:
     def next_batch(self, k: int) -> list[tuple[str, str]]:
         """The next ``k`` (task_id, bucket) draws; a small bucket wraps around within a batch."""
         if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+            raise ConfigError(f"k must be >= 1, got {k}", field="k")
         batch = SAMPLERS[self.sampler](self, k)
         self.step += 1
         # advance now, so that .phase always names the phase the next batch is drawn from

@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from rldata.console import progress
-from rldata.errors import InputError, RldataError
+from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest.mapping import (
     chunk_tasks,
     find,
@@ -74,7 +74,7 @@ def load_tasks(path, *, fields: Fields | None = None, source: str | None = None,
     ``task_id`` out (the caller adds it after dropping duplicates).
     """
     if on_error not in ("fail", "skip"):
-        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}", field="on_error")
     path = Path(path)
     fields = fields or preset(None)
     default_source = fields.default_source or (path.stem if path.is_file() else path.name)
@@ -175,7 +175,7 @@ def ingest(store, path, *, fields: Fields | None = None, source: str | None = No
            show_progress: bool = False, record_run: bool = True) -> IngestSummary:
     """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring."""
     if ngram < 1:
-        raise ValueError(f"ngram must be >= 1, got {ngram}")
+        raise ConfigError(f"ngram must be >= 1, got {ngram}", field="ngram")
     started = dt.datetime.now(dt.UTC)
     version_before = store.version("tasks")
     grams = eval_ngrams(decontaminate, n=ngram, fields=fields) if decontaminate else None

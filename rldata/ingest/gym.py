@@ -111,9 +111,9 @@ def gym_tasks(name: str, n: int, config: Mapping[str, Any] | None = None, *, see
               env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The ``tasks`` rows of entries ``0..n-1``, every one checked (GymError at the first bad one)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
-        raise GymError(f"--n: expected an integer from 1 to {MAX_N}, got {n!r}")
+        raise GymError(f"n: expected an integer from 1 to {MAX_N}, got {n!r}", field="n")
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise GymError(f"--seed: expected an integer, got {seed!r}")
+        raise GymError(f"seed: expected an integer, got {seed!r}", field="seed")
     config = dict(config or {})
     with contextlib.redirect_stdout(sys.stderr):  # some generators print progress: stdout is for data
         return _rows(name, n, config, seed, env)
@@ -159,7 +159,7 @@ def ingest_gym(store, name: str, *, n: int, config: Mapping[str, Any] | None = N
     started = dt.datetime.now(dt.UTC)
     version_before = store.version("tasks")
     if not isinstance(config, Mapping | None):
-        raise GymError(f"--config: expected a JSON object, got {type(config).__name__}")
+        raise GymError(f"config: expected a JSON object, got {type(config).__name__}", field="config")
     spec = gym_env_spec(name, config, seed)
     rows = gym_tasks(name, n, config, seed=seed)  # unknown name, bad config: fails here, nothing written
     env = env_row(spec)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from rldata.errors import ConfigError
+
 __all__ = ["ANSWER_FORMATS", "PRESETS", "Fields", "gsm8k_answer", "last_boxed", "preset"]
 
 ANSWER_FORMATS = ("text", "gsm8k", "boxed")
@@ -37,12 +39,12 @@ class Fields:
         for name in ("prompt", "messages", "source", "domain", "category", "tests", "metadata"):
             value = getattr(self, name)
             if not isinstance(value, tuple) or not all(isinstance(c, str) and c for c in value):
-                raise ValueError(f"Fields.{name} must be a tuple of column names, got {value!r}")
+                raise ConfigError(f"Fields.{name} must be a tuple of column names, got {value!r}", field=name)
         if not self.prompt:
-            raise ValueError("Fields.prompt needs at least one column name")
+            raise ConfigError("Fields.prompt needs at least one column name", field="prompt")
         for column, fmt in self.answer:
             if fmt not in ANSWER_FORMATS:
-                raise ValueError(f"unknown answer format {fmt!r} for column {column!r}; use {ANSWER_FORMATS}")
+                raise ConfigError(f"unknown answer format {fmt!r} for column {column!r}; use {ANSWER_FORMATS}", field="answer")
 
     def with_overrides(
         self,
@@ -105,7 +107,7 @@ def preset(name: str | None) -> Fields:
     try:
         return PRESETS[name or "default"]
     except KeyError:
-        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}") from None
+        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}", field="preset") from None
 
 
 def gsm8k_answer(text: str | None) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from rldata.errors import ConfigError
 from rldata import schemas
 from rldata._version import __version__
 from rldata.errors import RldataError
@@ -82,19 +83,19 @@ class ExportSpec:
 
     def __post_init__(self):
         if not self.selection:
-            raise ValueError("selection must be a non-empty name")
+            raise ConfigError("selection must be a non-empty name", field="selection")
         get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
         if self.prompt_style not in _PROMPT_STYLES:
-            raise ValueError(f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}")
+            raise ConfigError(f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}", field="prompt_style")
         if not self.split or "/" in self.split:
-            raise ValueError(f"split must be a plain name, got {self.split!r}")
+            raise ConfigError(f"split must be a plain name, got {self.split!r}", field="split")
         if self.shard_rows < 1:
-            raise ValueError(f"shard_rows must be >= 1, got {self.shard_rows}")
+            raise ConfigError(f"shard_rows must be >= 1, got {self.shard_rows}", field="shard_rows")
         for name in ("answer_column", "input_key", "label_key"):
             if not getattr(self, name):
-                raise ValueError(f"{name} must be non-empty")
+                raise ConfigError(f"{name} must be non-empty", field=name)
         if self.input_key == self.label_key:
-            raise ValueError("input_key and label_key must differ")
+            raise ConfigError("input_key and label_key must differ", field="label_key")
 
 
 # ---- reading the selection -------------------------------------------------------------------

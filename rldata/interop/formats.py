@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rldata.errors import ConfigError
 from rldata.errors import RldataError
 
 __all__ = ["NAMESPACES", "ExportFormat", "UnknownFormat", "format_names", "get_format", "register_format", "write_hf",
@@ -64,10 +65,11 @@ class ExportFormat:
 
     def __post_init__(self):
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"export format name must be letters, digits, '-' or '_', got {self.name!r}")
+            raise ConfigError(f"export format name must be letters, digits, '-' or '_', got {self.name!r}",
+                              field="name")
         if self.namespace not in NAMESPACES:
-            raise ValueError(f"export format {self.name!r}: namespace must be one of {', '.join(NAMESPACES)}, "
-                             f"got {self.namespace!r}")
+            raise ConfigError(f"export format {self.name!r}: namespace must be one of {', '.join(NAMESPACES)}, "
+                              f"got {self.namespace!r}", field="namespace")
         if not callable(self.write):
             raise TypeError(f"export format {self.name!r}: write must be callable")
         for f in ("build", "prepare"):
@@ -110,7 +112,7 @@ def register_format(fmt: ExportFormat | None = None, /, *, replace: bool = False
 
 def _load_builtin(namespace: str) -> None:
     if namespace not in NAMESPACES:
-        raise ValueError(f"unknown export namespace {namespace!r}; namespaces: {', '.join(NAMESPACES)}")
+        raise ConfigError(f"unknown export namespace {namespace!r}; namespaces: {', '.join(NAMESPACES)}", field="namespace")
     if namespace not in _loaded:
         importlib.import_module(_BUILTIN[namespace])
         _loaded.add(namespace)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rldata.errors import ConfigError
 from rldata import schemas
 from rldata.errors import InputError, RldataError
 from rldata.ingest import normalize_text
@@ -55,14 +56,14 @@ class ImportSpec:
 
     def __post_init__(self):
         if self.format not in IMPORT_FORMATS:
-            raise ValueError(f"format must be one of {', '.join(IMPORT_FORMATS)}, got {self.format!r}")
+            raise ConfigError(f"format must be one of {', '.join(IMPORT_FORMATS)}, got {self.format!r}", field="format")
         if self.on_error not in ("fail", "skip"):
-            raise ValueError(f"on_error must be 'fail' or 'skip', got {self.on_error!r}")
+            raise ConfigError(f"on_error must be 'fail' or 'skip', got {self.on_error!r}", field="on_error")
         if not self.model or not self.domain:
-            raise ValueError("model and domain must be non-empty")
+            raise ConfigError("model and domain must be non-empty", field="model")
         unknown = [k for k, _ in self.field_map if k not in JSONL_FIELDS]
         if unknown:
-            raise ValueError(f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}")
+            raise ConfigError(f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}", field="field")
         object.__setattr__(self, "field_map", tuple(tuple(p) for p in self.field_map))
         object.__setattr__(self, "reward_columns", tuple(self.reward_columns))
 

@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow.dataset as pads
 
 from rldata._read import read_where
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.select import _SELECTION_COLUMNS, dominance_warnings, read_selection, selection_params
 
 __all__ = ["Overview", "Savings", "gather", "histogram", "pick_selection"]
@@ -100,7 +100,7 @@ def pick_selection(store, name: str | None) -> str:
     if not names:
         raise RldataError("no selections in the store: run `rldata filter --band LO,HI --name NAME` first")
     if len(names) > 1:
-        raise RldataError(f"several selections, pick one with --selection: {', '.join(names)}")
+        raise ConfigError(f"several selections, pick one by selection: {', '.join(names)}", field="selection")
     return names[0]
 
 

@@ -24,7 +24,7 @@ matplotlib.use("Agg")  # before pyplot: render to files on machines without a di
 import matplotlib.pyplot as plt
 import polars as pl
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.store import Store
 
 __all__ = ["FAMILIES", "GROUP_BY", "load_curves", "render_training", "write_training_plots"]
@@ -46,7 +46,7 @@ def load_curves(store: Store, run_ids: Sequence[str], *, group_by: str = "run") 
     """(curves, runs): ``curves`` has one row per (series, name, step) with mean, lo, hi over the
     series' runs; a series is a run, or with ``group_by="tag"`` every run sharing its tag."""
     if group_by not in GROUP_BY:
-        raise RldataError(f"--group-by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by")
     ids = list(dict.fromkeys(run_ids))
     runs = store.sql("SELECT run_id, kind, status, started_at, ended_at, args, summary FROM runs "
                      "WHERE list_contains($1, run_id) ORDER BY started_at", params=[ids]).pl()
@@ -241,7 +241,7 @@ def render_training(store: Store, run_ids: Sequence[str], out_dir: str | os.Path
                     group_by: str = "run") -> dict[str, Path]:
     """Write the training PNGs and ``training.html`` into ``out_dir``; returns every file written."""
     if not run_ids:
-        raise RldataError("the training page needs at least one --run")
+        raise ConfigError("the training page needs at least one run id", field="run_ids")
     curves, runs = load_curves(store, run_ids, group_by=group_by)
     plots = write_training_plots(curves, out_dir)
     figs = "".join(

@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.verify.base import Verdict
 
 __all__ = [
@@ -69,13 +69,13 @@ class LengthPenalty:
 
     def __post_init__(self):
         if self.kind not in _KINDS:
-            raise ValueError(f"length_penalty.kind must be one of {_KINDS}, got {self.kind!r}")
+            raise ConfigError(f"length_penalty.kind must be one of {_KINDS}, got {self.kind!r}", field="length_penalty")
         if self.max_tokens <= 0:
-            raise ValueError(f"length_penalty.max_tokens must be > 0, got {self.max_tokens}")
+            raise ConfigError(f"length_penalty.max_tokens must be > 0, got {self.max_tokens}", field="length_penalty")
         if not 0 < self.buffer <= self.max_tokens:
-            raise ValueError(f"length_penalty.buffer must be in (0, max_tokens], got {self.buffer}")
+            raise ConfigError(f"length_penalty.buffer must be in (0, max_tokens], got {self.buffer}", field="length_penalty")
         if self.coef < 0:
-            raise ValueError(f"length_penalty.coef must be >= 0, got {self.coef}")
+            raise ConfigError(f"length_penalty.coef must be >= 0, got {self.coef}", field="length_penalty")
 
     def expr(self, length: pl.Expr) -> pl.Expr:
         if self.kind == "none":
@@ -95,9 +95,9 @@ class DomainReward:
 
     def __post_init__(self):
         if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+            raise ConfigError(f"alpha must be in [0, 1], got {self.alpha}", field="alpha")
         if self.eps <= 0:
-            raise ValueError(f"eps must be > 0, got {self.eps}")
+            raise ConfigError(f"eps must be > 0, got {self.eps}", field="eps")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.params import SamplingSpec
 from rldata.verify.base import Verdict
 
@@ -63,10 +63,11 @@ class JudgeTemplate:
     reference: str = "Reference answer:\n{reference}\n\n"
 
     def __post_init__(self):
-        for part, keys in ((self.pointwise, ("{response}",)), (self.pairwise, ("{a}", "{b}"))):
+        for part_name, part, keys in (("pointwise", self.pointwise, ("{response}",)),
+                                      ("pairwise", self.pairwise, ("{a}", "{b}"))):
             missing = [k for k in keys if k not in part]
             if missing:
-                raise ValueError(f"judge template {self.name!r} lacks {', '.join(missing)}")
+                raise ConfigError(f"judge template {self.name!r} lacks {', '.join(missing)}", field=part_name)
 
 
 def pointwise_prompt(

@@ -31,6 +31,7 @@ from typing import Any
 
 from rldata.envs.base import make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
+from rldata.errors import ConfigError
 from rldata.params import SamplingSpec
 from rldata.rollout.bind import EnvBinding
 from rldata.rollout.render import Renderer
@@ -278,7 +279,7 @@ def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | 
                    for g in _generate_text(engines, [t["prompt"] for t in part_tasks], text_seeds, spec)]
         else:
             if renderer is None:
-                raise ValueError("episodes need a renderer (rldata.rollout.Renderer.for_model)")
+                raise ConfigError("episodes need a renderer (rldata.rollout.Renderer.for_model)", field="renderer")
             res = run_episodes(engines, part_tasks, part_seeds, spec, b, renderer, max_model_len=max_model_len,
                                stats=stats, first_index=part_first)
         for i, r in zip(idx, res):

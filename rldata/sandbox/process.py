@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rldata.errors import ConfigError
+
 __all__ = ["BOOT_SCRIPT", "HARNESS", "SandboxLimits", "SandboxResult", "probe_isolation", "run_python"]
 
 BOOT_SCRIPT = Path(__file__).with_name("_boot.py")
@@ -73,13 +75,14 @@ class SandboxLimits:
             "output_bytes",
         ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)}")
+                raise ConfigError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)}", field=name)
         if self.memory_mb < 64:
-            raise ValueError(
-                f"SandboxLimits.memory_mb must be >= 64 (Python itself needs it), got {self.memory_mb}"
-            )
+            raise ConfigError(
+                f"SandboxLimits.memory_mb must be >= 64 (Python itself needs it), got {self.memory_mb}",
+                field="memory_mb")
         if self.isolation not in _ISOLATION:
-            raise ValueError(f"SandboxLimits.isolation must be one of {_ISOLATION}, got {self.isolation!r}")
+            raise ConfigError(f"SandboxLimits.isolation must be one of {_ISOLATION}, got {self.isolation!r}",
+                              field="isolation")
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,10 @@ def _python_dirs() -> list[str]:
 def _payload(code, stdin, files, argv, limits, workdir, status_fd, uid) -> bytes:
     all_files = dict(files or {})
     if "main.py" in all_files:
-        raise ValueError("files may not contain 'main.py': pass the program as `code`")
+        raise ConfigError("files may not contain 'main.py': pass the program as `code`", field="files")
     for name in all_files:
         if "/" in name or name.startswith(".") or not name:
-            raise ValueError(f"file names must be plain names, got {name!r}")
+            raise ConfigError(f"file names must be plain names, got {name!r}", field="files")
     all_files["main.py"] = code
     return json.dumps(
         {

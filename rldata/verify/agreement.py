@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rldata.errors import ConfigError, InputError
+
 __all__ = ["Agreement", "agreement", "bare_math_verify", "load_labelled", "rldata_math"]
 
 
@@ -29,7 +31,7 @@ class Agreement:
 def agreement(passed: Sequence[bool], labels: Sequence[bool]) -> Agreement:
     """``passed[i]`` is True only for a pass (an error or a fail is False)."""
     if len(passed) != len(labels):
-        raise ValueError(f"{len(passed)} verdicts for {len(labels)} labels")
+        raise ConfigError(f"{len(passed)} verdicts for {len(labels)} labels", field="labels")
     fp = sum(1 for p, y in zip(passed, labels) if p and not y)
     fn = sum(1 for p, y in zip(passed, labels) if y and not p)
     return Agreement(len(labels), len(labels) - fp - fn, fp, fn)
@@ -44,7 +46,7 @@ def load_labelled(path: str | Path) -> list[dict]:
         row = json.loads(line)
         missing = {"gold", "completion", "label"} - set(row)
         if missing or not isinstance(row["label"], bool):
-            raise ValueError(f"{path}:{i}: needs gold, completion and a true/false label")
+            raise InputError(str(path), str(i), "needs gold, completion and a true/false label")
         rows.append(row)
     return rows
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rldata.errors import RldataError
+from rldata.errors import RldataError, UnknownNameError
 
 __all__ = [
     "BUILTIN", "DOMAIN_DEFAULTS", "REGISTRY", "UnknownVerifier", "Verdict", "Verifier", "all_passed", "for_domain",
@@ -96,13 +96,13 @@ _GROUP = "rldata.verifiers"  # entry points of installed packages (rldata.plugin
 _SPECS: dict[str, str] = {}  # "module:Class" -> the name it was registered under
 
 
-class UnknownVerifier(RldataError, KeyError):
+class UnknownVerifier(UnknownNameError):
     """No verifier of that name, or none for that domain; the message lists the known ones.
 
-    Also a ``KeyError``: callers written when ``get_verifier`` raised one keep working."""
+    An UnknownNameError, so also a ``KeyError``: callers written when ``get_verifier`` raised one keep
+    working."""
 
-    def __str__(self) -> str:  # KeyError's would quote the message
-        return str(self.args[0]) if self.args else ""
+    field = "verifier"
 
 
 def register(name: str, *, domains: tuple[str, ...] = ()):

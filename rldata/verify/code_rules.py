@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rldata.errors import ConfigError
 from rldata.verify.base import Verdict
 
 __all__ = ["CodeRules", "CodeTests", "check_rules", "extract_code", "parse_tests", "same_value"]
@@ -36,45 +37,45 @@ class CodeTests:
 
     def __post_init__(self):
         if self.style not in _STYLES:
-            raise ValueError(f"tests.style must be one of {_STYLES}, got {self.style!r}")
+            raise ConfigError(f"tests.style must be one of {_STYLES}, got {self.style!r}", field="tests")
         if self.language != "python":
-            raise ValueError(f"tests.language {self.language!r} is not supported (python only)")
+            raise ConfigError(f"tests.language {self.language!r} is not supported (python only)", field="tests")
         if not self.public and not self.hidden:
-            raise ValueError("tests has no public and no hidden cases")
+            raise ConfigError("tests has no public and no hidden cases", field="tests")
         if self.time_limit_s <= 0:
-            raise ValueError(f"tests.time_limit_s must be > 0, got {self.time_limit_s}")
+            raise ConfigError(f"tests.time_limit_s must be > 0, got {self.time_limit_s}", field="tests")
         if self.style == "function" and not self.entry_point.isidentifier():
-            raise ValueError(f"tests.entry_point must be a Python name, got {self.entry_point!r}")
+            raise ConfigError(f"tests.entry_point must be a Python name, got {self.entry_point!r}", field="tests")
         for layer in ("public", "hidden"):
             for i, case in enumerate(getattr(self, layer)):
                 if not isinstance(case, Mapping) or "input" not in case or "output" not in case:
-                    raise ValueError(f"tests.{layer}[{i}] must be an object with 'input' and 'output'")
+                    raise ConfigError(f"tests.{layer}[{i}] must be an object with 'input' and 'output'", field="tests")
                 inp = case["input"]
                 if self.style == "stdio" and not (isinstance(inp, str) and isinstance(case["output"], str)):
-                    raise ValueError(f"tests.{layer}[{i}]: stdio input and output must be strings")
+                    raise ConfigError(f"tests.{layer}[{i}]: stdio input and output must be strings", field="tests")
                 if self.style == "function" and not isinstance(inp, (list, dict)):
-                    raise ValueError(
-                        f"tests.{layer}[{i}]: function input must be a list of args or an object"
+                    raise ConfigError(
+                        f"tests.{layer}[{i}]: function input must be a list of args or an object", field="tests"
                     )
 
 
 def parse_tests(raw: str | Mapping[str, Any] | None) -> CodeTests:
     """The ``tasks.tests`` JSON (a string or an already-decoded object) as :class:`CodeTests`."""
     if raw is None or raw == "":
-        raise ValueError("the task has no tests")
+        raise ConfigError("the task has no tests", field="tests")
     obj = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(obj, Mapping):
-        raise TypeError("tests must be a JSON object")
+        raise ConfigError("tests must be a JSON object", field="tests")
     known = set(CodeTests.__dataclass_fields__)
     unknown = set(obj) - known
     if unknown:
-        raise ValueError(f"unknown tests field(s): {', '.join(sorted(unknown))}")
+        raise ConfigError(f"unknown tests field(s): {', '.join(sorted(unknown))}", field="tests")
     kw = dict(obj)
     for k in ("public", "hidden", "allow_modules"):
         if k in kw:
             kw[k] = tuple(kw[k])
     if "style" not in kw:
-        raise ValueError("tests.style is required ('function' or 'stdio')")
+        raise ConfigError("tests.style is required ('function' or 'stdio')", field="tests")
     return CodeTests(**kw)
 
 
@@ -136,7 +137,7 @@ class CodeRules:
 
     def __post_init__(self):
         if self.max_code_chars <= 0:
-            raise ValueError(f"max_code_chars must be > 0, got {self.max_code_chars}")
+            raise ConfigError(f"max_code_chars must be > 0, got {self.max_code_chars}", field="max_code_chars")
 
 
 def extract_code(completion: str, *, require_fence: bool = False) -> str | None:

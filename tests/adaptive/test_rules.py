@@ -227,14 +227,14 @@ def test_fit_pass_rate_grid_reproduces_the_histogram():
 
 # ---- spec, ledger columns -------------------------------------------------------------------------
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"rule": "greedy", "band": Band(0.1, 0.9)}, "--adaptive must be one of"),
+    ({"rule": "greedy", "band": Band(0.1, 0.9)}, "rule must be one of"),
     ({"rule": "sequential", "alpha": 0.5, "band": Band(0.1, 0.9)}, "alpha must lie in"),
     ({"rule": "sequential", "alpha": 0.0, "band": Band(0.1, 0.9)}, "alpha must lie in"),
     ({"rule": "sequential", "alpha": True, "band": Band(0.1, 0.9)}, "alpha must lie in"),
     ({"rule": "exact", "alpha": 0.05, "band": Band(0.1, 0.9)}, "sequential only"),
-    ({"rule": "exact", "round_size": 0, "band": Band(0.1, 0.9)}, "--round must be"),
-    ({"rule": "exact", "round_size": 2.0, "band": Band(0.1, 0.9)}, "--round must be"),
-    ({"rule": "exact"}, "needs --band"),
+    ({"rule": "exact", "round_size": 0, "band": Band(0.1, 0.9)}, "round_size must be"),
+    ({"rule": "exact", "round_size": 2.0, "band": Band(0.1, 0.9)}, "round_size must be"),
+    ({"rule": "exact"}, "needs a band"),
     ({"rule": "exact", "band": "0.1,0.9"}, "must be a Band"),
     ({"rule": "exact", "band": Band(0.1, 0.9), "min_n": 0}, "min_n must be"),
     ({"rule": "exact", "band": Band(0.1, 0.9), "trim": 1}, "trim must be"),
@@ -247,7 +247,7 @@ def test_spec_checks(kwargs, match):
 def test_spec_parse_reuses_the_filter_band_syntax():
     s = AdaptiveSpec.parse("sequential", band="0.1, 0.9", round_size=5)
     assert s.band == Band(0.1, 0.9) and s.alpha == 0.05 and s.round_size == 5
-    with pytest.raises(RldataError, match="--band must be LO,HI"):
+    with pytest.raises(RldataError, match="^band must be LO,HI"):
         AdaptiveSpec.parse("exact", band="0.1")
     with pytest.raises(RldataError, match="band low"):
         AdaptiveSpec.parse("exact", band="0.9,0.1")

@@ -84,7 +84,7 @@ def test_ingest_gym_then_again(root, capsys):
     (["--gym", "chain_sum", "--n", "5", "--config", '{"bogus": 1}'], "unexpected keyword argument 'bogus'"),
     (["--gym", "chain_sum", "--n", "5", "--config", "{bad"], "--config: not valid JSON"),
     (["--gym", "chain_sum", "--n", "5", "--config", "[1, 2]"], "--config: expected a JSON object, got list"),
-    (["--gym", "chain_sum", "--n", "5", "--config", '{"size": 9}'], "'size' is set by --n"),
+    (["--gym", "chain_sum", "--n", "5", "--config", '{"size": 9}'], "--config: reasoning-gym config: 'size' is set by n"),
     (["--gym", "chain_sum", "--n", "0"], "--n: expected at least 1, got 0"),
     (["--gym", "chain_sum", "--n", "-3"], "--n: expected at least 1, got -3"),
     (["--gym", "chain_sum"], "--gym needs --n"),

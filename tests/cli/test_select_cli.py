@@ -146,7 +146,7 @@ def test_filter_exclusive_and_min_n(root, capsys):
     ("args", "message"),
     [
         (["filter", "--band", "0.9,0.1", "--name", "s"], "band low 0.9 is above high 0.1"),
-        (["filter", "--band", "abc", "--name", "s"], "--band must be LO,HI"),
+        (["filter", "--band", "abc", "--name", "s"], "--band: band must be LO,HI"),
         (["filter", "--band", "0.1,0.9", "--name", "s", "--model", "big"], "no passrates for model 'big'"),
         (["stratify", "-s", "nope", "--quantiles", "3"], "no selection 'nope'"),
         (["stats"], "no selections in the store"),

@@ -79,11 +79,11 @@ def test_verify_errors_are_one_line_and_write_nothing(store):
     seed(store)
     with pytest.raises(RldataError, match="no trajectories to verify for run 'nope'"):
         run_verify(store, VerifyJob(run_id="nope"))
-    with pytest.raises(RldataError, match="--where"):
+    with pytest.raises(RldataError, match="^where 'no_such_column = 1'"):
         run_verify(store, VerifyJob(where="no_such_column = 1"))
     with pytest.raises(RldataError, match="no verifier named 'nope'"):
         run_verify(store, VerifyJob(verifier="nope"))
-    with pytest.raises(RldataError, match="--batch"):
+    with pytest.raises(RldataError, match="^batch must be >= 1"):
         VerifyJob(batch=0)
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 0
 

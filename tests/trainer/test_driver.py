@@ -203,7 +203,7 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(full, tmp_path):
     # A kill after step 3's write-back but before its checkpoint committed: rows of step 3, no step-3 dir.
     shutil.rmtree(ckpts / "step-000003")
     assert store.sql("SELECT count(*) FROM trajectories WHERE step = 3").fetchall()[0][0] > 0
-    with pytest.raises(Exception, match="--resume"):
+    with pytest.raises(Exception, match="already has checkpoints or rows: resume it"):
         _train(store, _cfg(out, "killed", STEPS))
     resumed = _train(store, _cfg(out, "killed", STEPS), resume=True)
     assert resumed.steps == 2 and resumed.last_step == STEPS
