@@ -26,11 +26,11 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.results import Result, frozen
 from rldata.store import Store, open_store
 
@@ -199,10 +199,7 @@ def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: st
     from rldata.params import SamplingSpec
 
     reward_spec = _reward_spec(reward, max_tokens)
-    try:
-        spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    except ValueError as e:  # each check's message starts with the field's name
-        raise RldataError(str(e), field=str(e).split()[0]) from None
+    spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
     if adaptive != "fixed" and band is None:
         raise RldataError(f"adaptive {adaptive!r} needs band (the decision it settles)", field="band")
     if band is not None and not isinstance(band, str):
@@ -236,7 +233,7 @@ def verify(store: StoreLike, *, verifier: str | None = None, run_id: str | None 
 
 
 def filter(store: StoreLike, *, band: str | Sequence[float], name: str, inclusive: bool = True,  # noqa: A001
-           model: str | None = None, params_hash: str | None = None, verifier_version: str | None = None,
+           model: str | None = None, params_hash: str | None = None, verifier_key: str | None = None,
            min_n: int | None = None, domain: str | None = None, dry_run: bool = False):
     """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
     (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
@@ -247,7 +244,7 @@ def filter(store: StoreLike, *, band: str | Sequence[float], name: str, inclusiv
         band = ",".join(str(x) for x in band)
     b = band if isinstance(band, Band) else Band.parse(band, inclusive=inclusive)
     result, _ = filter_store(_open(store, create=True), name=name, band=b, model=model, params_hash=params_hash,
-                             verifier_version=verifier_version, min_n=min_n, domain=domain, dry_run=dry_run)
+                             verifier_key=verifier_key, min_n=min_n, domain=domain, dry_run=dry_run)
     return result
 
 
@@ -328,12 +325,12 @@ def export(store: StoreLike, *, out: str | os.PathLike, format: str, selection: 
         if run_id or where or correct_only:
             bad = "run_id" if run_id else "where" if where else "correct_only"
             raise RldataError(f"{bad} goes with rollouts=True", field=bad)
-        try:
-            spec = ExportSpec(selection=selection, format=format, **options)
-        except TypeError as e:  # an unknown option
-            raise RldataError(str(e)) from None
-        except ValueError as e:
-            raise RldataError(str(e)) from None
+        known = {f.name for f in fields(ExportSpec)} - {"selection", "format"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}",
+                              field=unknown[0])
+        spec = ExportSpec(selection=selection, format=format, **options)
         m = export_selection(st, spec=spec, out=out)
     files = tuple(f["path"] if isinstance(f, Mapping) else str(f) for f in m["files"])
     return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))

@@ -47,7 +47,7 @@ def test_every_verb_takes_the_store_then_keywords_only(verb):
 def _ledger(store, counts):
     store.append("tasks", [{"task_id": f"t{i}", "source": "test", "domain": "math", "category": f"c{i % 2}",
                             "prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(len(counts))])
-    store.append("passrates", [{"task_id": f"t{i}", "model": "m", "params_hash": "p", "verifier_version": "math@1",
+    store.append("passrates", [{"task_id": f"t{i}", "model": "m", "params_hash": "p", "verifier_key": "math@1",
                                 "n": 16, "n_correct": k, "n_error": 0, "pass_rate": k / 16}
                                for i, k in enumerate(counts)])
 
@@ -125,6 +125,6 @@ def test_the_documented_example_runs_as_written(tmp_path):
     assert store.count("tasks") == 3500
     run = json.loads(store.sql("SELECT to_json(r) FROM (SELECT run_id, status FROM runs) r").fetchall()[0][0])
     assert run["status"] == "done"
-    assert (tmp_path / "api-demo-export" / "manifest.json").exists()
+    assert (tmp_path / "api-demo-export" / "rldata-manifest.json").exists()
     assert (tmp_path / "api-demo-report" / "training.html").exists()
     assert "rows exported; report:" in proc.stdout

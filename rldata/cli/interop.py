@@ -88,32 +88,25 @@ def export(
 ) -> None:
     """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
-    from rldata.interop.export import ExportSpec, export_selection
+    from rldata.api import export as run_export
 
+    # the flags' combinations are checked here, in their own words; the verb checks its parameters
     if rollouts:
-        from rldata.interop.chat_export import export_conversations
-
         if selection:
             raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
-        m = export_conversations(get_store(ctx), out=out, fmt=fmt, run_id=run, where=where,
-                                 correct_only=correct_only, split=split)
-        log(f"exported {m['rows']} conversations as {fmt} to {out} ({len(m['files'])} files)")
+        res = run_export(get_store(ctx), out=out, format=fmt, rollouts=True, run_id=run, where=where,
+                         correct_only=correct_only, split=split)
+        log(f"exported {res.rows} conversations as {fmt} to {out} ({len(res.files)} files)")
         return
     if not selection:
         raise RldataError("--selection is required (or --rollouts to export trajectories)")
     if run or where or correct_only:
         raise RldataError("--run, --where and --correct-only go with --rollouts")
-    try:
-        spec = ExportSpec(
-            selection=selection, format=fmt, bucket=bucket, split=split, prompt_style=prompt_style.value,
-            answer_column=answer_column, input_key=input_key, label_key=label_key, data_source=data_source,
-            shard_rows=shard_rows, env=env,
-        )
-    except ValueError as e:
-        raise RldataError(str(e)) from None
-    m = export_selection(get_store(ctx), spec=spec, out=out)
-    log(f"exported {m['rows']} tasks of selection {selection!r} as {fmt} to {out} "
-        f"({len(m['files'])} files, content {m['content_hash'][:23]}...)")
+    res = run_export(get_store(ctx), out=out, format=fmt, selection=selection, bucket=bucket, split=split,
+                     prompt_style=prompt_style.value, answer_column=answer_column, input_key=input_key,
+                     label_key=label_key, data_source=data_source, shard_rows=shard_rows, env=env)
+    log(f"exported {res.rows} tasks of selection {selection!r} as {fmt} to {out} "
+        f"({len(res.files)} files, content {res.manifest['content_hash'][:23]}...)")
 
 
 def _field_map(pairs: list[str]) -> tuple[tuple[str, str], ...]:
