@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-fast demo bench lint
+.PHONY: setup test test-fast demo bench lint format
 
 setup:
 	bash .ci/setup
@@ -16,5 +16,12 @@ test-fast: setup
 demo: setup
 	$(VENV)/bin/rldata demo
 
-lint:
-	$(VENV)/bin/ruff check rldata schemas jobs trainer tests benchmarks sample_data
+LINTED = rldata schemas jobs trainer tests benchmarks sample_data
+
+lint: setup
+	$(VENV)/bin/ruff format --check $(LINTED)
+	$(VENV)/bin/ruff check $(LINTED)
+
+format:
+	$(VENV)/bin/ruff format $(LINTED)
+	$(VENV)/bin/ruff check --fix $(LINTED)

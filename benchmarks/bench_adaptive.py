@@ -26,8 +26,19 @@ def _store(root: Path, n: int):
 
     rows = (load_bundled("train") + load_bundled("heldout"))[:n]
     store = open_store(root)
-    store.append("tasks", [{"task_id": f"b{i:05d}", "source": "arith", "domain": "math", "prompt": r["prompt"],
-                            "answer": r["answer"]} for i, r in enumerate(rows)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"b{i:05d}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+            }
+            for i, r in enumerate(rows)
+        ],
+    )
     return store
 
 
@@ -42,9 +53,12 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     spec = SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0)
-    rules = {"fixed": None, "exact": AdaptiveSpec.parse("exact", band="0.1,0.9", round_size=4),
-             "sequential a=0.05": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05, round_size=4),
-             "sequential a=0.01": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.01, round_size=4)}
+    rules = {
+        "fixed": None,
+        "exact": AdaptiveSpec.parse("exact", band="0.1,0.9", round_size=4),
+        "sequential a=0.05": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05, round_size=4),
+        "sequential a=0.01": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.01, round_size=4),
+    }
     out, decisions = {"tasks": args.tasks, "load_before": os.getloadavg(), "rules": {}}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, rule in rules.items():
@@ -54,8 +68,12 @@ def main() -> None:
             wall = time.monotonic() - t0
             _, rows = filter_store(store, name="band", band=Band(0.1, 0.9), dry_run=True)
             decisions[name] = dict(zip(rows["task_id"].to_list(), rows["decision"].to_list()))
-            out["rules"][name] = {"samples": s.samples, "wall_s": round(wall, 1), "rounds": s.adaptive_rounds,
-                                  "stopped_early": s.stopped_early}
+            out["rules"][name] = {
+                "samples": s.samples,
+                "wall_s": round(wall, 1),
+                "rounds": s.adaptive_rounds,
+                "stopped_early": s.stopped_early,
+            }
             print(name, out["rules"][name], flush=True)
     fixed = out["rules"]["fixed"]
     for name, r in out["rules"].items():

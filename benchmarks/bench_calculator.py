@@ -38,9 +38,18 @@ def _store(root: Path, levels: tuple[int, ...], heldout: int):
         part = [r for r in load_bundled(split) if r["metadata"]["level"] in levels]
         if split == "heldout":
             part = part[:heldout]
-        rows += [{"task_id": f"{split[0]}{i:05d}", "source": "arith", "domain": "math", "prompt": r["prompt"],
-                  "answer": r["answer"], "category": r["category"], "metadata": json.dumps(r["metadata"])}
-                 for i, r in enumerate(part)]
+        rows += [
+            {
+                "task_id": f"{split[0]}{i:05d}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+                "category": r["category"],
+                "metadata": json.dumps(r["metadata"]),
+            }
+            for i, r in enumerate(part)
+        ]
     store.append("tasks", rows)
     return store
 
@@ -55,30 +64,64 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     s = run_sample(store, SampleJob(spec=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
     wall = time.monotonic() - t0
     name = model_identity(model).name
-    key = "" if env is None else store.sql("SELECT DISTINCT env_version FROM passrates WHERE env_version <> ''"
-                                           ).fetchall()[0][0]
-    acc = store.sql("SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "
-                    "AND task_id LIKE 'h%'", params=[name, spec.params_hash, key]).fetchall()[0][0]
-    return {"accuracy": round(float(acc), 4), "samples": s.samples, "wall_s": round(wall, 1),
-            "samples_per_s": round(s.samples / max(s.seconds, 1e-9), 1), "episode_rounds": s.episode_rounds,
-            "engine_busy_frac": s.engine_busy_frac, "tool_call_frac": s.tool_call_frac}
+    key = (
+        ""
+        if env is None
+        else store.sql("SELECT DISTINCT env_version FROM passrates WHERE env_version <> ''").fetchall()[0][0]
+    )
+    acc = store.sql(
+        "SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "
+        "AND task_id LIKE 'h%'",
+        params=[name, spec.params_hash, key],
+    ).fetchall()[0][0]
+    return {
+        "accuracy": round(float(acc), 4),
+        "samples": s.samples,
+        "wall_s": round(wall, 1),
+        "samples_per_s": round(s.samples / max(s.seconds, 1e-9), 1),
+        "episode_rounds": s.episode_rounds,
+        "engine_busy_frac": s.engine_busy_frac,
+        "tool_call_frac": s.tool_call_frac,
+    }
 
 
-def _train(store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args, model: str) -> dict:
+def _train(
+    store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args, model: str
+) -> dict:
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
 
-    cfg = TrainConfig(model=model, run_id=run_id, output_dir=str(out), steps=steps, seed=seed, prompts_per_step=args.prompts,
-                      group_size=args.group, max_tokens=32, lr=args.lr, micro_batch=args.prompts * args.group,
-                      max_resample=1, env=env)
+    cfg = TrainConfig(
+        model=model,
+        run_id=run_id,
+        output_dir=str(out),
+        steps=steps,
+        seed=seed,
+        prompts_per_step=args.prompts,
+        group_size=args.group,
+        max_tokens=32,
+        lr=args.lr,
+        micro_batch=args.prompts * args.group,
+        max_resample=1,
+        env=env,
+    )
     t0 = time.monotonic()
     s = train(store, cfg, DriverOptions(tasks_where="task_id LIKE 't%'"))
-    calls = store.sql("SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'episode/tool_call_frac' "
-                      "ORDER BY step", params=[run_id]).fetchall()
-    acc = store.sql("SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'accuracy' ORDER BY step",
-                    params=[run_id]).fetchall()
-    return {"checkpoint": s.checkpoint, "wall_s": round(time.monotonic() - t0, 1), "samples": s.samples,
-            "tool_call_frac": [round(v, 4) for _, v in calls], "train_accuracy": [round(v, 4) for _, v in acc]}
+    calls = store.sql(
+        "SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'episode/tool_call_frac' ORDER BY step",
+        params=[run_id],
+    ).fetchall()
+    acc = store.sql(
+        "SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'accuracy' ORDER BY step",
+        params=[run_id],
+    ).fetchall()
+    return {
+        "checkpoint": s.checkpoint,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "samples": s.samples,
+        "tool_call_frac": [round(v, 4) for _, v in calls],
+        "train_accuracy": [round(v, 4) for _, v in acc],
+    }
 
 
 def main() -> None:
@@ -94,7 +137,6 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="default: the bundled model")
     args = ap.parse_args()
     from rldata.engine import default_model_path
-
     from rldata.jobs.actors import ensure_ray
 
     base = args.model or str(default_model_path())
@@ -104,18 +146,49 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             store = _store(tmp / "store", (4, 5), args.heldout)
-            r = {"base": {"plain": _eval(store, base, env=None, n=args.eval_n, seed=seed),
-                          "calculator": _eval(store, base, env="calculator", n=args.eval_n, seed=seed)}}
-            tool = _train(store, tmp / "runs", f"calc-{seed}", env="calculator", steps=args.steps, seed=seed, args=args,
-                          model=base)
-            plain = _train(store, tmp / "runs", f"plain-{seed}", env=None, steps=args.steps, seed=seed, args=args,
-                           model=base)
-            r["trained"] = {"calculator": {"train": tool, "eval": _eval(store, tool["checkpoint"], env="calculator",
-                                                                        n=args.eval_n, seed=seed)},
-                            "plain": {"train": plain, "eval": _eval(store, plain["checkpoint"], env=None,
-                                                                    n=args.eval_n, seed=seed)}}
-            r["gain_points"] = round(100 * (r["trained"]["calculator"]["eval"]["accuracy"]
-                                            - r["trained"]["plain"]["eval"]["accuracy"]), 1)
+            r = {
+                "base": {
+                    "plain": _eval(store, base, env=None, n=args.eval_n, seed=seed),
+                    "calculator": _eval(store, base, env="calculator", n=args.eval_n, seed=seed),
+                }
+            }
+            tool = _train(
+                store,
+                tmp / "runs",
+                f"calc-{seed}",
+                env="calculator",
+                steps=args.steps,
+                seed=seed,
+                args=args,
+                model=base,
+            )
+            plain = _train(
+                store,
+                tmp / "runs",
+                f"plain-{seed}",
+                env=None,
+                steps=args.steps,
+                seed=seed,
+                args=args,
+                model=base,
+            )
+            r["trained"] = {
+                "calculator": {
+                    "train": tool,
+                    "eval": _eval(store, tool["checkpoint"], env="calculator", n=args.eval_n, seed=seed),
+                },
+                "plain": {
+                    "train": plain,
+                    "eval": _eval(store, plain["checkpoint"], env=None, n=args.eval_n, seed=seed),
+                },
+            }
+            r["gain_points"] = round(
+                100
+                * (
+                    r["trained"]["calculator"]["eval"]["accuracy"] - r["trained"]["plain"]["eval"]["accuracy"]
+                ),
+                1,
+            )
             result["seeds"][seed] = r
             print(json.dumps({seed: r}), flush=True)
     gains = [r["gain_points"] for r in result["seeds"].values()]

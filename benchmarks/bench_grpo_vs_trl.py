@@ -51,17 +51,28 @@ def scaled_model() -> Path:
     if (path / "config.json").exists():
         return path
     import torch
-    from rldata.jobs.pretrain_tiny import build_tokenizer
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rldata.jobs.pretrain_tiny import build_tokenizer
 
     tok = build_tokenizer()
     vocab = len(tok)
     tok.add_special_tokens({"eos_token": "<eos64>"})  # id == vocab: never sampled
     tok.model_max_length = 128
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
-                      num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=128,
-                      bos_token_id=1, eos_token_id=vocab, pad_token_id=0, tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=vocab,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(cfg)
     model.generation_config.eos_token_id = vocab
     model.save_pretrained(path)
@@ -77,24 +88,47 @@ def model_for(size: str) -> str:
 
 # ---- rldata ----------------------------------------------------------------------------------------
 def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
+    from rldata import open_store
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
 
-    from rldata import open_store
-
     tmp = Path(tempfile.mkdtemp(dir=WORK))
     store = open_store(tmp / "store")
-    store.append("tasks", [{"task_id": f"b{i:04d}", "source": "arith", "domain": "math", "prompt": r["prompt"],
-                            "answer": r["answer"]} for i, r in enumerate(_tasks(PROMPTS * (steps + warmup)))])
-    cfg = TrainConfig(model=model_for(size), run_id="bench", output_dir=str(tmp / "runs"), steps=steps + warmup,
-                      prompts_per_step=PROMPTS, group_size=G, max_tokens=SIZES[size], dynamic_sampling=False,
-                      micro_batch=PROMPTS * G, lr=1e-5, seed=0,
-                      cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")),
-                      mode="sync" if mode == "sync" else "async", max_staleness=int(mode[5:] or 1) if mode != "sync" else 1)
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"b{i:04d}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+            }
+            for i, r in enumerate(_tasks(PROMPTS * (steps + warmup)))
+        ],
+    )
+    cfg = TrainConfig(
+        model=model_for(size),
+        run_id="bench",
+        output_dir=str(tmp / "runs"),
+        steps=steps + warmup,
+        prompts_per_step=PROMPTS,
+        group_size=G,
+        max_tokens=SIZES[size],
+        dynamic_sampling=False,
+        micro_batch=PROMPTS * G,
+        lr=1e-5,
+        seed=0,
+        cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")),
+        mode="sync" if mode == "sync" else "async",
+        max_staleness=int(mode[5:] or 1) if mode != "sync" else 1,
+    )
     t0 = time.monotonic()
     train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
     total = time.monotonic() - t0
-    m = store.sql("SELECT step, name, value, epoch_us(created_at) / 1e6 AS t FROM metrics WHERE run_id = 'bench'").pl()
+    m = store.sql(
+        "SELECT step, name, value, epoch_us(created_at) / 1e6 AS t FROM metrics WHERE run_id = 'bench'"
+    ).pl()
     at = {r["step"]: r["t"] for r in m.filter(m["name"] == "samples").iter_rows(named=True)}
     wall = at[steps + warmup] - at[warmup]
     timed = m.filter(m["step"] > warmup)
@@ -103,11 +137,28 @@ def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
         v = timed.filter(timed["name"] == name)["value"]
         return float(v.mean()) if len(v) else None
 
-    return {"samples_per_s": PROMPTS * G * steps / wall, "wall_s": wall, "total_s": total,
-            "learner_idle_frac": mean("learner_idle_frac"), "engine_idle_frac": mean("engine_idle_frac"),
-            "staleness_mean": mean("staleness"), "response_len_mean": mean("response_len_mean"),
-            "time_split_s": {k: mean(f"time/{k}") for k in ("step", "generate", "reward", "update", "sync",
-                                                              "writeback", "learner_idle", "engine_idle")}}
+    return {
+        "samples_per_s": PROMPTS * G * steps / wall,
+        "wall_s": wall,
+        "total_s": total,
+        "learner_idle_frac": mean("learner_idle_frac"),
+        "engine_idle_frac": mean("engine_idle_frac"),
+        "staleness_mean": mean("staleness"),
+        "response_len_mean": mean("response_len_mean"),
+        "time_split_s": {
+            k: mean(f"time/{k}")
+            for k in (
+                "step",
+                "generate",
+                "reward",
+                "update",
+                "sync",
+                "writeback",
+                "learner_idle",
+                "engine_idle",
+            )
+        },
+    }
 
 
 # ---- TRL -------------------------------------------------------------------------------------------
@@ -124,8 +175,10 @@ def run_trl(size: str, steps: int, warmup: int) -> dict:
     def reward(completions, answer, completion_ids=None, **_):
         if completion_ids is not None:
             lengths.extend(len(c) for c in completion_ids)
-        return [1.0 if all(v.passed for v in verifier.verify(c, {"answer": a})) else 0.0
-                for c, a in zip(completions, answer)]
+        return [
+            1.0 if all(v.passed for v in verifier.verify(c, {"answer": a})) else 0.0
+            for c, a in zip(completions, answer)
+        ]
 
     class Clock(TrainerCallback):
         def __init__(self):
@@ -137,26 +190,69 @@ def run_trl(size: str, steps: int, warmup: int) -> dict:
     rows = [{"prompt": r["prompt"], "answer": r["answer"]} for r in _tasks(PROMPTS * (steps + warmup))]
     clock = Clock()
     out = tempfile.mkdtemp(dir=WORK)
-    args = GRPOConfig(output_dir=out, use_cpu=True, per_device_train_batch_size=PROMPTS * G, num_generations=G,
-                      max_completion_length=SIZES[size], max_steps=steps + warmup, learning_rate=1e-5, beta=0.0,
-                      epsilon=0.2, epsilon_high=0.28, loss_type="dapo", temperature=1.0, num_iterations=1,
-                      report_to=[], logging_steps=1, save_strategy="no", bf16=False, disable_tqdm=True, seed=0)
+    args = GRPOConfig(
+        output_dir=out,
+        use_cpu=True,
+        per_device_train_batch_size=PROMPTS * G,
+        num_generations=G,
+        max_completion_length=SIZES[size],
+        max_steps=steps + warmup,
+        learning_rate=1e-5,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        temperature=1.0,
+        num_iterations=1,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        bf16=False,
+        disable_tqdm=True,
+        seed=0,
+    )
     t0 = time.monotonic()
-    trainer = GRPOTrainer(model=model_for(size), reward_funcs=reward, args=args,
-                          train_dataset=datasets.Dataset.from_list(rows), callbacks=[clock])
+    trainer = GRPOTrainer(
+        model=model_for(size),
+        reward_funcs=reward,
+        args=args,
+        train_dataset=datasets.Dataset.from_list(rows),
+        callbacks=[clock],
+    )
     trainer.train()
     wall = clock.ends[-1] - clock.ends[warmup - 1]
-    timed_len = lengths[PROMPTS * G * warmup:]
-    return {"samples_per_s": PROMPTS * G * steps / wall, "wall_s": wall, "total_s": time.monotonic() - t0,
-            "response_len_mean": sum(timed_len) / len(timed_len) if timed_len else None}
+    timed_len = lengths[PROMPTS * G * warmup :]
+    return {
+        "samples_per_s": PROMPTS * G * steps / wall,
+        "wall_s": wall,
+        "total_s": time.monotonic() - t0,
+        "response_len_mean": sum(timed_len) / len(timed_len) if timed_len else None,
+    }
 
 
 # ---- driver ----------------------------------------------------------------------------------------
 def child(which: str, size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
-    p = subprocess.run([sys.executable, __file__, "--child", which, "--sizes", size, "--steps", str(steps),
-                        "--warmup", str(warmup), "--modes", mode], capture_output=True, text=True, env=env,
-                       check=False)
+    p = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            which,
+            "--sizes",
+            size,
+            "--steps",
+            str(steps),
+            "--warmup",
+            str(warmup),
+            "--modes",
+            mode,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if p.returncode:
         return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -168,14 +264,23 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     ap.add_argument("--child", choices=["rldata", "trl"])
-    ap.add_argument("--modes", default="sync", help="rldata modes: sync, asyncK (K = max_staleness), comma-separated")
-    ap.add_argument("--learner-cpus", type=int, default=1,
-                    help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)")
+    ap.add_argument(
+        "--modes", default="sync", help="rldata modes: sync, asyncK (K = max_staleness), comma-separated"
+    )
+    ap.add_argument(
+        "--learner-cpus",
+        type=int,
+        default=1,
+        help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)",
+    )
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.child:
-        got = (run_rldata(args.sizes, args.steps, args.warmup, args.modes) if args.child == "rldata"
-               else run_trl(args.sizes, args.steps, args.warmup))
+        got = (
+            run_rldata(args.sizes, args.steps, args.warmup, args.modes)
+            if args.child == "rldata"
+            else run_trl(args.sizes, args.steps, args.warmup)
+        )
         print(json.dumps(got))
         return
     out = HERE / "bench_grpo_vs_trl.json"
@@ -186,16 +291,29 @@ def main() -> None:
         for mode in args.modes.split(","):
             load = [round(x, 2) for x in os.getloadavg()]
             ours = child("rldata", size, args.steps, args.warmup, mode)
-            ratio = (ours["samples_per_s"] / trl["samples_per_s"]
-                     if "error" not in ours and "error" not in trl else None)
-            key = f"{size}/{mode}" + (
-                f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")
-            results[key] = {"rldata": ours, "trl": trl, "ratio": ratio, "steps": args.steps, "warmup": args.warmup,
-                            "mode": mode, "load_avg_before": load, "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
-            print(f"{size} {mode}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
-                  f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
-                  f"learner idle {ours.get('learner_idle_frac') or float('nan'):.0%}, engine idle "
-                  f"{ours.get('engine_idle_frac') or float('nan'):.0%}; load {load}", flush=True)
+            ratio = (
+                ours["samples_per_s"] / trl["samples_per_s"]
+                if "error" not in ours and "error" not in trl
+                else None
+            )
+            key = f"{size}/{mode}" + (f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")
+            results[key] = {
+                "rldata": ours,
+                "trl": trl,
+                "ratio": ratio,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "mode": mode,
+                "load_avg_before": load,
+                "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            }
+            print(
+                f"{size} {mode}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
+                f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
+                f"learner idle {ours.get('learner_idle_frac') or float('nan'):.0%}, engine idle "
+                f"{ours.get('engine_idle_frac') or float('nan'):.0%}; load {load}",
+                flush=True,
+            )
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 

@@ -37,9 +37,16 @@ def make_input(rows: int) -> tuple[Path, Path]:
     records = []
     for i in range(rows):
         a, b = rng.randrange(1000), rng.randrange(1000)
-        records.append({"prompt": f"Task {i}: what is {a} + {b}? Give the final number.", "answer": str(a + b),
-                        "source": "synthetic", "domain": "math", "category": CATEGORIES[i % 4],
-                        "metadata": {"level": i % 5, "seed": i}})
+        records.append(
+            {
+                "prompt": f"Task {i}: what is {a} + {b}? Give the final number.",
+                "answer": str(a + b),
+                "source": "synthetic",
+                "domain": "math",
+                "category": CATEGORIES[i % 4],
+                "metadata": {"level": i % 5, "seed": i},
+            }
+        )
     tmp = jsonl.with_suffix(".tmp")
     with open(tmp, "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
@@ -93,8 +100,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     jsonl, parquet = make_input(args.rows)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; rows: {args.rows:,}; "
-          f"best of {args.repeat}; cpu = process CPU seconds, all threads")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; rows: {args.rows:,}; "
+        f"best of {args.repeat}; cpu = process CPU seconds, all threads"
+    )
     for label, path in (("jsonl", jsonl), ("parquet", parquet)):
         ingest_t, base_t, commit_t = [], [], []
         for _ in range(args.repeat):
@@ -105,14 +114,19 @@ def main() -> None:
             base_t.append(time_write_table(table))
             commit_t.append(time_commit_only(table))
         (t, tc), (b, bc), (c, cc) = min(ingest_t), min(base_t), min(commit_t)
-        print(f"ingest {label:8s} {t:7.2f} s (cpu {tc:6.2f}) {args.rows / t:10,.0f} rows/s | write_table {b:6.2f} s "
-              f"(cpu {bc:5.2f}) {args.rows / b:10,.0f} rows/s | ratio {b / t:.2f} (cpu {bc / tc:.2f}) | "
-              f"commit alone {c:5.2f} s (cpu {cc:5.2f}), ratio {b / c:.2f}", flush=True)
+        print(
+            f"ingest {label:8s} {t:7.2f} s (cpu {tc:6.2f}) {args.rows / t:10,.0f} rows/s | write_table {b:6.2f} s "
+            f"(cpu {bc:5.2f}) {args.rows / b:10,.0f} rows/s | ratio {b / t:.2f} (cpu {bc / tc:.2f}) | "
+            f"commit alone {c:5.2f} s (cpu {cc:5.2f}), ratio {b / c:.2f}",
+            flush=True,
+        )
     from rldata.ingest import ingest
 
     wall, cpu, again = timed(lambda: ingest(store, parquet, record_run=False))
-    print(f"re-ingest parquet into the full store (all duplicates, no commit): {wall:.2f} s (cpu {cpu:.2f}), "
-          f"added {again.added}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"re-ingest parquet into the full store (all duplicates, no commit): {wall:.2f} s (cpu {cpu:.2f}), "
+        f"added {again.added}; load average {os.getloadavg()[0]:.1f}"
+    )
     shutil.rmtree(WORK / "bench-ingest-store", ignore_errors=True)
 
 

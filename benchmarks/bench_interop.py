@@ -32,17 +32,32 @@ def _build(root: Path, tasks: int, rollouts: int):
 
     store = open_store(root / "store")
     ids = [f"t{i:07d}" for i in range(tasks)]
-    store.append("tasks", pa.table({
-        "task_id": ids, "source": ["bench"] * tasks, "domain": ["math"] * tasks,
-        "prompt": [f"{i} + {i % 97} =" for i in range(tasks)], "answer": [str(i + i % 97) for i in range(tasks)],
-    }))
-    store.append("selections", pa.table({
-        "selection": ["band"] * tasks, "task_id": ids,
-        "decision": ["keep" if i % 2 == 0 else "drop" for i in range(tasks)],
-        "reason": ["in_band"] * tasks, "pass_rate": [0.5] * tasks,
-        "bucket": ["easy" if i % 4 == 0 else "hard" for i in range(tasks)],
-        "params": [json.dumps({"low": 0.1, "high": 0.9})] * tasks,
-    }))
+    store.append(
+        "tasks",
+        pa.table(
+            {
+                "task_id": ids,
+                "source": ["bench"] * tasks,
+                "domain": ["math"] * tasks,
+                "prompt": [f"{i} + {i % 97} =" for i in range(tasks)],
+                "answer": [str(i + i % 97) for i in range(tasks)],
+            }
+        ),
+    )
+    store.append(
+        "selections",
+        pa.table(
+            {
+                "selection": ["band"] * tasks,
+                "task_id": ids,
+                "decision": ["keep" if i % 2 == 0 else "drop" for i in range(tasks)],
+                "reason": ["in_band"] * tasks,
+                "pass_rate": [0.5] * tasks,
+                "bucket": ["easy" if i % 4 == 0 else "hard" for i in range(tasks)],
+                "params": [json.dumps({"low": 0.1, "high": 0.9})] * tasks,
+            }
+        ),
+    )
     dump = root / "dump"
     dump.mkdir()
     per_step = rollouts // 4
@@ -50,8 +65,19 @@ def _build(root: Path, tasks: int, rollouts: int):
         with open(dump / f"{step}.jsonl", "w") as f:
             for j in range(per_step):
                 i = (j * 7 + step) % tasks
-                f.write(json.dumps({"input": f"{i} + {i % 97} =", "output": str(j % 50), "gts": str(i + i % 97),
-                                    "score": float(j % 3 == 0), "step": step, "acc": j % 3 == 0}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "input": f"{i} + {i % 97} =",
+                            "output": str(j % 50),
+                            "gts": str(i + i % 97),
+                            "score": float(j % 3 == 0),
+                            "step": step,
+                            "acc": j % 3 == 0,
+                        }
+                    )
+                    + "\n"
+                )
     return store, dump
 
 
@@ -76,9 +102,11 @@ def main() -> None:
         store, dump = _build(root, a.tasks, a.rollouts)
 
         def baseline_export():
-            store.sql("SELECT s.task_id, t.prompt, t.answer, t.source, s.bucket, s.pass_rate FROM selections s "
-                      "JOIN tasks t USING (task_id) WHERE s.selection = 'band' AND s.decision = 'keep' "
-                      "ORDER BY s.task_id").write_parquet(str(root / "baseline.parquet"))
+            store.sql(
+                "SELECT s.task_id, t.prompt, t.answer, t.source, s.bucket, s.pass_rate FROM selections s "
+                "JOIN tasks t USING (task_id) WHERE s.selection = 'band' AND s.decision = 'keep' "
+                "ORDER BY s.task_id"
+            ).write_parquet(str(root / "baseline.parquet"))
 
         base_exp = _timed(baseline_export)
         verl = _timed(lambda: export_selection(store, spec=ExportSpec("band", "verl"), out=root / "verl"))
@@ -86,25 +114,42 @@ def main() -> None:
 
         def baseline_import():
             df = pl.concat([pl.read_ndjson(f) for f in sorted(dump.glob("*.jsonl"))])
-            store.append("trajectories", df.select(
-                pl.format("b{}", pl.int_range(pl.len())).alias("traj_id"), pl.lit("t0000000").alias("task_id"),
-                pl.lit("baseline").alias("run_id"), pl.lit(0, pl.Int32).alias("sample_idx"),
-                pl.lit("m").alias("model"), pl.col("step").alias("policy_version"), pl.lit("x").alias("params_hash"),
-                pl.col("input").alias("prompt"), pl.col("output").alias("completion"), pl.col("score").alias("reward"),
-            ))
+            store.append(
+                "trajectories",
+                df.select(
+                    pl.format("b{}", pl.int_range(pl.len())).alias("traj_id"),
+                    pl.lit("t0000000").alias("task_id"),
+                    pl.lit("baseline").alias("run_id"),
+                    pl.lit(0, pl.Int32).alias("sample_idx"),
+                    pl.lit("m").alias("model"),
+                    pl.col("step").alias("policy_version"),
+                    pl.lit("x").alias("params_hash"),
+                    pl.col("input").alias("prompt"),
+                    pl.col("output").alias("completion"),
+                    pl.col("score").alias("reward"),
+                ),
+            )
 
         base_imp = _timed(baseline_import)
         imp = _timed(lambda: import_rollouts(store, path=dump, spec=ImportSpec("verl")))
 
     kept = a.tasks // 2
-    print(f"machine: {platform.machine()}, {__import__('os').cpu_count()} cores; tasks {a.tasks}, kept {kept}, "
-          f"rollouts {a.rollouts}")
-    print(f"export verl  {verl:6.2f} s  ({kept / verl:8.0f} tasks/s)  baseline COPY {base_exp:5.2f} s  "
-          f"ratio {verl / base_exp:4.1f}x")
-    print(f"export hf    {hf:6.2f} s  ({kept / hf:8.0f} tasks/s)  baseline COPY {base_exp:5.2f} s  "
-          f"ratio {hf / base_exp:4.1f}x")
-    print(f"import verl  {imp:6.2f} s  ({a.rollouts / imp:8.0f} lines/s)  baseline read+append {base_imp:5.2f} s  "
-          f"ratio {imp / base_imp:4.1f}x")
+    print(
+        f"machine: {platform.machine()}, {__import__('os').cpu_count()} cores; tasks {a.tasks}, kept {kept}, "
+        f"rollouts {a.rollouts}"
+    )
+    print(
+        f"export verl  {verl:6.2f} s  ({kept / verl:8.0f} tasks/s)  baseline COPY {base_exp:5.2f} s  "
+        f"ratio {verl / base_exp:4.1f}x"
+    )
+    print(
+        f"export hf    {hf:6.2f} s  ({kept / hf:8.0f} tasks/s)  baseline COPY {base_exp:5.2f} s  "
+        f"ratio {hf / base_exp:4.1f}x"
+    )
+    print(
+        f"import verl  {imp:6.2f} s  ({a.rollouts / imp:8.0f} lines/s)  baseline read+append {base_imp:5.2f} s  "
+        f"ratio {imp / base_imp:4.1f}x"
+    )
 
 
 if __name__ == "__main__":

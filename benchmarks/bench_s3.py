@@ -39,8 +39,11 @@ def start_server() -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):  # bounded wait for the port
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -54,8 +57,13 @@ def start_server() -> tuple[subprocess.Popen, str]:
 
 
 def s3_options(endpoint: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": SECRET}
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
 
 
 def new_stores(endpoint: str, tag: str):
@@ -66,11 +74,19 @@ def new_stores(endpoint: str, tag: str):
     from rldata import open_store
 
     bucket = f"bench-{tag}-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
-                 aws_secret_access_key=SECRET).create_bucket(Bucket=bucket)
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key=SECRET,
+    ).create_bucket(Bucket=bucket)
     root = WORK / f"bench-s3-local-{tag}"
     shutil.rmtree(root, ignore_errors=True)
-    return {"local": open_store(root), "s3": open_store(f"s3://{bucket}/store", storage_options=s3_options(endpoint))}
+    return {
+        "local": open_store(root),
+        "s3": open_store(f"s3://{bucket}/store", storage_options=s3_options(endpoint)),
+    }
 
 
 def bench_ingest(endpoint: str, rows: int) -> None:
@@ -79,8 +95,11 @@ def bench_ingest(endpoint: str, rows: int) -> None:
     _, parquet = make_input(rows)
     for kind, store in new_stores(endpoint, "ingest").items():
         wall, cpu, summary = timed(lambda s=store: ingest(s, parquet, record_run=False))
-        print(f"ingest {rows:,} tasks  {kind:5s} {wall:7.2f} s (cpu {cpu:6.2f})  {summary.added / wall:10,.0f} rows/s"
-              f"  load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"ingest {rows:,} tasks  {kind:5s} {wall:7.2f} s (cpu {cpu:6.2f})  {summary.added / wall:10,.0f} rows/s"
+            f"  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
 
 def bench_sql(endpoint: str, rows: int, repeat: int) -> None:
@@ -95,8 +114,11 @@ def bench_sql(endpoint: str, rows: int, repeat: int) -> None:
     print(f"generated {rows:,} trajectories in both stores ({time.perf_counter() - t0:.0f} s)", flush=True)
     q = QUERIES["group_by"]
     best = min(timed(lambda: stores["local"].sql(q).to_arrow_table())[0] for _ in range(repeat))
-    print(f"GROUP BY {rows:,} rows  local via Store.sql (DuckDB read_parquet)   {best:7.2f} s  load "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"GROUP BY {rows:,} rows  local via Store.sql (DuckDB read_parquet)   {best:7.2f} s  load "
+        f"{os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     s3 = stores["s3"]
     size = sum(f.size for f in _s3_files(s3))
     import duckdb
@@ -105,18 +127,29 @@ def bench_sql(endpoint: str, rows: int, repeat: int) -> None:
         from rldata import schemas
 
         con = duckdb.connect()
-        con.register("trajectories", remote_dataset(store.table("trajectories").file_uris(),
-                                                    schemas.get("trajectories").schema, store.storage_options))
+        con.register(
+            "trajectories",
+            remote_dataset(
+                store.table("trajectories").file_uris(),
+                schemas.get("trajectories").schema,
+                store.storage_options,
+            ),
+        )
         return con.sql(q).to_arrow_table()
 
-    paths = {"Store.sql (delta-rs dataset)": lambda st: st.sql(q).to_arrow_table(),
-             "pyarrow S3FileSystem dataset": pyarrow_s3}
+    paths = {
+        "Store.sql (delta-rs dataset)": lambda st: st.sql(q).to_arrow_table(),
+        "pyarrow S3FileSystem dataset": pyarrow_s3,
+    }
     for name, fn in paths.items():
         best = min(timed(lambda f=fn: f(s3))[0] for _ in range(repeat))
         with FaultProxy(endpoint) as proxy:  # bytes counted at a loopback proxy, in a separate run
             fn(open_store(s3.root, storage_options=s3_options(proxy.endpoint)))
-        print(f"GROUP BY {rows:,} rows  s3    via {name:29s} {best:7.2f} s  fetched {proxy.parquet_bytes / 2**20:7.1f}"
-              f" MiB of {size / 2**20:.1f} MiB of Parquet  load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"GROUP BY {rows:,} rows  s3    via {name:29s} {best:7.2f} s  fetched {proxy.parquet_bytes / 2**20:7.1f}"
+            f" MiB of {size / 2**20:.1f} MiB of Parquet  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
 
 def _s3_files(store):
@@ -153,15 +186,24 @@ def arrow_s3_filesystem(storage_options: dict[str, str] | None):
     region = _option(opts, "aws_region", "region", "aws_default_region")
     if region:
         kw["region"] = region
-    key, secret = _option(opts, "aws_access_key_id", "access_key_id"), _option(
-        opts, "aws_secret_access_key", "secret_access_key")
+    key, secret = (
+        _option(opts, "aws_access_key_id", "access_key_id"),
+        _option(opts, "aws_secret_access_key", "secret_access_key"),
+    )
     if key and secret:
-        kw.update(access_key=key, secret_key=secret, session_token=_option(opts, "aws_session_token", "session_token"))
-    if (_option(opts, "aws_virtual_hosted_style_request", "virtual_hosted_style_request") or "").lower() != "true":
+        kw.update(
+            access_key=key,
+            secret_key=secret,
+            session_token=_option(opts, "aws_session_token", "session_token"),
+        )
+    if (
+        _option(opts, "aws_virtual_hosted_style_request", "virtual_hosted_style_request") or ""
+    ).lower() != "true":
         kw["force_virtual_addressing"] = False
     # bounded: a dead endpoint must fail the query, not hang it
-    kw.update(connect_timeout=10, request_timeout=60,
-              retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=5))
+    kw.update(
+        connect_timeout=10, request_timeout=60, retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=5)
+    )
     return fs.S3FileSystem(**kw)
 
 
@@ -170,7 +212,9 @@ def remote_dataset(files: list[str], schema, storage_options: dict[str, str] | N
     import pyarrow.dataset as pads
 
     paths = [f.split("://", 1)[1] for f in files]
-    return pads.dataset(paths, schema=schema, format="parquet", filesystem=arrow_s3_filesystem(storage_options))
+    return pads.dataset(
+        paths, schema=schema, format="parquet", filesystem=arrow_s3_filesystem(storage_options)
+    )
 
 
 def bench_commit(endpoint: str, repeat: int, tasks: int = 128, n: int = 16) -> None:
@@ -180,8 +224,12 @@ def bench_commit(endpoint: str, repeat: int, tasks: int = 128, n: int = 16) -> N
         times = []
         for r in range(repeat + 1):  # the first batch also warms up; best of the rest
             trajectories, verifications = _batch(r * tasks * n, tasks * n)
-            outcomes = [(t, "math@1", bool(p)) for t, p in zip(verifications.column("task_id").to_pylist(),
-                                                                verifications.column("passed").to_pylist())]
+            outcomes = [
+                (t, "math@1", bool(p))
+                for t, p in zip(
+                    verifications.column("task_id").to_pylist(), verifications.column("passed").to_pylist()
+                )
+            ]
 
             def commit(s=store, t=trajectories, v=verifications, o=outcomes):
                 s.append("trajectories", t)
@@ -189,8 +237,10 @@ def bench_commit(endpoint: str, repeat: int, tasks: int = 128, n: int = 16) -> N
                 s.upsert("passrates", rows_from_outcomes(o, model="tiny", params_hash="p0", run_id="run0"))
 
             times.append(timed(commit)[0])
-        print(f"commit batch ({tasks} tasks x {n})  {kind:5s} {min(times[1:]):7.2f} s  load {os.getloadavg()[0]:.1f}",
-              flush=True)
+        print(
+            f"commit batch ({tasks} tasks x {n})  {kind:5s} {min(times[1:]):7.2f} s  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -201,8 +251,10 @@ def main() -> None:
     args = ap.parse_args()
     proc, endpoint = start_server()
     try:
-        print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}; S3 = moto server on {endpoint}",
-              flush=True)
+        print(
+            f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}; S3 = moto server on {endpoint}",
+            flush=True,
+        )
         bench_commit(endpoint, args.repeat)
         bench_sql(endpoint, args.sql_rows, args.repeat)
         bench_ingest(endpoint, args.ingest_rows)

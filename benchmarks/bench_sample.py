@@ -33,10 +33,22 @@ def _tasks(n: int) -> list[dict]:
 
     rows = (load_bundled("train") + load_bundled("heldout"))[:n]
     if len(rows) < n:  # more than the bundle: 2-digit, 3-operand expressions (millions of distinct ones)
-        rows += generate(n - len(rows), seed=123, digits=2, n_operands=3, operators="+-*",
-                         exclude={r["prompt"] for r in rows})
+        rows += generate(
+            n - len(rows),
+            seed=123,
+            digits=2,
+            n_operands=3,
+            operators="+-*",
+            exclude={r["prompt"] for r in rows},
+        )
     return [
-        {"task_id": f"b{i:07d}", "source": "arith", "domain": "math", "prompt": r["prompt"], "answer": r["answer"]}
+        {
+            "task_id": f"b{i:07d}",
+            "source": "arith",
+            "domain": "math",
+            "prompt": r["prompt"],
+            "answer": r["answer"],
+        }
         for i, r in enumerate(rows)
     ]
 
@@ -51,8 +63,12 @@ def bare(tasks: list[dict], spec, batch: int) -> tuple[float, float]:
     done = 0
     for i in range(0, len(tasks), batch):
         chunk = tasks[i : i + batch]
-        out = eng.generate([t["prompt"] for t in chunk], spec, seeds=[spec.request_seed(t["task_id"]) for t in chunk],
-                           logprobs=True)
+        out = eng.generate(
+            [t["prompt"] for t in chunk],
+            spec,
+            seeds=[spec.request_seed(t["task_id"]) for t in chunk],
+            logprobs=True,
+        )
         done += sum(len(g) for g in out)
     t1 = time.perf_counter()
     eng.close()
@@ -88,9 +104,10 @@ def rss_child(n_tasks: int) -> None:
 def _vm_hwm_mib() -> float:
     """This process's peak RSS.  Not ``getrusage``: its ``ru_maxrss`` survives exec, so a child
     started from this benchmark would report the parent's peak (the baseline's loaded engine)."""
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -110,14 +127,26 @@ def main() -> None:
     tasks = _tasks(a.tasks)
     base_e2e, base_loop = bare(tasks, spec, a.batch)
     e2e, job = rldata_job(tasks, spec, a.batch)
-    print(json.dumps({
-        "tasks": a.tasks, "samples": a.tasks * 16, "load_avg_1m": round(os.getloadavg()[0], 2),
-        "bare_vllm_samples_per_s_with_load": round(base_e2e, 1), "bare_vllm_samples_per_s_loop": round(base_loop, 1),
-        "rldata_end_to_end_samples_per_s": round(e2e, 1), "rldata_job_phase_samples_per_s": round(job, 1),
-        "ratio_end_to_end": round(e2e / base_e2e, 3), "ratio_vs_bare_loop": round(e2e / base_loop, 3),
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "tasks": a.tasks,
+                "samples": a.tasks * 16,
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+                "bare_vllm_samples_per_s_with_load": round(base_e2e, 1),
+                "bare_vllm_samples_per_s_loop": round(base_loop, 1),
+                "rldata_end_to_end_samples_per_s": round(e2e, 1),
+                "rldata_job_phase_samples_per_s": round(job, 1),
+                "ratio_end_to_end": round(e2e / base_e2e, 3),
+                "ratio_vs_bare_loop": round(e2e / base_loop, 3),
+            }
+        ),
+        flush=True,
+    )
     for n in [int(x) for x in a.rss.split(",") if x]:
-        out = subprocess.run([sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=False
+        )
         print(out.stdout.strip().splitlines()[-1] if out.returncode == 0 else out.stderr[-2000:])
 
 

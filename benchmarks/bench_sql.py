@@ -30,9 +30,9 @@ BATCH = 1_000_000
 
 QUERIES = {
     "group_by": "SELECT task_id, count(*) AS n, avg(reward) AS mean_reward, sum(completion_tokens) AS tokens "
-                "FROM trajectories GROUP BY task_id",
+    "FROM trajectories GROUP BY task_id",
     "join": "SELECT t.task_id, count(*) AS n, avg(CAST(v.passed AS DOUBLE)) AS pass_rate "
-            "FROM trajectories t JOIN verifications v ON t.traj_id = v.traj_id GROUP BY t.task_id",
+    "FROM trajectories t JOIN verifications v ON t.traj_id = v.traj_id GROUP BY t.task_id",
 }
 
 
@@ -48,10 +48,10 @@ def _batch(start: int, n: int):
                (4 + hash(i) % 60)::INTEGER AS completion_tokens, 'stop' AS finish_reason,
                hash(i * 7) % 10 < 3 AS passed
         FROM range({start}, {start + n}) t(i)""").to_arrow_table()
-    trajectories = rel.drop_columns(["passed"]).append_column(
-        "reward", rel.column("passed").cast("float64"))
+    trajectories = rel.drop_columns(["passed"]).append_column("reward", rel.column("passed").cast("float64"))
     verifications = rel.select(["traj_id", "task_id", "passed"]).append_column(
-        "score", rel.column("passed").cast("float64"))
+        "score", rel.column("passed").cast("float64")
+    )
     for name, value in (("verifier", "math"), ("verifier_version", "1"), ("layer", "answer")):
         verifications = verifications.append_column(name, pa.array([value] * 1, pa.string()).take([0] * n))
     return trajectories, verifications
@@ -73,7 +73,10 @@ def make_store(rows: int) -> Path:
         trajectories, verifications = _batch(start, min(BATCH, rows - start))
         store.append("trajectories", trajectories)
         store.append("verifications", verifications)
-        print(f"  generated {start + trajectories.num_rows:,} rows ({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"  generated {start + trajectories.num_rows:,} rows ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     done.write_text("ok\n")
     return root
 
@@ -108,7 +111,8 @@ def child_pandas(root: str, name: str, repeat: int) -> dict:
         if name == "group_by":
             df = read("trajectories", ["task_id", "reward", "completion_tokens"])
             out = df.groupby("task_id", sort=False).agg(
-                n=("reward", "size"), mean_reward=("reward", "mean"), tokens=("completion_tokens", "sum"))
+                n=("reward", "size"), mean_reward=("reward", "mean"), tokens=("completion_tokens", "sum")
+            )
         else:
             t = read("trajectories", ["traj_id", "task_id"])
             v = read("verifications", ["traj_id", "passed"])
@@ -122,7 +126,18 @@ def child_pandas(root: str, name: str, repeat: int) -> dict:
 
 
 def run_child(kind: str, root: Path, name: str, repeat: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", kind, "--root", str(root), "--query", name, "--repeat", str(repeat)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--root",
+        str(root),
+        "--query",
+        name,
+        "--repeat",
+        str(repeat),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} child failed:\n{out.stderr}")
@@ -133,8 +148,21 @@ def cli_wall(root: Path, name: str) -> float:
     """The whole ``rldata sql`` command (start-up, query, writing the rows as Parquet)."""
     out = WORK / "cli-out.parquet"
     t0 = time.perf_counter()
-    subprocess.run([str(Path(sys.executable).parent / "rldata"), "--store", str(root), "sql", QUERIES[name],
-                    "--format", "parquet", "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "rldata"),
+            "--store",
+            str(root),
+            "sql",
+            QUERIES[name],
+            "--format",
+            "parquet",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     elapsed = time.perf_counter() - t0
     out.unlink(missing_ok=True)
     return elapsed
@@ -155,16 +183,21 @@ def main() -> None:
         print(json.dumps(res))
         return
     root = make_store(args.rows)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; trajectories = "
-          f"verifications = {args.rows:,} rows; best of {args.repeat}; cpu = process CPU seconds, all threads")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; trajectories = "
+        f"verifications = {args.rows:,} rows; best of {args.repeat}; cpu = process CPU seconds, all threads"
+    )
     for name in QUERIES:
         r = run_child("rldata", root, name, args.repeat)
         p = run_child("pandas", root, name, args.repeat)
         assert r["rows"] == p["rows"], (r, p)
-        print(f"{name:9s} rldata sql {r['seconds']:6.2f} s (cpu {r['cpu_s']:5.2f}) peak RSS {r['peak_rss_gb']:5.2f} GB"
-              f" | pandas {p['seconds']:6.2f} s (cpu {p['cpu_s']:5.2f}) peak RSS {p['peak_rss_gb']:5.2f} GB"
-              f" | ratio {p['seconds'] / r['seconds']:.1f}x | `rldata sql` command wall {cli_wall(root, name):.2f} s"
-              f" | load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{name:9s} rldata sql {r['seconds']:6.2f} s (cpu {r['cpu_s']:5.2f}) peak RSS {r['peak_rss_gb']:5.2f} GB"
+            f" | pandas {p['seconds']:6.2f} s (cpu {p['cpu_s']:5.2f}) peak RSS {p['peak_rss_gb']:5.2f} GB"
+            f" | ratio {p['seconds'] / r['seconds']:.1f}x | `rldata sql` command wall {cli_wall(root, name):.2f} s"
+            f" | load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

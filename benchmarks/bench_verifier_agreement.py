@@ -24,8 +24,10 @@ from rldata.verify.agreement import agreement, bare_math_verify, load_labelled, 
 
 ROOT = Path(__file__).parents[1]
 CORPUS = ROOT / "tests" / "data" / "math_adversarial.jsonl"
-CODE_SETS = {"sample_data": ROOT / "sample_data" / "code_tasks.jsonl",
-             "humaneval": ROOT / "tests" / "data" / "humaneval_code_tasks.jsonl"}
+CODE_SETS = {
+    "sample_data": ROOT / "sample_data" / "code_tasks.jsonl",
+    "humaneval": ROOT / "tests" / "data" / "humaneval_code_tasks.jsonl",
+}
 
 
 def math_table() -> dict:
@@ -39,7 +41,10 @@ def math_table() -> dict:
     out = {"all": {"rldata": agreement(ours, labels), "bare": agreement(bare, labels)}}
     for cls, idx in sorted(by_class.items()):
         sub = [labels[i] for i in idx]
-        out[cls] = {"rldata": agreement([ours[i] for i in idx], sub), "bare": agreement([bare[i] for i in idx], sub)}
+        out[cls] = {
+            "rldata": agreement([ours[i] for i in idx], sub),
+            "bare": agreement([bare[i] for i in idx], sub),
+        }
     return out
 
 
@@ -65,8 +70,14 @@ def code_table(sandbox: bool) -> dict:
     out = {}
     for name, path in CODE_SETS.items():
         tasks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        rec = {"tasks": len(tasks), "rule_rejects_reference": 0, "all_layers_reject_reference": None,
-               "none_body_passes": None, "lookup_flagged_by_rule": 0, "lookup_passes": None}
+        rec = {
+            "tasks": len(tasks),
+            "rule_rejects_reference": 0,
+            "all_layers_reject_reference": None,
+            "none_body_passes": None,
+            "lookup_flagged_by_rule": 0,
+            "lookup_passes": None,
+        }
         for t in tasks:
             tests = parse_tests(t["tests"])
             ref = t["metadata"]["reference_solution"]
@@ -75,8 +86,11 @@ def code_table(sandbox: bool) -> dict:
             rec["lookup_flagged_by_rule"] += check_rules(lookup, tests).detail["checks"]["hardcoded"] != "ok"
             if sandbox:
                 task = {"tests": json.dumps(t["tests"])}
-                for key, code in (("all_layers_reject_reference", ref), ("none_body_passes", none_body),
-                                  ("lookup_passes", lookup)):
+                for key, code in (
+                    ("all_layers_reject_reference", ref),
+                    ("none_body_passes", none_body),
+                    ("lookup_passes", lookup),
+                ):
                     ok = all_passed(v.verify(f"```python\n{code}\n```", task)) is True
                     bad = (not ok) if key == "all_layers_reject_reference" else ok
                     rec[key] = (rec[key] or 0) + bad
@@ -94,19 +108,28 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for cls, d in m.items():
         o, b = d["rldata"], d["bare"]
-        print(f"| {cls} | {o.n} | {o.agree} ({o.rate:.1%}) | {o.false_pos} | {o.false_neg} "
-              f"| {b.agree} ({b.rate:.1%}) | {b.false_pos} | {b.false_neg} |")
+        print(
+            f"| {cls} | {o.n} | {o.agree} ({o.rate:.1%}) | {o.false_pos} | {o.false_neg} "
+            f"| {b.agree} ({b.rate:.1%}) | {b.false_pos} | {b.false_neg} |"
+        )
     c = code_table(not a.no_sandbox)
     print()
-    print("| set | tasks | reference rejected: rule | reference rejected: all layers | return None passes "
-          "| lookup flagged by rule | lookup passes all layers |")
+    print(
+        "| set | tasks | reference rejected: rule | reference rejected: all layers | return None passes "
+        "| lookup flagged by rule | lookup passes all layers |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, r in c.items():
-        print(f"| {name} | {r['tasks']} | {r['rule_rejects_reference']} | {r['all_layers_reject_reference']} "
-              f"| {r['none_body_passes']} | {r['lookup_flagged_by_rule']} | {r['lookup_passes']} |")
+        print(
+            f"| {name} | {r['tasks']} | {r['rule_rejects_reference']} | {r['all_layers_reject_reference']} "
+            f"| {r['none_body_passes']} | {r['lookup_flagged_by_rule']} | {r['lookup_passes']} |"
+        )
     if a.json:
-        Path(a.json).write_text(json.dumps({"math": {k: {s: vars(x) for s, x in d.items()} for k, d in m.items()},
-                                            "code": c}, indent=2))
+        Path(a.json).write_text(
+            json.dumps(
+                {"math": {k: {s: vars(x) for s, x in d.items()} for k, d in m.items()}, "code": c}, indent=2
+            )
+        )
     return 0
 
 

@@ -28,8 +28,13 @@ import statistics
 import time
 from importlib.resources import files
 
-FORMS = ("#### {a}", "The answer is {a}.", "So the answer is $\\boxed{{{a}}}$.", "Answer: {a}",
-         "Therefore she has {a} in total.")
+FORMS = (
+    "#### {a}",
+    "The answer is {a}.",
+    "So the answer is $\\boxed{{{a}}}$.",
+    "Answer: {a}",
+    "Therefore she has {a} in total.",
+)
 
 
 def load_gsm8k(name: str) -> list[tuple[str, str]]:
@@ -111,21 +116,28 @@ def main() -> None:
     # (math-verify's parse caches in the baseline, rldata's in its verifier processes).
     pool = load_gsm8k("test.jsonl") + load_gsm8k("train.jsonl")
     warm = make_completions(pool[:40], args.samples, args.seed + 1)
-    slices = [pool[40 + r * args.tasks: 40 + (r + 1) * args.tasks] for r in range(args.repeats)]
+    slices = [pool[40 + r * args.tasks : 40 + (r + 1) * args.tasks] for r in range(args.repeats)]
     if len(slices[-1]) < args.tasks:
-        raise SystemExit(f"not enough GSM8K tasks for {args.repeats} x {args.tasks}: {len(pool) - 40} available")
+        raise SystemExit(
+            f"not enough GSM8K tasks for {args.repeats} x {args.tasks}: {len(pool) - 40} available"
+        )
     workloads = [make_completions(s, args.samples, args.seed + r) for r, s in enumerate(slices)]
     units, _ = plan([("math", c, {"answer": g}) for c, g in workloads[0]])  # dedup numbers only
     n = len(workloads[0])
-    print(f"workload per repeat: {args.tasks} GSM8K tasks x {args.samples} samples = {n} completions, "
-          f"{len(units)} distinct (answer, gold) checks ({n / len(units):.1f}x duplication)")
+    print(
+        f"workload per repeat: {args.tasks} GSM8K tasks x {args.samples} samples = {n} completions, "
+        f"{len(units)} distinct (answer, gold) checks ({n / len(units):.1f}x duplication)"
+    )
 
     t0 = time.monotonic()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     print(f"ray.init: {time.monotonic() - t0:.1f}s (not counted)")
-    settings = {"baseline (sequential math_verify)": run_baseline,
-                "math_verify on extracted answers, no dedup (1 core)": run_extracted,
-                "verify_many (1 core, dedup)": run_local, "verify_on_ray (2 CPUs)": run_ray}
+    settings = {
+        "baseline (sequential math_verify)": run_baseline,
+        "math_verify on extracted answers, no dedup (1 core)": run_extracted,
+        "verify_many (1 core, dedup)": run_local,
+        "verify_on_ray (2 CPUs)": run_ray,
+    }
     for fn in settings.values():
         fn(warm)
     rates: dict[str, list[float]] = {k: [] for k in settings}
@@ -152,7 +164,9 @@ def main() -> None:
         print(f"| {name} | {med:.0f} | {runs} | {med / base:.2f}x |")
     for name in list(settings)[1:]:
         same, total, errors = agree[name]
-        print(f"{name}: agrees with the baseline on {same / total:.2%} of completions; {errors} error verdicts")
+        print(
+            f"{name}: agrees with the baseline on {same / total:.2%} of completions; {errors} error verdicts"
+        )
     ray.shutdown()
 
 

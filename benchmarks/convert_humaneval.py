@@ -75,10 +75,20 @@ def convert(problem: dict) -> dict | None:
         return None
     name = problem["entry_point"]
     return {
-        "prompt": problem["prompt"].strip() + "\n\nComplete the function. Reply with the code in one ```python block.",
-        "answer": None, "domain": "code", "source": "humaneval", "category": f"function/{name}",
-        "tests": {"style": "function", "entry_point": name, "language": "python", "time_limit_s": 2.0,
-                  "public": cases[0::2], "hidden": cases[1::2]},
+        "prompt": problem["prompt"].strip()
+        + "\n\nComplete the function. Reply with the code in one ```python block.",
+        "answer": None,
+        "domain": "code",
+        "source": "humaneval",
+        "category": f"function/{name}",
+        "tests": {
+            "style": "function",
+            "entry_point": name,
+            "language": "python",
+            "time_limit_s": 2.0,
+            "public": cases[0::2],
+            "hidden": cases[1::2],
+        },
         "metadata": {"name": problem["task_id"], "reference_solution": solution},
     }
 

@@ -36,7 +36,11 @@ def sh(*argv: str) -> str:
     env = {**os.environ, "RLDATA_STORE": str(WORK / "store")}
     p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
     tail = "\n".join(p.stderr.strip().splitlines()[-3:])
-    print(f"$ rldata {' '.join(argv)[:160]}  [{time.monotonic() - t0:.0f}s]\n{tail}", file=sys.stderr, flush=True)
+    print(
+        f"$ rldata {' '.join(argv)[:160]}  [{time.monotonic() - t0:.0f}s]\n{tail}",
+        file=sys.stderr,
+        flush=True,
+    )
     if p.returncode:
         raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
     return p.stdout
@@ -50,18 +54,48 @@ def prepare(args) -> dict:
     if not sql("SELECT count(*) AS n FROM tasks")[0]["n"]:
         sh("ingest", "--sample", "arith")
         sh("ingest", "--sample", "arith-heldout")
-    where = (f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id "
-             f"LIMIT {args.base_tasks})")
-    sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0", *args.model_opt)
-    base = sql("SELECT model, count(*) AS tasks, avg(pass_rate) AS mean FROM passrates GROUP BY model "
-               "ORDER BY tasks DESC LIMIT 1")[0]
+    where = (
+        f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id "
+        f"LIMIT {args.base_tasks})"
+    )
+    sh(
+        "sample",
+        "--n",
+        "16",
+        "--where",
+        where,
+        "--max-tokens",
+        str(args.max_tokens),
+        "--seed",
+        "0",
+        *args.model_opt,
+    )
+    base = sql(
+        "SELECT model, count(*) AS tasks, avg(pass_rate) AS mean FROM passrates GROUP BY model "
+        "ORDER BY tasks DESC LIMIT 1"
+    )[0]
     sh("filter", "--band", "0.1,0.9", "--name", "band16", "--model", base["model"])
-    sh("stratify", "-s", "band16", "--buckets", "easy:0.5-0.9,hard:0.1-0.5", "--phase-steps",
-       str(args.steps // 4), "--curriculum", str(WORK / "buckets.yaml"))
-    kept = sql("SELECT bucket, count(*) AS n FROM selections WHERE selection = 'band16' AND decision = 'keep' "
-               "GROUP BY bucket ORDER BY bucket")
-    return {"base_model": base["model"], "base_tasks": base["tasks"], "base_train_pass_rate": base["mean"],
-            "band_buckets": {r["bucket"]: r["n"] for r in kept}}
+    sh(
+        "stratify",
+        "-s",
+        "band16",
+        "--buckets",
+        "easy:0.5-0.9,hard:0.1-0.5",
+        "--phase-steps",
+        str(args.steps // 4),
+        "--curriculum",
+        str(WORK / "buckets.yaml"),
+    )
+    kept = sql(
+        "SELECT bucket, count(*) AS n FROM selections WHERE selection = 'band16' AND decision = 'keep' "
+        "GROUP BY bucket ORDER BY bucket"
+    )
+    return {
+        "base_model": base["model"],
+        "base_tasks": base["tasks"],
+        "base_train_pass_rate": base["mean"],
+        "band_buckets": {r["bucket"]: r["n"] for r in kept},
+    }
 
 
 def train(args, run_id: str, *extra: str) -> dict:
@@ -69,17 +103,37 @@ def train(args, run_id: str, *extra: str) -> dict:
     cfg.write_text(
         f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
         f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: 0\n"
-        f"eval_size: {args.eval_size}\neval_n: 16\n")
+        f"eval_size: {args.eval_size}\neval_n: 16\n"
+    )
     t0 = time.monotonic()
-    out = sh("train", "--config", str(cfg), "--steps", str(args.steps), "--eval-every", str(args.eval_every),
-             "--eval-heldout", "--run-id", run_id, "--out", str(WORK / "runs"), "--format", "json", *args.model_opt,
-             *extra)
+    out = sh(
+        "train",
+        "--config",
+        str(cfg),
+        "--steps",
+        str(args.steps),
+        "--eval-every",
+        str(args.eval_every),
+        "--eval-heldout",
+        "--run-id",
+        run_id,
+        "--out",
+        str(WORK / "runs"),
+        "--format",
+        "json",
+        *args.model_opt,
+        *extra,
+    )
     row = json.loads(out)[0]
     row["wall_s"] = round(time.monotonic() - t0, 1)
-    curve = sql(f"SELECT step, value FROM metrics WHERE run_id = '{run_id}' AND name = 'eval/accuracy' ORDER BY step")
-    per_step = sql(f"SELECT name, avg(value) AS v, sum(value) AS s FROM metrics WHERE run_id = '{run_id}' AND name "
-                   "IN ('reward_mean', 'groups_kept', 'groups_dropped', 'samples', 'time/step', 'learner_idle_frac') "
-                   "GROUP BY name")
+    curve = sql(
+        f"SELECT step, value FROM metrics WHERE run_id = '{run_id}' AND name = 'eval/accuracy' ORDER BY step"
+    )
+    per_step = sql(
+        f"SELECT name, avg(value) AS v, sum(value) AS s FROM metrics WHERE run_id = '{run_id}' AND name "
+        "IN ('reward_mean', 'groups_kept', 'groups_dropped', 'samples', 'time/step', 'learner_idle_frac') "
+        "GROUP BY name"
+    )
     row["curve"] = [(r["step"], r["value"]) for r in curve]
     row["per_step_mean"] = {r["name"]: r["v"] for r in per_step}
     row["samples_total"] = next((r["s"] for r in per_step if r["name"] == "samples"), None)
@@ -131,7 +185,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--model", help="model dir (default: the bundled tiny-arith model)")
     ap.add_argument("--tag", help="work dir suffix and result file suffix")
-    ap.add_argument("--report-only", action="store_true", help="only re-read the curves of every run in the store")
+    ap.add_argument(
+        "--report-only", action="store_true", help="only re-read the curves of every run in the store"
+    )
     args = ap.parse_args()
     args.model_opt = ["--model", args.model] if args.model else []
     global WORK
@@ -145,15 +201,21 @@ def main() -> None:
     t0 = time.monotonic()
     prep = prepare(args)
     runs = {
-        "curriculum (band buckets)": train(args, "exp-curriculum", "--curriculum", str(WORK / "buckets.yaml")),
+        "curriculum (band buckets)": train(
+            args, "exp-curriculum", "--curriculum", str(WORK / "buckets.yaml")
+        ),
         "uniform (unfiltered)": train(args, "exp-uniform", "--where", TRAIN_SPLIT),
     }
     before = runs["curriculum (band buckets)"]["curve"][0][1]
     best = max(v for r in runs.values() for _, v in r["curve"])
     targets = sorted({round(before + f * (best - before), 4) for f in (0.25, 0.5, 0.75)})
-    summary = {"args": vars(args), **prep, "runs": runs, "targets": {
-        str(t): {name: steps_to(r["curve"], t) for name, r in runs.items()} for t in targets},
-        "total_wall_s": round(time.monotonic() - t0, 1)}
+    summary = {
+        "args": vars(args),
+        **prep,
+        "runs": runs,
+        "targets": {str(t): {name: steps_to(r["curve"], t) for name, r in runs.items()} for t in targets},
+        "total_wall_s": round(time.monotonic() - t0, 1),
+    }
     summary["args"].pop("model_opt", None)
     (HERE / f"train_experiments{suffix}.json").write_text(json.dumps(summary, indent=2, default=str))
     plot(runs, HERE / f"train_experiments{suffix}.png")

@@ -33,22 +33,30 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
     is restarted with more (a script that samples, then trains, needs the trainer's slots; nothing
     of the earlier job lives on in it).  A Ray the caller started is never touched.
     """
-    if (ray.is_initialized() and _STARTED_LOCAL and num_cpus and num_cpus > _STARTED_LOCAL["num_cpus"]
-            and not address and not os.environ.get("RAY_ADDRESS")):
+    if (
+        ray.is_initialized()
+        and _STARTED_LOCAL
+        and num_cpus
+        and num_cpus > _STARTED_LOCAL["num_cpus"]
+        and not address
+        and not os.environ.get("RAY_ADDRESS")
+    ):
         from rldata.console import log
 
-        log(f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})")
+        log(
+            f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})"
+        )
         ray.shutdown()
         _STARTED_LOCAL.clear()
     if not ray.is_initialized():
         # No address: always a fresh local Ray ("local"), never a cluster that happens to run here.
         address = address or os.environ.get("RAY_ADDRESS") or "local"
-        kwargs: dict[str, Any] = dict(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": dict(_WORKER_ENV)},
-        )
+        kwargs: dict[str, Any] = {
+            "address": address,
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "runtime_env": {"env_vars": dict(_WORKER_ENV)},
+        }
         if address == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
         for attempt in range(3):
@@ -57,7 +65,7 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
                 if address == "local":
                     _STARTED_LOCAL["num_cpus"] = kwargs["num_cpus"]
                 break
-            except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+            except Exception as e:
                 # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: retry.
                 if "timed out during startup" not in str(e) or attempt == 2:
                     raise
@@ -95,13 +103,18 @@ class EngineActor:
         return [len(tok.encode(p)) for p in prompts]
 
     def generate(
-        self, prompts: Sequence[str], spec: SamplingSpec, seeds: Sequence[int | None] | None = None,
+        self,
+        prompts: Sequence[str],
+        spec: SamplingSpec,
+        seeds: Sequence[int | None] | None = None,
         logprobs: bool = False,
     ):
         return self.engine.generate(prompts, spec, seeds=seeds, logprobs=logprobs)
 
     def generate_ids(self, prompt_ids, spec: SamplingSpec, seeds, max_tokens=None, logprobs: bool = False):
-        return self.engine.generate_ids(prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs)
+        return self.engine.generate_ids(
+            prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs
+        )
 
     def reload_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         self.engine.reload_weights(weights)
@@ -140,7 +153,9 @@ def start_engines(
         options = {"num_cpus": reserve, "scheduling_strategy": "SPREAD"}
         env = {**_WORKER_ENV, "OMP_NUM_THREADS": str(threads)}
     remote_cls = ray.remote(EngineActor)
-    base = dict(max_restarts=max_restarts, max_task_retries=max_restarts, runtime_env={"env_vars": env}, **options)
+    base = dict(
+        max_restarts=max_restarts, max_task_retries=max_restarts, runtime_env={"env_vars": env}, **options
+    )
     actors = [
         remote_cls.options(**base, **({"name": f"{name_prefix}-{i}"} if name_prefix else {})).remote(
             model, seed + i, engine_kwargs
@@ -159,7 +174,11 @@ class RemoteEngine:
     def __init__(self, actor):
         self.actor = actor
         info = ray.get(actor.info.remote())
-        self.model_id, self.revision, self.max_model_len = info["model_id"], info["revision"], info["max_model_len"]
+        self.model_id, self.revision, self.max_model_len = (
+            info["model_id"],
+            info["revision"],
+            info["max_model_len"],
+        )
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
         return ray.get(self.actor.count_tokens.remote(list(prompts)))

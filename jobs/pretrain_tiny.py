@@ -23,6 +23,7 @@ over [0, 1] so that difficulty filtering and GRPO have something to work with.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -61,7 +62,9 @@ CHARS = "0123456789+-*()= "  # ids 4..20
 # ids 21..25.  Added tokens that are NOT special: vLLM decodes with skip_special_tokens=True, and a
 # generated <calc> must survive into the completion text for the environment to see it.
 TOOL_TOKENS = ("<tools>", "<calc>", "</calc>", "<tool>", "</tool>")
-TOOLS_ID, CALC_ID, CALC_END_ID, TOOL_ID, TOOL_END_ID = range(len(SPECIALS) + len(CHARS), len(SPECIALS) + len(CHARS) + 5)
+TOOLS_ID, CALC_ID, CALC_END_ID, TOOL_ID, TOOL_END_ID = range(
+    len(SPECIALS) + len(CHARS), len(SPECIALS) + len(CHARS) + 5
+)
 TOOLS_PROMPT = "<tools>"  # the system message that advertises the calculator
 CONTEXT = 256  # positions, and the tokenizer's model_max_length
 KINDS = ("plain", "direct", "call")  # the three training conversations
@@ -97,7 +100,12 @@ class TinyConfig:
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError("hidden_size must be a multiple of num_attention_heads", field="hidden_size")
-        if min(self.hidden_size, self.intermediate_size, self.num_hidden_layers, self.max_position_embeddings) < 1:
+        if (
+            min(
+                self.hidden_size, self.intermediate_size, self.num_hidden_layers, self.max_position_embeddings
+            )
+            < 1
+        ):
             raise ConfigError("model sizes must be positive", field="hidden_size")
 
 
@@ -118,7 +126,9 @@ class TrainConfig:
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1:
-            raise ConfigError("steps and batch_size must be >= 1", field="steps" if self.steps < 1 else "batch_size")
+            raise ConfigError(
+                "steps and batch_size must be >= 1", field="steps" if self.steps < 1 else "batch_size"
+            )
         if not self.lr > 0:
             raise ConfigError("lr must be > 0", field="lr")
         if not self.level_weights or min(self.level_weights.values()) < 0:
@@ -152,8 +162,14 @@ def build_tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast(
-        tokenizer_object=build_char_tokenizer(), bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-        unk_token="<unk>", model_max_length=CONTEXT, padding_side="left", chat_template=CHAT_TEMPLATE,
+        tokenizer_object=build_char_tokenizer(),
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=CONTEXT,
+        padding_side="left",
+        chat_template=CHAT_TEMPLATE,
     )
 
 
@@ -208,9 +224,11 @@ def conversation(prompt: str, answer: str, kind: str) -> list[dict]:
         from rldata.envs.calculator import evaluate, format_number
 
         expr = prompt.removesuffix("=")
-        return head + [{"role": "assistant", "content": f"<calc>{expr}</calc>"},
-                       {"role": "tool", "content": format_number(evaluate(expr))},
-                       {"role": "assistant", "content": answer}]
+        return head + [
+            {"role": "assistant", "content": f"<calc>{expr}</calc>"},
+            {"role": "tool", "content": format_number(evaluate(expr))},
+            {"role": "assistant", "content": answer},
+        ]
     raise ValueError(f"unknown conversation kind {kind!r}; known: {', '.join(KINDS)}")
 
 
@@ -294,14 +312,15 @@ def _batch_loss(model, examples):
 
     order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), i))
     cut = [0, len(order) // 3, 2 * len(order) // 3, len(order)]
-    groups = [[examples[i] for i in order[a:b]] for a, b in zip(cut, cut[1:]) if b > a]
+    groups = [[examples[i] for i in order[a:b]] for a, b in itertools.pairwise(cut) if b > a]
     total, count = 0.0, 0
     for g in groups:
         ids, mask, lab = encode_batch(g)
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]  # [B, T-1, V]
         target = lab[:, 1:]  # [B, T-1]: the token each position predicts
-        total = total + F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                        ignore_index=-100, reduction="sum")
+        total = total + F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum"
+        )
         count += int(target.ne(-100).sum())
     return total / count
 
@@ -314,8 +333,14 @@ def _lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: TrainConfig = TrainConfig(),
-          exclude: set[str] | None = None, log_every: int = 100) -> list[float]:
+def train(
+    out: str | Path,
+    *,
+    model_cfg: TinyConfig = TinyConfig(),
+    train_cfg: TrainConfig = TrainConfig(),
+    exclude: set[str] | None = None,
+    log_every: int = 100,
+) -> list[float]:
     """Train from scratch and save an HF model dir at ``out``; returns the per-step losses."""
     import torch
 
@@ -328,8 +353,9 @@ def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: T
         exclude = {r["prompt"] for r in load_bundled("heldout")}
     model = build_model(model_cfg, seed=train_cfg.seed)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, betas=(0.9, 0.98),
-                            weight_decay=train_cfg.weight_decay)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=train_cfg.lr, betas=(0.9, 0.98), weight_decay=train_cfg.weight_decay
+    )
     stream = example_stream(train_cfg, exclude=exclude)
     losses: list[float] = []
     t0, c0 = time.monotonic(), time.process_time()
@@ -345,13 +371,28 @@ def train(out: str | Path, *, model_cfg: TinyConfig = TinyConfig(), train_cfg: T
         if log_every and (step + 1) % log_every == 0:
             recent = sum(losses[-log_every:]) / len(losses[-log_every:])
             log(f"step {step + 1}/{train_cfg.steps} loss {recent:.4f} ({time.monotonic() - t0:.0f} s)")
-    save(model, out, model_cfg=model_cfg, train_cfg=train_cfg, seconds=time.monotonic() - t0,
-         cpu_seconds=time.process_time() - c0, final_loss=sum(losses[-50:]) / len(losses[-50:]))
+    save(
+        model,
+        out,
+        model_cfg=model_cfg,
+        train_cfg=train_cfg,
+        seconds=time.monotonic() - t0,
+        cpu_seconds=time.process_time() - c0,
+        final_loss=sum(losses[-50:]) / len(losses[-50:]),
+    )
     return losses
 
 
-def save(model, out: str | Path, *, model_cfg: TinyConfig, train_cfg: TrainConfig, seconds: float,
-         cpu_seconds: float | None = None, final_loss: float) -> None:
+def save(
+    model,
+    out: str | Path,
+    *,
+    model_cfg: TinyConfig,
+    train_cfg: TrainConfig,
+    seconds: float,
+    cpu_seconds: float | None = None,
+    final_loss: float,
+) -> None:
     """Weights, config, tokenizer and generation config, loadable by transformers and vLLM."""
     from transformers import GenerationConfig
 
@@ -370,32 +411,56 @@ def save(model, out: str | Path, *, model_cfg: TinyConfig, train_cfg: TrainConfi
     tok_cfg["chat_template"] = CHAT_TEMPLATE
     (out / "chat_template.jinja").unlink(missing_ok=True)
     cfg_path.write_text(json.dumps(tok_cfg, indent=2) + "\n")
-    meta = {"model": asdict(model_cfg), "train": asdict(train_cfg), "seconds": round(seconds, 1),
-            "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1), "final_loss": round(final_loss, 4)}
+    meta = {
+        "model": asdict(model_cfg),
+        "train": asdict(train_cfg),
+        "seconds": round(seconds, 1),
+        "cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
+        "final_loss": round(final_loss, 4),
+    }
     (out / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def _main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m rldata.jobs.pretrain_tiny", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m rldata.jobs.pretrain_tiny", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--out", help="model directory to write")
     p.add_argument("--steps", type=int, default=TrainConfig.steps)
     p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
     p.add_argument("--lr", type=float, default=TrainConfig.lr)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--level-weights", default="1,1,1,1,1", help="training mix weights of levels 1..5")
-    p.add_argument("--plain-share", type=float, default=TrainConfig.plain_share,
-                   help="share of sequences with no calculator advertised")
-    p.add_argument("--tool-share", type=float, default=TrainConfig.tool_share,
-                   help="share of the calculator-advertised sequences that call it")
+    p.add_argument(
+        "--plain-share",
+        type=float,
+        default=TrainConfig.plain_share,
+        help="share of sequences with no calculator advertised",
+    )
+    p.add_argument(
+        "--tool-share",
+        type=float,
+        default=TrainConfig.tool_share,
+        help="share of the calculator-advertised sequences that call it",
+    )
     p.add_argument("--hidden", type=int, default=TinyConfig.hidden_size)
     p.add_argument("--intermediate", type=int, default=TinyConfig.intermediate_size)
     p.add_argument("--layers", type=int, default=TinyConfig.num_hidden_layers)
     p.add_argument("--heads", type=int, default=TinyConfig.num_attention_heads)
-    p.add_argument("--threads", type=int, default=TrainConfig.threads, help="torch threads (1 is faster on a busy CPU)")
-    p.add_argument("--report", metavar="MODEL_DIR", help="measure N=16 pass rates of MODEL_DIR on the bundled tasks")
-    p.add_argument("--report-tools", metavar="MODEL_DIR",
-                   help="measure N=16 calculator use and accuracy of MODEL_DIR with <tools> advertised")
-    p.add_argument("--split", default="train", choices=["train", "heldout", "all"], help="tasks for the reports")
+    p.add_argument(
+        "--threads", type=int, default=TrainConfig.threads, help="torch threads (1 is faster on a busy CPU)"
+    )
+    p.add_argument(
+        "--report", metavar="MODEL_DIR", help="measure N=16 pass rates of MODEL_DIR on the bundled tasks"
+    )
+    p.add_argument(
+        "--report-tools",
+        metavar="MODEL_DIR",
+        help="measure N=16 calculator use and accuracy of MODEL_DIR with <tools> advertised",
+    )
+    p.add_argument(
+        "--split", default="train", choices=["train", "heldout", "all"], help="tasks for the reports"
+    )
     p.add_argument("--readme", action="store_true", help="with --report: also write MODEL_DIR/README.md")
     a = p.parse_args(argv)
     if a.report or a.report_tools:
@@ -407,8 +472,16 @@ def _main(argv: list[str] | None = None) -> None:
         p.error("--out is required (or --report / --report-tools MODEL_DIR)")
     weights = {i + 1: float(w) for i, w in enumerate(a.level_weights.split(","))}
     model_cfg = TinyConfig(a.hidden, a.intermediate, a.layers, a.heads)
-    train_cfg = TrainConfig(steps=a.steps, batch_size=a.batch_size, lr=a.lr, seed=a.seed, threads=a.threads,
-                            level_weights=weights, plain_share=a.plain_share, tool_share=a.tool_share)
+    train_cfg = TrainConfig(
+        steps=a.steps,
+        batch_size=a.batch_size,
+        lr=a.lr,
+        seed=a.seed,
+        threads=a.threads,
+        level_weights=weights,
+        plain_share=a.plain_share,
+        tool_share=a.tool_share,
+    )
     train(a.out, model_cfg=model_cfg, train_cfg=train_cfg)
     print(f"model -> {a.out}")
 

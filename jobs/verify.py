@@ -78,9 +78,12 @@ def select_trajectories(store: Store, *, run_id: str | None = None, where: str |
     if run_id:
         conds.append("t.run_id = $run")
         params["run"] = run_id
-    q = ("SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests, k.metadata "
-         "FROM trajectories t JOIN tasks k USING (task_id)"
-         + (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY t.traj_id")
+    q = (
+        "SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests, k.metadata "
+        "FROM trajectories t JOIN tasks k USING (task_id)"
+        + (" WHERE " + " AND ".join(conds) if conds else "")
+        + " ORDER BY t.traj_id"
+    )
     try:
         return store.sql(q, params=params or None).pl()
     except Exception as e:
@@ -106,17 +109,23 @@ def _verifiers(job: VerifyJob, domains: list[str]) -> dict[str, tuple[str, str]]
 
 def _verified(store: Store, traj_ids: list[str], vkeys: set[str]) -> set[str]:
     ids = {"_ids": pa.table({"traj_id": pa.array(traj_ids, pa.string())})}
-    rows = store.sql("SELECT DISTINCT v.traj_id FROM verifications v JOIN _ids USING (traj_id) "
-                     "WHERE v.verifier || '@' || v.verifier_version IN (SELECT unnest($vkeys))",
-                     params={"vkeys": sorted(vkeys)}, extra=ids).fetchall()
+    rows = store.sql(
+        "SELECT DISTINCT v.traj_id FROM verifications v JOIN _ids USING (traj_id) "
+        "WHERE v.verifier || '@' || v.verifier_version IN (SELECT unnest($vkeys))",
+        params={"vkeys": sorted(vkeys)},
+        extra=ids,
+    ).fetchall()
     return {t for (t,) in rows}
 
 
 def _ledger_complete(store: Store, sel: pl.DataFrame, vkeys: set[str]) -> bool:
     """Whether every selected (task, model, params_hash) has a ledger row for its verifier."""
     want = sel.select("task_id", "model", "params_hash", "vkey").unique()
-    have = store.sql("SELECT task_id, model, params_hash, verifier_key AS vkey FROM passrates "
-                     "WHERE verifier_key IN (SELECT unnest($vkeys))", params={"vkeys": sorted(vkeys)}).pl()
+    have = store.sql(
+        "SELECT task_id, model, params_hash, verifier_key AS vkey FROM passrates "
+        "WHERE verifier_key IN (SELECT unnest($vkeys))",
+        params={"vkeys": sorted(vkeys)},
+    ).pl()
     return want.join(have, on=["task_id", "model", "params_hash", "vkey"], how="anti").height == 0
 
 
@@ -124,20 +133,29 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
     """Verify (or finish verifying) the selected trajectories; rebuild the ledger for the version."""
     sel = select_trajectories(store, run_id=job.run_id, where=job.where)
     if sel.height == 0:
-        what = " and ".join(x for x in (f"run {job.run_id!r}" if job.run_id else "",
-                                        f"where {job.where!r}" if job.where else "") if x)
+        what = " and ".join(
+            x
+            for x in (
+                f"run {job.run_id!r}" if job.run_id else "",
+                f"where {job.where!r}" if job.where else "",
+            )
+            if x
+        )
         raise RldataError("no trajectories to verify" + (f" for {what}" if what else ": the store has none"))
     verifiers = _verifiers(job, sel["domain"].unique().sort().to_list())
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}
-    sel = sel.with_columns(pl.col("domain").replace_strict({d: verifier_key(*nv) for d, nv in verifiers.items()})
-                           .alias("vkey"))
+    sel = sel.with_columns(
+        pl.col("domain").replace_strict({d: verifier_key(*nv) for d, nv in verifiers.items()}).alias("vkey")
+    )
     done = _verified(store, sel["traj_id"].to_list(), vkeys)
     todo = sel.filter(~pl.col("traj_id").is_in(list(done)))
     summary = VerifySummary(None, sorted(vkeys), sel.height, len(done))
     if todo.height == 0 and sel["model"].null_count() == 0 and _ledger_complete(store, sel, vkeys):
         summary.noop = True
-        log(f"nothing to do: all {sel.height} trajectories have results under {', '.join(sorted(vkeys))} "
-            "and ledger rows")
+        log(
+            f"nothing to do: all {sel.height} trajectories have results under {', '.join(sorted(vkeys))} "
+            "and ledger rows"
+        )
         return summary
     args = {"verifier": job.verifier, "run_id": job.run_id, "where": job.where, "verifiers": sorted(vkeys)}
     with record_run(store, "verify", args) as run:
@@ -148,7 +166,9 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
                 from rldata.jobs.actors import ensure_ray
 
                 ensure_ray(job.address)
-            log(f"verifying {todo.height} trajectories with {', '.join(sorted(vkeys))} ({len(done)} already done)")
+            log(
+                f"verifying {todo.height} trajectories with {', '.join(sorted(vkeys))} ({len(done)} already done)"
+            )
             with progress("verifying", total=todo.height, unit="samples") as bar:
                 for i in range(0, todo.height, job.batch):
                     part = todo.slice(i, job.batch)
@@ -156,20 +176,38 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
                     bar.advance(part.height)
         summary.seconds = time.monotonic() - t0
         for (model, ph), part in sel.filter(pl.col("model").is_not_null()).group_by("model", "params_hash"):
-            summary.ledger_rows += len(recompute_passrates(
-                store, model=model, params_hash=ph, verifier_keys=vkeys,
-                task_ids=part["task_id"].unique().to_list(), run_id=run.run_id))
+            summary.ledger_rows += len(
+                recompute_passrates(
+                    store,
+                    model=model,
+                    params_hash=ph,
+                    verifier_keys=vkeys,
+                    task_ids=part["task_id"].unique().to_list(),
+                    run_id=run.run_id,
+                )
+            )
         run.summary = summary.to_dict()
     return summary
 
 
-def _verify_batch(store: Store, part: pl.DataFrame, verifiers: dict, job: VerifyJob, s: VerifySummary) -> None:
+def _verify_batch(
+    store: Store, part: pl.DataFrame, verifiers: dict, job: VerifyJob, s: VerifySummary
+) -> None:
     from rldata.verify.parallel import verify_on_ray
 
     rows = part.to_dicts()
-    items = [{"key": r["traj_id"], "verifier": verifiers[r["domain"]][0], "domain": r["domain"],
-              "completion": r["completion"], "answer": r["answer"], "tests": r["tests"],
-              "metadata": r["metadata"]} for r in rows]
+    items = [
+        {
+            "key": r["traj_id"],
+            "verifier": verifiers[r["domain"]][0],
+            "domain": r["domain"],
+            "completion": r["completion"],
+            "answer": r["answer"],
+            "tests": r["tests"],
+            "metadata": r["metadata"],
+        }
+        for r in rows
+    ]
     verdicts = verify_on_ray(items, timeout_s=job.timeout_s)
     out = []
     for r in rows:

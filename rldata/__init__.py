@@ -9,15 +9,27 @@ One verb per stage, each ``verb(store, *, ...)`` returning a frozen result with 
 # The packages rldata.ingest, rldata.verify and rldata.report share their names with verbs.  Importing
 # them first means the verbs bound below win the attribute (a submodule import sets its parent's
 # attribute only when it first loads); ``from rldata.verify import ...`` still reaches the package.
-import rldata.ingest  # noqa: F401
-import rldata.report  # noqa: F401
+import rldata.ingest
+import rldata.report
 import rldata.verify  # noqa: F401
 from rldata._version import __version__
-from rldata.api import export, filter, ingest, report, sample, stratify, train, verify  # noqa: A004
+from rldata.api import export, filter, ingest, report, sample, stratify, train, verify
 from rldata.errors import InputError, RldataError, SchemaError
 from rldata.store import Store, open_store
 
 __all__ = [
-    "__version__", "open_store", "Store", "RldataError", "SchemaError", "InputError",
-    "ingest", "sample", "verify", "filter", "stratify", "train", "export", "report",
+    "InputError",
+    "RldataError",
+    "SchemaError",
+    "Store",
+    "__version__",
+    "export",
+    "filter",
+    "ingest",
+    "open_store",
+    "report",
+    "sample",
+    "stratify",
+    "train",
+    "verify",
 ]

@@ -21,9 +21,21 @@ from rldata.errors import ConfigError
 __all__ = ["one_line", "parse_storage_options", "polars_storage_options", "redact"]
 
 # keys whose values are credentials (lower-cased, delta-rs accepts both spellings)
-_SECRET_KEYS = {"aws_secret_access_key", "aws_session_token", "secret_access_key", "session_token",
-                "aws_access_key_id", "access_key_id", "google_service_account_key", "azure_storage_account_key",
-                "azure_storage_sas_key", "azure_client_secret", "account_key", "client_secret", "sas_token"}
+_SECRET_KEYS = {
+    "aws_secret_access_key",
+    "aws_session_token",
+    "secret_access_key",
+    "session_token",
+    "aws_access_key_id",
+    "access_key_id",
+    "google_service_account_key",
+    "azure_storage_account_key",
+    "azure_storage_sas_key",
+    "azure_client_secret",
+    "account_key",
+    "client_secret",
+    "sas_token",
+}
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 _seen_secrets: set[str] = set()
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -37,7 +49,9 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, str] | None:
     for i, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():  # not echoed: a malformed option may hold a secret
-            raise ConfigError(f"storage_options expects KEY=VALUE: option {i} has no key or no '='", field="storage_options")
+            raise ConfigError(
+                f"storage_options expects KEY=VALUE: option {i} has no key or no '='", field="storage_options"
+            )
         out[key.strip()] = value
         if key.strip().lower() in _SECRET_KEYS and value:
             _seen_secrets.add(value)
@@ -79,7 +93,9 @@ def polars_storage_options(options: dict[str, str] | None) -> dict[str, object] 
             try:
                 out[k.lower()] = int(v)
             except ValueError:
-                raise ConfigError(f"storage_options {k} expects a whole number", field="storage_options") from None
+                raise ConfigError(
+                    f"storage_options {k} expects a whole number", field="storage_options"
+                ) from None
         else:
             out[k] = v
     return out

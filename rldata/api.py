@@ -35,8 +35,19 @@ from rldata.results import Result, frozen
 from rldata.store import Store, open_store
 
 __all__ = [
-    "ExportResult", "ReportResult", "SampleResult", "TrainResult", "VerifyResult",
-    "export", "filter", "ingest", "report", "sample", "stratify", "train", "verify",
+    "ExportResult",
+    "ReportResult",
+    "SampleResult",
+    "TrainResult",
+    "VerifyResult",
+    "export",
+    "filter",
+    "ingest",
+    "report",
+    "sample",
+    "stratify",
+    "train",
+    "verify",
 ]
 
 StoreLike = Store | str | os.PathLike
@@ -146,12 +157,28 @@ class ReportResult(Result):
 
 
 # ---- the verbs ----------------------------------------------------------------------------------
-def ingest(store: StoreLike, *, path: str | os.PathLike | None = None, sample: str | None = None,
-           gym: str | None = None, n: int | None = None, config: Mapping[str, Any] | None = None, seed: int = 0,
-           preset: str | None = None, prompt_field: str | None = None, answer_field: str | None = None,
-           answer_format: str | None = None, category_field: str | None = None, source: str | None = None,
-           domain: str | None = None, on_error: str = "fail", decontaminate: str | os.PathLike | None = None,
-           ngram: int = 13, dry_run: bool = False, progress: bool = False):
+def ingest(
+    store: StoreLike,
+    *,
+    path: str | os.PathLike | None = None,
+    sample: str | None = None,
+    gym: str | None = None,
+    n: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    preset: str | None = None,
+    prompt_field: str | None = None,
+    answer_field: str | None = None,
+    answer_format: str | None = None,
+    category_field: str | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    on_error: str = "fail",
+    decontaminate: str | os.PathLike | None = None,
+    ngram: int = 13,
+    dry_run: bool = False,
+    progress: bool = False,
+):
     """Load tasks into ``tasks`` from one of: a file or dataset dir (``path``), a bundled sample
     (``sample``: arith, arith-heldout, gsm8k, gsm8k-test) or a reasoning-gym dataset (``gym`` with
     ``n`` entries, its ``config`` and ``seed``).  Returns :class:`rldata.ingest.IngestSummary`."""
@@ -170,26 +197,54 @@ def ingest(store: StoreLike, *, path: str | os.PathLike | None = None, sample: s
         if n < 1:
             raise RldataError(f"n: expected at least 1, got {n}", field="n")
         if config is not None and not isinstance(config, Mapping):
-            raise RldataError(f"config must be a mapping (a JSON object), got {type(config).__name__}",
-                              field="config")
+            raise RldataError(
+                f"config must be a mapping (a JSON object), got {type(config).__name__}", field="config"
+            )
         return ingest_gym(st, gym, n=n, config=dict(config or {}), seed=seed, dry_run=dry_run)
     if n is not None or config is not None:
         raise RldataError("n and config go with gym", field="n" if n is not None else "config")
     if sample is not None:
         path = sample_path(sample)
         preset = preset or SAMPLES[sample][1]
-    fields_ = get_preset(preset).with_overrides(prompt=prompt_field, answer=answer_field, category=category_field,
-                                                answer_format=answer_format)
-    return ingest_file(st, path, fields=fields_, source=source, domain=domain, on_error=on_error,
-                       decontaminate=decontaminate, ngram=ngram, dry_run=dry_run, show_progress=progress)
+    fields_ = get_preset(preset).with_overrides(
+        prompt=prompt_field, answer=answer_field, category=category_field, answer_format=answer_format
+    )
+    return ingest_file(
+        st,
+        path,
+        fields=fields_,
+        source=source,
+        domain=domain,
+        on_error=on_error,
+        decontaminate=decontaminate,
+        ngram=ngram,
+        dry_run=dry_run,
+        show_progress=progress,
+    )
 
 
-def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: str | None = None,
-           selection: str | None = None, temperature: float = 1.0, top_p: float = 1.0, max_tokens: int = 16,
-           seed: int = 0, address: str | None = None, engines: int | None = None, batch_tasks: int = 128,
-           max_model_len: int | None = None, env: str | None = None, reward=None, adaptive: str = "fixed",
-           band: str | Sequence[float] | None = None, alpha: float | None = None,
-           round_size: int = 4) -> SampleResult:
+def sample(
+    store: StoreLike,
+    *,
+    n: int = 16,
+    model: str | None = None,
+    where: str | None = None,
+    selection: str | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int = 16,
+    seed: int = 0,
+    address: str | None = None,
+    engines: int | None = None,
+    batch_tasks: int = 128,
+    max_model_len: int | None = None,
+    env: str | None = None,
+    reward=None,
+    adaptive: str = "fixed",
+    band: str | Sequence[float] | None = None,
+    alpha: float | None = None,
+    round_size: int = 4,
+) -> SampleResult:
     """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
     ledger.  ``reward`` is a :class:`rldata.rewards.compose.RewardSpec` or the path of its YAML.  With
     ``adaptive`` exact|sequential (and ``band``) a task stops once its band decision is settled.
@@ -205,9 +260,19 @@ def sample(store: StoreLike, *, n: int = 16, model: str | None = None, where: st
     if band is not None and not isinstance(band, str):
         band = ",".join(str(x) for x in band)
     stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
-    job = SampleJob(spec=spec, model=model, where=where, selection=selection, engines=engines, address=address,
-                    batch_tasks=batch_tasks, max_model_len=max_model_len, reward=reward_spec, env=env,
-                    adaptive=stopping)
+    job = SampleJob(
+        spec=spec,
+        model=model,
+        where=where,
+        selection=selection,
+        engines=engines,
+        address=address,
+        batch_tasks=batch_tasks,
+        max_model_len=max_model_len,
+        reward=reward_spec,
+        env=env,
+        adaptive=stopping,
+    )
     return SampleResult.of(run_sample(_open(store, create=True), job))
 
 
@@ -221,20 +286,39 @@ def _reward_spec(reward, max_tokens: int):
     return spec
 
 
-def verify(store: StoreLike, *, verifier: str | None = None, run_id: str | None = None, where: str | None = None,
-           batch: int = 1024, timeout_s: float = 10.0, address: str | None = None) -> VerifyResult:
+def verify(
+    store: StoreLike,
+    *,
+    verifier: str | None = None,
+    run_id: str | None = None,
+    where: str | None = None,
+    batch: int = 1024,
+    timeout_s: float = 10.0,
+    address: str | None = None,
+) -> VerifyResult:
     """Re-score stored trajectories under ``verifier`` (default: each task's domain default) and
     rebuild the ledger for it; resumable and idempotent, old verifier versions are kept."""
     from rldata.jobs.verify import VerifyJob, run_verify
 
-    job = VerifyJob(verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s,
-                    address=address)
+    job = VerifyJob(
+        verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s, address=address
+    )
     return VerifyResult.of(run_verify(_open(store, create=False), job))
 
 
-def filter(store: StoreLike, *, band: str | Sequence[float], name: str, inclusive: bool = True,  # noqa: A001
-           model: str | None = None, params_hash: str | None = None, verifier_key: str | None = None,
-           min_n: int | None = None, domain: str | None = None, dry_run: bool = False):
+def filter(
+    store: StoreLike,
+    *,
+    band: str | Sequence[float],
+    name: str,
+    inclusive: bool = True,
+    model: str | None = None,
+    params_hash: str | None = None,
+    verifier_key: str | None = None,
+    min_n: int | None = None,
+    domain: str | None = None,
+    dry_run: bool = False,
+):
     """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
     (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
     Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason, the ledger key)."""
@@ -243,29 +327,69 @@ def filter(store: StoreLike, *, band: str | Sequence[float], name: str, inclusiv
     if not isinstance(band, (str, Band)):
         band = ",".join(str(x) for x in band)
     b = band if isinstance(band, Band) else Band.parse(band, inclusive=inclusive)
-    result, _ = filter_store(_open(store, create=True), name=name, band=b, model=model, params_hash=params_hash,
-                             verifier_key=verifier_key, min_n=min_n, domain=domain, dry_run=dry_run)
+    result, _ = filter_store(
+        _open(store, create=True),
+        name=name,
+        band=b,
+        model=model,
+        params_hash=params_hash,
+        verifier_key=verifier_key,
+        min_n=min_n,
+        domain=domain,
+        dry_run=dry_run,
+    )
     return result
 
 
-def stratify(store: StoreLike, *, selection: str, buckets: str | Sequence | None = None,
-             quantiles: int | None = None, curriculum: str | os.PathLike | None = None, seed: int = 0,
-             phase_steps: Sequence[int] | None = None, window: int = 10, dominance: float = 0.6):
+def stratify(
+    store: StoreLike,
+    *,
+    selection: str,
+    buckets: str | Sequence | None = None,
+    quantiles: int | None = None,
+    curriculum: str | os.PathLike | None = None,
+    seed: int = 0,
+    phase_steps: Sequence[int] | None = None,
+    window: int = 10,
+    dominance: float = 0.6,
+):
     """Bucket the kept tasks of ``selection`` by difficulty (``buckets`` as ``"easy:0.7-0.9,..."`` or
     a list of :class:`rldata.curriculum.Bucket`, or ``quantiles`` equal-count buckets) and write the
     trainer's curriculum file ``curriculum``.  Returns :class:`rldata.select.StratifyResult`."""
     from rldata.select import parse_buckets, stratify_store
 
-    parsed = parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
-    return stratify_store(_open(store, create=True), selection=selection, buckets=parsed, quantiles=quantiles,
-                          out=curriculum, seed=seed, phase_steps=None if phase_steps is None else list(phase_steps),
-                          dominance=dominance, window=window)
+    parsed = (
+        parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
+    )
+    return stratify_store(
+        _open(store, create=True),
+        selection=selection,
+        buckets=parsed,
+        quantiles=quantiles,
+        out=curriculum,
+        seed=seed,
+        phase_steps=None if phase_steps is None else list(phase_steps),
+        dominance=dominance,
+        window=window,
+    )
 
 
-def train(store: StoreLike, *, config=None, sampler: str | None = None, where: str | None = None,
-          resume: bool = False, eval_heldout: bool = False, eval_where: str | None = None,
-          address: str | None = None, max_model_len: int | None = None, tag: str | None = None,
-          tracker: str = "none", tracker_dir: str | os.PathLike | None = None, **settings: Any) -> TrainResult:
+def train(
+    store: StoreLike,
+    *,
+    config=None,
+    sampler: str | None = None,
+    where: str | None = None,
+    resume: bool = False,
+    eval_heldout: bool = False,
+    eval_where: str | None = None,
+    address: str | None = None,
+    max_model_len: int | None = None,
+    tag: str | None = None,
+    tracker: str = "none",
+    tracker_dir: str | os.PathLike | None = None,
+    **settings: Any,
+) -> TrainResult:
     """Curriculum-aware distributed GRPO on Ray; every rollout and metric lands in the store.
 
     ``config`` is a :class:`rldata.trainer.config.TrainConfig`, the path of its YAML, or None;
@@ -288,18 +412,36 @@ def train(store: StoreLike, *, config=None, sampler: str | None = None, where: s
     else:
         cfg = TrainConfig.from_dict(settings)
     if cfg.curriculum is not None and where:
-        raise RldataError("where picks the tasks of a run without a curriculum; the curriculum's selection "
-                          "picks them", field="where")
-    opts = DriverOptions(sampler=sampler, tasks_where=where, resume=resume,
-                         eval_where=HELDOUT_WHERE if eval_heldout else eval_where, address=address,
-                         max_model_len=max_model_len, tag=tag, tracker=tracker,
-                         tracker_dir=None if tracker_dir is None else str(tracker_dir))
+        raise RldataError(
+            "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
+            field="where",
+        )
+    opts = DriverOptions(
+        sampler=sampler,
+        tasks_where=where,
+        resume=resume,
+        eval_where=HELDOUT_WHERE if eval_heldout else eval_where,
+        address=address,
+        max_model_len=max_model_len,
+        tag=tag,
+        tracker=tracker,
+        tracker_dir=None if tracker_dir is None else str(tracker_dir),
+    )
     return TrainResult.of(run_train(_open(store, create=True), cfg, opts))
 
 
-def export(store: StoreLike, *, out: str | os.PathLike, format: str, selection: str | None = None,  # noqa: A002
-           rollouts: bool = False, run_id: str | None = None, where: str | None = None,
-           correct_only: bool = False, **options: Any) -> ExportResult:
+def export(
+    store: StoreLike,
+    *,
+    out: str | os.PathLike,
+    format: str,
+    selection: str | None = None,
+    rollouts: bool = False,
+    run_id: str | None = None,
+    where: str | None = None,
+    correct_only: bool = False,
+    **options: Any,
+) -> ExportResult:
     """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
     ``options`` are :class:`rldata.interop.export.ExportSpec` fields such as ``bucket``, ``split``,
     ``prompt_style``), or with ``rollouts=True`` stored trajectories as chat conversations
@@ -310,35 +452,57 @@ def export(store: StoreLike, *, out: str | os.PathLike, format: str, selection: 
         from rldata.interop.chat_export import export_conversations
 
         if selection:
-            raise RldataError("give selection (tasks) or rollouts (trajectories), not both", field="selection")
+            raise RldataError(
+                "give selection (tasks) or rollouts (trajectories), not both", field="selection"
+            )
         unknown = set(options) - {"split"}
         if unknown:
-            raise RldataError(f"rollouts export takes no option {', '.join(sorted(unknown))}",
-                              field=sorted(unknown)[0])
-        m = export_conversations(st, out=out, fmt=format, run_id=run_id, where=where, correct_only=correct_only,
-                                 split=options.get("split", "train"))
+            raise RldataError(
+                f"rollouts export takes no option {', '.join(sorted(unknown))}", field=min(unknown)
+            )
+        m = export_conversations(
+            st,
+            out=out,
+            fmt=format,
+            run_id=run_id,
+            where=where,
+            correct_only=correct_only,
+            split=options.get("split", "train"),
+        )
     else:
         from rldata.interop.export import ExportSpec, export_selection
 
         if not selection:
-            raise RldataError("selection is required (or rollouts=True to export trajectories)", field="selection")
+            raise RldataError(
+                "selection is required (or rollouts=True to export trajectories)", field="selection"
+            )
         if run_id or where or correct_only:
             bad = "run_id" if run_id else "where" if where else "correct_only"
             raise RldataError(f"{bad} goes with rollouts=True", field=bad)
         known = {f.name for f in fields(ExportSpec)} - {"selection", "format"}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise ConfigError(f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}",
-                              field=unknown[0])
+            raise ConfigError(
+                f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}", field=unknown[0]
+            )
         spec = ExportSpec(selection=selection, format=format, **options)
         m = export_selection(st, spec=spec, out=out)
     files = tuple(f["path"] if isinstance(f, Mapping) else str(f) for f in m["files"])
     return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 
 
-def report(store: StoreLike, *, out: str | os.PathLike, selection: str | None = None, runs: Sequence[str] = (),
-           group_by: str = "run", group_size: int | None = None, tokens_per_sample: float | None = None,
-           audit_verifier: str | None = None, audit_against: str = "labels") -> ReportResult:
+def report(
+    store: StoreLike,
+    *,
+    out: str | os.PathLike,
+    selection: str | None = None,
+    runs: Sequence[str] = (),
+    group_by: str = "run",
+    group_size: int | None = None,
+    tokens_per_sample: float | None = None,
+    audit_verifier: str | None = None,
+    audit_against: str = "labels",
+) -> ReportResult:
     """Write PNG plots and one self-contained HTML page: the selection's pass-rate histogram,
     buckets and savings, plus a training page for ``runs`` (overlaid, or grouped by ``group_by``),
     plus a verifier audit section with ``audit_verifier``.  A store with no selection yet gets the
@@ -348,13 +512,19 @@ def report(store: StoreLike, *, out: str | os.PathLike, selection: str | None = 
     from rldata.report.training import GROUP_BY, render_training
 
     if group_by not in GROUP_BY:
-        raise RldataError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by")
+        raise RldataError(
+            f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by"
+        )
     st = _open(store, create=False)
     runs = builtins.list(runs or ())
     if runs and selection is None and st.scan("selections").select("selection").head(1).collect().height == 0:
         files = render_training(st, runs, out, group_by=group_by)
-        return ReportResult(out=str(out), html=str(files["training_html"]),
-                            files=frozen({k: str(v) for k, v in files.items()}), selection=None)
+        return ReportResult(
+            out=str(out),
+            html=str(files["training_html"]),
+            files=frozen({k: str(v) for k, v in files.items()}),
+            selection=None,
+        )
     ov = gather(st, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
     audit = None
     if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
@@ -366,5 +536,9 @@ def report(store: StoreLike, *, out: str | os.PathLike, selection: str | None = 
         from rldata.audit import add_to_report
 
         add_to_report(files["html"], audit)
-    return ReportResult(out=str(out), html=str(files["html"]), files=frozen({k: str(v) for k, v in files.items()}),
-                        selection=ov.selection)
+    return ReportResult(
+        out=str(out),
+        html=str(files["html"]),
+        files=frozen({k: str(v) for k, v in files.items()}),
+        selection=ov.selection,
+    )

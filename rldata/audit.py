@@ -34,7 +34,15 @@ import polars as pl
 
 from rldata.errors import ConfigError, RldataError
 
-__all__ = ["CLASSES", "AuditResult", "add_to_report", "audit_store", "classify", "html_section", "print_audit"]
+__all__ = [
+    "CLASSES",
+    "AuditResult",
+    "add_to_report",
+    "audit_store",
+    "classify",
+    "html_section",
+    "print_audit",
+]
 
 CLASSES = ("timeout", "error", "hedged", "no_answer", "format", "equivalence")
 LABELS = "labels"
@@ -53,10 +61,17 @@ class AuditResult:
     rates: dict | None = None  # against labels: fp/fn counts, rates and Wilson intervals
 
     def to_dict(self) -> dict:
-        return {"verifier": self.verifier, "against": self.against, "compared": self.compared,
-                "only_verifier": self.only_verifier, "only_against": self.only_against,
-                "agreement": self.agreement.to_dicts(), "classes": self.classes.to_dicts(),
-                "examples": self.examples, "rates": self.rates}
+        return {
+            "verifier": self.verifier,
+            "against": self.against,
+            "compared": self.compared,
+            "only_verifier": self.only_verifier,
+            "only_against": self.only_against,
+            "agreement": self.agreement.to_dicts(),
+            "classes": self.classes.to_dicts(),
+            "examples": self.examples,
+            "rates": self.rates,
+        }
 
 
 def _side(store, spec: str) -> tuple[str, dict, str]:
@@ -65,14 +80,24 @@ def _side(store, spec: str) -> tuple[str, dict, str]:
         return "v.verifier LIKE 'imported:%'", {}, LABELS
     name, _, version = spec.partition("@")
     if not version:
-        got = [v for (v,) in store.sql("SELECT DISTINCT verifier_version FROM verifications WHERE verifier = $1 "
-                                       "ORDER BY 1", params=[name]).fetchall()]
+        got = [
+            v
+            for (v,) in store.sql(
+                "SELECT DISTINCT verifier_version FROM verifications WHERE verifier = $1 ORDER BY 1",
+                params=[name],
+            ).fetchall()
+        ]
         if not got:
-            known = [v for (v,) in store.sql("SELECT DISTINCT verifier FROM verifications ORDER BY 1").fetchall()]
-            raise RldataError(f"no verifications from {name!r}; verifiers: {', '.join(known) or '(none)'} "
-                              f"(or {LABELS!r})")
+            known = [
+                v for (v,) in store.sql("SELECT DISTINCT verifier FROM verifications ORDER BY 1").fetchall()
+            ]
+            raise RldataError(
+                f"no verifications from {name!r}; verifiers: {', '.join(known) or '(none)'} (or {LABELS!r})"
+            )
         if len(got) > 1:
-            raise RldataError(f"{name!r} has several versions, name one: {', '.join(f'{name}@{v}' for v in got)}")
+            raise RldataError(
+                f"{name!r} has several versions, name one: {', '.join(f'{name}@{v}' for v in got)}"
+            )
         version = got[0]
     return "v.verifier = $n AND v.verifier_version = $ver", {"n": name, "ver": version}, f"{name}@{version}"
 
@@ -90,7 +115,7 @@ def _outcomes(store, cond: str, params: dict, *, run_id: str | None, where: str 
                CASE WHEN bool_or(v.passed IS NULL) THEN NULL ELSE bool_and(v.passed) END AS passed,
                max(v.extracted) AS extracted, string_agg(v.error, '; ') AS error, list(v.detail) AS details
         FROM verifications v JOIN trajectories t USING (traj_id) JOIN tasks k ON k.task_id = t.task_id
-        WHERE {' AND '.join(conds)} GROUP BY v.traj_id"""
+        WHERE {" AND ".join(conds)} GROUP BY v.traj_id"""
     try:
         return store.sql(q, params=params).pl()
     except Exception as e:
@@ -149,8 +174,12 @@ def classify(a: dict, b: dict | None) -> str:
 def _agreement(df: pl.DataFrame) -> pl.DataFrame:
     parts = []
     for scope, col in (("all", None), ("domain", "domain"), ("source", "source")):
-        keys = [pl.lit(scope).alias("scope"), (pl.lit("all") if col is None else pl.col(col).fill_null("(none)"))
-                .cast(pl.String).alias("value")]
+        keys = [
+            pl.lit(scope).alias("scope"),
+            (pl.lit("all") if col is None else pl.col(col).fill_null("(none)"))
+            .cast(pl.String)
+            .alias("value"),
+        ]
         g = df.group_by(keys).agg(pl.len().alias("n"), pl.col("agree").sum().alias("agree"))
         parts.append(g.sort("value"))
     out = pl.concat(parts)
@@ -171,8 +200,15 @@ def _rates(df: pl.DataFrame) -> dict:
     return out
 
 
-def audit_store(store, *, verifier: str, against: str, run_id: str | None = None, where: str | None = None,
-                examples: int = 3) -> AuditResult:
+def audit_store(
+    store,
+    *,
+    verifier: str,
+    against: str,
+    run_id: str | None = None,
+    where: str | None = None,
+    examples: int = 3,
+) -> AuditResult:
     """Compare ``verifier`` with ``against`` (another verifier or ``labels``) on the trajectories
     both have scored (optionally one run's, or those matching ``where``)."""
     if verifier == LABELS:
@@ -183,39 +219,72 @@ def audit_store(store, *, verifier: str, against: str, run_id: str | None = None
     cb = re.sub(r"\$(n|ver)\b", r"$\1_b", cb)
     a = _outcomes(store, ca, pa_, run_id=run_id, where=where)
     b = _outcomes(store, cb, pb, run_id=run_id, where=where)
-    both = a.join(b.select("traj_id", *[pl.col(c).alias(f"{c}_b") for c in ("passed", "extracted", "error", "details")]),
-                  on="traj_id", how="inner")
+    both = a.join(
+        b.select(
+            "traj_id", *[pl.col(c).alias(f"{c}_b") for c in ("passed", "extracted", "error", "details")]
+        ),
+        on="traj_id",
+        how="inner",
+    )
     if both.height == 0:
         raise RldataError(f"no trajectories scored by both {name_a} ({a.height}) and {name_b} ({b.height})")
     both = both.rename({"passed": "passed_a"}).with_columns(
-        (pl.col("passed_a").eq_missing(pl.col("passed_b"))).alias("agree"))
+        (pl.col("passed_a").eq_missing(pl.col("passed_b"))).alias("agree")
+    )
     labels = name_b == LABELS
     rows = both.to_dicts()
     for r in rows:
-        r["class"] = None if r["agree"] else classify(
-            {**r, "passed": r["passed_a"]},
-            None if labels else {"passed": r["passed_b"], "extracted": r["extracted_b"], "error": r["error_b"],
-                                 "details": r["details_b"]})
+        r["class"] = (
+            None
+            if r["agree"]
+            else classify(
+                {**r, "passed": r["passed_a"]},
+                None
+                if labels
+                else {
+                    "passed": r["passed_b"],
+                    "extracted": r["extracted_b"],
+                    "error": r["error_b"],
+                    "details": r["details_b"],
+                },
+            )
+        )
     classes = pl.DataFrame({"class": [r["class"] for r in rows if r["class"]]}, schema={"class": pl.String})
     counts = dict(classes.group_by("class").len().iter_rows()) if classes.height else {}
     n_dis = max(1, sum(counts.values()))
-    class_df = pl.DataFrame({"class": list(CLASSES), "count": [counts.get(c, 0) for c in CLASSES]},
-                            schema={"class": pl.String, "count": pl.Int64}).with_columns(
-        (pl.col("count") / n_dis).alias("share"))
+    class_df = pl.DataFrame(
+        {"class": list(CLASSES), "count": [counts.get(c, 0) for c in CLASSES]},
+        schema={"class": pl.String, "count": pl.Int64},
+    ).with_columns((pl.col("count") / n_dis).alias("share"))
     ex: dict[str, list] = {}
     for r in sorted((r for r in rows if r["class"]), key=lambda r: r["traj_id"]):
         if len(ex.setdefault(r["class"], [])) < examples:
-            ex[r["class"]].append({
-                "traj_id": r["traj_id"], "task_id": r["task_id"], "domain": r["domain"], "gold": r["answer"],
-                "verifier": {"passed": r["passed_a"], "extracted": r["extracted"], "error": r["error"]},
-                "against": {"passed": r["passed_b"], "extracted": r["extracted_b"], "error": r["error_b"]},
-                "completion_tail": (r["completion"] or "")[-160:]})
+            ex[r["class"]].append(
+                {
+                    "traj_id": r["traj_id"],
+                    "task_id": r["task_id"],
+                    "domain": r["domain"],
+                    "gold": r["answer"],
+                    "verifier": {"passed": r["passed_a"], "extracted": r["extracted"], "error": r["error"]},
+                    "against": {
+                        "passed": r["passed_b"],
+                        "extracted": r["extracted_b"],
+                        "error": r["error_b"],
+                    },
+                    "completion_tail": (r["completion"] or "")[-160:],
+                }
+            )
     return AuditResult(
-        verifier=name_a, against=name_b, compared=both.height,
+        verifier=name_a,
+        against=name_b,
+        compared=both.height,
         only_verifier=a.join(b, on="traj_id", how="anti").height,
         only_against=b.join(a, on="traj_id", how="anti").height,
-        agreement=_agreement(both), classes=class_df, examples=ex,
-        rates=_rates(both) if labels else None)
+        agreement=_agreement(both),
+        classes=class_df,
+        examples=ex,
+        rates=_rates(both) if labels else None,
+    )
 
 
 def print_audit(res: AuditResult) -> None:
@@ -224,8 +293,10 @@ def print_audit(res: AuditResult) -> None:
     from rich.table import Table
 
     con = Console()
-    con.print(f"audit of [bold]{res.verifier}[/] against [bold]{res.against}[/]: {res.compared} trajectories "
-              f"compared ({res.only_verifier} only in {res.verifier}, {res.only_against} only in {res.against})")
+    con.print(
+        f"audit of [bold]{res.verifier}[/] against [bold]{res.against}[/]: {res.compared} trajectories "
+        f"compared ({res.only_verifier} only in {res.verifier}, {res.only_against} only in {res.against})"
+    )
     for title, df in (("agreement", res.agreement), ("disagreements by class", res.classes)):
         t = Table(title=title, show_edge=False, header_style="bold")
         for c in df.columns:
@@ -242,8 +313,12 @@ def print_audit(res: AuditResult) -> None:
         con.print(f"tp {r['tp']}, fp {r['fp']}, fn {r['fn']}, tn {r['tn']}")
     for cls, items in res.examples.items():
         for e in items:
-            con.print(f"[dim]{cls}[/] {e['traj_id']}: gold {e['gold']!r}, {res.verifier} {e['verifier']}, "
-                      f"{res.against} {e['against']}", markup=False, highlight=False)
+            con.print(
+                f"[dim]{cls}[/] {e['traj_id']}: gold {e['gold']!r}, {res.verifier} {e['verifier']}, "
+                f"{res.against} {e['against']}",
+                markup=False,
+                highlight=False,
+            )
 
 
 def html_section(res: AuditResult) -> str:
@@ -251,22 +326,36 @@ def html_section(res: AuditResult) -> str:
 
     def table(df: pl.DataFrame) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.3g}' if isinstance(v, float) else str(v))}</td>"
-                                        for v in r) + "</tr>" for r in df.iter_rows())
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td>{html.escape(f'{v:.3g}' if isinstance(v, float) else str(v))}</td>" for v in r)
+            + "</tr>"
+            for r in df.iter_rows()
+        )
         return f"<table><tr>{head}</tr>{body}</table>"
 
     rates = ""
     if res.rates:
         r = res.rates
-        rates = "<p>" + ", ".join(f"{k.replace('_', ' ')} {r[k]:.3f}" for k in ("fp_rate", "fn_rate")
-                                  if r[k] is not None) + f" (tp {r['tp']}, fp {r['fp']}, fn {r['fn']}, tn {r['tn']})</p>"
-    ex = "".join(f"<li><b>{html.escape(c)}</b> {html.escape(e['traj_id'])}: gold {html.escape(repr(e['gold']))}, "
-                 f"{html.escape(json.dumps(e['verifier'], default=str))} vs {html.escape(json.dumps(e['against'], default=str))}</li>"
-                 for c, items in res.examples.items() for e in items)
-    return (f'<section id="audit"><h2>Verifier audit: <code>{html.escape(res.verifier)}</code> against '
-            f"<code>{html.escape(res.against)}</code></h2><p>{res.compared} trajectories compared.</p>"
-            f"{table(res.agreement)}<h3>Disagreements</h3>{table(res.classes)}{rates}"
-            f"{f'<ul>{ex}</ul>' if ex else ''}</section>")
+        rates = (
+            "<p>"
+            + ", ".join(
+                f"{k.replace('_', ' ')} {r[k]:.3f}" for k in ("fp_rate", "fn_rate") if r[k] is not None
+            )
+            + f" (tp {r['tp']}, fp {r['fp']}, fn {r['fn']}, tn {r['tn']})</p>"
+        )
+    ex = "".join(
+        f"<li><b>{html.escape(c)}</b> {html.escape(e['traj_id'])}: gold {html.escape(repr(e['gold']))}, "
+        f"{html.escape(json.dumps(e['verifier'], default=str))} vs {html.escape(json.dumps(e['against'], default=str))}</li>"
+        for c, items in res.examples.items()
+        for e in items
+    )
+    return (
+        f'<section id="audit"><h2>Verifier audit: <code>{html.escape(res.verifier)}</code> against '
+        f"<code>{html.escape(res.against)}</code></h2><p>{res.compared} trajectories compared.</p>"
+        f"{table(res.agreement)}<h3>Disagreements</h3>{table(res.classes)}{rates}"
+        f"{f'<ul>{ex}</ul>' if ex else ''}</section>"
+    )
 
 
 def add_to_report(html_path: str | Path, res: AuditResult) -> Path:
@@ -274,5 +363,7 @@ def add_to_report(html_path: str | Path, res: AuditResult) -> Path:
     path = Path(html_path)
     page = path.read_text()
     cut = page.rfind("</body>")
-    path.write_text(page[:cut] + html_section(res) + "\n" + page[cut:] if cut >= 0 else page + html_section(res))
+    path.write_text(
+        page[:cut] + html_section(res) + "\n" + page[cut:] if cut >= 0 else page + html_section(res)
+    )
     return path

@@ -92,7 +92,8 @@ class CostSpec:
         if gpu.lower() not in GPUS:
             raise ConfigError(
                 f"unknown GPU {gpu!r}; presets: {', '.join(f'{k} ({v:g} TFLOPS)' for k, v in GPUS.items())}",
-                field="gpu")
+                field="gpu",
+            )
         return cls(GPUS[gpu.lower()], mfu)
 
 
@@ -110,8 +111,9 @@ def gpu_hours(
 
 
 # names of mixture-of-experts families: 8x7B, -A3B (active), MoE, and well-known sparse models
-_MOE_NAME = re.compile(r"moe|mixtral|\d+x\d+(\.\d+)?b|-a\d+(\.\d+)?b\b|deepseek-v[23]|gpt-oss|dbrx|arctic|jamba",
-                       re.IGNORECASE)
+_MOE_NAME = re.compile(
+    r"moe|mixtral|\d+x\d+(\.\d+)?b|-a\d+(\.\d+)?b\b|deepseek-v[23]|gpt-oss|dbrx|arctic|jamba", re.IGNORECASE
+)
 _MOE_CONFIG_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 

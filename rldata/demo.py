@@ -20,18 +20,24 @@ from rldata.store import Store
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
 
-ENV_QUERY = ("SELECT step, round(avg((num_tool_calls > 0)::int), 3) AS tool_share, round(avg(reward), 3) AS reward "
-             "FROM trajectories WHERE step IS NOT NULL AND env_id IS NOT NULL GROUP BY 1 ORDER BY 1")
+ENV_QUERY = (
+    "SELECT step, round(avg((num_tool_calls > 0)::int), 3) AS tool_share, round(avg(reward), 3) AS reward "
+    "FROM trajectories WHERE step IS NOT NULL AND env_id IS NOT NULL GROUP BY 1 ORDER BY 1"
+)
 
 NEXT_QUERIES = [
     # how pass rates spread over the generator's difficulty levels
-    ("SELECT json_extract_string(t.metadata, '$.level') AS level, count(*) AS tasks, round(avg(p.pass_rate), 3) AS mean "
-    "FROM passrates p JOIN tasks t USING (task_id) WHERE p.model NOT LIKE '%+%' GROUP BY 1 ORDER BY 1"),
+    (
+        "SELECT json_extract_string(t.metadata, '$.level') AS level, count(*) AS tasks, round(avg(p.pass_rate), 3) AS mean "
+        "FROM passrates p JOIN tasks t USING (task_id) WHERE p.model NOT LIKE '%+%' GROUP BY 1 ORDER BY 1"
+    ),
     # why tasks were dropped by the filter
     "SELECT selection, decision, reason, count(*) AS tasks FROM selections GROUP BY ALL ORDER BY 1, 4 DESC",
     # training reward per step and bucket, from the written-back rollouts
-    ("SELECT step, bucket, round(avg(reward), 3) AS reward, count(*) AS rollouts FROM trajectories "
-    "WHERE step IS NOT NULL GROUP BY ALL ORDER BY step, bucket LIMIT 30"),
+    (
+        "SELECT step, bucket, round(avg(reward), 3) AS reward, count(*) AS rollouts FROM trajectories "
+        "WHERE step IS NOT NULL GROUP BY ALL ORDER BY step, bucket LIMIT 30"
+    ),
 ]
 
 
@@ -47,8 +53,10 @@ class DemoConfig:
 
     def __post_init__(self):
         if min(self.tasks, self.n, self.steps, self.eval_tasks) < 1:
-            raise ConfigError("tasks, n, steps and eval_tasks must be >= 1",
-                              field=next(f for f in ("tasks", "n", "steps", "eval_tasks") if getattr(self, f) < 1))
+            raise ConfigError(
+                "tasks, n, steps and eval_tasks must be >= 1",
+                field=next(f for f in ("tasks", "n", "steps", "eval_tasks") if getattr(self, f) < 1),
+            )
 
 
 def _stage(name: str):
@@ -61,8 +69,8 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.ingest import ingest, sample_path
     from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.report.overview import gather
     from rldata.params import SamplingSpec
+    from rldata.report.overview import gather
     from rldata.report.page import render
     from rldata.select import Band, filter_store, stratify_store
     from rldata.trainer.config import TrainConfig
@@ -83,21 +91,32 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         log(f"{name}: read {s.read}, added {s.added}, duplicates {s.duplicates}, rejected {s.rejected}")
     times["ingest"] = time.monotonic() - t
 
-    t = _stage(f"2/6 sample N={cfg.n} per task with the embedded model (vLLM on Ray), verify, fill the ledger")
-    where = (f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
-             f"ORDER BY task_id LIMIT {cfg.tasks})")
+    t = _stage(
+        f"2/6 sample N={cfg.n} per task with the embedded model (vLLM on Ray), verify, fill the ledger"
+    )
+    where = (
+        f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
+        f"ORDER BY task_id LIMIT {cfg.tasks})"
+    )
     # a calculator episode's call turn is `<calc>EXPR</calc>` + eos: up to ~24 tokens on these tasks
     max_tokens = 8 if cfg.env is None else 32
     spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=max_tokens, seed=cfg.seed)
     sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env))
     if cfg.env is not None:
-        log(f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
-            f"{sampled.engine_busy_frac or 0:.0%} of the episode time")
+        log(
+            f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
+            f"{sampled.engine_busy_frac or 0:.0%} of the episode time"
+        )
     times["sample"] = time.monotonic() - t
 
     t = _stage("3/6 filter: keep the tasks the model sometimes solves (pass rate in [0.1, 0.9])")
-    result, _ = filter_store(store, name="demo-band", band=Band.parse("0.1,0.9"), model=sampled.model,
-                             params_hash=sampled.params_hash)
+    result, _ = filter_store(
+        store,
+        name="demo-band",
+        band=Band.parse("0.1,0.9"),
+        model=sampled.model,
+        params_hash=sampled.params_hash,
+    )
     log(f"kept {result.kept} of {result.total} tasks; by reason: {result.counts}")
     times["filter"] = time.monotonic() - t
 
@@ -111,13 +130,24 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     times["stratify"] = time.monotonic() - t
 
     t = _stage(f"5/6 train {cfg.steps} GRPO steps with the curriculum; held-out accuracy before and after")
-    tcfg = TrainConfig.from_dict({
-        "curriculum": str(buckets_yaml), "steps": cfg.steps, "output_dir": str(out / "runs"), "seed": cfg.seed,
-        # 32 prompts x G=8 at lr 1e-4: the setting that raised held-out accuracy in the benchmarks
-        # (smaller batches or lr >= 2e-4 made it noisier or lowered it; see benchmarks/RESULTS.md)
-        "prompts_per_step": 32, "group_size": 8, "max_tokens": max_tokens, "lr": 1e-4, "micro_batch": 256,
-        "eval_size": cfg.eval_tasks, "eval_n": cfg.n, "env": cfg.env,
-    })
+    tcfg = TrainConfig.from_dict(
+        {
+            "curriculum": str(buckets_yaml),
+            "steps": cfg.steps,
+            "output_dir": str(out / "runs"),
+            "seed": cfg.seed,
+            # 32 prompts x G=8 at lr 1e-4: the setting that raised held-out accuracy in the benchmarks
+            # (smaller batches or lr >= 2e-4 made it noisier or lowered it; see benchmarks/RESULTS.md)
+            "prompts_per_step": 32,
+            "group_size": 8,
+            "max_tokens": max_tokens,
+            "lr": 1e-4,
+            "micro_batch": 256,
+            "eval_size": cfg.eval_tasks,
+            "eval_n": cfg.n,
+            "env": cfg.env,
+        }
+    )
     trained = train(store, tcfg, DriverOptions(eval_where=HELDOUT_WHERE))
     times["train"] = time.monotonic() - t
 

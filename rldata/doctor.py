@@ -44,8 +44,13 @@ class Finding:
     repaired: bool = False
 
     def row(self) -> dict:
-        return {"check": self.check, "table": self.table, "count": self.count, "detail": self.detail,
-                "repaired": self.repaired}
+        return {
+            "check": self.check,
+            "table": self.table,
+            "count": self.count,
+            "detail": self.detail,
+            "repaired": self.repaired,
+        }
 
 
 def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
@@ -73,9 +78,11 @@ def check_logs(store: Store, *, repair: bool) -> list[Finding]:
             continue
         version, path, why = bad
         later = [p for v, p in commit_files(log_dir) if v >= version]
-        detail = f"version {version} ({path.name}) {why}; {len(later)} commit(s) from it on unreadable as a whole"
+        detail = (
+            f"version {version} ({path.name}) {why}; {len(later)} commit(s) from it on unreadable as a whole"
+        )
         if repair:
-            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
             dest = Path(store.root) / _QUARANTINE / stamp / name
             dest.mkdir(parents=True, exist_ok=True)
             for p in reversed(later):  # newest first: the log never has a gap below its head
@@ -93,8 +100,10 @@ def check_duplicates(store: Store, tables: list[str], *, repair: bool) -> list[F
     for name in tables:
         key = schemas.get(name).key
         cols = ", ".join(key)
-        n = store.sql(f"SELECT coalesce(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM {name} GROUP BY {cols}) "
-                      "WHERE c > 1").fetchall()[0][0]
+        n = store.sql(
+            f"SELECT coalesce(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM {name} GROUP BY {cols}) "
+            "WHERE c > 1"
+        ).fetchall()[0][0]
         if not n:
             continue
         if repair:
@@ -110,12 +119,21 @@ def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
     out = []
     unverified = store.sql(
         "SELECT count(*) FROM trajectories t WHERE t.finish_reason IS DISTINCT FROM 'prompt_too_long' "
-        "AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.traj_id = t.traj_id)").fetchall()[0][0]
+        "AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.traj_id = t.traj_id)"
+    ).fetchall()[0][0]
     if unverified:
-        out.append(Finding("orphans", "trajectories", unverified,
-                           "trajectories without a verification (re-run rldata sample to verify them)"))
-    orphan = store.sql("SELECT count(*) FROM verifications v WHERE NOT EXISTS "
-                       "(SELECT 1 FROM trajectories t WHERE t.traj_id = v.traj_id)").fetchall()[0][0]
+        out.append(
+            Finding(
+                "orphans",
+                "trajectories",
+                unverified,
+                "trajectories without a verification (re-run rldata sample to verify them)",
+            )
+        )
+    orphan = store.sql(
+        "SELECT count(*) FROM verifications v WHERE NOT EXISTS "
+        "(SELECT 1 FROM trajectories t WHERE t.traj_id = v.traj_id)"
+    ).fetchall()[0][0]
     if orphan:
         out.append(Finding("orphans", "verifications", orphan, "verifications of no stored trajectory"))
     return out
@@ -127,17 +145,23 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
 
     if not {"passrates", "trajectories", "verifications"} <= set(tables):
         return []
-    groups = store.sql("SELECT DISTINCT p.model, p.params_hash FROM passrates p WHERE EXISTS (SELECT 1 FROM "
-                       "trajectories t WHERE t.model = p.model AND t.params_hash = p.params_hash) ORDER BY 1, 2"
-                       ).fetchall()
+    groups = store.sql(
+        "SELECT DISTINCT p.model, p.params_hash FROM passrates p WHERE EXISTS (SELECT 1 FROM "
+        "trajectories t WHERE t.model = p.model AND t.params_hash = p.params_hash) ORDER BY 1, 2"
+    ).fetchall()
     if not groups:
         return []
     stored = store.read("passrates")
     wrong, fixes = 0, []
     for model, params_hash in groups:
         mine = stored.filter((pl.col("model") == model) & (pl.col("params_hash") == params_hash))
-        fresh = recompute_passrates(store, model=model, params_hash=params_hash,
-                                    verifier_keys=mine["verifier_key"].unique().to_list(), write=False)
+        fresh = recompute_passrates(
+            store,
+            model=model,
+            params_hash=params_hash,
+            verifier_keys=mine["verifier_key"].unique().to_list(),
+            write=False,
+        )
         want = {(r["task_id"], r["verifier_key"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
         for r in mine.iter_rows(named=True):
             k = (r["task_id"], r["verifier_key"])
@@ -148,7 +172,9 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
         return []
     if repair:
         store.upsert("passrates", fixes)
-    return [Finding("ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair)]
+    return [
+        Finding("ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair)
+    ]
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
@@ -161,13 +187,26 @@ def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[F
     if not dead:
         return []
     if repair:
-        now = dt.datetime.now(dt.timezone.utc)
-        store.upsert("runs", [{**r, "status": "failed", "ended_at": now,
-                               "error": "killed: its process ended without recording an outcome "
-                                        "(marked by rldata doctor --repair)"} for r in dead])
+        now = dt.datetime.now(dt.UTC)
+        store.upsert(
+            "runs",
+            [
+                {
+                    **r,
+                    "status": "failed",
+                    "ended_at": now,
+                    "error": "killed: its process ended without recording an outcome "
+                    "(marked by rldata doctor --repair)",
+                }
+                for r in dead
+            ],
+        )
     ids = ", ".join(r["run_id"] for r in dead[:5]) + (" ..." if len(dead) > 5 else "")
-    return [Finding("stuck_runs", "runs", len(dead), f"runs stored as running whose process is gone: {ids}",
-                    repair)]
+    return [
+        Finding(
+            "stuck_runs", "runs", len(dead), f"runs stored as running whose process is gone: {ids}", repair
+        )
+    ]
 
 
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:
@@ -176,7 +215,7 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
     if not root.is_dir():
         return []
     out = []
-    dest = root / _QUARANTINE / dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S") / "stray"
+    dest = root / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / "stray"
     extra = sorted(p for p in root.iterdir() if p.name not in schemas.TABLES and p.name != _QUARANTINE)
     if extra:
         detail = "not a table: " + ", ".join(p.name for p in extra[:5])
@@ -189,8 +228,11 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
         if not tdir.is_dir() or name in store.damaged:
             continue
         added = _ever_added(tdir / "_delta_log") | _current_files(store, name)
-        stray = sorted(p for p in tdir.rglob("*")
-                       if p.is_file() and "_delta_log" not in p.parts and p.relative_to(tdir).as_posix() not in added)
+        stray = sorted(
+            p
+            for p in tdir.rglob("*")
+            if p.is_file() and "_delta_log" not in p.parts and p.relative_to(tdir).as_posix() not in added
+        )
         if stray:
             detail = "files no commit added: " + ", ".join(p.relative_to(tdir).as_posix() for p in stray[:5])
             if repair:

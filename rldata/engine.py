@@ -32,8 +32,15 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEFAULT_MODEL_ID", "Engine", "ModelIdentity", "Sample", "default_model_path", "device_kind", "model_context",
-    "model_identity", "model_revision",
+    "DEFAULT_MODEL_ID",
+    "Engine",
+    "ModelIdentity",
+    "Sample",
+    "default_model_path",
+    "device_kind",
+    "model_context",
+    "model_identity",
+    "model_revision",
 ]
 
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
@@ -60,7 +67,9 @@ def default_model_path() -> Path:
 
     path = Path(str(files("rldata.sample_data").joinpath("models", "tiny-arith")))
     if not (path / "config.json").is_file():
-        raise RldataError(f"bundled model missing at {path}: run python -m rldata.jobs.pretrain_tiny --out {path}")
+        raise RldataError(
+            f"bundled model missing at {path}: run python -m rldata.jobs.pretrain_tiny --out {path}"
+        )
     return path
 
 
@@ -112,8 +121,10 @@ def model_identity(model: str | Path | None, *, allow_hub: bool = False) -> Mode
         return ModelIdentity(str(p), str(p.resolve()), str(p.resolve()), model_revision(p))
     if allow_hub and not p.exists() and not str(model).startswith((".", "/", "~")):
         return ModelIdentity(str(model), str(model), str(model), "")
-    raise RldataError(f"model {model} not found: not a model directory (expected a Hugging Face model "
-                      "directory with config.json)")
+    raise RldataError(
+        f"model {model} not found: not a model directory (expected a Hugging Face model "
+        "directory with config.json)"
+    )
 
 
 def model_context(path: str | Path) -> int:
@@ -268,15 +279,22 @@ class Engine:
         fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
         params = [
             SamplingParams(
-                n=1, temperature=spec.temperature, top_p=spec.top_p, top_k=max(0, spec.top_k),
+                n=1,
+                temperature=spec.temperature,
+                top_p=spec.top_p,
+                top_k=max(0, spec.top_k),
                 max_tokens=max(1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))),
-                stop=list(spec.stop) or None, seed=seeds[i], logprobs=0 if logprobs else None,
+                stop=list(spec.stop) or None,
+                seed=seeds[i],
+                logprobs=0 if logprobs else None,
             )
             for i in fits
         ]
         result = [_too_long(len(p)) for p in prompt_ids]
         if fits:
-            outputs = self.llm.generate([{"prompt_token_ids": prompt_ids[i]} for i in fits], params, use_tqdm=False)
+            outputs = self.llm.generate(
+                [{"prompt_token_ids": prompt_ids[i]} for i in fits], params, use_tqdm=False
+            )
             for i, out in zip(fits, outputs):
                 result[i] = _sample(out, out.outputs[0], logprobs)
         return result
@@ -316,8 +334,15 @@ class Engine:
 
 
 def _too_long(prompt_tokens: int) -> Sample:
-    return Sample(text="", token_ids=(), prompt_tokens=prompt_tokens, completion_tokens=0, cumulative_logprob=None,
-                  logprobs=None, finish_reason="prompt_too_long")
+    return Sample(
+        text="",
+        token_ids=(),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=0,
+        cumulative_logprob=None,
+        logprobs=None,
+        finish_reason="prompt_too_long",
+    )
 
 
 def _sample(out, c, logprobs: bool) -> Sample:

@@ -32,8 +32,18 @@ import polars as pl
 from rldata.errors import RldataError
 
 __all__ = [
-    "DOMAIN", "INSTRUCTION", "SOURCE", "GymError", "StoredEntry", "difficulty", "knob_sql", "make_dataset",
-    "prompt_for", "rg_version", "stored_entry", "task_metadata",
+    "DOMAIN",
+    "INSTRUCTION",
+    "SOURCE",
+    "GymError",
+    "StoredEntry",
+    "difficulty",
+    "knob_sql",
+    "make_dataset",
+    "prompt_for",
+    "rg_version",
+    "stored_entry",
+    "task_metadata",
 ]
 
 DIST = "reasoning-gym"
@@ -71,8 +81,11 @@ def _check_config(config: Any) -> dict[str, Any]:
         raise GymError(f"reasoning-gym config: expected a JSON object, got {type(config).__name__}")
     bad = [k for k in config if k in _RESERVED]
     if bad:
-        raise GymError(f"reasoning-gym config: {bad[0]!r} is set by {'n' if bad[0] == 'size' else 'seed'}, "
-                       "not by config", field="config")
+        raise GymError(
+            f"reasoning-gym config: {bad[0]!r} is set by {'n' if bad[0] == 'size' else 'seed'}, "
+            "not by config",
+            field="config",
+        )
     try:
         json.dumps(dict(config), allow_nan=False)
     except (TypeError, ValueError) as e:
@@ -94,28 +107,41 @@ def make_dataset(name: str, config: Mapping[str, Any] | None = None, *, seed: in
         hint = f"; did you mean {', '.join(near)}?" if near else f" ({len(datasets)} datasets are registered)"
         raise GymError(f"unknown reasoning-gym dataset {name!r}{hint}")
     cfg = _check_config(config or {})
-    if isinstance(seed, bool) or not isinstance(seed, int) or isinstance(size, bool) or not isinstance(size, int):
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, int)
+        or isinstance(size, bool)
+        or not isinstance(size, int)
+    ):
         raise GymError(f"reasoning-gym seed and size must be integers, got {seed!r}, {size!r}")
     try:
         return _cached(name, json.dumps(cfg, sort_keys=True), seed, size)
     except Exception as e:  # noqa: BLE001 - a config dataclass raises TypeError, ValueError or AssertionError
         msg = " ".join(str(e).split())[:300] or type(e).__name__
-        raise GymError(f"reasoning-gym dataset {name!r} rejected the config {json.dumps(cfg)}: "
-                       f"{type(e).__name__}: {msg}") from None
+        raise GymError(
+            f"reasoning-gym dataset {name!r} rejected the config {json.dumps(cfg)}: {type(e).__name__}: {msg}"
+        ) from None
 
 
 def prompt_for(question: str) -> str:
     return f"{question.rstrip()}\n\n{INSTRUCTION}"
 
 
-def task_metadata(name: str, config: Mapping[str, Any], seed: int, size: int, index: int,
-                  entry: Mapping[str, Any]) -> dict[str, Any]:
+def task_metadata(
+    name: str, config: Mapping[str, Any], seed: int, size: int, index: int, entry: Mapping[str, Any]
+) -> dict[str, Any]:
     """The ``metadata`` object of one gym task (layout in the module docstring)."""
     meta = entry.get("metadata")
     diff = meta.get("difficulty") if isinstance(meta, Mapping) else None
     return {
-        "reasoning_gym": {"dataset": name, "config": dict(config), "seed": seed, "size": size, "index": index,
-                          "version": rg_version()},
+        "reasoning_gym": {
+            "dataset": name,
+            "config": dict(config),
+            "seed": seed,
+            "size": size,
+            "index": index,
+            "version": rg_version(),
+        },
         "difficulty": dict(diff) if isinstance(diff, Mapping) else {},
         "entry": dict(entry),
     }
@@ -141,16 +167,21 @@ class StoredEntry:
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise GymError(f"metadata field 'reasoning_gym.{f}': expected an integer, got {v!r}")
-        if not isinstance(self.entry, Mapping) or not isinstance(self.entry.get("question"), str) \
-                or "answer" not in self.entry or not isinstance(self.entry.get("metadata"), Mapping):
+        if (
+            not isinstance(self.entry, Mapping)
+            or not isinstance(self.entry.get("question"), str)
+            or "answer" not in self.entry
+            or not isinstance(self.entry.get("metadata"), Mapping)
+        ):
             raise GymError("metadata field 'entry': expected {question, answer, metadata}")
 
 
 def stored_entry(metadata: str | Mapping[str, Any] | None) -> StoredEntry:
     """Parse a gym task's metadata; GymError naming the field when it is missing or corrupt."""
     if metadata is None or metadata == "":
-        raise GymError("task has no metadata (a reasoning-gym task carries its entry there: "
-                       "rldata ingest --gym)")
+        raise GymError(
+            "task has no metadata (a reasoning-gym task carries its entry there: rldata ingest --gym)"
+        )
     if isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)
@@ -161,8 +192,14 @@ def stored_entry(metadata: str | Mapping[str, Any] | None) -> StoredEntry:
     gen = metadata.get("reasoning_gym")
     if not isinstance(gen, Mapping):
         raise GymError("metadata field 'reasoning_gym': missing (not a reasoning-gym task?)")
-    return StoredEntry(gen.get("dataset"), gen.get("config"), gen.get("seed"), gen.get("size"), gen.get("index"),
-                       metadata.get("entry"))
+    return StoredEntry(
+        gen.get("dataset"),
+        gen.get("config"),
+        gen.get("seed"),
+        gen.get("size"),
+        gen.get("index"),
+        metadata.get("entry"),
+    )
 
 
 # ---- ground-truth difficulty --------------------------------------------------------------------
@@ -185,10 +222,16 @@ def difficulty(store, knobs: list[str] | None = None, *, dataset: str | None = N
     where = f"domain = '{DOMAIN}'" + (" AND category = $dataset" if dataset else "")
     params = {"dataset": dataset} if dataset else {}
     if knobs is None:
-        rows = store.sql(f"SELECT DISTINCT unnest(json_keys(json_extract(metadata, '$.difficulty'))) FROM tasks "
-                         f"WHERE {where}", params=params).fetchall()
+        rows = store.sql(
+            f"SELECT DISTINCT unnest(json_keys(json_extract(metadata, '$.difficulty'))) FROM tasks "
+            f"WHERE {where}",
+            params=params,
+        ).fetchall()
         knobs = sorted(r[0] for r in rows if r[0] is not None and _KNOB.match(r[0]))
-    cols = ", ".join(f"CAST({knob_sql(k)} AS VARCHAR) AS \"{k}\", CAST({knob_sql(k, part='range')} AS VARCHAR) "
-                     f"AS \"{k}_range\"" for k in knobs)
+    cols = ", ".join(
+        f'CAST({knob_sql(k)} AS VARCHAR) AS "{k}", CAST({knob_sql(k, part="range")} AS VARCHAR) '
+        f'AS "{k}_range"'
+        for k in knobs
+    )
     q = f"SELECT task_id, category{', ' + cols if cols else ''} FROM tasks WHERE {where} ORDER BY task_id"
     return store.sql(q, params=params).pl()

@@ -26,9 +26,21 @@ def verifier_key(name: str, version: str) -> str:
 
 
 def passrate_row(
-    task_id: str, *, model: str, params_hash: str, verifier_key: str, n: int, n_correct: int, n_error: int,
-    run_id: str | None = None, env_version: str = "", stop_rule: str = "fixed", alpha: float | None = None,
-    confidence: float | None = None, n_max: int | None = None, band: str | None = None,
+    task_id: str,
+    *,
+    model: str,
+    params_hash: str,
+    verifier_key: str,
+    n: int,
+    n_correct: int,
+    n_error: int,
+    run_id: str | None = None,
+    env_version: str = "",
+    stop_rule: str = "fixed",
+    alpha: float | None = None,
+    confidence: float | None = None,
+    n_max: int | None = None,
+    band: str | None = None,
 ) -> dict:
     from rldata.stats import wilson_interval
 
@@ -74,8 +86,17 @@ def rows_from_outcomes(
             c[0] += 1
             c[1] += int(passed)
     return [
-        passrate_row(t, model=model, params_hash=params_hash, verifier_key=v, n=n, n_correct=k, n_error=e,
-                     run_id=run_id, env_version=ek)
+        passrate_row(
+            t,
+            model=model,
+            params_hash=params_hash,
+            verifier_key=v,
+            n=n,
+            n_correct=k,
+            n_error=e,
+            run_id=run_id,
+            env_version=ek,
+        )
         for (t, v, ek), (n, k, e) in counts.items()
     ]
 
@@ -128,8 +149,18 @@ def recompute_passrates(
         extra=extra,
     )
     rows = [
-        passrate_row(t, model=model, params_hash=params_hash, verifier_key=v, n=n, n_correct=k, n_error=e,
-                     run_id=run_id, env_version=ek, **(dict(stop(t)) if stop is not None else {}))
+        passrate_row(
+            t,
+            model=model,
+            params_hash=params_hash,
+            verifier_key=v,
+            n=n,
+            n_correct=k,
+            n_error=e,
+            run_id=run_id,
+            env_version=ek,
+            **(dict(stop(t)) if stop is not None else {}),
+        )
         for t, v, ek, n, k, e in rel.fetchall()
     ]
     if write and rows:

@@ -85,8 +85,13 @@ def _rename(table: str, old: str, new: str) -> Step:
         # predicate "true" makes the overwrite a read of the whole table: a row appended by another
         # writer after our read fails the commit (upgrade re-reads and retries) instead of staying
         # behind in a file that still has the old column name
-        write_deltalake(dtable, pa.RecordBatchReader.from_batches(renamed, batches), mode="overwrite",
-                        schema_mode="overwrite", predicate="true")
+        write_deltalake(
+            dtable,
+            pa.RecordBatchReader.from_batches(renamed, batches),
+            mode="overwrite",
+            schema_mode="overwrite",
+            predicate="true",
+        )
 
     return step
 
@@ -138,7 +143,9 @@ def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
             raise
         except Exception as e:  # noqa: BLE001 - delta-rs raises CommitFailedError and friends
             if attempt == tries - 1 or "commit" not in f"{type(e).__name__} {e}".lower():
-                raise RldataError(f"table {table!r}: could not upgrade from schema version {found}: {e}") from None
+                raise RldataError(
+                    f"table {table!r}: could not upgrade from schema version {found}: {e}"
+                ) from None
             dtable.update_incremental()
     return found
 

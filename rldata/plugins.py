@@ -19,8 +19,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
-from rldata.errors import ConfigError
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
 __all__ = ["GROUPS", "PluginError", "entry_point_names", "load_entry_point"]
 
@@ -51,11 +50,14 @@ def load_entry_point(group: str, name: str) -> Any | None:
     if not found:
         return None
     if len({ep.value for ep in found}) > 1:
-        raise PluginError(f"{group} entry point {name!r} is declared more than once: "
-                          f"{', '.join(sorted({ep.value for ep in found}))}")
+        raise PluginError(
+            f"{group} entry point {name!r} is declared more than once: "
+            f"{', '.join(sorted({ep.value for ep in found}))}"
+        )
     ep = found[0]
     try:
         return ep.load()
     except Exception as e:  # noqa: BLE001 - a broken plugin is the user's to fix: say which one
-        raise PluginError(f"{group} entry point {name!r} ({ep.value}) does not load: "
-                          f"{type(e).__name__}: {e}") from None
+        raise PluginError(
+            f"{group} entry point {name!r} ({ep.value}) does not load: {type(e).__name__}: {e}"
+        ) from None

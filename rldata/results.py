@@ -45,5 +45,3 @@ class Result:
     def of(cls, summary: Any):
         """The frozen result holding the fields of a job's summary (which it accumulates while running)."""
         return cls(**{f.name: frozen(getattr(summary, f.name)) for f in fields(cls)})
-
-

@@ -51,13 +51,26 @@ def list_runs(store: Store, *, kind: str | None = None, limit: int | None = None
             summary = {}
         summary = summary if isinstance(summary, dict) else {}
         end = r["ended_at"]
-        out.append({
-            "run_id": r["run_id"], "kind": r["kind"], "status": shown_status(r),
-            "started_at": f"{r['started_at']:%Y-%m-%d %H:%M:%S}" if r["started_at"] else None,
-            "duration_s": round((end - r["started_at"]).total_seconds(), 1) if end and r["started_at"] else None,
-            **{col: _headline(summary, keys) for col, keys in HEADLINES.items()},
-            "error": (r["error"] or None) and r["error"].splitlines()[0][:120],
-        })
-    schema = {"run_id": pl.String, "kind": pl.String, "status": pl.String, "started_at": pl.String,
-              "duration_s": pl.Float64, **{c: pl.String for c in HEADLINES}, "error": pl.String}
+        out.append(
+            {
+                "run_id": r["run_id"],
+                "kind": r["kind"],
+                "status": shown_status(r),
+                "started_at": f"{r['started_at']:%Y-%m-%d %H:%M:%S}" if r["started_at"] else None,
+                "duration_s": round((end - r["started_at"]).total_seconds(), 1)
+                if end and r["started_at"]
+                else None,
+                **{col: _headline(summary, keys) for col, keys in HEADLINES.items()},
+                "error": (r["error"] or None) and r["error"].splitlines()[0][:120],
+            }
+        )
+    schema = {
+        "run_id": pl.String,
+        "kind": pl.String,
+        "status": pl.String,
+        "started_at": pl.String,
+        "duration_s": pl.Float64,
+        **{c: pl.String for c in HEADLINES},
+        "error": pl.String,
+    }
     return pl.DataFrame(out, schema=schema, orient="row")

@@ -27,7 +27,7 @@ STALE_AFTER_S = 5 * HEARTBEAT_S  # no heartbeat for this long (and no owner to a
 
 
 def new_run_id(kind: str) -> str:
-    return f"{kind}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    return f"{kind}-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
 class RunHandle:
@@ -79,12 +79,12 @@ def effective_status(row: dict[str, Any], *, now: dt.datetime | None = None) -> 
         beat = dt.datetime.fromisoformat(live["heartbeat"])
     except (KeyError, TypeError, ValueError):
         return status
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     return "killed" if (now - beat).total_seconds() > STALE_AFTER_S else "running"
 
 
 def _live(base: dict[str, Any], who: dict[str, Any]) -> dict[str, Any]:
-    beat = dt.datetime.now(dt.timezone.utc).isoformat()
+    beat = dt.datetime.now(dt.UTC).isoformat()
     return {**base, "status": "running", "summary": json.dumps({"owner": who, "heartbeat": beat})}
 
 
@@ -104,7 +104,7 @@ class _Heartbeat(threading.Thread):
                     return
                 try:
                     self.store.upsert("runs", [_live(self.base, self.who)])
-                except Exception:  # noqa: BLE001 - a missed beat is not worth failing the job
+                except Exception:  # noqa: BLE001, S110 - a missed beat is not worth failing the job
                     pass
 
     def stop(self) -> None:
@@ -113,8 +113,14 @@ class _Heartbeat(threading.Thread):
 
 
 @contextmanager
-def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | None = None,
-               heartbeat_s: float = HEARTBEAT_S):
+def record_run(
+    store: Store,
+    kind: str,
+    args: dict[str, Any],
+    *,
+    run_id: str | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
+):
     """Record a run as ``running``, then ``done`` or ``failed`` (with the error) when the body ends.
 
     A run killed with SIGKILL stays ``running`` in the table; :func:`effective_status` reads it as
@@ -122,7 +128,7 @@ def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | N
     under a new run id.
     """
     handle = RunHandle(run_id or new_run_id(kind))
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     base = {
         "run_id": handle.run_id,
         "kind": kind,
@@ -138,14 +144,26 @@ def record_run(store: Store, kind: str, args: dict[str, Any], *, run_id: str | N
         yield handle
     except BaseException as e:
         beat.stop()
-        end = dt.datetime.now(dt.timezone.utc)
+        end = dt.datetime.now(dt.UTC)
         from rldata._remote import redact  # an object-store error may quote a credential
 
         reason = "interrupted" if isinstance(e, KeyboardInterrupt) else redact(f"{type(e).__name__}: {e}")
-        store.upsert("runs", [{**base, "status": "failed", "ended_at": end, "error": reason[:2000],
-                               "summary": json.dumps(handle.summary, default=str)}])
+        store.upsert(
+            "runs",
+            [
+                {
+                    **base,
+                    "status": "failed",
+                    "ended_at": end,
+                    "error": reason[:2000],
+                    "summary": json.dumps(handle.summary, default=str),
+                }
+            ],
+        )
         raise
     beat.stop()
-    end = dt.datetime.now(dt.timezone.utc)
-    store.upsert("runs", [{**base, "status": "done", "ended_at": end,
-                           "summary": json.dumps(handle.summary, default=str)}])
+    end = dt.datetime.now(dt.UTC)
+    store.upsert(
+        "runs",
+        [{**base, "status": "done", "ended_at": end, "summary": json.dumps(handle.summary, default=str)}],
+    )

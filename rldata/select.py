@@ -90,7 +90,9 @@ class Band:
         try:
             lo, hi = (float(p) for p in parts)
         except ValueError:
-            raise ConfigError(f"band must be LO,HI (two numbers in [0, 1]), got {text!r}", field="band") from None
+            raise ConfigError(
+                f"band must be LO,HI (two numbers in [0, 1]), got {text!r}", field="band"
+            ) from None
         return cls(lo, hi, inclusive)
 
     def fractions(self) -> tuple[Fraction, Fraction]:
@@ -194,8 +196,7 @@ def resolve_key(
         vals = combos[col].unique().to_list()
         if len(vals) > 1:
             raise ConfigError(
-                f"passrates hold several {col}s, pick one by {col}: "
-                f"{_choices(combos, col)}", field=col
+                f"passrates hold several {col}s, pick one by {col}: {_choices(combos, col)}", field=col
             )
         out[col] = vals[0]
     return out
@@ -211,7 +212,9 @@ class FilterResult(Result):
     selections_version: int | None  # None for a dry run
     counts: dict[str, int] = field(default_factory=dict)  # by reason
     total: int = 0
-    decided_by: dict[str, int] = field(default_factory=dict)  # fixed | exact | sequential (rldata.adaptive.filter)
+    decided_by: dict[str, int] = field(
+        default_factory=dict
+    )  # fixed | exact | sequential (rldata.adaptive.filter)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -242,19 +245,24 @@ def filter_store(
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
     passrates = read_where(
-        store, "passrates", version=pr_version,
+        store,
+        "passrates",
+        version=pr_version,
         columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
     )
-    key = resolve_key(
-        passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key
-    )
+    key = resolve_key(passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key)
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
-        "task_id", pl.col("n").cast(pl.Int64), pl.col("n_correct").cast(pl.Int64),
-        pl.col("n_error").fill_null(0).cast(pl.Int64), *ADAPTIVE_COLUMNS,
+        "task_id",
+        pl.col("n").cast(pl.Int64),
+        pl.col("n_correct").cast(pl.Int64),
+        pl.col("n_error").fill_null(0).cast(pl.Int64),
+        *ADAPTIVE_COLUMNS,
     )
     if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
-        raise RldataError("passrates hold several environment versions for this slice; "
-                          "filtering by environment version is not supported yet")
+        raise RldataError(
+            "passrates hold several environment versions for this slice; "
+            "filtering by environment version is not supported yet"
+        )
     del passrates
     task_ids = read_where(store, "tasks", columns=["task_id"], **({"domain": domain} if domain else {}))
     if domain is not None:
@@ -300,8 +308,9 @@ def filter_store(
         # one commit replaces the selection's rows: readers see the old or the new selection, never a mix
         store.overwrite("selections", rows, predicate=f"selection = '{name}'")
         sel_version = store.version("selections")
-    result = FilterResult(name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by,
-                          tuple(warnings))
+    result = FilterResult(
+        name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by, tuple(warnings)
+    )
     return result, rows
 
 
@@ -312,7 +321,9 @@ def parse_buckets(text: str) -> list[Bucket]:
     for i, part in enumerate(p.strip() for p in text.split(",") if p.strip()):
         m = re.fullmatch(r"([^:]+):\s*([0-9.eE+-]+)\s*-\s*([0-9.eE+-]+)", part)
         if not m:
-            raise ConfigError(f"buckets item {i + 1} {part!r}: expected NAME:LOW-HIGH, e.g. easy:0.7-0.9", field="buckets")
+            raise ConfigError(
+                f"buckets item {i + 1} {part!r}: expected NAME:LOW-HIGH, e.g. easy:0.7-0.9", field="buckets"
+            )
         try:
             out.append(Bucket(m.group(1).strip(), float(m.group(2)), float(m.group(3))))
         except (CurriculumError, ValueError) as e:
@@ -459,7 +470,9 @@ def stratify_store(
             f"{unbucketed} kept task(s) have a pass rate outside every bucket: the sampler never draws them"
         )
     warnings += [f"bucket {b.name!r} is empty" for b in buckets if not sizes.get(b.name)]
-    early = {k: v for k, v in selection_params(store, selection).get("decided_by", {}).items() if k != "fixed"}
+    early = {
+        k: v for k, v in selection_params(store, selection).get("decided_by", {}).items() if k != "fixed"
+    }
     if early:  # optional stopping biases k/n toward the band's middle (docs/adaptive.md)
         warnings.append(
             f"{sum(early.values())} task(s) were sampled adaptively ({', '.join(sorted(early))}): their pass "
@@ -483,5 +496,6 @@ def stratify_store(
     store.overwrite("selections", assigned, predicate=f"selection = '{selection}'")
     if out is not None:
         save(curriculum, out)
-    return StratifyResult(selection, curriculum, counts, warnings, unbucketed, store.version("selections"),
-                          tuple(counted))
+    return StratifyResult(
+        selection, curriculum, counts, warnings, unbucketed, store.version("selections"), tuple(counted)
+    )

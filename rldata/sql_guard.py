@@ -33,7 +33,9 @@ def check_read_only(query: str) -> None:
     kind = stmts[0].type
     if kind not in _READ_TYPES:
         name = getattr(kind, "name", str(kind))
-        raise RldataError(f"rldata sql only reads: {name} statements are not allowed (use --out to write results)")
+        raise RldataError(
+            f"rldata sql only reads: {name} statements are not allowed (use --out to write results)"
+        )
 
 
 def check_predicate(text: str, *, option: str = "--where") -> None:

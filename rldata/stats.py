@@ -91,8 +91,10 @@ def pass_at_k_expr(k: int, n: str = "n", correct: str = "n_correct") -> pl.Expr:
     # log prod_{i=n-c+1..n} (1 - k/i); the terms are only used where n - c >= k, so all are > 0
     log_miss = pl.int_ranges(nn - c + 1, nn + 1).list.eval((-k / pl.element()).log1p()).list.sum()
     return (
-        pl.when((nn < k) | (c < 0) | (c > nn)).then(None)
-        .when(nn - c < k).then(1.0)
+        pl.when((nn < k) | (c < 0) | (c > nn))
+        .then(None)
+        .when(nn - c < k)
+        .then(1.0)
         .otherwise(1.0 - log_miss.exp())
     )
 

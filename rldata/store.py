@@ -30,7 +30,7 @@ from rldata import schemas
 from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
-__all__ = ["Store", "open_store", "DEFAULT_STORE", "DamagedTableError"]
+__all__ = ["DEFAULT_STORE", "DamagedTableError", "Store", "open_store"]
 
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
@@ -137,8 +137,13 @@ class Store:
             return self._merge(name, table, update=False)
         # appends never conflict with each other, they only race for the next version number:
         # delta-rs's default of 15 tries ran out with 4 busy writers on a loaded machine
-        write_deltalake(self.uri(name), table, mode="append", storage_options=self.storage_options,
-                        commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES))
+        write_deltalake(
+            self.uri(name),
+            table,
+            mode="append",
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
+        )
         return table.num_rows
 
     def upsert(self, name: str, data: Any) -> int:
@@ -165,7 +170,7 @@ class Store:
                 return int(stats.get("num_target_rows_inserted", 0)) + int(
                     stats.get("num_target_rows_updated", 0) if update else 0
                 )
-            except Exception as e:  # noqa: BLE001 - deltalake raises CommitFailedError and friends
+            except Exception as e:
                 if "conflict" not in str(e).lower() and "commit" not in type(e).__name__.lower():
                     raise
                 last = e
@@ -238,7 +243,7 @@ class Store:
                 dtable = self.table(name, version=version)
             except DamagedTableError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if version is None:
                     raise
                 raise RldataError(f"table {name!r} has no version {version}: {e}") from None
@@ -267,7 +272,9 @@ class Store:
             cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schemas.get(name).columns)
             paths = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
             try:
-                con.execute(f'CREATE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{paths}], union_by_name = true)')
+                con.execute(
+                    f'CREATE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{paths}], union_by_name = true)'
+                )
                 return
             except duckdb.Error:
                 gone = [f for f in files if not os.path.exists(f)]
@@ -305,19 +312,36 @@ class Store:
         rows = []
         for name, ts in schemas.TABLES.items():
             if name in self.damaged:  # listed, not fatal: the other tables still read
-                rows.append({"table": name, "rows": None, "version": None, "files": None,
-                             "schema_version": ts.version})
+                rows.append(
+                    {
+                        "table": name,
+                        "rows": None,
+                        "version": None,
+                        "files": None,
+                        "schema_version": ts.version,
+                    }
+                )
                 continue
             dtable = self.table(name)
-            rows.append({
-                "table": name,
-                "rows": dtable.count(),
-                "version": dtable.version(),
-                "files": len(dtable.file_uris()),
-                "schema_version": ts.version,
-            })
-        return pl.DataFrame(rows, schema={"table": pl.String, "rows": pl.Int64, "version": pl.Int64,
-                                          "files": pl.Int64, "schema_version": pl.Int64})
+            rows.append(
+                {
+                    "table": name,
+                    "rows": dtable.count(),
+                    "version": dtable.version(),
+                    "files": len(dtable.file_uris()),
+                    "schema_version": ts.version,
+                }
+            )
+        return pl.DataFrame(
+            rows,
+            schema={
+                "table": pl.String,
+                "rows": pl.Int64,
+                "version": pl.Int64,
+                "files": pl.Int64,
+                "schema_version": pl.Int64,
+            },
+        )
 
     # ---- damaged logs (issue 11): a table whose log cannot be read completely ------------------
     def _check_log(self, name: str) -> None:
@@ -328,8 +352,9 @@ class Store:
         bad = damaged_commit(Path(self.uri(name).removeprefix("file://")) / "_delta_log")
         if bad is not None:
             version, path, why = bad
-            raise DamagedTableError(f"table {name!r} is damaged: version {version} ({path}) {why}; "
-                                    "see rldata doctor")
+            raise DamagedTableError(
+                f"table {name!r} is damaged: version {version} ({path}) {why}; see rldata doctor"
+            )
 
     def _check_writable(self, name: str) -> None:
         """No write commits on top of a log that could not be read completely."""
@@ -399,8 +424,12 @@ def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Tabl
     return table if len(rows) == table.num_rows else table.take(rows.to_arrow())
 
 
-def open_store(root: str | os.PathLike | None = None, *, storage_options: dict[str, str] | None = None,
-               create: bool = True) -> Store:
+def open_store(
+    root: str | os.PathLike | None = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    create: bool = True,
+) -> Store:
     """Open the store at ``root``, ``$RLDATA_STORE`` or ``./rldata-store``.
 
     ``create=False`` (commands that only read) refuses a local path that holds no store rather than
@@ -423,7 +452,10 @@ def check_store_root(root: str | os.PathLike, *, create: bool) -> None:
     if create:
         return
     if not path.exists():
-        raise ConfigError(f"no store at {path.absolute()} (commands that write, such as ingest, "
-                          "create one)", field="root")
+        raise ConfigError(
+            f"no store at {path.absolute()} (commands that write, such as ingest, create one)", field="root"
+        )
     if not any((path / name / "_delta_log").is_dir() for name in schemas.TABLES):
-        raise ConfigError(f"{path.absolute()} is not an rldata store: it holds none of its tables", field="root")
+        raise ConfigError(
+            f"{path.absolute()} is not an rldata store: it holds none of its tables", field="root"
+        )

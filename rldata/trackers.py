@@ -49,8 +49,10 @@ class Tracker:
                 self._log(int(step), {k: float(v) for k, v in metrics.items()})
             except Exception as e:  # noqa: BLE001 - a tracker must never stop a training run
                 self._broken = True
-                log(f"warning: tracker {self.name} failed ({type(e).__name__}: {e}); it is off for this run. "
-                    f"The metrics are in the store: rldata metrics export --run {self.run_id} --to {self.name}")
+                log(
+                    f"warning: tracker {self.name} failed ({type(e).__name__}: {e}); it is off for this run. "
+                    f"The metrics are in the store: rldata metrics export --run {self.run_id} --to {self.name}"
+                )
 
     def close(self) -> None:
         with self._lock:
@@ -109,8 +111,15 @@ class WandbTracker(Tracker):
         import wandb
 
         mode = "online" if os.environ.get("WANDB_MODE") == "online" else "offline"  # offline unless asked
-        self._run = wandb.init(project=os.environ.get("WANDB_PROJECT", "rldata"), name=self.run_id, id=_wandb_id(
-            self.run_id), dir=str(self.out), mode=mode, config=config, reinit="create_new")
+        self._run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "rldata"),
+            name=self.run_id,
+            id=_wandb_id(self.run_id),
+            dir=str(self.out),
+            mode=mode,
+            config=config,
+            reinit="create_new",
+        )
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
         self._run.log(metrics, step=step)
@@ -137,10 +146,12 @@ class MlflowTracker(Tracker):
         self._c = MlflowClient(tracking_uri=self.out.resolve().as_uri())
         exp = self._c.get_experiment_by_name("rldata")
         exp_id = exp.experiment_id if exp else self._c.create_experiment("rldata")
-        self._run = self._c.create_run(exp_id, run_name=self.run_id, tags={"rldata.run_id": self.run_id}).info.run_id
+        self._run = self._c.create_run(
+            exp_id, run_name=self.run_id, tags={"rldata.run_id": self.run_id}
+        ).info.run_id
         params = [Param(k[:250], str(v)[:6000]) for k, v in _flatten(config).items()]
         for i in range(0, len(params), 100):  # log_batch takes at most 100 params per call
-            self._c.log_batch(self._run, params=params[i:i + 100])
+            self._c.log_batch(self._run, params=params[i : i + 100])
         self._c.log_dict(self._run, config, "config.json")
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
@@ -151,7 +162,7 @@ class MlflowTracker(Tracker):
         now = int(time.time() * 1000)
         ms = [Metric(_mlflow_key(k), v, now, step) for k, v in metrics.items()]
         for i in range(0, len(ms), 1000):
-            self._c.log_batch(self._run, metrics=ms[i:i + 1000])
+            self._c.log_batch(self._run, metrics=ms[i : i + 1000])
 
     def _close(self) -> None:
         self._c.set_terminated(self._run)
@@ -196,7 +207,9 @@ def check_tracker(name: str) -> None:
         raise RldataError(f"tracker {name} needs {cls.module}: pip install 'rldata[{cls.extra}]'")
 
 
-def open_tracker(name: str, out: str | os.PathLike | None, *, run_id: str, config: Mapping[str, Any]) -> Tracker:
+def open_tracker(
+    name: str, out: str | os.PathLike | None, *, run_id: str, config: Mapping[str, Any]
+) -> Tracker:
     """The tracker ``name`` writing under ``out``; a clear error when its extra is not installed."""
     check_tracker(name)
     cls = TRACKERS[name]
@@ -207,15 +220,18 @@ def open_tracker(name: str, out: str | os.PathLike | None, *, run_id: str, confi
     try:
         return cls(out, run_id=run_id, config=config)
     except ImportError as e:
-        raise RldataError(f"tracker {name} needs its library ({e.name or e}): pip install 'rldata[{cls.extra}]'") \
-            from None
+        raise RldataError(
+            f"tracker {name} needs its library ({e.name or e}): pip install 'rldata[{cls.extra}]'"
+        ) from None
 
 
 def replay(store: Store, run_id: str, name: str, out: str | os.PathLike) -> dict[str, int]:
     """Write a stored run's metrics, step by step, and its config into tracker ``name`` under ``out``."""
     runs = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()
-    rows = store.sql("SELECT step, name, value FROM metrics WHERE run_id = $1 AND value IS NOT NULL "
-                     "ORDER BY step, name", params=[run_id]).fetchall()
+    rows = store.sql(
+        "SELECT step, name, value FROM metrics WHERE run_id = $1 AND value IS NOT NULL ORDER BY step, name",
+        params=[run_id],
+    ).fetchall()
     if not runs and not rows:
         raise RldataError(f"run {run_id!r}: not in the runs table and no metrics rows (see rldata runs)")
     config = json.loads(runs[0][0]) if runs and runs[0][0] else {}

@@ -103,7 +103,9 @@ def _from_arrow(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
             col = table.column(f.name)
             if not col.type.equals(f.type):
                 if not _compatible(col.type, f.type):
-                    raise SchemaError(ts.name, None, f.name, f"expected {f.type}, got column of type {col.type}")
+                    raise SchemaError(
+                        ts.name, None, f.name, f"expected {f.type}, got column of type {col.type}"
+                    )
                 try:
                     col = pc.cast(col, f.type, safe=True)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -123,7 +125,9 @@ def _from_arrow(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
             col = pc.fill_null(col, pa.scalar(dict(ts.defaults)[f.name], type=f.type))
         if not f.nullable and col.null_count:
             first = pc.index(pc.is_null(col), True).as_py()
-            reason = "missing required field" if f.name not in table.column_names else "null in required field"
+            reason = (
+                "missing required field" if f.name not in table.column_names else "null in required field"
+            )
             raise SchemaError(ts.name, first + row_offset, f.name, reason)
         cols.append(col)
     return pa.Table.from_arrays(cols, schema=ts.schema)

@@ -276,8 +276,15 @@ def _main(argv: list[str] | None = None) -> None:
         return
     if a.n is None:
         p.error("-n is required without --heldout-out")
-    rows = generate(a.n, seed=a.seed, level=a.level, digits=a.digits, n_operands=a.operands,
-                    operators=a.operators, parens=a.parens)
+    rows = generate(
+        a.n,
+        seed=a.seed,
+        level=a.level,
+        digits=a.digits,
+        n_operands=a.operands,
+        operators=a.operators,
+        parens=a.parens,
+    )
     print(f"{write_jsonl(rows, a.out)} tasks -> {a.out}")
 
 

@@ -58,120 +58,163 @@ class TableSchema:
 TASKS = TableSchema(
     "tasks",
     2,  # 2: env_id, env_version (rldata.migrate upgrades version-1 tables)
-    pa.schema([
-        _f("task_id", pa.string(), True, "hash of normalized (prompt, answer, source)"),
-        _f("source", pa.string(), True, "where the task came from: a file stem, 'gsm8k', 'arith'"),
-        _f("domain", pa.string(), True, "math | code | ... : picks the verifier"),
-        _f("category", pa.string(), doc="finer grouping, e.g. 'add/2d' or a dataset subject"),
-        _f("prompt", pa.string(), True, "plain-text prompt (for chat tasks: the last user turn)"),
-        _f("messages", MESSAGES, doc="chat-format prompt, when the source had one"),
-        _f("answer", pa.string(), doc="ground truth (math: final answer as text)"),
-        _f("tests", pa.string(), doc="code tasks: JSON test spec (public and hidden tests)"),
-        _f("metadata", pa.string(), doc="JSON object of anything else the source carried"),
-        _f("created_at", TS, True),
-        _f("env_id", pa.string(), doc="environment the task runs in (environments.env_id); null = single-turn"),
-        _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
-    ]),
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True, "hash of normalized (prompt, answer, source)"),
+            _f("source", pa.string(), True, "where the task came from: a file stem, 'gsm8k', 'arith'"),
+            _f("domain", pa.string(), True, "math | code | ... : picks the verifier"),
+            _f("category", pa.string(), doc="finer grouping, e.g. 'add/2d' or a dataset subject"),
+            _f("prompt", pa.string(), True, "plain-text prompt (for chat tasks: the last user turn)"),
+            _f("messages", MESSAGES, doc="chat-format prompt, when the source had one"),
+            _f("answer", pa.string(), doc="ground truth (math: final answer as text)"),
+            _f("tests", pa.string(), doc="code tasks: JSON test spec (public and hidden tests)"),
+            _f("metadata", pa.string(), doc="JSON object of anything else the source carried"),
+            _f("created_at", TS, True),
+            _f(
+                "env_id",
+                pa.string(),
+                doc="environment the task runs in (environments.env_id); null = single-turn",
+            ),
+            _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
+        ]
+    ),
     key=("task_id",),
 )
 
 ENVIRONMENTS = TableSchema(
     "environments",
     1,
-    pa.schema([
-        _f("env_id", pa.string(), True),
-        _f("kind", pa.string(), True, "e.g. 'python-sandbox', 'single-turn'"),
-        _f("spec", pa.string(), True, "JSON: how to create, reset and tear down the environment"),
-        _f("version", pa.string(), True),
-        _f("created_at", TS, True),
-    ]),
+    pa.schema(
+        [
+            _f("env_id", pa.string(), True),
+            _f("kind", pa.string(), True, "e.g. 'python-sandbox', 'single-turn'"),
+            _f("spec", pa.string(), True, "JSON: how to create, reset and tear down the environment"),
+            _f("version", pa.string(), True),
+            _f("created_at", TS, True),
+        ]
+    ),
     key=("env_id", "version"),
 )
 
 TRAJECTORIES = TableSchema(
     "trajectories",
     3,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes)
-    pa.schema([
-        _f("traj_id", pa.string(), True, "hash of (run key, task_id, sample_idx): re-runs never duplicate"),
-        _f("task_id", pa.string(), True),
-        _f("run_id", pa.string(), True),
-        _f("sample_idx", pa.int32(), True, "0..N-1 within the task's group"),
-        _f("model", pa.string(), True, "model id (path or name)"),
-        _f("model_revision", pa.string(), doc="content hash of the weights, or a hub revision"),
-        _f("policy_version", pa.int64(), True, "0 = the model as loaded; +1 per optimizer step"),
-        _f("params_hash", pa.string(), True, "hash of the sampling params (seed excluded)"),
-        _f("sampling_params", pa.string(), doc="JSON of the sampling params"),
-        _f("seed", pa.int64()),
-        _f("prompt", pa.string()),
-        _f("completion", pa.string()),
-        _f("messages", MESSAGES, doc="multi-turn rollouts: the whole conversation"),
-        _f("prompt_tokens", pa.int32()),
-        _f("completion_tokens", pa.int32()),
-        _f("cumulative_logprob", pa.float64(), doc="behaviour policy's summed log-prob of the completion"),
-        # (a column's doc is part of the stored schema: changing it breaks writes to existing tables)
-        # values: stop | length | prompt_too_long, and for episodes env_done | max_turns | env_error
-        _f("finish_reason", pa.string(), doc="stop | length | error"),
-        _f("step", pa.int64(), doc="training step (null for sampling runs)"),
-        _f("reward", pa.float64()),
-        _f("advantage", pa.float64()),
-        _f("bucket", pa.string(), doc="curriculum bucket the task was drawn from"),
-        _f("kept", pa.bool_(), doc="training: did the group enter the loss"),
-        _f("drop_reason", pa.string(), doc="training: why a group was dropped (zero_variance, ...)"),
-        _f("created_at", TS, True),
-        _f("env_id", pa.string(), doc="environment the episode ran in; null = single-turn"),
-        _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
-        # completion = the (last) assistant turn: what the verifier checked
-        _f("num_turns", pa.int32(), doc="assistant turns in the episode (1 for single-turn; null before v3)"),
-        _f("num_tool_calls", pa.int32(), doc="tool calls the environment counted (info 'tool_calls')"),
-        _f("env_info", pa.string(), doc="JSON: the environment's last info; env_error: its message under 'error'"),
-    ]),
+    pa.schema(
+        [
+            _f(
+                "traj_id",
+                pa.string(),
+                True,
+                "hash of (run key, task_id, sample_idx): re-runs never duplicate",
+            ),
+            _f("task_id", pa.string(), True),
+            _f("run_id", pa.string(), True),
+            _f("sample_idx", pa.int32(), True, "0..N-1 within the task's group"),
+            _f("model", pa.string(), True, "model id (path or name)"),
+            _f("model_revision", pa.string(), doc="content hash of the weights, or a hub revision"),
+            _f("policy_version", pa.int64(), True, "0 = the model as loaded; +1 per optimizer step"),
+            _f("params_hash", pa.string(), True, "hash of the sampling params (seed excluded)"),
+            _f("sampling_params", pa.string(), doc="JSON of the sampling params"),
+            _f("seed", pa.int64()),
+            _f("prompt", pa.string()),
+            _f("completion", pa.string()),
+            _f("messages", MESSAGES, doc="multi-turn rollouts: the whole conversation"),
+            _f("prompt_tokens", pa.int32()),
+            _f("completion_tokens", pa.int32()),
+            _f(
+                "cumulative_logprob", pa.float64(), doc="behaviour policy's summed log-prob of the completion"
+            ),
+            # (a column's doc is part of the stored schema: changing it breaks writes to existing tables)
+            # values: stop | length | prompt_too_long, and for episodes env_done | max_turns | env_error
+            _f("finish_reason", pa.string(), doc="stop | length | error"),
+            _f("step", pa.int64(), doc="training step (null for sampling runs)"),
+            _f("reward", pa.float64()),
+            _f("advantage", pa.float64()),
+            _f("bucket", pa.string(), doc="curriculum bucket the task was drawn from"),
+            _f("kept", pa.bool_(), doc="training: did the group enter the loss"),
+            _f("drop_reason", pa.string(), doc="training: why a group was dropped (zero_variance, ...)"),
+            _f("created_at", TS, True),
+            _f("env_id", pa.string(), doc="environment the episode ran in; null = single-turn"),
+            _f("env_version", pa.string(), doc="that environment's version; null = single-turn"),
+            # completion = the (last) assistant turn: what the verifier checked
+            _f(
+                "num_turns",
+                pa.int32(),
+                doc="assistant turns in the episode (1 for single-turn; null before v3)",
+            ),
+            _f("num_tool_calls", pa.int32(), doc="tool calls the environment counted (info 'tool_calls')"),
+            _f(
+                "env_info",
+                pa.string(),
+                doc="JSON: the environment's last info; env_error: its message under 'error'",
+            ),
+        ]
+    ),
     key=("traj_id",),
 )
 
 VERIFICATIONS = TableSchema(
     "verifications",
     1,
-    pa.schema([
-        _f("traj_id", pa.string(), True),
-        _f("task_id", pa.string(), True),
-        _f("verifier", pa.string(), True, "registry name, e.g. 'math', 'exact', 'code'"),
-        _f("verifier_version", pa.string(), True),
-        _f("layer", pa.string(), True, "'answer' for single-layer verifiers; rule | public | hidden | judge"),
-        _f("passed", pa.bool_(), doc="null when the verifier errored"),
-        _f("score", pa.float64()),
-        _f("extracted", pa.string(), doc="the answer the verifier pulled out of the completion"),
-        _f("error", pa.string(), doc="crash / timeout message; the sample counts as an error, not a 0"),
-        _f("detail", pa.string(), doc="JSON detail (failing test, judge rationale, ...)"),
-        _f("created_at", TS, True),
-    ]),
-    key=("traj_id", "verifier", "verifier_version", "layer"),  # a new verifier version adds rows, never replaces
+    pa.schema(
+        [
+            _f("traj_id", pa.string(), True),
+            _f("task_id", pa.string(), True),
+            _f("verifier", pa.string(), True, "registry name, e.g. 'math', 'exact', 'code'"),
+            _f("verifier_version", pa.string(), True),
+            _f(
+                "layer",
+                pa.string(),
+                True,
+                "'answer' for single-layer verifiers; rule | public | hidden | judge",
+            ),
+            _f("passed", pa.bool_(), doc="null when the verifier errored"),
+            _f("score", pa.float64()),
+            _f("extracted", pa.string(), doc="the answer the verifier pulled out of the completion"),
+            _f("error", pa.string(), doc="crash / timeout message; the sample counts as an error, not a 0"),
+            _f("detail", pa.string(), doc="JSON detail (failing test, judge rationale, ...)"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=(
+        "traj_id",
+        "verifier",
+        "verifier_version",
+        "layer",
+    ),  # a new verifier version adds rows, never replaces
 )
 
 PASSRATES = TableSchema(
     "passrates",
     4,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
     # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version)
-    pa.schema([
-        _f("task_id", pa.string(), True),
-        _f("model", pa.string(), True),
-        _f("params_hash", pa.string(), True),
-        _f("verifier_key", pa.string(), True, "'name@version' of the verifier that decided"),
-        _f("n", pa.int32(), True, "verified samples (errors excluded)"),
-        _f("n_correct", pa.int32(), True),
-        _f("n_error", pa.int32(), True, "samples whose verifier crashed or timed out"),
-        _f("pass_rate", pa.float64(), True),
-        _f("ci_low", pa.float64(), doc="Wilson 95% interval"),
-        _f("ci_high", pa.float64()),
-        _f("run_id", pa.string(), doc="the run that last updated the row"),
-        _f("updated_at", TS, True),
-        # never null: the key is matched with '=' in Delta merges, where null = null is not true
-        _f("env_version", pa.string(), True, "'name@version' of the environment; '' = plain single-turn"),
-        _f("stop_rule", pa.string(), True, "how many samples were drawn: fixed | exact | sequential"),
-        _f("alpha", pa.float64(), doc="sequential rule: the error rate it was run at"),
-        _f("confidence", pa.float64(), doc="confidence of the band decision when sampling stopped (1 = certain)"),
-        _f("n_max", pa.int32(), doc="the N the job would draw at most (n < n_max: stopped early)"),
-        _f("band", pa.string(), doc="'lo,hi': the band the stopping rule decided about"),
-    ]),
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True),
+            _f("model", pa.string(), True),
+            _f("params_hash", pa.string(), True),
+            _f("verifier_key", pa.string(), True, "'name@version' of the verifier that decided"),
+            _f("n", pa.int32(), True, "verified samples (errors excluded)"),
+            _f("n_correct", pa.int32(), True),
+            _f("n_error", pa.int32(), True, "samples whose verifier crashed or timed out"),
+            _f("pass_rate", pa.float64(), True),
+            _f("ci_low", pa.float64(), doc="Wilson 95% interval"),
+            _f("ci_high", pa.float64()),
+            _f("run_id", pa.string(), doc="the run that last updated the row"),
+            _f("updated_at", TS, True),
+            # never null: the key is matched with '=' in Delta merges, where null = null is not true
+            _f("env_version", pa.string(), True, "'name@version' of the environment; '' = plain single-turn"),
+            _f("stop_rule", pa.string(), True, "how many samples were drawn: fixed | exact | sequential"),
+            _f("alpha", pa.float64(), doc="sequential rule: the error rate it was run at"),
+            _f(
+                "confidence",
+                pa.float64(),
+                doc="confidence of the band decision when sampling stopped (1 = certain)",
+            ),
+            _f("n_max", pa.int32(), doc="the N the job would draw at most (n < n_max: stopped early)"),
+            _f("band", pa.string(), doc="'lo,hi': the band the stopping rule decided about"),
+        ]
+    ),
     key=("task_id", "model", "params_hash", "verifier_key", "env_version"),
     defaults_now=("updated_at",),
     defaults=(("env_version", ""), ("stop_rule", "fixed")),
@@ -180,17 +223,19 @@ PASSRATES = TableSchema(
 RUNS = TableSchema(
     "runs",
     1,
-    pa.schema([
-        _f("run_id", pa.string(), True),
-        _f("kind", pa.string(), True, "sample | train | ingest | filter | ..."),
-        _f("args", pa.string(), doc="JSON of the command's arguments"),
-        _f("store_versions", pa.string(), doc="JSON {table: version} read at the start"),
-        _f("status", pa.string(), True, "running | done | failed"),
-        _f("started_at", TS, True),
-        _f("ended_at", TS),
-        _f("error", pa.string()),
-        _f("summary", pa.string(), doc="JSON of the run's headline numbers"),
-    ]),
+    pa.schema(
+        [
+            _f("run_id", pa.string(), True),
+            _f("kind", pa.string(), True, "sample | train | ingest | filter | ..."),
+            _f("args", pa.string(), doc="JSON of the command's arguments"),
+            _f("store_versions", pa.string(), doc="JSON {table: version} read at the start"),
+            _f("status", pa.string(), True, "running | done | failed"),
+            _f("started_at", TS, True),
+            _f("ended_at", TS),
+            _f("error", pa.string()),
+            _f("summary", pa.string(), doc="JSON of the run's headline numbers"),
+        ]
+    ),
     key=("run_id",),
     defaults_now=("started_at",),
 )
@@ -198,35 +243,39 @@ RUNS = TableSchema(
 SELECTIONS = TableSchema(
     "selections",
     2,  # 2: verifier_version renamed verifier_key, as in passrates
-    pa.schema([
-        _f("selection", pa.string(), True, "selection name"),
-        _f("task_id", pa.string(), True),
-        _f("decision", pa.string(), True, "keep | drop"),
-        _f("reason", pa.string(), True, "in_band | too_easy | too_hard | insufficient_samples | ..."),
-        _f("pass_rate", pa.float64()),
-        _f("n", pa.int32()),
-        _f("n_correct", pa.int32()),
-        _f("bucket", pa.string(), doc="set by stratify"),
-        _f("model", pa.string()),
-        _f("params_hash", pa.string()),
-        _f("verifier_key", pa.string(), doc="passrates.verifier_key of the slice the decision read"),
-        _f("passrates_version", pa.int64(), doc="Delta version of passrates the decision read"),
-        _f("params", pa.string(), doc="JSON of the filter parameters"),
-        _f("created_at", TS, True),
-    ]),
+    pa.schema(
+        [
+            _f("selection", pa.string(), True, "selection name"),
+            _f("task_id", pa.string(), True),
+            _f("decision", pa.string(), True, "keep | drop"),
+            _f("reason", pa.string(), True, "in_band | too_easy | too_hard | insufficient_samples | ..."),
+            _f("pass_rate", pa.float64()),
+            _f("n", pa.int32()),
+            _f("n_correct", pa.int32()),
+            _f("bucket", pa.string(), doc="set by stratify"),
+            _f("model", pa.string()),
+            _f("params_hash", pa.string()),
+            _f("verifier_key", pa.string(), doc="passrates.verifier_key of the slice the decision read"),
+            _f("passrates_version", pa.int64(), doc="Delta version of passrates the decision read"),
+            _f("params", pa.string(), doc="JSON of the filter parameters"),
+            _f("created_at", TS, True),
+        ]
+    ),
     key=("selection", "task_id"),
 )
 
 METRICS = TableSchema(
     "metrics",
     1,
-    pa.schema([
-        _f("run_id", pa.string(), True),
-        _f("step", pa.int64(), True),
-        _f("name", pa.string(), True, "e.g. reward_mean/easy, kl, clip_frac, time/generate"),
-        _f("value", pa.float64()),
-        _f("created_at", TS, True),
-    ]),
+    pa.schema(
+        [
+            _f("run_id", pa.string(), True),
+            _f("step", pa.int64(), True),
+            _f("name", pa.string(), True, "e.g. reward_mean/easy, kl, clip_frac, time/generate"),
+            _f("value", pa.float64()),
+            _f("created_at", TS, True),
+        ]
+    ),
     key=("run_id", "step", "name"),
 )
 
@@ -241,6 +290,7 @@ def register(table: TableSchema) -> TableSchema:
     a key or default naming no column, and a nullable key column (Delta merges match keys with
     '=', where null never equals null, so such rows would duplicate).
     """
+
     def bad(why: str) -> RldataError:
         return RldataError(f"table {table.name!r} cannot be registered: {why}")
 
@@ -253,7 +303,9 @@ def register(table: TableSchema) -> TableSchema:
     if not table.key:
         raise bad("it has no key")
     names = set(table.schema.names)
-    unknown = [c for c in (*table.key, *table.defaults_now, *(c for c, _ in table.defaults)) if c not in names]
+    unknown = [
+        c for c in (*table.key, *table.defaults_now, *(c for c, _ in table.defaults)) if c not in names
+    ]
     if unknown:
         raise bad(f"no column {unknown[0]!r} (named by its key or defaults)")
     nullable = [k for k in table.key if table.schema.field(k).nullable]
@@ -272,7 +324,9 @@ def get(name: str) -> TableSchema:
     try:
         return TABLES[name]
     except KeyError:
-        raise UnknownNameError(f"unknown table {name!r}; tables: {', '.join(TABLES)}", field="table") from None
+        raise UnknownNameError(
+            f"unknown table {name!r}; tables: {', '.join(TABLES)}", field="table"
+        ) from None
 
 
 def table_names() -> list[str]:

@@ -24,9 +24,9 @@ VERBS = ("ingest", "sample", "verify", "filter", "stratify", "train", "export", 
 
 
 def test_the_package_exports_one_verb_per_stage_even_after_its_namesake_packages_load():
-    import rldata.ingest.gym  # noqa: F401 - submodules of the packages named like verbs
-    import rldata.report.page  # noqa: F401
-    import rldata.verify.math  # noqa: F401
+    import rldata.ingest.gym
+    import rldata.report.page
+    import rldata.verify.math
 
     for verb in VERBS:
         assert verb in rldata.__all__
@@ -45,11 +45,36 @@ def test_every_verb_takes_the_store_then_keywords_only(verb):
 
 
 def _ledger(store, counts):
-    store.append("tasks", [{"task_id": f"t{i}", "source": "test", "domain": "math", "category": f"c{i % 2}",
-                            "prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(len(counts))])
-    store.append("passrates", [{"task_id": f"t{i}", "model": "m", "params_hash": "p", "verifier_key": "math@1",
-                                "n": 16, "n_correct": k, "n_error": 0, "pass_rate": k / 16}
-                               for i, k in enumerate(counts)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{i}",
+                "source": "test",
+                "domain": "math",
+                "category": f"c{i % 2}",
+                "prompt": f"{i}+1=",
+                "answer": str(i + 1),
+            }
+            for i in range(len(counts))
+        ],
+    )
+    store.append(
+        "passrates",
+        [
+            {
+                "task_id": f"t{i}",
+                "model": "m",
+                "params_hash": "p",
+                "verifier_key": "math@1",
+                "n": 16,
+                "n_correct": k,
+                "n_error": 0,
+                "pass_rate": k / 16,
+            }
+            for i, k in enumerate(counts)
+        ],
+    )
 
 
 def test_results_are_frozen_and_plain(store, tmp_path):
@@ -76,9 +101,13 @@ def test_results_are_frozen_and_plain(store, tmp_path):
 def test_ingest_returns_the_summary_and_names_bad_parameters(store, tmp_path):
     res = rldata.ingest(store, sample="arith-heldout")
     assert res.added == 500 and res.to_dict()["added"] == 500 and store.count("tasks") == 500
-    for kwargs, field in [({}, "path"), ({"sample": "arith", "gym": "chain_sum"}, "path"),
-                          ({"gym": "chain_sum"}, "n"), ({"gym": "chain_sum", "n": 0}, "n"),
-                          ({"sample": "arith", "n": 3}, "n")]:
+    for kwargs, field in [
+        ({}, "path"),
+        ({"sample": "arith", "gym": "chain_sum"}, "path"),
+        ({"gym": "chain_sum"}, "n"),
+        ({"gym": "chain_sum", "n": 0}, "n"),
+        ({"sample": "arith", "n": 3}, "n"),
+    ]:
         with pytest.raises(RldataError) as e:
             rldata.ingest(store, **kwargs)
         assert e.value.field == field, kwargs
@@ -97,18 +126,30 @@ def test_parameter_errors_name_the_field_and_the_cli_adds_the_flag(store, capsys
 
 def test_the_cli_commands_call_the_verbs():
     """Each stage's command module imports its verb from rldata.api (and so runs exactly it)."""
-    commands = {"ingest": "ingest.py", "sample": "sample.py", "verify": "verify.py", "filter": "select_cmds.py",
-                "stratify": "select_cmds.py", "train": "train.py", "export": "interop.py", "report": "stats.py"}
+    commands = {
+        "ingest": "ingest.py",
+        "sample": "sample.py",
+        "verify": "verify.py",
+        "filter": "select_cmds.py",
+        "stratify": "select_cmds.py",
+        "train": "train.py",
+        "export": "interop.py",
+        "report": "stats.py",
+    }
     for verb, mod in commands.items():
         tree = ast.parse((ROOT / "rldata" / "cli" / mod).read_text())
-        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "rldata.api"
-                    for a in n.names}
+        imported = {
+            a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module == "rldata.api"
+            for a in n.names
+        }
         assert verb in imported, f"rldata/cli/{mod} does not call rldata.api.{verb}"
 
 
 def _doc_example() -> str:
     text = (ROOT / "docs" / "api.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     assert len(blocks) == 1, "docs/api.md holds one runnable example"
     return blocks[0]
 
@@ -118,8 +159,15 @@ def test_the_documented_example_runs_as_written(tmp_path):
     """docs/api.md's loop, unchanged, in a fresh interpreter (its own Ray), on the bundled model."""
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "RAY_ADDRESS": ""}
     env.pop("RAY_ADDRESS")
-    proc = subprocess.run([sys.executable, "-c", _doc_example()], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, "-c", _doc_example()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     store = rldata.open_store(tmp_path / "api-demo-store", create=False)
     assert store.count("tasks") == 3500

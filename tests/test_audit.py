@@ -11,12 +11,16 @@ from rldata.cli import main
 from rldata.errors import RldataError
 
 # per trajectory: the label (what a human said) where it differs from what math-verify decides
-LABEL_FLIPS = {"t0/2": True, "t0/3": False}  # "no idea" judged right by the label; "so \boxed{7}" judged wrong
+LABEL_FLIPS = {
+    "t0/2": True,
+    "t0/3": False,
+}  # "no idea" judged right by the label; "so \boxed{7}" judged wrong
 
 
 def _scored(store):
-    from rldata.jobs.verify import VerifyJob, run_verify
     from test_verify import ROWS, seed
+
+    from rldata.jobs.verify import VerifyJob, run_verify
 
     seed(store)
     run_verify(store, VerifyJob(run_id="r1", timeout_s=2))  # math-verify, the hostile sample times out
@@ -27,8 +31,17 @@ def _scored(store):
         for i in range(len(cs)):
             tid = f"{t}/{i}"
             lab = LABEL_FLIPS.get(tid, bool(math[tid]))  # the timeout's label: wrong
-            labels.append({"traj_id": tid, "task_id": t, "verifier": "imported:unit", "verifier_version": "imported",
-                           "layer": "reward", "passed": lab, "score": float(lab)})
+            labels.append(
+                {
+                    "traj_id": tid,
+                    "task_id": t,
+                    "verifier": "imported:unit",
+                    "verifier_version": "imported",
+                    "layer": "reward",
+                    "passed": lab,
+                    "score": float(lab),
+                }
+            )
     store.append("verifications", labels)
 
 
@@ -51,7 +64,9 @@ def test_audit_against_labels_estimates_fp_and_fn(scored):
     assert res.compared == 16 and res.only_verifier == 0 and res.only_against == 0
     overall = res.agreement.filter(res.agreement["scope"] == "all").to_dicts()[0]
     assert (overall["n"], overall["agree"]) == (16, 13)
-    assert {r["value"] for r in res.agreement.filter(res.agreement["scope"] == "source").to_dicts()} == {"unit"}
+    assert {r["value"] for r in res.agreement.filter(res.agreement["scope"] == "source").to_dicts()} == {
+        "unit"
+    }
     counts = dict(res.classes.select("class", "count").iter_rows())
     assert counts == {"timeout": 1, "error": 0, "hedged": 0, "no_answer": 1, "format": 0, "equivalence": 1}
     assert [e["traj_id"] for e in res.examples["no_answer"]] == ["t0/2"]
@@ -81,8 +96,22 @@ def test_audit_of_two_verifiers_and_its_cli_outputs(scored, tmp_path, capsys):
     assert err.startswith("rldata: error: no verifications from 'nope'") and err.count("\n") == 1
 
     # a section of rldata report
-    assert main(["--store", root, "filter", "--band", "0.1,0.9", "--name", "s", "--verifier-version",
-                 f"math@{_math_version()}"]) == 0
+    assert (
+        main(
+            [
+                "--store",
+                root,
+                "filter",
+                "--band",
+                "0.1,0.9",
+                "--name",
+                "s",
+                "--verifier-version",
+                f"math@{_math_version()}",
+            ]
+        )
+        == 0
+    )
     assert main(["--store", root, "report", "-o", str(tmp_path / "rep"), "--audit-verifier", "math"]) == 0
     page = (tmp_path / "rep" / "index.html").read_text()
     assert 'id="audit"' in page and "fp rate 0.125" in page
@@ -95,8 +124,17 @@ def _math_version():
 
 
 def test_classify_reads_what_exists():
-    base = {"passed": False, "extracted": "5", "error": None, "details": None, "answer": "5", "completion": "x"}
-    assert classify({**base, "passed": None, "error": "timeout after 2s"}, {**base, "passed": True}) == "timeout"
+    base = {
+        "passed": False,
+        "extracted": "5",
+        "error": None,
+        "details": None,
+        "answer": "5",
+        "completion": "x",
+    }
+    assert (
+        classify({**base, "passed": None, "error": "timeout after 2s"}, {**base, "passed": True}) == "timeout"
+    )
     assert classify({**base, "passed": None, "error": "ValueError: x"}, {**base, "passed": True}) == "error"
     hedged = {**base, "details": ['{"reason": "hedged"}', "not json"]}
     assert classify(hedged, {**base, "passed": True}) == "hedged"
@@ -119,17 +157,21 @@ def test_audit_errors(store):
 def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
     # the labels use case end to end: import another trainer's dump (rewards kept as labels),
     # re-score it with rldata's math verifier, audit the verifier against the labels
+    from rldata.interop.imports import ImportSpec, import_rollouts
     from rldata.jobs.verify import VerifyJob, run_verify
 
-    from rldata.interop.imports import ImportSpec, import_rollouts
-
-    recs = [("What is 6*7?", "42", r"so \boxed{42}", 1.0),
-            ("What is 6*7?", "42", r"\boxed{41}", 0.0),
-            ("Half of 1?", "1/2", r"\boxed{0.5}", 0.0),  # the other trainer's reward missed an equivalence
-            ("Half of 1?", "1/2", "I am not sure", 0.0)]
+    recs = [
+        ("What is 6*7?", "42", r"so \boxed{42}", 1.0),
+        ("What is 6*7?", "42", r"\boxed{41}", 0.0),
+        ("Half of 1?", "1/2", r"\boxed{0.5}", 0.0),  # the other trainer's reward missed an equivalence
+        ("Half of 1?", "1/2", "I am not sure", 0.0),
+    ]
     dump = tmp_path / "dump.jsonl"
-    dump.write_text("".join(json.dumps({"prompt": p, "answer": a, "completion": c, "score": s}) + "\n"
-                            for p, a, c, s in recs))
+    dump.write_text(
+        "".join(
+            json.dumps({"prompt": p, "answer": a, "completion": c, "score": s}) + "\n" for p, a, c, s in recs
+        )
+    )
     res = import_rollouts(store, path=dump, spec=ImportSpec(format="jsonl", run_id="imp"))
     assert res.trajectories_added == 4
     v = run_verify(store, VerifyJob(run_id="imp", timeout_s=5))

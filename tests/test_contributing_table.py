@@ -17,14 +17,16 @@ TS, TableSchema, _f, register = schemas.TS, schemas.TableSchema, schemas._f, sch
 NOTES = TableSchema(
     "toy_notes",
     1,
-    pa.schema([
-        _f("note_id", pa.string(), True, "hash of the note's text"),
-        _f("task_id", pa.string(), True),
-        _f("text", pa.string(), True),
-        _f("tags", pa.string(), doc="JSON list of strings"),
-        _f("kind", pa.string(), True, "free | review"),
-        _f("created_at", TS, True),
-    ]),
+    pa.schema(
+        [
+            _f("note_id", pa.string(), True, "hash of the note's text"),
+            _f("task_id", pa.string(), True),
+            _f("text", pa.string(), True),
+            _f("tags", pa.string(), doc="JSON list of strings"),
+            _f("kind", pa.string(), True, "free | review"),
+            _f("created_at", TS, True),
+        ]
+    ),
     key=("note_id",),
     defaults=(("kind", "free"),),
 )
@@ -48,8 +50,10 @@ def tables(monkeypatch):
 
 
 def _rows() -> list[dict]:
-    return [{"note_id": "n1", "task_id": "t1", "text": "too easy", "tags": '["easy"]'},
-            {"note_id": "n2", "task_id": "t2", "text": "wrong answer key", "kind": "review"}]
+    return [
+        {"note_id": "n1", "task_id": "t1", "text": "too easy", "tags": '["easy"]'},
+        {"note_id": "n2", "task_id": "t2", "text": "wrong answer key", "kind": "review"},
+    ]
 
 
 def test_a_registered_table_is_created_written_and_read_by_the_store(tables, tmp_path):
@@ -63,8 +67,10 @@ def test_a_registered_table_is_created_written_and_read_by_the_store(tables, tmp
     assert got["n1"]["kind"] == "free" and got["n2"]["kind"] == "review"  # the default
     assert got["n1"]["created_at"] is not None  # defaults_now
     assert store.upsert("toy_notes", [{**_rows()[0], "text": "too easy for 7B"}]) == 1
-    assert store.sql("SELECT note_id, text FROM toy_notes ORDER BY 1").fetchall() == \
-        [("n1", "too easy for 7B"), ("n2", "wrong answer key")]
+    assert store.sql("SELECT note_id, text FROM toy_notes ORDER BY 1").fetchall() == [
+        ("n1", "too easy for 7B"),
+        ("n2", "wrong answer key"),
+    ]
     with pytest.raises(SchemaError, match="table 'toy_notes', row 0, field 'text': missing required field"):
         store.append("toy_notes", [{"note_id": "n3", "task_id": "t3"}])
     assert store.count("toy_notes") == 2

@@ -40,11 +40,29 @@ def clean(monkeypatch):
 
 def _seed(store):
     cases = [("t0", "cba", "the answer is abc"), ("t1", "xyz", "zyx, or so I think"), ("t2", "dog", "")]
-    store.append("tasks", [{"task_id": t, "source": "unit", "domain": "text", "prompt": "reverse", "answer": a}
-                           for t, a, _ in cases])
-    store.append("trajectories", [
-        {"traj_id": f"{t}/0", "task_id": t, "run_id": "r1", "sample_idx": 0, "model": "m", "policy_version": 0,
-         "params_hash": "p", "completion": c} for t, _, c in cases])
+    store.append(
+        "tasks",
+        [
+            {"task_id": t, "source": "unit", "domain": "text", "prompt": "reverse", "answer": a}
+            for t, a, _ in cases
+        ],
+    )
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": f"{t}/0",
+                "task_id": t,
+                "run_id": "r1",
+                "sample_idx": 0,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+                "completion": c,
+            }
+            for t, _, c in cases
+        ],
+    )
 
 
 def _verify(store, verifier, capsys):
@@ -54,10 +72,14 @@ def _verify(store, verifier, capsys):
     summary = json.loads(out)[0]
     assert summary["verifiers"] == "palindrome@1"
     assert (summary["verified"], summary["correct"], summary["no_answer"]) == (3, 1, 1)
-    rows = store.sql("SELECT traj_id, verifier, verifier_version, passed, extracted FROM verifications "
-                     "ORDER BY traj_id").fetchall()
-    assert rows == [("t0/0", "palindrome", "1", True, "abc"), ("t1/0", "palindrome", "1", False, "think"),
-                    ("t2/0", "palindrome", "1", False, None)]
+    rows = store.sql(
+        "SELECT traj_id, verifier, verifier_version, passed, extracted FROM verifications ORDER BY traj_id"
+    ).fetchall()
+    assert rows == [
+        ("t0/0", "palindrome", "1", True, "abc"),
+        ("t1/0", "palindrome", "1", False, "think"),
+        ("t2/0", "palindrome", "1", False, None),
+    ]
 
 
 def test_the_recipe_verifier_by_module_class(store, tmp_path, monkeypatch, capsys, clean):
@@ -80,8 +102,11 @@ def test_the_recipe_verifier_through_its_entry_point(store, tmp_path, monkeypatc
     info = site / "mypkg-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()))
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()
+        )
+    )
     monkeypatch.syspath_prepend(str(site))
     _seed(store)
     _verify(store, "palindrome", capsys)

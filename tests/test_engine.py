@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from rldata.sample_data.arith import load_bundled
 
 from rldata.engine import (
     DEFAULT_MODEL_ID,
@@ -19,6 +18,7 @@ from rldata.engine import (
 )
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
+from rldata.sample_data.arith import load_bundled
 
 EOS_ID = 2
 SPECIAL_IDS = {0, 1, 2, 3}
@@ -27,8 +27,14 @@ SPECIAL_IDS = {0, 1, 2, 3}
 def test_bundled_model_is_small_and_complete():
     path = default_model_path()
     names = {p.name for p in path.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "generation_config.json", "README.md"} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "README.md",
+    } <= names
     assert sum(p.stat().st_size for p in path.iterdir()) <= 20 * 1024 * 1024
 
 
@@ -198,7 +204,9 @@ def hf():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = default_model_path()
-    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32
+    ).eval()
 
 
 @pytest.mark.slow
@@ -213,9 +221,15 @@ def test_greedy_output_matches_transformers(engine, prompts, hf):
     for p in prompts:
         ids = tok(p, return_tensors="pt").input_ids  # [1, T]
         with torch.no_grad():
-            gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
-                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        theirs.append(tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True))
+            gen = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=8,
+                do_sample=False,
+                eos_token_id=tok.eos_token_id,
+                pad_token_id=tok.pad_token_id,
+            )
+        theirs.append(tok.decode(gen[0, ids.shape[1] :], skip_special_tokens=True))
     assert ours == theirs
     assert all(t.lstrip("-").isdigit() for t in ours)  # answers are bare integers
 
@@ -232,8 +246,12 @@ def test_logprobs_are_of_the_tempered_sampling_distribution(engine, prompts, hf)
         for s in group:
             ids = torch.tensor([tok(prompt).input_ids + list(s.token_ids)])  # [1, P + C]
             with torch.no_grad():
-                logits = model(ids).logits[0, s.prompt_tokens - 1 : -1]  # [C, V]: predicts each completion token
-            ref = torch.log_softmax(logits / 0.5, dim=-1).gather(1, ids[0, s.prompt_tokens :, None])[:, 0]  # [C]
+                logits = model(ids).logits[
+                    0, s.prompt_tokens - 1 : -1
+                ]  # [C, V]: predicts each completion token
+            ref = torch.log_softmax(logits / 0.5, dim=-1).gather(1, ids[0, s.prompt_tokens :, None])[
+                :, 0
+            ]  # [C]
             assert s.logprobs == pytest.approx(ref.tolist(), abs=2e-3)
 
 
@@ -246,7 +264,10 @@ def test_reload_weights_changes_outputs_and_restores(engine, prompts, hf):
     original = {k: v.clone() for k, v in model.state_dict().items()}
     greedy = SamplingSpec(n=1, temperature=0.0, max_tokens=8)
     trans = str.maketrans("12", "21")
-    prompts = prompts + ["1+2+3+4+5+6+7+8+9+1+2+3+4+5+6+7=", "12*2+21-11+2+1+2+1+22+1+21+12-2="]  # >= 33 tokens
+    prompts = prompts + [
+        "1+2+3+4+5+6+7+8+9+1+2+3+4+5+6+7=",
+        "12*2+21-11+2+1+2+1+22+1+21+12-2=",
+    ]  # >= 33 tokens
     before = engine.generate(prompts, greedy)
     relabelled = engine.generate([p.translate(trans) for p in prompts], greedy)
 

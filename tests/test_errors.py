@@ -9,10 +9,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from rldata.jobs.sample import SampleJob
-from rldata.jobs.verify import VerifyJob
-from rldata.trainer.advantages import compute_advantages
-from rldata.trainer.config import TrainConfig
 
 from rldata import schemas
 from rldata._remote import parse_storage_options
@@ -22,48 +18,55 @@ from rldata.demo import DemoConfig
 from rldata.errors import ConfigError, RldataError, UnknownNameError
 from rldata.gym import GymError
 from rldata.ingest.gym import gym_tasks
+from rldata.jobs.sample import SampleJob
+from rldata.jobs.verify import VerifyJob
 from rldata.params import SamplingSpec
 from rldata.select import Band, parse_buckets, quantile_buckets
 from rldata.stats import pass_at_k
+from rldata.trainer.advantages import compute_advantages
+from rldata.trainer.config import TrainConfig
 
 BAND = Band(0.1, 0.9)
 
 
-@pytest.mark.parametrize(("make", "field"), [
-    (lambda: Band(0.9, 0.1), "band"),
-    (lambda: Band(0.1, 1.5), "band"),
-    (lambda: Band.parse("abc"), "band"),
-    (lambda: AdaptiveSpec(rule="greedy", band=BAND), "rule"),
-    (lambda: AdaptiveSpec(rule="sequential", alpha=0.7, band=BAND), "alpha"),
-    (lambda: AdaptiveSpec(rule="exact", round_size=0, band=BAND), "round_size"),
-    (lambda: AdaptiveSpec(rule="exact"), "band"),
-    (lambda: AdaptiveSpec(rule="exact", band=BAND, min_n=0), "min_n"),
-    (lambda: SamplingSpec(n=0), "n"),
-    (lambda: SamplingSpec(temperature=-1.0), "temperature"),
-    (lambda: SamplingSpec(top_p=0.0), "top_p"),
-    (lambda: SamplingSpec(max_tokens=0), "max_tokens"),
-    (lambda: TrainConfig(mode="async", max_staleness=0), "max_staleness"),
-    (lambda: TrainConfig(group_size=1), "group_size"),
-    (lambda: TrainConfig.from_dict({"learning_rate": 0.1}), "learning_rate"),
-    (lambda: CostSpec(0.0), "tflops"),
-    (lambda: CostSpec(989.0, 1.5), "mfu"),
-    (lambda: CostSpec.from_gpu(None), "gpu"),
-    (lambda: CostSpec.from_gpu("z80"), "gpu"),
-    (lambda: VerifyJob(batch=0), "batch"),
-    (lambda: VerifyJob(timeout_s=0), "timeout_s"),
-    (lambda: SampleJob(where="1=1", selection="s"), "selection"),
-    (lambda: SampleJob(batch_tasks=0), "batch_tasks"),
-    (lambda: parse_buckets("nonsense"), "buckets"),
-    (lambda: parse_buckets("easy:0.9-0.5"), "buckets"),
-    (lambda: quantile_buckets(pl.Series([0.5]), 0), "quantiles"),
-    (lambda: gym_tasks("chain_sum", 0), "n"),
-    (lambda: gym_tasks("chain_sum", 2, seed="x"), "seed"),
-    (lambda: parse_storage_options(["no-equals-sign"]), "storage_options"),
-    (lambda: pass_at_k(4, 2, 9), "k"),
-    (lambda: DemoConfig(steps=0), "steps"),
-    (lambda: compute_advantages([[1.0, 0.0]], estimator="ppo"), "advantage"),
-    (lambda: schemas.get("nope"), "table"),
-])
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: Band(0.9, 0.1), "band"),
+        (lambda: Band(0.1, 1.5), "band"),
+        (lambda: Band.parse("abc"), "band"),
+        (lambda: AdaptiveSpec(rule="greedy", band=BAND), "rule"),
+        (lambda: AdaptiveSpec(rule="sequential", alpha=0.7, band=BAND), "alpha"),
+        (lambda: AdaptiveSpec(rule="exact", round_size=0, band=BAND), "round_size"),
+        (lambda: AdaptiveSpec(rule="exact"), "band"),
+        (lambda: AdaptiveSpec(rule="exact", band=BAND, min_n=0), "min_n"),
+        (lambda: SamplingSpec(n=0), "n"),
+        (lambda: SamplingSpec(temperature=-1.0), "temperature"),
+        (lambda: SamplingSpec(top_p=0.0), "top_p"),
+        (lambda: SamplingSpec(max_tokens=0), "max_tokens"),
+        (lambda: TrainConfig(mode="async", max_staleness=0), "max_staleness"),
+        (lambda: TrainConfig(group_size=1), "group_size"),
+        (lambda: TrainConfig.from_dict({"learning_rate": 0.1}), "learning_rate"),
+        (lambda: CostSpec(0.0), "tflops"),
+        (lambda: CostSpec(989.0, 1.5), "mfu"),
+        (lambda: CostSpec.from_gpu(None), "gpu"),
+        (lambda: CostSpec.from_gpu("z80"), "gpu"),
+        (lambda: VerifyJob(batch=0), "batch"),
+        (lambda: VerifyJob(timeout_s=0), "timeout_s"),
+        (lambda: SampleJob(where="1=1", selection="s"), "selection"),
+        (lambda: SampleJob(batch_tasks=0), "batch_tasks"),
+        (lambda: parse_buckets("nonsense"), "buckets"),
+        (lambda: parse_buckets("easy:0.9-0.5"), "buckets"),
+        (lambda: quantile_buckets(pl.Series([0.5]), 0), "quantiles"),
+        (lambda: gym_tasks("chain_sum", 0), "n"),
+        (lambda: gym_tasks("chain_sum", 2, seed="x"), "seed"),
+        (lambda: parse_storage_options(["no-equals-sign"]), "storage_options"),
+        (lambda: pass_at_k(4, 2, 9), "k"),
+        (lambda: DemoConfig(steps=0), "steps"),
+        (lambda: compute_advantages([[1.0, 0.0]], estimator="ppo"), "advantage"),
+        (lambda: schemas.get("nope"), "table"),
+    ],
+)
 def test_parameter_errors_are_rldata_errors_naming_their_field(make, field):
     with pytest.raises(RldataError) as e:
         make()
@@ -90,8 +93,11 @@ def test_trainer_config_error_is_a_config_error():
 # ---- the rule stays true: no builtin exception raised where a user could see it -----------------
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("rldata", "jobs", "trainer", "schemas")
-_BUILTIN = {n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
-            and issubclass(getattr(builtins, n), BaseException)}
+_BUILTIN = {
+    n
+    for n in dir(builtins)
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+}
 
 # Anywhere: abstract methods.
 ANYWHERE = {"NotImplementedError"}
@@ -99,16 +105,28 @@ ANYWHERE = {"NotImplementedError"}
 # internal invariant (a bug if it fires), or runs outside the library (the sandbox's child).
 ALLOWED = {
     ("rldata/envs/code_feedback.py", "ValueError"): "caught a line below and re-raised as RldataError",
-    ("rldata/envs/calculator.py", "ValueError"): "a bad env config: make_env re-raises it naming the environment",
-    ("rldata/envs/reasoning_gym.py", "ValueError"): "a bad env config: make_env re-raises it naming the environment",
+    (
+        "rldata/envs/calculator.py",
+        "ValueError",
+    ): "a bad env config: make_env re-raises it naming the environment",
+    (
+        "rldata/envs/reasoning_gym.py",
+        "ValueError",
+    ): "a bad env config: make_env re-raises it naming the environment",
     ("rldata/envs/guard.py", "TimeoutError"): "an env call's failure: becomes the env's error verdict",
     ("rldata/envs/guard.py", "RuntimeError"): "an env call's failure: becomes the env's error verdict",
-    ("rldata/validate.py", "TypeError"): "a value of the wrong Python type passed to the API (a programming error)",
+    (
+        "rldata/validate.py",
+        "TypeError",
+    ): "a value of the wrong Python type passed to the API (a programming error)",
     ("rldata/sandbox/_boot.py", "OSError"): "runs in the sandbox's child process, not in the library",
     ("rldata/sandbox/_boot.py", "PermissionError"): "the sandbox's audit hook, inside the child process",
     ("rldata/verify/isolate.py", "EOFError"): "caught by the caller: the verifier process is restarted",
     ("rldata/verify/isolate.py", "RuntimeError"): "caught a line below: the verifier process is restarted",
-    ("jobs/pretrain_tiny.py", "ValueError"): "the tiny tokenizer's internal checks (the config raises ConfigError)",
+    (
+        "jobs/pretrain_tiny.py",
+        "ValueError",
+    ): "the tiny tokenizer's internal checks (the config raises ConfigError)",
     ("jobs/tiny_report.py", "ValueError"): "an internal invariant of a report record",
     ("trainer/advantages.py", "ValueError"): "reward-array invariants: the driver builds the array",
     ("trainer/checkpoint.py", "TypeError"): "an internal invariant: the driver writes only JSON values",
@@ -133,7 +151,12 @@ def _builtin_raises():
 def test_no_builtin_exceptions_reach_a_user():
     found = list(_builtin_raises())
     assert found, "the scan found nothing at all: wrong root?"
-    bad = [f"{rel}:{line}: raise {name}" for rel, line, name in found
-           if name not in ANYWHERE and (rel, name) not in ALLOWED]
-    assert not bad, ("raise an rldata.errors class (ConfigError, InputError, UnknownNameError, ...) "
-                     "naming the field, or add a documented entry to ALLOWED:\n" + "\n".join(bad))
+    bad = [
+        f"{rel}:{line}: raise {name}"
+        for rel, line, name in found
+        if name not in ANYWHERE and (rel, name) not in ALLOWED
+    ]
+    assert not bad, (
+        "raise an rldata.errors class (ConfigError, InputError, UnknownNameError, ...) "
+        "naming the field, or add a documented entry to ALLOWED:\n" + "\n".join(bad)
+    )

@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from rldata import open_store
-from rldata.ingest import read as ingest_read
 from rldata.errors import InputError
 from rldata.ingest import (
     contaminated,
@@ -23,6 +22,7 @@ from rldata.ingest import (
     sample_path,
     task_id,
 )
+from rldata.ingest import read as ingest_read
 from rldata.ingest.mapping import normalize_series
 from rldata.ingest.presets import Fields, gsm8k_answer, last_boxed
 
@@ -40,7 +40,16 @@ ROWS = [{"prompt": f"What is {i} plus {i}?", "answer": str(2 * i)} for i in rang
 
 
 # ---- normalization and ids ----------------------------------------------------------------------
-TRICKY = ["  a\tb\n\nc  ", "x\u00a0\u00a0y", "ﬁne　ｆｕｌｌ", "line\u2028sep", "a \u2003 b", "plain", "", "\x1cq"]
+TRICKY = [
+    "  a\tb\n\nc  ",
+    "x\u00a0\u00a0y",
+    "ﬁne　ｆｕｌｌ",
+    "line\u2028sep",
+    "a \u2003 b",
+    "plain",
+    "",
+    "\x1cq",
+]
 
 
 def test_normalize_collapses_whitespace_and_applies_nfkc():
@@ -91,12 +100,16 @@ def test_csv_with_multiline_field_and_line_numbers(store, tmp_path):
     path.write_text('prompt,answer,level\n"two\nlines",1,3\nok prompt,2,4\n,3,5\nshort row\n')
     with pytest.raises(InputError) as ei:
         ingest(store, path)
-    assert str(ei.value).startswith(f"{path}:5: field 'prompt': missing")  # the record on line 5 (after 2-line one)
+    assert str(ei.value).startswith(
+        f"{path}:5: field 'prompt': missing"
+    )  # the record on line 5 (after 2-line one)
     assert store.count("tasks") == 0
     s = ingest(store, path, on_error="skip")
     assert (s.added, s.rejected) == (2, 2)
-    assert [str(r) for r in s.rejects] == [f"{path}:5: field 'prompt': missing",
-                                           f"{path}:6: expected 3 fields, got 1"]
+    assert [str(r) for r in s.rejects] == [
+        f"{path}:5: field 'prompt': missing",
+        f"{path}:6: expected 3 fields, got 1",
+    ]
     got = tasks_of(store)
     assert got["two\nlines"]["answer"] == "1"
     assert json.loads(got["ok prompt"]["metadata"]) == {"level": "4"}  # CSV cells are text
@@ -112,8 +125,12 @@ def test_hugging_face_dataset_and_dataset_dict(store, tmp_path):
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "hf"))
     assert ingest(store, tmp_path / "hf").added == 5
     _same_tasks(store, source="hf")
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_list([{"prompt": "new one", "answer": "1"}]),
-                               "test": datasets.Dataset.from_list([{"prompt": None, "answer": "2"}])})
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_list([{"prompt": "new one", "answer": "1"}]),
+            "test": datasets.Dataset.from_list([{"prompt": None, "answer": "2"}]),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "hfdict"))
     s = ingest(store, tmp_path / "hfdict", on_error="skip")
     assert (s.added, s.rejected) == (1, 1)
@@ -166,20 +183,42 @@ def test_gsm8k_answer_rules(store, tmp_path):
     rows = [{"question": "Big?", "answer": "so\n#### 1,234"}, {"question": "None?", "answer": "no marker"}]
     s = ingest(store, write_jsonl(tmp_path / "g.jsonl", rows), fields=preset("gsm8k"), on_error="skip")
     assert tasks_of(store)["Big?"]["answer"] == "1234" == gsm8k_answer(rows[0]["answer"])
-    assert str(s.rejects[0]) == f"{tmp_path / 'g.jsonl'}:2: field 'answer': no '#### <answer>' line in the solution"
+    assert (
+        str(s.rejects[0])
+        == f"{tmp_path / 'g.jsonl'}:2: field 'answer': no '#### <answer>' line in the solution"
+    )
 
 
 def test_verl_preset_chat_prompt_struct_answer(store, tmp_path):
-    rows = [{"data_source": "openai/gsm8k", "ability": "math",
-             "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}],
-             "reward_model": {"style": "rule", "ground_truth": "2"}, "extra_info": {"split": "train", "index": 7}},
-            {"data_source": "openai/gsm8k", "ability": "math", "prompt": [{"role": "system", "content": "x"}],
-             "reward_model": {"style": "rule", "ground_truth": "3"}, "extra_info": {"split": "train", "index": 8}}]
+    rows = [
+        {
+            "data_source": "openai/gsm8k",
+            "ability": "math",
+            "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}],
+            "reward_model": {"style": "rule", "ground_truth": "2"},
+            "extra_info": {"split": "train", "index": 7},
+        },
+        {
+            "data_source": "openai/gsm8k",
+            "ability": "math",
+            "prompt": [{"role": "system", "content": "x"}],
+            "reward_model": {"style": "rule", "ground_truth": "3"},
+            "extra_info": {"split": "train", "index": 8},
+        },
+    ]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
     s = ingest(store, tmp_path / "train.parquet", fields=preset("verl"), on_error="skip")
-    assert str(s.rejects[0]) == f"{tmp_path / 'train.parquet'}:row 1: field 'prompt': no user turn in the chat messages"
+    assert (
+        str(s.rejects[0])
+        == f"{tmp_path / 'train.parquet'}:row 1: field 'prompt': no user turn in the chat messages"
+    )
     row = store.read("tasks").to_dicts()[0]
-    assert (row["prompt"], row["answer"], row["source"], row["domain"]) == ("1+1?", "2", "openai/gsm8k", "math")
+    assert (row["prompt"], row["answer"], row["source"], row["domain"]) == (
+        "1+1?",
+        "2",
+        "openai/gsm8k",
+        "math",
+    )
     assert row["messages"] == rows[0]["prompt"]
     meta = json.loads(row["metadata"])
     assert meta["extra_info"] == {"split": "train", "index": 7}
@@ -187,9 +226,16 @@ def test_verl_preset_chat_prompt_struct_answer(store, tmp_path):
 
 
 def test_math_preset_boxed_answers_and_category(store, tmp_path):
-    rows = [{"problem": "Half?", "solution": r"It is $\boxed{\frac{1}{2}}$.", "type": "Algebra", "level": "Level 2"},
-            {"problem": "Two boxes?", "solution": r"First \boxed{1}, finally \boxed{ {2} }", "type": "Geometry"},
-            {"problem": "No box?", "solution": "just text", "type": "Algebra"}]
+    rows = [
+        {
+            "problem": "Half?",
+            "solution": r"It is $\boxed{\frac{1}{2}}$.",
+            "type": "Algebra",
+            "level": "Level 2",
+        },
+        {"problem": "Two boxes?", "solution": r"First \boxed{1}, finally \boxed{ {2} }", "type": "Geometry"},
+        {"problem": "No box?", "solution": "just text", "type": "Algebra"},
+    ]
     s = ingest(store, write_jsonl(tmp_path / "m.jsonl", rows), fields=preset("math"), on_error="skip")
     got = tasks_of(store)
     assert got["Half?"]["answer"] == r"\frac{1}{2}"
@@ -214,7 +260,9 @@ def test_last_boxed_edge_cases():
 
 
 def test_field_mapping_dotted_path_constants_and_metadata(store, tmp_path):
-    rows = [{"q": "Mapped?", "gt": {"value": 12}, "topic": "t1", "difficulty": 3, "metadata": {"origin": "web"}}]
+    rows = [
+        {"q": "Mapped?", "gt": {"value": 12}, "topic": "t1", "difficulty": 3, "metadata": {"origin": "web"}}
+    ]
     fields = Fields().with_overrides(prompt="q", answer="gt.value", category="topic")
     ingest(store, write_jsonl(tmp_path / "f.jsonl", rows), fields=fields, source="src", domain="algebra")
     row = store.read("tasks").to_dicts()[0]
@@ -225,15 +273,21 @@ def test_field_mapping_dotted_path_constants_and_metadata(store, tmp_path):
 
 def test_answer_format_override_and_missing_prompt_column_hint(store, tmp_path):
     path = write_jsonl(tmp_path / "o.jsonl", [{"question": "Q?", "sol": "x #### 9"}])
-    with pytest.raises(InputError, match=r"o.jsonl:1: field 'prompt': missing \(no such column; columns: question, sol\)"):
+    with pytest.raises(
+        InputError, match=r"o.jsonl:1: field 'prompt': missing \(no such column; columns: question, sol\)"
+    ):
         ingest(store, path)
-    ingest(store, path, fields=Fields().with_overrides(prompt="question", answer="sol", answer_format="gsm8k"))
+    ingest(
+        store, path, fields=Fields().with_overrides(prompt="question", answer="sol", answer_format="gsm8k")
+    )
     assert store.read("tasks")["answer"].to_list() == ["9"]
 
 
 def test_source_and_domain_columns_win_over_defaults_and_nulls_fall_back(store, tmp_path):
-    rows = [{"prompt": "A", "answer": "1", "source": "s1", "domain": "code", "tests": {"public": [1]}},
-            {"prompt": "B", "answer": "2", "source": None, "domain": None}]
+    rows = [
+        {"prompt": "A", "answer": "1", "source": "s1", "domain": "code", "tests": {"public": [1]}},
+        {"prompt": "B", "answer": "2", "source": None, "domain": None},
+    ]
     ingest(store, write_jsonl(tmp_path / "sd.jsonl", rows))
     got = tasks_of(store)
     assert (got["A"]["source"], got["A"]["domain"]) == ("s1", "code")
@@ -242,7 +296,7 @@ def test_source_and_domain_columns_win_over_defaults_and_nulls_fall_back(store, 
 
 
 def test_tasks_with_tests_need_no_answer(store, tmp_path):
-    rows = [{"prompt": "write f", "tests": "[\"assert f() == 1\"]", "domain": "code"}]
+    rows = [{"prompt": "write f", "tests": '["assert f() == 1"]', "domain": "code"}]
     assert ingest(store, write_jsonl(tmp_path / "code.jsonl", rows)).added == 1
     assert store.read("tasks")["answer"].to_list() == [None]
 
@@ -315,8 +369,11 @@ def test_reingesting_the_same_file_adds_nothing_and_commits_nothing(store, tmp_p
 
 
 def test_exact_dedup_on_normalized_prompt_within_file_and_against_store(store, tmp_path):
-    rows = [{"prompt": "Same  question?", "answer": "1"}, {"prompt": " Same question? ", "answer": "2"},
-            {"prompt": "Other?", "answer": "3"}]
+    rows = [
+        {"prompt": "Same  question?", "answer": "1"},
+        {"prompt": " Same question? ", "answer": "2"},
+        {"prompt": "Other?", "answer": "3"},
+    ]
     s = ingest(store, write_jsonl(tmp_path / "a.jsonl", rows))
     assert (s.added, s.duplicates) == (2, 1)
     assert tasks_of(store)["Same  question?"]["answer"] == "1"  # the first copy is kept
@@ -327,11 +384,15 @@ def test_exact_dedup_on_normalized_prompt_within_file_and_against_store(store, t
 def test_decontamination_drops_and_counts_shared_ngrams(store, tmp_path):
     long_eval = "the quick brown fox jumps over the lazy dog near the river bank today at noon"
     eval_path = write_jsonl(tmp_path / "eval.jsonl", [{"question": long_eval}, {"question": "Short one?"}])
-    rows = [{"prompt": "Story: THE quick brown fox jumps over the lazy dog near the river bank today, ok?",
-             "answer": "1"},  # shares a 13-gram (case and punctuation aside)
-            {"prompt": "the quick brown fox jumps over the lazy cat", "answer": "2"},  # only 9 shared words
-            {"prompt": "short  one?", "answer": "3"},  # whole short prompt equals an eval prompt
-            {"prompt": "Clean task?", "answer": "4"}]
+    rows = [
+        {
+            "prompt": "Story: THE quick brown fox jumps over the lazy dog near the river bank today, ok?",
+            "answer": "1",
+        },  # shares a 13-gram (case and punctuation aside)
+        {"prompt": "the quick brown fox jumps over the lazy cat", "answer": "2"},  # only 9 shared words
+        {"prompt": "short  one?", "answer": "3"},  # whole short prompt equals an eval prompt
+        {"prompt": "Clean task?", "answer": "4"},
+    ]
     path = write_jsonl(tmp_path / "train.jsonl", rows)
     s = ingest(store, path, decontaminate=eval_path)
     assert (s.read, s.added, s.decontaminated) == (4, 2, 2)

@@ -18,12 +18,20 @@ from rldata.migrate import STEPS, table_version
 from rldata.select import Band, filter_store
 
 V1 = Path(__file__).parent / "data" / "stores" / "v1"
-CHANGED = {"tasks": ("env_id", "env_version"),
-           "trajectories": ("env_id", "env_version", "num_turns", "num_tool_calls", "env_info"),
-           "passrates": ("env_version", "alpha", "confidence", "n_max", "band")}
-FILLED = {("passrates", "env_version"): {""}, ("passrates", "stop_rule"): {"fixed"}}  # required columns' defaults
+CHANGED = {
+    "tasks": ("env_id", "env_version"),
+    "trajectories": ("env_id", "env_version", "num_turns", "num_tool_calls", "env_info"),
+    "passrates": ("env_version", "alpha", "confidence", "n_max", "band"),
+}
+FILLED = {
+    ("passrates", "env_version"): {""},
+    ("passrates", "stop_rule"): {"fixed"},
+}  # required columns' defaults
 # columns later versions renamed (passrates 4, selections 2): their values stay, under the new name
-RENAMED = {"passrates": {"verifier_version": "verifier_key"}, "selections": {"verifier_version": "verifier_key"}}
+RENAMED = {
+    "passrates": {"verifier_version": "verifier_key"},
+    "selections": {"verifier_version": "verifier_key"},
+}
 
 
 @pytest.fixture
@@ -58,8 +66,9 @@ def test_opening_a_v1_store_upgrades_every_table_and_keeps_every_value(v1):
         assert sorted(after.column_names) == sorted(ts.columns), name
         old_cols = before[name].column_names
         # every old row, every old value, unchanged (Polars reads strings as views: compare as Python)
-        assert _rows(after.select(old_cols), ts.key if name != "passrates" else ts.key[:-1]) == \
-            _rows(before[name], ts.key if name != "passrates" else ts.key[:-1]), name
+        assert _rows(after.select(old_cols), ts.key if name != "passrates" else ts.key[:-1]) == _rows(
+            before[name], ts.key if name != "passrates" else ts.key[:-1]
+        ), name
         for col in CHANGED.get(name, ()) + (("stop_rule",) if name == "passrates" else ()):
             values = set(after.column(col).to_pylist())
             assert values == FILLED.get((name, col), {None}), (name, col)
@@ -71,9 +80,15 @@ def test_opening_a_v1_store_upgrades_every_table_and_keeps_every_value(v1):
 def test_an_upgraded_store_takes_new_rows_with_and_without_environments(v1):
     store = open_store(v1)
     base = store.read("tasks").row(0, named=True)
-    new = [{**{k: base[k] for k in ("source", "domain", "prompt", "answer")}, "task_id": "t-env",
-            "env_id": "calculator", "env_version": "1"},
-           {**{k: base[k] for k in ("source", "domain", "prompt", "answer")}, "task_id": "t-plain"}]
+    new = [
+        {
+            **{k: base[k] for k in ("source", "domain", "prompt", "answer")},
+            "task_id": "t-env",
+            "env_id": "calculator",
+            "env_version": "1",
+        },
+        {**{k: base[k] for k in ("source", "domain", "prompt", "answer")}, "task_id": "t-plain"},
+    ]
     assert store.append("tasks", new, dedupe=True) == 2
     got = {r["task_id"]: r for r in store.read("tasks").to_dicts()}
     assert (got["t-env"]["env_id"], got["t-env"]["env_version"]) == ("calculator", "1")
@@ -84,7 +99,9 @@ def test_an_upgraded_store_takes_new_rows_with_and_without_environments(v1):
 
     # the ledger: the same task under an environment version is a separate row, never merged
     tid = base["task_id"]
-    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_key="math@1", n=4, n_correct=4, n_error=0)
+    row = passrate_row(
+        tid, model="tiny", params_hash="ph0", verifier_key="math@1", n=4, n_correct=4, n_error=0
+    )
     store.upsert("passrates", [{**row, "env_version": "calculator@1"}])
     assert store.upsert("passrates", [row]) == 1  # replaces the old plain row (env_version ''), adds none
     pr = store.sql(f"SELECT env_version, n FROM passrates WHERE task_id = '{tid}' ORDER BY 1").fetchall()
@@ -97,8 +114,15 @@ def test_the_ledger_and_filter_read_an_upgraded_store(v1):
     rows = recompute_passrates(store, model="tiny", params_hash="ph0", verifier_keys=["math@1"])
     assert [(r["n"], r["n_correct"]) for r in rows] == [(2, 1)] * 4
     assert store.count("passrates") == 4  # recomputed rows land on the upgraded rows' keys
-    result, decisions = filter_store(store, name="mid2", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
-                                     verifier_key="math@1", min_n=2)
+    result, decisions = filter_store(
+        store,
+        name="mid2",
+        band=Band(0.2, 0.8),
+        model="tiny",
+        params_hash="ph0",
+        verifier_key="math@1",
+        min_n=2,
+    )
     assert result.counts["in_band"] == 4 and sum(result.counts.values()) == 4
     assert decisions.height == 4
 
@@ -106,12 +130,27 @@ def test_the_ledger_and_filter_read_an_upgraded_store(v1):
 def test_the_filter_refuses_to_pool_two_environment_versions(v1):
     store = open_store(v1)
     tid = store.read("tasks")["task_id"][0]
-    row = passrate_row(tid, model="tiny", params_hash="ph0", verifier_key="math@1", n=2, n_correct=2, n_error=0,
-                       env_version="calculator@1")
+    row = passrate_row(
+        tid,
+        model="tiny",
+        params_hash="ph0",
+        verifier_key="math@1",
+        n=2,
+        n_correct=2,
+        n_error=0,
+        env_version="calculator@1",
+    )
     store.upsert("passrates", [row])
     with pytest.raises(RldataError, match="several environment versions"):
-        filter_store(store, name="mixed", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
-                     verifier_key="math@1", min_n=2)
+        filter_store(
+            store,
+            name="mixed",
+            band=Band(0.2, 0.8),
+            model="tiny",
+            params_hash="ph0",
+            verifier_key="math@1",
+            min_n=2,
+        )
 
 
 def test_an_interrupted_upgrade_resumes(v1):
@@ -132,8 +171,12 @@ def test_a_store_newer_than_the_code_is_refused(v1):
 
 def test_several_processes_opening_one_old_store_all_succeed(v1):
     code = "import sys; from rldata import open_store; open_store(sys.argv[1]); print('ok')"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(v1)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(v1)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err[-300:] for _, err in results]
     store = open_store(v1)

@@ -18,11 +18,21 @@ from rldata.migrate import STEPS, table_version
 from rldata.select import Band, filter_store
 
 V2 = Path(__file__).parent / "data" / "stores" / "v2"
-NEW = {"trajectories": {"num_turns": {None}, "num_tool_calls": {None}, "env_info": {None}},
-       "passrates": {"stop_rule": {"fixed"}, "alpha": {None}, "confidence": {None}, "n_max": {None},
-                     "band": {None}}}
+NEW = {
+    "trajectories": {"num_turns": {None}, "num_tool_calls": {None}, "env_info": {None}},
+    "passrates": {
+        "stop_rule": {"fixed"},
+        "alpha": {None},
+        "confidence": {None},
+        "n_max": {None},
+        "band": {None},
+    },
+}
 # columns later versions renamed (passrates 4, selections 2): their values stay, under the new name
-RENAMED = {"passrates": {"verifier_version": "verifier_key"}, "selections": {"verifier_version": "verifier_key"}}
+RENAMED = {
+    "passrates": {"verifier_version": "verifier_key"},
+    "selections": {"verifier_version": "verifier_key"},
+}
 
 
 @pytest.fixture
@@ -68,20 +78,45 @@ def test_opening_a_v2_store_upgrades_and_keeps_every_value(v2):
 def test_an_upgraded_v2_store_takes_episode_rows_and_rebuilds_its_ledger(v2):
     store = open_store(v2)
     t = store.read("trajectories").to_dicts()[0]
-    row = {**t, "traj_id": "episode-1", "num_turns": 2, "num_tool_calls": 1, "env_info": '{"tool_calls": 1}',
-           "messages": [{"role": "user", "content": "1+2="}, {"role": "assistant", "content": "<calc>1+2</calc>"},
-                        {"role": "tool", "content": "3"}, {"role": "assistant", "content": "3"}],
-           "finish_reason": "env_done"}
+    row = {
+        **t,
+        "traj_id": "episode-1",
+        "num_turns": 2,
+        "num_tool_calls": 1,
+        "env_info": '{"tool_calls": 1}',
+        "messages": [
+            {"role": "user", "content": "1+2="},
+            {"role": "assistant", "content": "<calc>1+2</calc>"},
+            {"role": "tool", "content": "3"},
+            {"role": "assistant", "content": "3"},
+        ],
+        "finish_reason": "env_done",
+    }
     del row["created_at"]
     store.append("trajectories", [row])
-    got = store.sql("SELECT num_turns, num_tool_calls, len(messages) FROM trajectories WHERE traj_id = 'episode-1'")
+    got = store.sql(
+        "SELECT num_turns, num_tool_calls, len(messages) FROM trajectories WHERE traj_id = 'episode-1'"
+    )
     assert got.fetchall() == [(2, 1, 4)]
     p = store.read("passrates").to_dicts()[0]
-    rows = recompute_passrates(store, model=p["model"], params_hash=p["params_hash"],
-                               verifier_keys={p["verifier_key"]}, task_ids=[p["task_id"]])
+    rows = recompute_passrates(
+        store,
+        model=p["model"],
+        params_hash=p["params_hash"],
+        verifier_keys={p["verifier_key"]},
+        task_ids=[p["task_id"]],
+    )
     assert rows and all(r["stop_rule"] == "fixed" for r in rows)
-    res, _ = filter_store(store, name="after-v3", band=Band(0.0, 1.0), min_n=1, model=p["model"],
-                          params_hash=p["params_hash"], domain="math", dry_run=True)
+    res, _ = filter_store(
+        store,
+        name="after-v3",
+        band=Band(0.0, 1.0),
+        min_n=1,
+        model=p["model"],
+        params_hash=p["params_hash"],
+        domain="math",
+        dry_run=True,
+    )
     assert res is not None
 
 

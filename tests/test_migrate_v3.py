@@ -22,7 +22,10 @@ from rldata.migrate import STEPS, table_version
 from rldata.select import Band, filter_store
 
 V3 = Path(__file__).parent / "data" / "stores" / "v3"
-RENAMED = {"passrates": {"verifier_version": "verifier_key"}, "selections": {"verifier_version": "verifier_key"}}
+RENAMED = {
+    "passrates": {"verifier_version": "verifier_key"},
+    "selections": {"verifier_version": "verifier_key"},
+}
 
 
 @pytest.fixture
@@ -80,10 +83,20 @@ def test_an_upgraded_v3_store_writes_reads_and_filters_under_the_new_name(v3):
     p = store.read("passrates").sort("task_id").to_dicts()[0]
     # a write with the old column name is refused: the schema has one name for the key
     with pytest.raises(RldataError, match="verifier_version"):
-        store.upsert("passrates", [{**{k: v for k, v in p.items() if k != "verifier_key"},
-                                    "verifier_version": "math@1"}])
-    row = passrate_row(p["task_id"], model="tiny", params_hash="ph0", verifier_key="math@2", n=4, n_correct=4,
-                       n_error=0, env_version=p["env_version"])
+        store.upsert(
+            "passrates",
+            [{**{k: v for k, v in p.items() if k != "verifier_key"}, "verifier_version": "math@1"}],
+        )
+    row = passrate_row(
+        p["task_id"],
+        model="tiny",
+        params_hash="ph0",
+        verifier_key="math@2",
+        n=4,
+        n_correct=4,
+        n_error=0,
+        env_version=p["env_version"],
+    )
     assert store.upsert("passrates", [row]) == 1 and store.count("passrates") == 5
     got = store.sql("SELECT verifier_key, count(*) FROM passrates GROUP BY 1 ORDER BY 1").fetchall()
     assert got == [("math@1", 4), ("math@2", 1)]
@@ -94,11 +107,20 @@ def test_an_upgraded_v3_store_writes_reads_and_filters_under_the_new_name(v3):
     with pytest.raises(RldataError, match="several verifier_keys"):
         filter_store(store, name="x", band=Band(0.2, 0.8), model="tiny", params_hash="ph0", min_n=2)
     store.delete("passrates", "env_version <> ''")  # one environment per slice: filter the plain tasks
-    result, _ = filter_store(store, name="mid4", band=Band(0.2, 0.8), model="tiny", params_hash="ph0",
-                                     verifier_key="math@1", min_n=2)
+    result, _ = filter_store(
+        store,
+        name="mid4",
+        band=Band(0.2, 0.8),
+        model="tiny",
+        params_hash="ph0",
+        verifier_key="math@1",
+        min_n=2,
+    )
     assert result.key["verifier_key"] == "math@1" and result.counts["in_band"] == 2
     sel = store.read("selections").filter(selection="mid4")
-    assert set(sel["verifier_key"]) == {"math@1"} and sorted(sel.filter(decision="keep")["task_id"]) == sorted(plain)
+    assert set(sel["verifier_key"]) == {"math@1"} and sorted(
+        sel.filter(decision="keep")["task_id"]
+    ) == sorted(plain)
 
 
 def test_a_selection_made_before_the_upgrade_reads_its_pinned_ledger_version(v3):
@@ -108,8 +130,9 @@ def test_a_selection_made_before_the_upgrade_reads_its_pinned_ledger_version(v3)
     calc = set(store.read("passrates").filter(env_version="calculator@1")["task_id"])
     rules = selection_rules(store, "mid")
     assert rules.height == 4 and set(rules["reason"]) == {"in_band"}
-    assert {r["task_id"]: r["decided_by"] for r in rules.to_dicts()} == \
-        {t: "sequential" if t in calc else "fixed" for t in rules["task_id"]}
+    assert {r["task_id"]: r["decided_by"] for r in rules.to_dicts()} == {
+        t: "sequential" if t in calc else "fixed" for t in rules["task_id"]
+    }
 
 
 def test_an_interrupted_rename_resumes(v3):
@@ -144,8 +167,12 @@ def test_an_empty_table_is_renamed_too(tmp_path, v3):
 
 def test_several_processes_opening_one_v3_store_all_succeed(v3):
     code = "import sys; from rldata import open_store; open_store(sys.argv[1]); print('ok')"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(v3)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(v3)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err[-300:] for _, err in results]
     store = open_store(v3)

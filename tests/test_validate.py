@@ -17,12 +17,27 @@ TRAJ = schemas.get("trajectories")
 
 
 def task(i: int = 0, **kw) -> dict:
-    return {"task_id": f"t{i}", "source": "s", "domain": "math", "prompt": f"{i}+1=", "answer": str(i + 1), **kw}
+    return {
+        "task_id": f"t{i}",
+        "source": "s",
+        "domain": "math",
+        "prompt": f"{i}+1=",
+        "answer": str(i + 1),
+        **kw,
+    }
 
 
 def traj(i: int = 0, **kw) -> dict:
-    return {"traj_id": f"x{i}", "task_id": "t0", "run_id": "r", "sample_idx": i, "model": "m",
-            "policy_version": 0, "params_hash": "h", **kw}
+    return {
+        "traj_id": f"x{i}",
+        "task_id": "t0",
+        "run_id": "r",
+        "sample_idx": i,
+        "model": "m",
+        "policy_version": 0,
+        "params_hash": "h",
+        **kw,
+    }
 
 
 def test_rows_become_the_exact_schema_with_created_at_filled():
@@ -42,7 +57,12 @@ def test_a_single_mapping_is_one_row():
     ("rows", "row", "field", "reason"),
     [
         ([task(0), task(1, bogus=1)], 1, "bogus", "unknown field"),
-        ([task(0), {k: v for k, v in task(1).items() if k != "prompt"}], 1, "prompt", "missing required field"),
+        (
+            [task(0), {k: v for k, v in task(1).items() if k != "prompt"}],
+            1,
+            "prompt",
+            "missing required field",
+        ),
         ([task(0, prompt=None)], 0, "prompt", "missing required field"),
         ([task(0), task(1), task(2, answer=42)], 2, "answer", "expected string, got int 42"),
         ([task(0, messages=[{"role": "user", "content": 5}])], 0, "messages", "expected"),
@@ -60,7 +80,11 @@ def test_row_errors_name_table_row_and_field(rows, row, field, reason):
 
 @pytest.mark.parametrize(
     ("value", "reason"),
-    [(1.5, "expected integer, got float"), (True, "expected integer, got bool"), ("3", "expected integer, got str")],
+    [
+        (1.5, "expected integer, got float"),
+        (True, "expected integer, got bool"),
+        ("3", "expected integer, got str"),
+    ],
 )
 def test_no_silent_conversion_into_integers(value, reason):
     with pytest.raises(SchemaError, match=reason) as ei:
@@ -86,10 +110,18 @@ def test_non_mapping_row_is_refused():
 
 
 def test_arrow_input_is_cast_when_widening_is_safe():
-    table = pa.table({"traj_id": ["a"], "task_id": ["t"], "run_id": ["r"],
-                      "sample_idx": pa.array([3], pa.int8()), "model": ["m"],
-                      "policy_version": pa.array([1], pa.int32()), "params_hash": ["h"],
-                      "prompt": pa.array(["p"], pa.large_string())})
+    table = pa.table(
+        {
+            "traj_id": ["a"],
+            "task_id": ["t"],
+            "run_id": ["r"],
+            "sample_idx": pa.array([3], pa.int8()),
+            "model": ["m"],
+            "policy_version": pa.array([1], pa.int32()),
+            "params_hash": ["h"],
+            "prompt": pa.array(["p"], pa.large_string()),
+        }
+    )
     out = conform(TRAJ, table)
     assert out.schema.equals(TRAJ.schema)
     assert out.column("sample_idx").to_pylist() == [3]
@@ -97,8 +129,14 @@ def test_arrow_input_is_cast_when_widening_is_safe():
 
 
 def test_arrow_errors_name_the_field_and_the_row():
-    base = {"traj_id": ["a", "b"], "task_id": ["t", "t"], "run_id": ["r", "r"], "model": ["m", "m"],
-            "policy_version": [0, 0], "params_hash": ["h", "h"]}
+    base = {
+        "traj_id": ["a", "b"],
+        "task_id": ["t", "t"],
+        "run_id": ["r", "r"],
+        "model": ["m", "m"],
+        "policy_version": [0, 0],
+        "params_hash": ["h", "h"],
+    }
     with pytest.raises(SchemaError, match="field 'sample_idx': expected int32, got column of type string"):
         conform(TRAJ, pa.table({**base, "sample_idx": ["1", "2"]}))
     with pytest.raises(SchemaError) as ei:  # int64 -> int32 overflow in the second row

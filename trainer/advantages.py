@@ -60,8 +60,9 @@ def compute_advantages(rewards, *, estimator: str = "grpo", eps: float = 1e-6) -
     try:
         fn = ESTIMATORS[estimator]
     except KeyError:
-        raise ConfigError(f"unknown advantage estimator {estimator!r}; known: {', '.join(ESTIMATORS)}",
-                          field="advantage") from None
+        raise ConfigError(
+            f"unknown advantage estimator {estimator!r}; known: {', '.join(ESTIMATORS)}", field="advantage"
+        ) from None
     return fn(rewards, eps=eps)
 
 

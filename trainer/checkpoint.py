@@ -27,9 +27,20 @@ import torch
 from rldata.errors import RldataError
 
 __all__ = [
-    "Checkpoint", "checkpoint_dir", "commit", "copy_aux_files", "latest_checkpoint", "load_checkpoint",
-    "load_model", "load_optimizer", "rng_state", "save_checkpoint", "save_model_state",
-    "save_trainer_state", "set_rng_state", "staging_dir",
+    "Checkpoint",
+    "checkpoint_dir",
+    "commit",
+    "copy_aux_files",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_model",
+    "load_optimizer",
+    "rng_state",
+    "save_checkpoint",
+    "save_model_state",
+    "save_trainer_state",
+    "set_rng_state",
+    "staging_dir",
 ]
 
 OPTIMIZER_FILE = "optimizer.pt"
@@ -74,8 +85,11 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     root = Path(root)
     if not root.is_dir():
         return None
-    done = [p for p in root.glob("step-*") if p.is_dir() and not p.name.endswith(".tmp")
-            and (p / STATE_FILE).exists()]
+    done = [
+        p
+        for p in root.glob("step-*")
+        if p.is_dir() and not p.name.endswith(".tmp") and (p / STATE_FILE).exists()
+    ]
     return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
@@ -120,8 +134,12 @@ def copy_aux_files(src: str | Path | None, dst: str | Path) -> None:
     if src is None or not Path(src).is_dir():
         return
     for f in Path(src).iterdir():
-        if f.is_file() and not f.name.endswith(_WEIGHT_SUFFIXES) and f.name != STATE_FILE \
-                and not (Path(dst) / f.name).exists():
+        if (
+            f.is_file()
+            and not f.name.endswith(_WEIGHT_SUFFIXES)
+            and f.name != STATE_FILE
+            and not (Path(dst) / f.name).exists()
+        ):
             shutil.copy2(f, Path(dst) / f.name)
 
 
@@ -137,22 +155,43 @@ def save_model_state(path: str | Path, *, model, optimizer=None, tokenizer=None,
         torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
 
 
-def save_trainer_state(path: str | Path, *, step: int, policy_version: int,
-                       curriculum_state: dict | None = None, extra: dict | None = None) -> None:
+def save_trainer_state(
+    path: str | Path,
+    *,
+    step: int,
+    policy_version: int,
+    curriculum_state: dict | None = None,
+    extra: dict | None = None,
+) -> None:
     """Step counters, curriculum sampler state and this process's RNG states, into ``path``."""
-    state = {"step": step, "policy_version": policy_version, "curriculum": curriculum_state,
-             "extra": extra or {}, "rng": rng_state()}
+    state = {
+        "step": step,
+        "policy_version": policy_version,
+        "curriculum": curriculum_state,
+        "extra": extra or {},
+        "rng": rng_state(),
+    }
     (Path(path) / STATE_FILE).write_text(json.dumps(state, default=_jsonable))
 
 
-def save_checkpoint(path: str | Path, *, model, optimizer, step: int, policy_version: int,
-                    tokenizer=None, source_dir=None, curriculum_state: dict | None = None,
-                    extra: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | Path,
+    *,
+    model,
+    optimizer,
+    step: int,
+    policy_version: int,
+    tokenizer=None,
+    source_dir=None,
+    curriculum_state: dict | None = None,
+    extra: dict | None = None,
+) -> Path:
     """Everything in one process (single learner): staged, then committed to ``path``."""
     tmp = staging_dir(path)
     save_model_state(tmp, model=model, optimizer=optimizer, tokenizer=tokenizer, source_dir=source_dir)
-    save_trainer_state(tmp, step=step, policy_version=policy_version,
-                       curriculum_state=curriculum_state, extra=extra)
+    save_trainer_state(
+        tmp, step=step, policy_version=policy_version, curriculum_state=curriculum_state, extra=extra
+    )
     return commit(tmp, path)
 
 
@@ -188,5 +227,10 @@ def load_checkpoint(path: str | Path, *, optimizer=None, restore_rng: bool = Tru
         load_optimizer(path, optimizer)
     if restore_rng:
         set_rng_state(state["rng"])
-    return Checkpoint(path=path, step=int(state["step"]), policy_version=int(state["policy_version"]),
-                      curriculum_state=state.get("curriculum"), extra=state.get("extra") or {})
+    return Checkpoint(
+        path=path,
+        step=int(state["step"]),
+        policy_version=int(state["policy_version"]),
+        curriculum_state=state.get("curriculum"),
+        extra=state.get("extra") or {},
+    )

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rldata.trainer.advantages import ESTIMATORS
-from rldata.trainer.loss import AGGREGATIONS
 
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
 from rldata.params import SamplingSpec
+from rldata.trainer.advantages import ESTIMATORS
+from rldata.trainer.loss import AGGREGATIONS
 
 __all__ = ["MODES", "ConfigError", "TrainConfig"]
 
@@ -40,8 +40,14 @@ def _need(ok: bool, name: str, reason: str) -> None:
 
 # Annotation (as a string, see `from __future__`) -> accepted Python types.  YAML gives ints for
 # whole floats ("lr: 1" is fine) but a bool is never taken for a number.
-_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
-          "tuple[float, float]": (tuple, list), "dict[str, Any]": (dict,)}
+_TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "tuple[float, float]": (tuple, list),
+    "dict[str, Any]": (dict,),
+}
 
 
 def _check_types(cfg) -> None:
@@ -78,8 +84,12 @@ class TrainConfig:
     eps_low: float = 0.2  # ratio clipped below at 1 - eps_low
     eps_high: float = 0.28  # ratio clipped above at 1 + eps_high (DAPO clip-higher)
     kl_coef: float = 0.0  # weight of the k3 KL to the initial model; 0 = no reference model loaded
-    agg: str = "token"  # "token": mean over all tokens of the batch (DAPO); "sequence": mean of per-sequence means
-    behav_weight_cap: float = 2.0  # C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling)
+    agg: str = (
+        "token"  # "token": mean over all tokens of the batch (DAPO); "sequence": mean of per-sequence means
+    )
+    behav_weight_cap: float = (
+        2.0  # C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling)
+    )
     # --- sync / async -------------------------------------------------------------------------
     mode: str = "sync"  # "sync": generate, then update; "async": engines generate ahead while learners update
     max_staleness: int = 1  # async: K, generation runs at most K policy versions ahead of the learners
@@ -95,7 +105,9 @@ class TrainConfig:
     checkpoint_every: int = 0  # save every K steps; 0 = only at the end (always saved at the end)
     curriculum: str | None = None  # buckets.yaml; None = tasks drawn uniformly
     env: str | None = None  # environment (NAME or NAME@VERSION) every task runs in; None = each task's own
-    reward_spec: str | None = None  # YAML reward spec (judge mix, length penalty, z-scores); None = verifier 1/0
+    reward_spec: str | None = (
+        None  # YAML reward spec (judge mix, length penalty, z-scores); None = verifier 1/0
+    )
     eval_every: int = 0  # held-out eval every K steps; 0 = only before the first and after the last step
     eval_selection: str | None = None  # selection (in the store) holding the held-out tasks; None = no eval
     eval_size: int = 200  # held-out tasks per eval (the first ones, in task_id order)
@@ -106,38 +118,81 @@ class TrainConfig:
     def __post_init__(self):
         _check_types(self)
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-        for name in ("steps", "prompts_per_step", "num_engines", "num_learners", "micro_batch",
-                     "max_tokens", "eval_size", "eval_n"):
+        for name in (
+            "steps",
+            "prompts_per_step",
+            "num_engines",
+            "num_learners",
+            "micro_batch",
+            "max_tokens",
+            "eval_size",
+            "eval_n",
+        ):
             _need(int(getattr(self, name)) >= 1, name, f"must be >= 1, got {getattr(self, name)}")
-        _need(self.group_size >= 2, "group_size", f"must be >= 2 (advantages are group-relative), got {self.group_size}")
-        for name in ("max_resample", "checkpoint_every", "eval_every", "kl_coef", "weight_decay",
-                     "max_grad_norm", "adv_eps"):
+        _need(
+            self.group_size >= 2,
+            "group_size",
+            f"must be >= 2 (advantages are group-relative), got {self.group_size}",
+        )
+        for name in (
+            "max_resample",
+            "checkpoint_every",
+            "eval_every",
+            "kl_coef",
+            "weight_decay",
+            "max_grad_norm",
+            "adv_eps",
+        ):
             _need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
         _need(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _need(0 <= self.eps_low < 1, "eps_low", f"must be in [0, 1), got {self.eps_low}")
         _need(self.eps_high >= 0, "eps_high", f"must be >= 0, got {self.eps_high}")
-        _need(self.temperature > 0, "temperature", f"must be > 0 for policy-gradient training, got {self.temperature}")
+        _need(
+            self.temperature > 0,
+            "temperature",
+            f"must be > 0 for policy-gradient training, got {self.temperature}",
+        )
         _need(self.eval_temperature >= 0, "eval_temperature", f"must be >= 0, got {self.eval_temperature}")
         # The engine's log-probs under top_p < 1 are renormalised over the nucleus while the learner
         # scores the full softmax: every behaviour weight would be biased.  Refused rather than guessed.
-        _need(self.top_p == 1.0, "top_p", f"must be 1.0 for training (the learner scores the full softmax, "
-              f"the engine's log-probs under top_p < 1 would be nucleus-renormalised), got {self.top_p}")
+        _need(
+            self.top_p == 1.0,
+            "top_p",
+            f"must be 1.0 for training (the learner scores the full softmax, "
+            f"the engine's log-probs under top_p < 1 would be nucleus-renormalised), got {self.top_p}",
+        )
         _need(self.behav_weight_cap >= 1, "behav_weight_cap", f"must be >= 1, got {self.behav_weight_cap}")
         _need(self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}")
-        _need(self.max_staleness >= 1, "max_staleness", f"must be >= 1 (0 is sync mode), got {self.max_staleness}")
+        _need(
+            self.max_staleness >= 1,
+            "max_staleness",
+            f"must be >= 1 (0 is sync mode), got {self.max_staleness}",
+        )
         _need(self.cpus_per_learner > 0, "cpus_per_learner", f"must be > 0, got {self.cpus_per_learner}")
-        _need(len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas), "adam_betas",
-              f"must be two numbers in [0, 1), got {list(self.adam_betas)}")
+        _need(
+            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
+            "adam_betas",
+            f"must be two numbers in [0, 1), got {list(self.adam_betas)}",
+        )
         _need(self.agg in AGGREGATIONS, "agg", f"must be one of {', '.join(AGGREGATIONS)}, got {self.agg!r}")
-        _need(self.advantage in ESTIMATORS, "advantage",
-              f"must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}")
+        _need(
+            self.advantage in ESTIMATORS,
+            "advantage",
+            f"must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}",
+        )
         # Derived sizes: equal shards per learner, and whole micro-batches within a shard.
-        _need(self.batch_size % self.num_learners == 0, "num_learners",
-              f"prompts_per_step * group_size = {self.batch_size} must divide evenly over "
-              f"{self.num_learners} learners")
-        _need(self.per_learner_batch % self.micro_batch == 0, "micro_batch",
-              f"each learner's {self.per_learner_batch} sequences must split into micro-batches of "
-              f"{self.micro_batch}")
+        _need(
+            self.batch_size % self.num_learners == 0,
+            "num_learners",
+            f"prompts_per_step * group_size = {self.batch_size} must divide evenly over "
+            f"{self.num_learners} learners",
+        )
+        _need(
+            self.per_learner_batch % self.micro_batch == 0,
+            "micro_batch",
+            f"each learner's {self.per_learner_batch} sequences must split into micro-batches of "
+            f"{self.micro_batch}",
+        )
 
     # --- derived ------------------------------------------------------------------------------
     @property
@@ -160,12 +215,18 @@ class TrainConfig:
 
     def sampling_spec(self) -> SamplingSpec:
         """The rollout sampling params (n = G), as the engine and the ledger see them."""
-        return SamplingSpec(n=self.group_size, temperature=self.temperature, top_p=self.top_p,
-                            max_tokens=self.max_tokens, seed=self.seed)
+        return SamplingSpec(
+            n=self.group_size,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+        )
 
     def eval_spec(self) -> SamplingSpec:
-        return SamplingSpec(n=self.eval_n, temperature=self.eval_temperature, max_tokens=self.max_tokens,
-                            seed=self.seed)
+        return SamplingSpec(
+            n=self.eval_n, temperature=self.eval_temperature, max_tokens=self.max_tokens, seed=self.seed
+        )
 
     # --- I/O ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +258,9 @@ class TrainConfig:
             where = f"line {mark.line + 1}" if mark is not None else None
             raise InputError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
         if not isinstance(data, dict):
-            raise InputError(str(path), None, f"expected a mapping of config fields, got {type(data).__name__}")
+            raise InputError(
+                str(path), None, f"expected a mapping of config fields, got {type(data).__name__}"
+            )
         data.update({k: v for k, v in overrides.items() if v is not None})
         try:
             return cls.from_dict(data)

@@ -31,6 +31,10 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
+from rldata.console import log
+from rldata.errors import RldataError
+from rldata.rewards.compose import RewardSpec
+from rldata.store import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
 from rldata.trainer.config import TrainConfig
@@ -39,11 +43,6 @@ from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
 from rldata.trainer.rollout import collect_step, load_reward
 from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
-
-from rldata.console import log
-from rldata.errors import RldataError
-from rldata.store import Store
-from rldata.rewards.compose import RewardSpec
 
 __all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
 
@@ -115,9 +114,11 @@ def _start_ray(address: str | None, need: float) -> None:
 
     have = ensure_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(need))).get("CPU", 0)
     if have < need:
-        raise RldataError(f"the Ray cluster has {have:g} CPUs, this run needs {need:g} (engines + learners x "
-                          "cpus_per_learner + 1 for verification [+ 1 for evaluation]); start Ray with more "
-                          f"--num-cpus or lower num_engines / num_learners / cpus_per_learner")
+        raise RldataError(
+            f"the Ray cluster has {have:g} CPUs, this run needs {need:g} (engines + learners x "
+            "cpus_per_learner + 1 for verification [+ 1 for evaluation]); start Ray with more "
+            f"--num-cpus or lower num_engines / num_learners / cpus_per_learner"
+        )
 
 
 def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
@@ -125,7 +126,9 @@ def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
     if ids is None:
         ids = cache[prompt] = list(tokenizer(prompt)["input_ids"])
     if len(ids) != expect:
-        raise RldataError(f"prompt {prompt!r}: the tokenizer gives {len(ids)} tokens, the engine saw {expect}")
+        raise RldataError(
+            f"prompt {prompt!r}: the tokenizer gives {len(ids)} tokens, the engine saw {expect}"
+        )
     return ids
 
 
@@ -143,8 +146,11 @@ def _batch(groups, tokenizer, cache: dict):
                 continue
             if s.logprobs is None:
                 raise RldataError("the engine returned no log-probs")
-            prompt = list(s.prompt_ids) if s.prompt_ids is not None else \
-                _prompt_ids(tokenizer, cache, g.task["prompt"], s.prompt_tokens)
+            prompt = (
+                list(s.prompt_ids)
+                if s.prompt_ids is not None
+                else _prompt_ids(tokenizer, cache, g.task["prompt"], s.prompt_tokens)
+            )
             prompts.append(prompt)
             completions.append(list(s.token_ids))
             masks.append(list(s.mask) if s.mask is not None else None)
@@ -152,15 +158,23 @@ def _batch(groups, tokenizer, cache: dict):
             adv.append(float(a))
     if not prompts:
         return None
-    return collate(prompts, completions, advantages=adv, old_logps=old, pad_id=tokenizer.pad_token_id or 0,
-                   completion_masks=masks if any(m is not None for m in masks) else None)
+    return collate(
+        prompts,
+        completions,
+        advantages=adv,
+        old_logps=old,
+        pad_id=tokenizer.pad_token_id or 0,
+        completion_masks=masks if any(m is not None for m in masks) else None,
+    )
 
 
 def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict) -> Path:
     final = checkpoint_dir(root, step)
     tmp = staging_dir(final)
     learners.save(tmp)
-    save_trainer_state(tmp, step=step, policy_version=version, curriculum_state=sampler.state_dict(), extra=extra)
+    save_trainer_state(
+        tmp, step=step, policy_version=version, curriculum_state=sampler.state_dict(), extra=extra
+    )
     return commit(tmp, final)
 
 
@@ -173,11 +187,17 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     _start_ray(opts.address, _ray_cpus_needed(cfg, bool(state.eval_ids)))
     restore(store, cfg, state, resume=opts.resume)
 
-    args = {"config": cfg.to_dict(), "options": asdict(opts), "base_model": state.base.path,
-            "start_step": state.start}
+    args = {
+        "config": cfg.to_dict(),
+        "options": asdict(opts),
+        "base_model": state.base.path,
+        "start_step": state.start,
+    }
     tracker_dir = opts.tracker_dir or run_dir(cfg, state.run_id) / opts.tracker
-    with record_run(store, "train", args, run_id=state.run_id) as run, \
-            open_tracker(opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker:
+    with (
+        record_run(store, "train", args, run_id=state.run_id) as run,
+        open_tracker(opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
+    ):
         state.tracker = tracker
         _loop(store, cfg, opts, state)
         run.summary = state.summary.to_dict()
@@ -186,33 +206,51 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
 
 def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) -> None:
     import ray
+    from transformers import AutoTokenizer
+
     from rldata.jobs.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
-    from transformers import AutoTokenizer
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
     t_run = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(base_path)
 
     def run_eval(step: int, model_dir) -> None:
-        res = evaluate(store, model_dir, cfg, state.eval_ids, address=opts.address, max_model_len=opts.max_model_len,
-                       kv_cache_gib=opts.kv_cache_gib, env=cfg.env)
+        res = evaluate(
+            store,
+            model_dir,
+            cfg,
+            state.eval_ids,
+            address=opts.address,
+            max_model_len=opts.max_model_len,
+            kv_cache_gib=opts.kv_cache_gib,
+            env=cfg.env,
+        )
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
         evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
-        log(f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
-            f"(ledger model {res.model})")
+        log(
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
+            f"(ledger model {res.model})"
+        )
 
     def eval_due(step: int) -> bool:
-        return bool(state.eval_ids) and (step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0))
+        return bool(state.eval_ids) and (
+            step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0)
+        )
 
     if state.eval_ids and ckpt_path is None:
         run_eval(0, base_path)  # before the first step
-    elif ckpt_path is not None and eval_due(state.start) and not store.sql(
+    elif (
+        ckpt_path is not None
+        and eval_due(state.start)
+        and not store.sql(
             "SELECT count(*) FROM metrics WHERE run_id = $1 AND step = $2 AND name = 'eval/accuracy'",
-            params=[run_id, state.start]).fetchall()[0][0]:
+            params=[run_id, state.start],
+        ).fetchall()[0][0]
+    ):
         run_eval(state.start, ckpt_path)  # the run was killed during this checkpoint's evaluation
     if state.start >= cfg.steps:
         log(f"run {run_id} is already at step {state.start} of {cfg.steps}: nothing to train")
@@ -225,25 +263,49 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     engines = []
     writer = wb.Writer()
     try:
-        engines = start_engines(cfg.num_engines, model_now, seed=cfg.seed, name_prefix=f"rldata-train-{run_id}",
-                                engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib})
+        engines = start_engines(
+            cfg.num_engines,
+            model_now,
+            seed=cfg.seed,
+            name_prefix=f"rldata-train-{run_id}",
+            engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib},
+        )
         from rldata.rollout import EpisodeStats, Renderer
 
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
-        ctx = _Ctx(cfg=cfg, run_id=run_id, engines=engines, tasks=state.tasks, sampler=state.sampler,
-                   spec=cfg.sampling_spec(), verify_timeout_s=opts.verify_timeout_s, reward=reward,
-                   bindings=state.bindings, renderer=Renderer(tokenizer) if episodic else None,
-                   max_model_len=opts.max_model_len, episode_stats=EpisodeStats())
+        ctx = _Ctx(
+            cfg=cfg,
+            run_id=run_id,
+            engines=engines,
+            tasks=state.tasks,
+            sampler=state.sampler,
+            spec=cfg.sampling_spec(),
+            verify_timeout_s=opts.verify_timeout_s,
+            reward=reward,
+            bindings=state.bindings,
+            renderer=Renderer(tokenizer) if episodic else None,
+            max_model_len=opts.max_model_len,
+            episode_stats=EpisodeStats(),
+        )
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
             from rldata.jobs.actors import RemoteEngine
-
             from rldata.rewards.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
-        _train_steps(store, cfg, ctx, learners, writer, tokenizer, state,
-                     save=lambda step, v: _save(learners, state.sampler, state.ckpt_root, step=step, version=v,
-                                                extra=state.checkpoint_extra),
-                     run_eval=run_eval, eval_due=eval_due)
+        _train_steps(
+            store,
+            cfg,
+            ctx,
+            learners,
+            writer,
+            tokenizer,
+            state,
+            save=lambda step, v: _save(
+                learners, state.sampler, state.ckpt_root, step=step, version=v, extra=state.checkpoint_extra
+            ),
+            run_eval=run_eval,
+            eval_due=eval_due,
+        )
     finally:
         try:
             writer.close()  # the steps done so far land even when a later one failed
@@ -254,7 +316,9 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             summary.seconds = time.monotonic() - t_run
 
 
-def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due) -> None:
+def _train_steps(
+    store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due
+) -> None:
     """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back;
     ``state.version`` follows the learners' updates."""
     k = cfg.staleness_bound
@@ -263,7 +327,11 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, 
     weights, observations = Weights(state.version), Observations(ctx.sampler)
 
     def hold(step: int) -> bool:  # a checkpoint: the producer waits for it (its sampler state is exact)
-        return step == cfg.steps or eval_due(step) or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
+        return (
+            step == cfg.steps
+            or eval_due(step)
+            or bool(cfg.checkpoint_every and step % cfg.checkpoint_every == 0)
+        )
 
     sync_s: dict[int, float] = {}  # step -> seconds its weight load took (in the producer)
 
@@ -272,8 +340,14 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, 
         observations.apply()
         return weights.engine_version
 
-    pipe = Pipeline(partial(collect_step, ctx), prepare=prepare, first=start + 1, last=cfg.steps,
-                    max_staleness=k, hold=hold)
+    pipe = Pipeline(
+        partial(collect_step, ctx),
+        prepare=prepare,
+        first=start + 1,
+        last=cfg.steps,
+        max_staleness=k,
+        hold=hold,
+    )
     prompt_cache: dict = {}
     ledger_version, ledger = state.version, list(state.pending)  # every outcome of the version now generating
     engine_idle, promotions = 0.0, 0
@@ -284,7 +358,9 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, 
             item = pipe.get()
             (groups, rt), gen_version = item.payload, item.version
             gap = state.version - gen_version
-            if is_stale(state.version, gen_version, k):  # impossible under capacity control; kept as a defence
+            if is_stale(
+                state.version, gen_version, k
+            ):  # impossible under capacity control; kept as a defence
                 for g in groups:
                     if g.kept:
                         g.kept, g.drop_reason = False, "stale"
@@ -307,22 +383,54 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, 
             if k == 0 or hold(step):
                 observations.apply()  # the producer is waiting for this step: the sampler is ours
             idle_now = pipe.engine_idle()
-            times = {"generate": rt.generate, "reward": rt.reward, "update": t_update, "sync": sync_s.pop(step, 0.0),
-                     "learner_idle": pipe.learner_idle - idle0, "engine_idle": idle_now - engine_idle,
-                     "step": time.monotonic() - t0}
+            times = {
+                "generate": rt.generate,
+                "reward": rt.reward,
+                "update": t_update,
+                "sync": sync_s.pop(step, 0.0),
+                "learner_idle": pipe.learner_idle - idle0,
+                "engine_idle": idle_now - engine_idle,
+                "step": time.monotonic() - t0,
+            }
             engine_idle = idle_now
             metrics = wb.step_metrics(groups, stats, times)
             metrics |= staleness_metrics(gap, metrics["samples"], k)
-            metrics |= {"policy_version": state.version, "generated_by": gen_version, "phase": ctx.sampler.phase_index,
-                        "promoted": observations.promotions - promotions,
-                        "stale_dropped": sum(g.drop_reason == "stale" for g in groups)}
+            metrics |= {
+                "policy_version": state.version,
+                "generated_by": gen_version,
+                "phase": ctx.sampler.phase_index,
+                "promoted": observations.promotions - promotions,
+                "stale_dropped": sum(g.drop_reason == "stale" for g in groups),
+            }
             promotions = observations.promotions
             model = wb.ledger_model(base_name, run_id, gen_version)
             # Rows are built in the writer thread too: off the learners' critical path.
-            rows = partial(_rows, groups, ctx, run_id=run_id, step=step, model=model, revision=revision,
-                           version=gen_version)
-            writer.submit(partial(_commit, store, step, cfg.steps, dict(metrics), summary, rows, tracker,
-                                  ledger_outcomes=ledger, model=model, params_hash=ctx.spec.params_hash, run_id=run_id))
+            rows = partial(
+                _rows,
+                groups,
+                ctx,
+                run_id=run_id,
+                step=step,
+                model=model,
+                revision=revision,
+                version=gen_version,
+            )
+            writer.submit(
+                partial(
+                    _commit,
+                    store,
+                    step,
+                    cfg.steps,
+                    dict(metrics),
+                    summary,
+                    rows,
+                    tracker,
+                    ledger_outcomes=ledger,
+                    model=model,
+                    params_hash=ctx.spec.params_hash,
+                    run_id=run_id,
+                )
+            )
             _accumulate(summary, metrics, groups)
             summary.last_step, summary.policy_version = step, state.version
             if hold(step):
@@ -337,12 +445,15 @@ def _train_steps(store, cfg, ctx, learners, writer, tokenizer, state: RunState, 
 
 
 def _rows(groups, ctx, *, run_id, step, model, revision, version) -> tuple[list[dict], list[dict]]:
-    traj = wb.trajectory_rows(groups, run_id=run_id, step=step, model=model, revision=revision, version=version,
-                              spec=ctx.spec)
+    traj = wb.trajectory_rows(
+        groups, run_id=run_id, step=step, model=model, revision=revision, version=version, spec=ctx.spec
+    )
     return traj, wb.verification_rows(groups, ctx.verifier_for, ctx.judge)
 
 
-def _commit(store, step: int, total: int, metrics: dict, summary: TrainSummary, rows, tracker, **ledger) -> None:
+def _commit(
+    store, step: int, total: int, metrics: dict, summary: TrainSummary, rows, tracker, **ledger
+) -> None:
     """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
     t0 = time.monotonic()
     traj, ver = rows()
@@ -365,11 +476,16 @@ def _accumulate(summary: TrainSummary, m: dict, groups) -> None:
 
 
 def _log_step(step: int, total: int, m: dict) -> None:
-    loss = (f" kl {m['kl']:.4f} clip {m['clip_frac']:.3f} tis {m['tis_frac']:.3f} ent {m['entropy']:.3f} "
-            f"rho {m['rho_mean']:.4f} mismatch {m['mismatch_kl']:.2e}"
-            if "kl" in m else " (no kept group: update skipped)")
-    log(f"step {step}/{total} v{int(m['policy_version'])} (rollouts of v{int(m['generated_by'])}) "
+    loss = (
+        f" kl {m['kl']:.4f} clip {m['clip_frac']:.3f} tis {m['tis_frac']:.3f} ent {m['entropy']:.3f} "
+        f"rho {m['rho_mean']:.4f} mismatch {m['mismatch_kl']:.2e}"
+        if "kl" in m
+        else " (no kept group: update skipped)"
+    )
+    log(
+        f"step {step}/{total} v{int(m['policy_version'])} (rollouts of v{int(m['generated_by'])}) "
         f"reward {m['reward_mean']:.3f} kept {int(m['groups_kept'])} dropped {int(m['groups_dropped'])}{loss} "
         f"len {m['response_len_mean']:.1f} | gen {m['time/generate']:.2f}s reward {m['time/reward']:.2f}s "
         f"update {m['time/update']:.2f}s sync {m['time/sync']:.2f}s write {m['time/writeback']:.2f}s "
-        f"idle learner {m['learner_idle_frac']:.0%} engine {m['engine_idle_frac']:.0%}")
+        f"idle learner {m['learner_idle_frac']:.0%} engine {m['engine_idle_frac']:.0%}"
+    )

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from rldata.trainer.config import TrainConfig
 
 from rldata.errors import RldataError
 from rldata.store import Store
+from rldata.trainer.config import TrainConfig
 
 __all__ = ["HELDOUT_WHERE", "EvalResult", "eval_task_ids", "evaluate"]
 
@@ -37,37 +37,66 @@ def eval_task_ids(store: Store, cfg: TrainConfig, *, where: str | None = None) -
     if where and cfg.eval_selection:
         raise RldataError("give a held-out predicate or eval_selection, not both")
     if cfg.eval_selection:
-        rows = store.sql("SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "
-                         "ORDER BY task_id LIMIT $2", params=[cfg.eval_selection, cfg.eval_size]).fetchall()
+        rows = store.sql(
+            "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "
+            "ORDER BY task_id LIMIT $2",
+            params=[cfg.eval_selection, cfg.eval_size],
+        ).fetchall()
         what = f"selection {cfg.eval_selection!r}"
     elif where:
-        rows = store.sql(f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(cfg.eval_size)}").fetchall()
+        rows = store.sql(
+            f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(cfg.eval_size)}"
+        ).fetchall()
         what = f"tasks matching {where!r}"
     else:
         return []
     if not rows:
-        raise RldataError(f"no held-out tasks: {what} is empty (ingest them first, e.g. rldata ingest --sample arith-heldout)")
+        raise RldataError(
+            f"no held-out tasks: {what} is empty (ingest them first, e.g. rldata ingest --sample arith-heldout)"
+        )
     return [t for (t,) in rows]
 
 
-def evaluate(store: Store, model_dir: str | Path, cfg: TrainConfig, task_ids: list[str], *,
-             address: str | None = None, max_model_len: int | None = None, kv_cache_gib: float = 1.0,
-             env: str | None = None) -> EvalResult:
+def evaluate(
+    store: Store,
+    model_dir: str | Path,
+    cfg: TrainConfig,
+    task_ids: list[str],
+    *,
+    address: str | None = None,
+    max_model_len: int | None = None,
+    kv_cache_gib: float = 1.0,
+    env: str | None = None,
+) -> EvalResult:
     """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
-    from rldata.jobs.sample import SampleJob, run_sample
-
     from rldata.engine import model_identity
+    from rldata.jobs.sample import SampleJob, run_sample
 
     spec = cfg.eval_spec()
     name = model_identity(str(model_dir)).name
     ids = pa.table({"task_id": pa.array(task_ids, pa.string())})
     # SampleJob takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
     where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"
-    run_sample(store, SampleJob(spec=spec, model=str(model_dir), where=where, address=address,
-                                max_model_len=max_model_len, kv_cache_gib=kv_cache_gib, env=env))
+    run_sample(
+        store,
+        SampleJob(
+            spec=spec,
+            model=str(model_dir),
+            where=where,
+            address=address,
+            max_model_len=max_model_len,
+            kv_cache_gib=kv_cache_gib,
+            env=env,
+        ),
+    )
     acc, n_tasks, n, err = store.sql(
         "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
-        "WHERE p.model = $1 AND p.params_hash = $2", params=[name, spec.params_hash], extra={"_ids": ids}).fetchall()[0]
+        "WHERE p.model = $1 AND p.params_hash = $2",
+        params=[name, spec.params_hash],
+        extra={"_ids": ids},
+    ).fetchall()[0]
     if not n_tasks:
         raise RldataError(f"evaluation of {name} wrote no ledger rows")
-    return EvalResult(model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0))
+    return EvalResult(
+        model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0)
+    )

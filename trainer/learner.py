@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
 from rldata.trainer.checkpoint import load_model, load_optimizer, save_model_state
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.loss import grpo_loss
@@ -47,8 +48,17 @@ class Learner:
     With ``world_size > 1`` the caller must have initialised torch.distributed first.
     """
 
-    def __init__(self, model_path: str | Path, cfg: TrainConfig, *, rank: int = 0, world_size: int = 1,
-                 device: str = "cpu", ref_path: str | Path | None = None, resume: bool = False):
+    def __init__(
+        self,
+        model_path: str | Path,
+        cfg: TrainConfig,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        device: str = "cpu",
+        ref_path: str | Path | None = None,
+        resume: bool = False,
+    ):
         self.cfg, self.rank, self.world_size, self.device = cfg, rank, world_size, device
         self.model_path = Path(model_path)
         self.model = load_model(model_path, device=device)
@@ -57,13 +67,16 @@ class Learner:
         if world_size > 1:
             # DDP broadcasts rank 0's parameters at construction: all ranks start identical.
             self.ddp = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[torch.device(device).index or 0] if device.startswith("cuda") else None)
+                self.model,
+                device_ids=[torch.device(device).index or 0] if device.startswith("cuda") else None,
+            )
         self.ref = None
         if cfg.kl_coef > 0:
             # The reference is the model training started from, also when resuming from a checkpoint.
             self.ref = load_model(ref_path or model_path, device=device).eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas,
-                                           weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
+        )
         if resume:
             load_optimizer(model_path, self.optimizer)
 
@@ -81,8 +94,9 @@ class Learner:
             # Gradients all-reduce only on the last micro-batch's backward.
             sync = self.ddp is None or i == len(micro) - 1
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
-                logp, entropy = token_logprobs(forward, mb.input_ids, mb.attention_mask,
-                                               temperature=cfg.temperature)  # [b, l-1] each
+                logp, entropy = token_logprobs(
+                    forward, mb.input_ids, mb.attention_mask, temperature=cfg.temperature
+                )  # [b, l-1] each
                 # The proximal policy is the weights this update starts from.  The batch is ONE
                 # optimizer step, so those are exactly the weights of this forward: its detached
                 # log-probs are what a separate no_grad pass would compute (bit-identical, tested),
@@ -92,11 +106,27 @@ class Learner:
                 ref = None
                 if self.ref is not None:
                     with torch.no_grad():
-                        ref, _ = token_logprobs(self.ref, mb.input_ids, mb.attention_mask,
-                                                temperature=cfg.temperature, with_entropy=False)  # [b, l-1]
-                loss, st = grpo_loss(logp, prox, ref, mb.advantages, mb.loss_mask, behav_logp=mb.old_logp,
-                                     behav_cap=cfg.behav_weight_cap, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                     kl_coef=cfg.kl_coef, agg=cfg.agg, denom=denom)
+                        ref, _ = token_logprobs(
+                            self.ref,
+                            mb.input_ids,
+                            mb.attention_mask,
+                            temperature=cfg.temperature,
+                            with_entropy=False,
+                        )  # [b, l-1]
+                loss, st = grpo_loss(
+                    logp,
+                    prox,
+                    ref,
+                    mb.advantages,
+                    mb.loss_mask,
+                    behav_logp=mb.old_logp,
+                    behav_cap=cfg.behav_weight_cap,
+                    eps_low=cfg.eps_low,
+                    eps_high=cfg.eps_high,
+                    kl_coef=cfg.kl_coef,
+                    agg=cfg.agg,
+                    denom=denom,
+                )
                 (loss * self.world_size).backward()
             n = float(st["tokens"])
             sums["tokens"] += n
@@ -120,7 +150,9 @@ class Learner:
 
     def get_grads(self) -> list[tuple[str, torch.Tensor]]:
         """The last step's gradients (after the all-reduce and clipping), on CPU, for diagnostics."""
-        return [(k, p.grad.detach().to("cpu")) for k, p in self.model.named_parameters() if p.grad is not None]
+        return [
+            (k, p.grad.detach().to("cpu")) for k, p in self.model.named_parameters() if p.grad is not None
+        ]
 
     def save(self, path: str | Path) -> None:
         """Model (HF format), tokenizer files and optimizer state; rank 0 writes, all ranks wait."""
@@ -164,17 +196,34 @@ class _LearnerActor:
             port = s.getsockname()[1]
         return ray.util.get_node_ip_address(), port
 
-    def setup(self, *, rank: int, world_size: int, master: tuple[str, int], model_path: str,
-              cfg: TrainConfig, use_gpu: bool, ref_path: str | None, resume: bool, timeout_s: float) -> int:
+    def setup(
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        master: tuple[str, int],
+        model_path: str,
+        cfg: TrainConfig,
+        use_gpu: bool,
+        ref_path: str | None,
+        resume: bool,
+        timeout_s: float,
+    ) -> int:
         torch.set_num_threads(max(1, int(cfg.cpus_per_learner)))
         device = "cuda" if use_gpu else "cpu"
         if use_gpu:
             torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
         if world_size > 1:
-            dist.init_process_group("nccl" if use_gpu else "gloo", init_method=f"tcp://{master[0]}:{master[1]}",
-                                    rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
-        self.learner = Learner(model_path, cfg, rank=rank, world_size=world_size, device=device,
-                               ref_path=ref_path, resume=resume)
+            dist.init_process_group(
+                "nccl" if use_gpu else "gloo",
+                init_method=f"tcp://{master[0]}:{master[1]}",
+                rank=rank,
+                world_size=world_size,
+                timeout=timedelta(seconds=timeout_s),
+            )
+        self.learner = Learner(
+            model_path, cfg, rank=rank, world_size=world_size, device=device, ref_path=ref_path, resume=resume
+        )
         return os.getpid()
 
     def step(self, batch: RolloutBatch) -> dict[str, float]:
@@ -201,8 +250,16 @@ class LearnerGroup:
     pass the original model as ``ref_path`` then, so the KL reference stays the starting model.
     """
 
-    def __init__(self, model_path: str | Path, cfg: TrainConfig, *, use_gpu: bool | None = None,
-                 ref_path: str | Path | None = None, resume: bool = False, timeout_s: float = 300.0):
+    def __init__(
+        self,
+        model_path: str | Path,
+        cfg: TrainConfig,
+        *,
+        use_gpu: bool | None = None,
+        ref_path: str | Path | None = None,
+        resume: bool = False,
+        timeout_s: float = 300.0,
+    ):
         w = cfg.num_learners
         if use_gpu is None:
             use_gpu = ray.cluster_resources().get("GPU", 0) >= w
@@ -211,20 +268,32 @@ class LearnerGroup:
         ray.get(self.pg.ready(), timeout=timeout_s)
         self.actors = [
             _LearnerActor.options(
-                num_cpus=cfg.cpus_per_learner, num_gpus=1 if use_gpu else 0,
+                num_cpus=cfg.cpus_per_learner,
+                num_gpus=1 if use_gpu else 0,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    placement_group=self.pg, placement_group_bundle_index=i),
+                    placement_group=self.pg, placement_group_bundle_index=i
+                ),
             ).remote()
             for i in range(w)
         ]
         master = ray.get(self.actors[0].rendezvous.remote())
         # All ranks must enter init_process_group together: start every setup, then wait.
-        self.pids = ray.get([
-            a.setup.remote(rank=i, world_size=w, master=master, model_path=str(model_path), cfg=cfg,
-                           use_gpu=use_gpu, ref_path=None if ref_path is None else str(ref_path),
-                           resume=resume, timeout_s=timeout_s)
-            for i, a in enumerate(self.actors)
-        ])
+        self.pids = ray.get(
+            [
+                a.setup.remote(
+                    rank=i,
+                    world_size=w,
+                    master=master,
+                    model_path=str(model_path),
+                    cfg=cfg,
+                    use_gpu=use_gpu,
+                    ref_path=None if ref_path is None else str(ref_path),
+                    resume=resume,
+                    timeout_s=timeout_s,
+                )
+                for i, a in enumerate(self.actors)
+            ]
+        )
         self.world_size, self.use_gpu = w, use_gpu
 
     def step(self, batch: RolloutBatch) -> dict[str, float]:

@@ -49,7 +49,9 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (torch.exp(d) - d - 1.0).clamp(0.0, KL_CLAMP)  # [B, T]
 
 
-def behaviour_weight(prox_logp: torch.Tensor, behav_logp: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+def behaviour_weight(
+    prox_logp: torch.Tensor, behav_logp: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(min(pi_prox / pi_behav, cap), pi_prox / pi_behav), both detached, [B, T]."""
     with torch.no_grad():
         rho = torch.exp((prox_logp - behav_logp).clamp(-_LOG_CLAMP, _LOG_CLAMP))  # [B, T]

@@ -62,8 +62,16 @@ class Pipeline:
     """``produce`` for steps ``first..last`` in a background thread, at most ``max_staleness`` steps
     ahead of ``consumed``.  Errors in the thread are raised by ``get``."""
 
-    def __init__(self, produce: Callable[[int], Any], *, first: int, last: int, max_staleness: int,
-                 prepare: Callable[[int], int], hold: Callable[[int], bool] = lambda step: False):
+    def __init__(
+        self,
+        produce: Callable[[int], Any],
+        *,
+        first: int,
+        last: int,
+        max_staleness: int,
+        prepare: Callable[[int], int],
+        hold: Callable[[int], bool] = lambda step: False,
+    ):
         if max_staleness < 0:
             raise ConfigError(f"max_staleness must be >= 0, got {max_staleness}", field="max_staleness")
         self._produce, self._prepare, self._hold = produce, prepare, hold
@@ -88,7 +96,9 @@ class Pipeline:
             for step in range(self.first, self.last + 1):
                 with self._cond:
                     self._waiting_since = time.monotonic()
-                    while not self._stop and not can_start(step, self._consumed, self.max_staleness, self._hold):
+                    while not self._stop and not can_start(
+                        step, self._consumed, self.max_staleness, self._hold
+                    ):
                         self._cond.wait()
                     self._engine_idle += time.monotonic() - self._waiting_since
                     self._waiting_since = None
@@ -121,7 +131,9 @@ class Pipeline:
         """Step ``step`` is done (its update published, its checkpoint saved if it is a hold)."""
         with self._cond:
             if step != self._consumed + 1:
-                raise ValueError(f"step {step} consumed after step {self._consumed}: steps must follow each other")
+                raise ValueError(
+                    f"step {step} consumed after step {self._consumed}: steps must follow each other"
+                )
             self._consumed = step
             self._cond.notify_all()
 

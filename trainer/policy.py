@@ -92,8 +92,9 @@ def collate(
         if not prompt_ids[i]:
             raise ValueError(f"row {i}: empty prompt (the first completion token needs a preceding token)")
         if old_logps is not None and len(old_logps[i]) != len(completion_ids[i]):
-            raise ValueError(f"row {i}: {len(old_logps[i])} old log-probs for {len(completion_ids[i])} "
-                             "completion tokens")
+            raise ValueError(
+                f"row {i}: {len(old_logps[i])} old log-probs for {len(completion_ids[i])} completion tokens"
+            )
         m = completion_masks[i] if completion_masks is not None else None
         if m is not None and (len(m) != len(completion_ids[i]) or any(x not in (0, 1) for x in m)):
             raise ValueError(f"row {i}: the completion mask needs one 0/1 per completion token")
@@ -117,7 +118,11 @@ def collate(
 
 
 def token_logprobs(
-    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, temperature: float = 1.0,
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
     with_entropy: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(target token) and the policy's entropy at each position, both [B, L-1].

@@ -17,19 +17,27 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from rldata.trainer.advantages import compute_advantages, zero_variance_groups
-from rldata.trainer.config import TrainConfig
 
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase
 from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
-from rldata.store import Store
-from rldata.verify.base import all_passed, no_answer
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
+from rldata.store import Store
+from rldata.trainer.advantages import compute_advantages, zero_variance_groups
+from rldata.trainer.config import TrainConfig
+from rldata.verify.base import all_passed, no_answer
 
 __all__ = [
-    "UNIFORM_BUCKET", "Group", "RoundTimes", "build_sampler", "collect_step", "load_reward", "request_seed",
-    "rollout_id", "set_advantages", "verify_groups",
+    "UNIFORM_BUCKET",
+    "Group",
+    "RoundTimes",
+    "build_sampler",
+    "collect_step",
+    "load_reward",
+    "request_seed",
+    "rollout_id",
+    "set_advantages",
+    "verify_groups",
 ]
 
 UNIFORM_BUCKET = "all"  # the one bucket of a run without a curriculum
@@ -44,7 +52,9 @@ def request_seed(seed: int, step: int, rnd: int, slot: int, task_id: str) -> int
 
 def rollout_id(run_id: str, step: int, rnd: int, slot: int, task_id: str, sample_idx: int) -> str:
     """``traj_id`` of a training rollout: a resumed run writes the same ids, never duplicates."""
-    return hashlib.sha256(f"train|{run_id}|{step}|{rnd}|{slot}|{task_id}|{sample_idx}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"train|{run_id}|{step}|{rnd}|{slot}|{task_id}|{sample_idx}".encode()).hexdigest()[
+        :32
+    ]
 
 
 @dataclass
@@ -78,12 +88,22 @@ class RoundTimes:
 
 # ---- task source ---------------------------------------------------------------------------------
 def _uniform_curriculum(seed: int) -> Curriculum:
-    return Curriculum(buckets=(Bucket(UNIFORM_BUCKET, 0.0, 1.0),),
-                      phases=(Phase(UNIFORM_BUCKET, {UNIFORM_BUCKET: 1.0}),), seed=seed, sampler="uniform")
+    return Curriculum(
+        buckets=(Bucket(UNIFORM_BUCKET, 0.0, 1.0),),
+        phases=(Phase(UNIFORM_BUCKET, {UNIFORM_BUCKET: 1.0}),),
+        seed=seed,
+        sampler="uniform",
+    )
 
 
-def build_sampler(store: Store, cfg: TrainConfig, *, sampler: str | None = None, tasks_where: str | None = None,
-                  exclude: Sequence[str] = ()) -> tuple[CurriculumSampler, dict[str, dict]]:
+def build_sampler(
+    store: Store,
+    cfg: TrainConfig,
+    *,
+    sampler: str | None = None,
+    tasks_where: str | None = None,
+    exclude: Sequence[str] = (),
+) -> tuple[CurriculumSampler, dict[str, dict]]:
     """The step sampler and the task rows it draws from.
 
     With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows, the
@@ -96,27 +116,43 @@ def build_sampler(store: Store, cfg: TrainConfig, *, sampler: str | None = None,
     if cfg.curriculum:
         cur = load_curriculum(cfg.curriculum)
         if not cur.selection:
-            raise RldataError(f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection")
-        rows = store.sql("SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
-                         "AND bucket IS NOT NULL ORDER BY task_id", params=[cur.selection]).fetchall()
+            raise RldataError(
+                f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection"
+            )
+        rows = store.sql(
+            "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
+            "AND bucket IS NOT NULL ORDER BY task_id",
+            params=[cur.selection],
+        ).fetchall()
         if not rows:
-            raise RldataError(f"selection {cur.selection!r} (named in {cfg.curriculum}) has no kept tasks with a "
-                              "bucket: run rldata stratify first")
+            raise RldataError(
+                f"selection {cur.selection!r} (named in {cfg.curriculum}) has no kept tasks with a "
+                "bucket: run rldata stratify first"
+            )
         buckets: dict[str, list[str]] = {}
         for task_id, bucket in rows:
             if task_id not in skip:
                 buckets.setdefault(bucket, []).append(task_id)
     else:
         cur = _uniform_curriculum(cfg.seed)
-        q = "SELECT task_id FROM tasks" + (f" WHERE {tasks_where}" if tasks_where else "") + " ORDER BY task_id"
+        q = (
+            "SELECT task_id FROM tasks"
+            + (f" WHERE {tasks_where}" if tasks_where else "")
+            + " ORDER BY task_id"
+        )
         buckets = {UNIFORM_BUCKET: [t for (t,) in store.sql(q).fetchall() if t not in skip]}
     ids = sorted({t for ts in buckets.values() for t in ts})
     if not ids:
-        raise RldataError("no training tasks" + (f" matching {tasks_where!r}" if tasks_where else "")
-                          + (" once the held-out tasks are left out" if skip else ""))
+        raise RldataError(
+            "no training tasks"
+            + (f" matching {tasks_where!r}" if tasks_where else "")
+            + (" once the held-out tasks are left out" if skip else "")
+        )
     s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler)
-    tbl = store.sql(f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
-                    extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})}).pl()
+    tbl = store.sql(
+        f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
+        extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
+    ).pl()
     tasks = {r["task_id"]: r for r in tbl.iter_rows(named=True)}
     missing = [t for t in ids if t not in tasks]
     if missing:
@@ -130,7 +166,9 @@ def extra_draws(sampler: CurriculumSampler, k: int) -> list[tuple[str, str]]:
 
 
 # ---- generate, verify, reward ----------------------------------------------------------------------
-def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None, max_model_len: int = 64) -> None:
+def verify_groups(
+    groups: list[Group], verifier_for, *, timeout_s: float | None, max_model_len: int = 64
+) -> None:
     """Set each group's ``verdicts`` and ``passed``.  Every result is looked up by the sample's own
     traj id, never by position, so a check that fails or times out mid-batch cannot shift the
     verdicts (and rewards) of the samples after it.  An episode whose environment failed gets an
@@ -139,8 +177,14 @@ def verify_groups(groups: list[Group], verifier_for, *, timeout_s: float | None,
 
     keys = [tid for g in groups for tid in g.traj_ids]
     tasks = [g.task for g in groups for _ in g.samples]
-    verdicts = verify_rollouts(keys, tasks, [s for g in groups for s in g.samples], verifier_for,
-                               timeout_s=timeout_s, max_model_len=max_model_len)
+    verdicts = verify_rollouts(
+        keys,
+        tasks,
+        [s for g in groups for s in g.samples],
+        verifier_for,
+        timeout_s=timeout_s,
+        max_model_len=max_model_len,
+    )
     for g in groups:
         g.verdicts = [verdicts[t] for t in g.traj_ids]
         g.passed = [all_passed(v) for v in g.verdicts]
@@ -153,18 +197,35 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
 
     for slot, (task_id, bucket) in enumerate(draws):
         seed = request_seed(cfg.seed, step, rnd, slot, task_id)
-        groups.append(Group(task=ctx.tasks[task_id], bucket=bucket, rnd=rnd, slot=slot, seed=seed,
-                            env=ctx.bindings.get(task_id)))
+        groups.append(
+            Group(
+                task=ctx.tasks[task_id],
+                bucket=bucket,
+                rnd=rnd,
+                slot=slot,
+                seed=seed,
+                env=ctx.bindings.get(task_id),
+            )
+        )
     t0 = time.monotonic()
-    outs = generate(ctx.engines, [g.task for g in groups], [g.seed for g in groups], ctx.spec,
-                    bindings=[g.env for g in groups], renderer=ctx.renderer, max_model_len=ctx.max_model_len,
-                    stats=ctx.episode_stats)
+    outs = generate(
+        ctx.engines,
+        [g.task for g in groups],
+        [g.seed for g in groups],
+        ctx.spec,
+        bindings=[g.env for g in groups],
+        renderer=ctx.renderer,
+        max_model_len=ctx.max_model_len,
+        stats=ctx.episode_stats,
+    )
     times.generate += time.monotonic() - t0
 
     t0 = time.monotonic()
     for g, samples in zip(groups, outs):
         g.samples = list(samples)
-        g.traj_ids = [rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))]
+        g.traj_ids = [
+            rollout_id(ctx.run_id, step, rnd, g.slot, g.task["task_id"], i) for i in range(len(samples))
+        ]
     verify_groups(groups, ctx.verifier_for, timeout_s=ctx.verify_timeout_s, max_model_len=ctx.max_model_len)
     rewards = _rewards(ctx, groups)  # [groups, G]
     adv = compute_advantages(rewards, estimator=cfg.advantage, eps=cfg.adv_eps)  # [groups, G]
@@ -174,13 +235,17 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     return groups
 
 
-def set_advantages(groups: list[Group], rewards: np.ndarray, adv: np.ndarray, *, dynamic_sampling: bool) -> None:
+def set_advantages(
+    groups: list[Group], rewards: np.ndarray, adv: np.ndarray, *, dynamic_sampling: bool
+) -> None:
     """Store each group's rewards and advantages; with dynamic sampling, mark the groups without
     signal as dropped.  Keep or drop is decided on the spread of correctness (``r_mix``: the reward
     before the length penalty), never on the penalty's: an all-wrong group with rewards
     ``[0 x7, -0.01]`` has no signal, yet the std division would blow the penalty spread up into
     full-size advantages (+0.35/-2.47).  Kept groups' advantages use the composed reward."""
-    flat = zero_variance_groups(np.array([g.composed["r_mix"].to_list() for g in groups]), tol=1e-12)  # [groups]
+    flat = zero_variance_groups(
+        np.array([g.composed["r_mix"].to_list() for g in groups]), tol=1e-12
+    )  # [groups]
     for i, g in enumerate(groups):
         g.rewards, g.advantages = rewards[i], adv[i]
         if dynamic_sampling and flat[i]:
@@ -202,16 +267,24 @@ def _rewards(ctx, groups: list[Group]) -> np.ndarray:
     samples = [(g, i) for g in groups for i in range(len(g.samples))]
     verdicts = None
     if ctx.judge is not None:
-        verdicts = ctx.judge.pointwise([g.task["prompt"] for g, _ in samples], [g.samples[i].text for g, i in samples],
-                                       [g.task["answer"] for g, _ in samples])
-    composed = score_samples([g.task["domain"] for g, _ in samples], [g.passed[i] for g, i in samples],
-                             [g.samples[i].completion_tokens for g, i in samples], ctx.reward, judge=verdicts,
-                             no_answer=[bool(g.verdicts) and no_answer(g.verdicts[i]) for g, i in samples])
+        verdicts = ctx.judge.pointwise(
+            [g.task["prompt"] for g, _ in samples],
+            [g.samples[i].text for g, i in samples],
+            [g.task["answer"] for g, _ in samples],
+        )
+    composed = score_samples(
+        [g.task["domain"] for g, _ in samples],
+        [g.passed[i] for g, i in samples],
+        [g.samples[i].completion_tokens for g, i in samples],
+        ctx.reward,
+        judge=verdicts,
+        no_answer=[bool(g.verdicts) and no_answer(g.verdicts[i]) for g, i in samples],
+    )
     start = 0
     for g in groups:
         g.composed = composed.slice(start, len(g.samples))
         if verdicts is not None:
-            g.judge_verdicts = verdicts[start:start + len(g.samples)]
+            g.judge_verdicts = verdicts[start : start + len(g.samples)]
         start += len(g.samples)
     return np.array([g.composed["total"].to_list() for g in groups])  # [groups, G]
 

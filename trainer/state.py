@@ -12,16 +12,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rldata.console import log
+from rldata.engine import ModelIdentity, model_context, model_identity
+from rldata.errors import ConfigError, RldataError
+from rldata.store import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.evaluate import eval_task_ids
 from rldata.trainer.rollout import build_sampler, load_reward
-
-from rldata.console import log
-from rldata.engine import ModelIdentity, model_context, model_identity
-from rldata.errors import ConfigError, RldataError
-from rldata.store import Store
 
 __all__ = ["RunState", "TrainSummary", "plan_run", "restore", "run_dir"]
 
@@ -70,8 +69,12 @@ class RunState:
     @property
     def checkpoint_extra(self) -> dict:
         """What every checkpoint records about the run (a resume checks the base revision)."""
-        return {"run_id": self.run_id, "base_model": self.base.path, "base_name": self.base.name,
-                "base_revision": self.base.revision}
+        return {
+            "run_id": self.run_id,
+            "base_model": self.base.path,
+            "base_name": self.base.name,
+            "base_revision": self.base.revision,
+        }
 
 
 def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
@@ -83,7 +86,9 @@ def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
         return new_run_id("train")
     runs = [p for p in Path(cfg.output_dir).glob("*/checkpoints") if latest_checkpoint(p) is not None]
     if not runs:
-        raise ConfigError(f"resume: no run with a checkpoint under {cfg.output_dir}; give run_id", field="resume")
+        raise ConfigError(
+            f"resume: no run with a checkpoint under {cfg.output_dir}; give run_id", field="resume"
+        )
     run = max(runs, key=lambda p: latest_checkpoint(p).stat().st_mtime).parent.name
     log(f"resuming the most recent run under {cfg.output_dir}: {run}")
     return run
@@ -99,23 +104,41 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         opts = replace(opts, max_model_len=model_context(base.path))
     ckpt_root = run_dir(cfg, run_id) / "checkpoints"
     ckpt_path = latest_checkpoint(ckpt_root)
-    if not opts.resume and (ckpt_path is not None or store.sql(
-            "SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]):
-        raise ConfigError(f"run {run_id} already has checkpoints or rows: resume it, or give another run_id",
-                          field="run_id")
-    if opts.resume and ckpt_path is None and not store.sql(
-            "SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]:
-        raise ConfigError(f"resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs",
-                          field="run_id")
+    if not opts.resume and (
+        ckpt_path is not None
+        or store.sql("SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
+    ):
+        raise ConfigError(
+            f"run {run_id} already has checkpoints or rows: resume it, or give another run_id", field="run_id"
+        )
+    if (
+        opts.resume
+        and ckpt_path is None
+        and not store.sql("SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
+    ):
+        raise ConfigError(
+            f"resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs",
+            field="run_id",
+        )
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
-    sampler, tasks = build_sampler(store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids)
+    sampler, tasks = build_sampler(
+        store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids
+    )
     from rldata.rollout import bind_envs
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
-    state = RunState(run_id=run_id, base=base, ckpt_root=ckpt_root, ckpt_path=ckpt_path, sampler=sampler,
-                     tasks=tasks, eval_ids=eval_ids, bindings=bindings,
-                     summary=TrainSummary(run_id=run_id, model=base.name))
+    state = RunState(
+        run_id=run_id,
+        base=base,
+        ckpt_root=ckpt_root,
+        ckpt_path=ckpt_path,
+        sampler=sampler,
+        tasks=tasks,
+        eval_ids=eval_ids,
+        bindings=bindings,
+        summary=TrainSummary(run_id=run_id, model=base.name),
+    )
     return cfg, opts, state
 
 
@@ -126,20 +149,34 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
     if state.ckpt_path is not None:
         ck = load_checkpoint(state.ckpt_path, restore_rng=True)
         if ck.extra.get("base_revision") not in (None, base.revision):
-            raise RldataError(f"{state.ckpt_path} was trained from revision {ck.extra['base_revision']}, "
-                              f"not from {base.name}: resume with the run's original model", field="model")
+            raise RldataError(
+                f"{state.ckpt_path} was trained from revision {ck.extra['base_revision']}, "
+                f"not from {base.name}: resume with the run's original model",
+                field="model",
+            )
         state.sampler.load_state_dict(ck.curriculum_state)
         state.start, state.version = ck.step, ck.policy_version
     start, version = state.start, state.version
     if resume:
         # Async mode: an older version may have generated steps after the checkpoint too; its ledger
         # row is recounted from the samples that stay.
-        older = [m for m in wb.models_after(store, run_id, start) if m != wb.ledger_model(base.name, run_id, version)]
+        older = [
+            m
+            for m in wb.models_after(store, run_id, start)
+            if m != wb.ledger_model(base.name, run_id, version)
+        ]
         gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
         wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
         log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
     state.pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base.name, run_id, version), start)
-    if state.pending:  # the checkpoint's version already generated a step (its update was skipped): restore its row
-        wb.write_ledger(store, state.pending, model=wb.ledger_model(base.name, run_id, version),
-                        params_hash=cfg.sampling_spec().params_hash, run_id=run_id)
+    if (
+        state.pending
+    ):  # the checkpoint's version already generated a step (its update was skipped): restore its row
+        wb.write_ledger(
+            store,
+            state.pending,
+            model=wb.ledger_model(base.name, run_id, version),
+            params_hash=cfg.sampling_spec().params_hash,
+            run_id=run_id,
+        )
     state.summary.last_step, state.summary.policy_version = start, version

@@ -17,14 +17,27 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from rldata.ledger import rows_from_outcomes, verifier_key
+from rldata.rewards.compose import reward_metrics
 from rldata.rollout import episode_columns
 from rldata.store import Store
 from rldata.verify.base import verdict_rows
-from rldata.rewards.compose import reward_metrics
 
 __all__ = [
-    "LEARNER_STATS", "Writer", "bucket_accuracy", "discard_after", "ledger_model", "metric_rows", "models_after",
-    "outcomes", "pending_outcomes", "rebuild_ledger", "step_metrics", "trajectory_rows", "verification_rows", "write_ledger", "write_step",
+    "LEARNER_STATS",
+    "Writer",
+    "bucket_accuracy",
+    "discard_after",
+    "ledger_model",
+    "metric_rows",
+    "models_after",
+    "outcomes",
+    "pending_outcomes",
+    "rebuild_ledger",
+    "step_metrics",
+    "trajectory_rows",
+    "verification_rows",
+    "write_ledger",
+    "write_step",
 ]
 
 
@@ -36,19 +49,35 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def trajectory_rows(groups, *, run_id: str, step: int, model: str, revision: str, version: int, spec) -> list[dict]:
+def trajectory_rows(
+    groups, *, run_id: str, step: int, model: str, revision: str, version: int, spec
+) -> list[dict]:
     rows = []
     sp = spec.to_json()
     for g in groups:
         for i, (s, tid) in enumerate(zip(g.samples, g.traj_ids)):
-            rows.append({
-                "traj_id": tid, "task_id": g.task["task_id"], "run_id": run_id, "sample_idx": i, "model": model,
-                "model_revision": revision, "policy_version": version, "params_hash": spec.params_hash,
-                "sampling_params": sp, "seed": g.seed, "prompt": g.task["prompt"],
-                **episode_columns(s, g.env), "step": step,
-                "reward": float(g.rewards[i]), "advantage": float(g.advantages[i]) if g.kept else 0.0,
-                "bucket": g.bucket, "kept": g.kept, "drop_reason": g.drop_reason,
-            })
+            rows.append(
+                {
+                    "traj_id": tid,
+                    "task_id": g.task["task_id"],
+                    "run_id": run_id,
+                    "sample_idx": i,
+                    "model": model,
+                    "model_revision": revision,
+                    "policy_version": version,
+                    "params_hash": spec.params_hash,
+                    "sampling_params": sp,
+                    "seed": g.seed,
+                    "prompt": g.task["prompt"],
+                    **episode_columns(s, g.env),
+                    "step": step,
+                    "reward": float(g.rewards[i]),
+                    "advantage": float(g.advantages[i]) if g.kept else 0.0,
+                    "bucket": g.bucket,
+                    "kept": g.kept,
+                    "drop_reason": g.drop_reason,
+                }
+            )
     return rows
 
 
@@ -61,26 +90,49 @@ def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
         for tid, vs in zip(g.traj_ids, g.verdicts):
             rows += verdict_rows(g.task["task_id"], tid, vname, vversion, vs)
         if g.judge_verdicts is not None and judge is not None:
-            rows += judge_rows(g.judge_verdicts, g.traj_ids, [g.task["task_id"]] * len(g.traj_ids),
-                               verifier=POINTWISE, version=judge.version)
+            rows += judge_rows(
+                g.judge_verdicts,
+                g.traj_ids,
+                [g.task["task_id"]] * len(g.traj_ids),
+                verifier=POINTWISE,
+                version=judge.version,
+            )
     return rows
 
 
 def outcomes(groups, verifier_for) -> list[tuple[str, str, bool | None, str]]:
     """(task_id, verifier key, passed, environment key) per sample: what the ledger counts."""
-    return [(g.task["task_id"], verifier_key(*verifier_for(g.task["domain"])), p,
-             g.env.ledger_key if g.env is not None else "") for g in groups for p in g.passed]
+    return [
+        (
+            g.task["task_id"],
+            verifier_key(*verifier_for(g.task["domain"])),
+            p,
+            g.env.ledger_key if g.env is not None else "",
+        )
+        for g in groups
+        for p in g.passed
+    ]
 
 
-def write_ledger(store: Store, ledger_outcomes: Sequence, *, model: str, params_hash: str, run_id: str) -> None:
+def write_ledger(
+    store: Store, ledger_outcomes: Sequence, *, model: str, params_hash: str, run_id: str
+) -> None:
     """Upsert the ledger rows of one policy version from ALL its samples so far (complete counts)."""
     rows = rows_from_outcomes(ledger_outcomes, model=model, params_hash=params_hash, run_id=run_id)
     if rows:
         store.upsert("passrates", rows)
 
 
-def write_step(store: Store, *, traj: list[dict], ver: list[dict], ledger_outcomes: Sequence, model: str,
-               params_hash: str, run_id: str) -> None:
+def write_step(
+    store: Store,
+    *,
+    traj: list[dict],
+    ver: list[dict],
+    ledger_outcomes: Sequence,
+    model: str,
+    params_hash: str,
+    run_id: str,
+) -> None:
     """Commit a step's rollouts.  Order matters for resume: samples, their verifications, then the ledger
     (the caller appends the metrics last)."""
     store.append("trajectories", traj, dedupe=True)  # keyed: a second writer of the same step adds nothing
@@ -132,7 +184,9 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         m["episode/turns_mean"] = sum(s.num_turns for s in episodes) / len(episodes)
         ends = Counter(s.finish_reason for s in episodes)
         m |= {f"episode/finish/{r}": n / len(episodes) for r, n in sorted(ends.items())}
-        called = [p for g in groups if g.env is not None for s, p in zip(g.samples, g.passed) if s.num_tool_calls]
+        called = [
+            p for g in groups if g.env is not None for s, p in zip(g.samples, g.passed) if s.num_tool_calls
+        ]
         if called:
             m["episode/accuracy_with_tool"] = sum(bool(p) for p in called) / len(called)
     if stats is not None:
@@ -143,8 +197,19 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
 
 
 # The learners' stats in the metrics table: see rldata.trainer.loss for what each one measures.
-LEARNER_STATS = ("loss", "kl", "clip_frac", "tis_frac", "clip_or_tis_frac", "entropy", "ratio_mean", "rho_mean",
-                 "rho_max", "mismatch_kl", "grad_norm")
+LEARNER_STATS = (
+    "loss",
+    "kl",
+    "clip_frac",
+    "tis_frac",
+    "clip_or_tis_frac",
+    "entropy",
+    "ratio_mean",
+    "rho_mean",
+    "rho_max",
+    "mismatch_kl",
+    "grad_norm",
+)
 
 
 def bucket_accuracy(groups) -> dict[str, float]:
@@ -162,25 +227,39 @@ def discard_after(store: Store, run_id: str, step: int, *, keep_versions_upto: i
     trajectories, metrics, and the ledger rows of policy versions above ``keep_versions_upto``.
     """
     r = _sql_str(run_id)
-    ids = [t for (t,) in store.sql(f"SELECT traj_id FROM trajectories WHERE run_id = {r} AND step > {int(step)}")
-           .fetchall()]
+    ids = [
+        t
+        for (t,) in store.sql(
+            f"SELECT traj_id FROM trajectories WHERE run_id = {r} AND step > {int(step)}"
+        ).fetchall()
+    ]
     out = {"verifications": 0, "trajectories": 0, "metrics": 0, "passrates": 0}
     if ids:
         out["verifications"] = store.delete("verifications", f"traj_id IN ({', '.join(map(_sql_str, ids))})")
         out["trajectories"] = store.delete("trajectories", f"run_id = {r} AND step > {int(step)}")
     if store.sql(f"SELECT count(*) FROM metrics WHERE run_id = {r} AND step > {int(step)}").fetchall()[0][0]:
         out["metrics"] = store.delete("metrics", f"run_id = {r} AND step > {int(step)}")
-    stale = [m for (m,) in store.sql(f"SELECT DISTINCT model FROM passrates WHERE run_id = {r}").fetchall()
-             if _version_of(m, run_id) is not None and _version_of(m, run_id) > keep_versions_upto]
+    stale = [
+        m
+        for (m,) in store.sql(f"SELECT DISTINCT model FROM passrates WHERE run_id = {r}").fetchall()
+        if _version_of(m, run_id) is not None and _version_of(m, run_id) > keep_versions_upto
+    ]
     if stale:
-        out["passrates"] = store.delete("passrates", f"run_id = {r} AND model IN ({', '.join(map(_sql_str, stale))})")
+        out["passrates"] = store.delete(
+            "passrates", f"run_id = {r} AND model IN ({', '.join(map(_sql_str, stale))})"
+        )
     return out
 
 
 def models_after(store: Store, run_id: str, step: int) -> list[str]:
     """Ledger names of the policy versions that generated the run's rollouts after ``step``."""
-    return [m for (m,) in store.sql("SELECT DISTINCT model FROM trajectories WHERE run_id = $1 AND step > $2 "
-                                    "ORDER BY model", params=[run_id, step]).fetchall()]
+    return [
+        m
+        for (m,) in store.sql(
+            "SELECT DISTINCT model FROM trajectories WHERE run_id = $1 AND step > $2 ORDER BY model",
+            params=[run_id, step],
+        ).fetchall()
+    ]
 
 
 def rebuild_ledger(store: Store, run_id: str, models: Sequence[str], *, step: int, params_hash: str) -> None:
@@ -189,11 +268,14 @@ def rebuild_ledger(store: Store, run_id: str, models: Sequence[str], *, step: in
     if not models:
         return
     names = ", ".join(map(_sql_str, models))
-    if store.sql(f"SELECT count(*) FROM passrates WHERE run_id = {_sql_str(run_id)} AND model IN ({names})"
-                 ).fetchall()[0][0]:
+    if store.sql(
+        f"SELECT count(*) FROM passrates WHERE run_id = {_sql_str(run_id)} AND model IN ({names})"
+    ).fetchall()[0][0]:
         store.delete("passrates", f"run_id = {_sql_str(run_id)} AND model IN ({names})")
     for m in models:
-        write_ledger(store, pending_outcomes(store, run_id, m, step), model=m, params_hash=params_hash, run_id=run_id)
+        write_ledger(
+            store, pending_outcomes(store, run_id, m, step), model=m, params_hash=params_hash, run_id=run_id
+        )
 
 
 def _version_of(model: str, run_id: str) -> int | None:
@@ -201,7 +283,9 @@ def _version_of(model: str, run_id: str) -> int | None:
     return int(v) if head.endswith(f"+{run_id}") and v.isdigit() else None
 
 
-def pending_outcomes(store: Store, run_id: str, model: str, step: int) -> list[tuple[str, str, bool | None, str]]:
+def pending_outcomes(
+    store: Store, run_id: str, model: str, step: int
+) -> list[tuple[str, str, bool | None, str]]:
     """Outcomes already stored for ``model`` (a policy version that generated more than one step,
     because an update was skipped) up to ``step``: the ledger row of that version counts them too."""
     rows = store.sql(
@@ -210,7 +294,8 @@ def pending_outcomes(store: Store, run_id: str, model: str, step: int) -> list[t
         "       bool_or(v.passed IS NULL OR v.error IS NOT NULL), bool_and(coalesce(v.passed, false)) "
         "FROM verifications v JOIN trajectories t USING (traj_id) "
         "WHERE t.run_id = $run AND t.model = $model AND t.step <= $step GROUP BY 1, 2, 3, 4",
-        params={"run": run_id, "model": model, "step": step}).fetchall()
+        params={"run": run_id, "model": model, "step": step},
+    ).fetchall()
     return [(task, vkey, None if err else bool(ok), ekey) for task, _, vkey, ekey, err, ok in rows]
 
 

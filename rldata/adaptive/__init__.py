@@ -24,6 +24,17 @@ from rldata.adaptive.rules import (
 )
 
 __all__ = [
-    "DECIDED", "MAX_N", "PRIOR", "RULES", "AdaptiveSpec", "Decision", "band_text", "decide", "decide_frame",
-    "ledger_columns", "parse_band_text", "rule_table", "settle_distance",
+    "DECIDED",
+    "MAX_N",
+    "PRIOR",
+    "RULES",
+    "AdaptiveSpec",
+    "Decision",
+    "band_text",
+    "decide",
+    "decide_frame",
+    "ledger_columns",
+    "parse_band_text",
+    "rule_table",
+    "settle_distance",
 ]

@@ -55,8 +55,13 @@ def default_n(df: pl.DataFrame) -> pl.Series:
     samples drawn, so that early stops do not drag the default min_n down."""
     drawn = pl.col("n") + pl.col("n_error")
     return df.select(
-        pl.when(pl.col("stop_rule").is_in(["exact", "sequential"]).fill_null(False) & pl.col("n_max").is_not_null())
-        .then(pl.col("n_max").cast(pl.Int64)).otherwise(drawn).alias("n")
+        pl.when(
+            pl.col("stop_rule").is_in(["exact", "sequential"]).fill_null(False)
+            & pl.col("n_max").is_not_null()
+        )
+        .then(pl.col("n_max").cast(pl.Int64))
+        .otherwise(drawn)
+        .alias("n")
     )["n"]
 
 
@@ -94,20 +99,31 @@ def redecide(decided: pl.DataFrame, band: Band, *, min_n: int) -> tuple[pl.DataF
             )
         spec = AdaptiveSpec(rule, alpha if rule == "sequential" else None, 1, band, min_n)
         got = decide_frame(group.select("_row", "n", "n_correct", "n_error", "n_max"), spec, n_max="n_max")
-        parts.append(got.select(
-            "_row",
-            pl.when(pl.col("settled")).then(pl.col("reason")).otherwise(pl.lit("insufficient_samples"))
-            .alias("_reason"),
-        ))
+        parts.append(
+            got.select(
+                "_row",
+                pl.when(pl.col("settled"))
+                .then(pl.col("reason"))
+                .otherwise(pl.lit("insufficient_samples"))
+                .alias("_reason"),
+            )
+        )
     new = pl.concat(parts)
     unsettled = new.filter(pl.col("_reason") == "insufficient_samples").height
     if unsettled:
-        warnings.append(f"{unsettled} early-stopped row(s) are not settled under this band and min_n "
-                        f"{min_n}: insufficient_samples")
-    out = out.join(new, on="_row", how="left").with_columns(
-        pl.coalesce("_reason", "reason").alias("reason")
-    ).with_columns(
-        pl.when(pl.col("reason") == "in_band").then(pl.lit("keep")).otherwise(pl.lit("drop")).alias("decision")
+        warnings.append(
+            f"{unsettled} early-stopped row(s) are not settled under this band and min_n "
+            f"{min_n}: insufficient_samples"
+        )
+    out = (
+        out.join(new, on="_row", how="left")
+        .with_columns(pl.coalesce("_reason", "reason").alias("reason"))
+        .with_columns(
+            pl.when(pl.col("reason") == "in_band")
+            .then(pl.lit("keep"))
+            .otherwise(pl.lit("drop"))
+            .alias("decision")
+        )
     )
     return out.sort("_row").drop("_row", "_reason"), warnings
 
@@ -118,13 +134,23 @@ def selection_rules(store, name: str) -> pl.DataFrame:
     from rldata._read import read_where
     from rldata.select import read_selection
 
-    sel = read_selection(store, name, columns=["task_id", "reason", "model", "params_hash",
-                                               "verifier_key", "passrates_version"])
+    sel = read_selection(
+        store,
+        name,
+        columns=["task_id", "reason", "model", "params_hash", "verifier_key", "passrates_version"],
+    )
     version = int(sel["passrates_version"][0])
     key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_key")}
-    rates = read_where(store, "passrates", version=version,
-                       columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key], **key)
+    rates = read_where(
+        store,
+        "passrates",
+        version=version,
+        columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key],
+        **key,
+    )
     rates = rates.select("task_id", decided_by_expr().alias("decided_by"))
-    return sel.select("task_id", "reason").join(rates, on="task_id", how="left").with_columns(
-        pl.col("decided_by").fill_null("fixed")
+    return (
+        sel.select("task_id", "reason")
+        .join(rates, on="task_id", how="left")
+        .with_columns(pl.col("decided_by").fill_null("fixed"))
     )

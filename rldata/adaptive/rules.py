@@ -129,27 +129,44 @@ class AdaptiveSpec:
         if self.rule == "sequential":
             if self.alpha is None:
                 object.__setattr__(self, "alpha", 0.05)
-            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) or not 0 < self.alpha < 0.5:
+            if (
+                isinstance(self.alpha, bool)
+                or not isinstance(self.alpha, (int, float))
+                or not 0 < self.alpha < 0.5
+            ):
                 raise ConfigError(f"alpha must lie in (0, 0.5), got {self.alpha!r}", field="alpha")
             object.__setattr__(self, "alpha", float(self.alpha))
         elif self.alpha is not None:
             raise ConfigError(f"alpha applies to rule sequential only, not {self.rule}", field="alpha")
         if isinstance(self.round_size, bool) or not isinstance(self.round_size, int) or self.round_size < 1:
-            raise ConfigError(f"round_size must be an integer >= 1, got {self.round_size!r}", field="round_size")
+            raise ConfigError(
+                f"round_size must be an integer >= 1, got {self.round_size!r}", field="round_size"
+            )
         if self.band is not None and not isinstance(self.band, Band):
-            raise ConfigError(f"band must be a Band (parse it with AdaptiveSpec.parse), got {self.band!r}", field="band")
+            raise ConfigError(
+                f"band must be a Band (parse it with AdaptiveSpec.parse), got {self.band!r}", field="band"
+            )
         if self.band is None and self.rule != "fixed":
             raise ConfigError(f"rule {self.rule} needs a band: the band the decision is about", field="band")
-        if self.min_n is not None and (isinstance(self.min_n, bool) or not isinstance(self.min_n, int)
-                                       or self.min_n < 1):
+        if self.min_n is not None and (
+            isinstance(self.min_n, bool) or not isinstance(self.min_n, int) or self.min_n < 1
+        ):
             raise ConfigError(f"min_n must be an integer >= 1, got {self.min_n!r}", field="min_n")
         if not isinstance(self.trim, bool):
             raise ConfigError(f"trim must be True or False, got {self.trim!r}", field="trim")
 
     @classmethod
-    def parse(cls, rule: str = "fixed", *, band: str | None = None, alpha: float | None = None,
-              round_size: int = 4, inclusive: bool = True, min_n: int | None = None,
-              trim: bool = True) -> AdaptiveSpec:
+    def parse(
+        cls,
+        rule: str = "fixed",
+        *,
+        band: str | None = None,
+        alpha: float | None = None,
+        round_size: int = 4,
+        inclusive: bool = True,
+        min_n: int | None = None,
+        trim: bool = True,
+    ) -> AdaptiveSpec:
         """From the CLI's strings; ``band`` uses ``rldata filter``'s ``--band`` parser."""
         b = Band.parse(band, inclusive=inclusive) if band is not None else None
         return cls(rule, alpha, round_size, b, min_n, trim)
@@ -227,9 +244,9 @@ def rule_table(n_max: int, band: Band, min_n: int, prior: tuple = PRIOR) -> _Tab
     keep = k + w <= N
     k, w = k[keep], w[keep]
     e = N - k - w
-    final = fixed_decide(
-        pl.DataFrame({"n": k + w, "n_correct": k, "n_error": e}), band, min_n=min_n
-    )["reason"].to_list()
+    final = fixed_decide(pl.DataFrame({"n": k + w, "n_correct": k, "n_error": e}), band, min_n=min_n)[
+        "reason"
+    ].to_list()
     idx = np.array([_REASONS.index(r) for r in final])
     prob[k, w, e, idx] = 1.0
     mask[k, w, e] = (1 << idx).astype(np.uint8)
@@ -240,7 +257,9 @@ def rule_table(n_max: int, band: Band, min_n: int, prior: tuple = PRIOR) -> _Tab
         e = d - k - w
         pe = ((aq + e) / (aq + bq + d))[:, None]
         pc = _next_correct(p_prior, k, w)[:, None]
-        prob[k, w, e] = pe * prob[k, w, e + 1] + (1 - pe) * (pc * prob[k + 1, w, e] + (1 - pc) * prob[k, w + 1, e])
+        prob[k, w, e] = pe * prob[k, w, e + 1] + (1 - pe) * (
+            pc * prob[k + 1, w, e] + (1 - pc) * prob[k, w + 1, e]
+        )
         mask[k, w, e] = mask[k, w, e + 1] | mask[k + 1, w, e] | mask[k, w + 1, e]
     prob.setflags(write=False)
     mask.setflags(write=False)
@@ -270,8 +289,9 @@ def _classify(t: _Table, k, w, e, rule: str, alpha: float | None):
 
 
 @lru_cache(maxsize=8)
-def settle_distance(n_max: int, band: Band, min_n: int, rule: str, alpha: float | None,
-                    prior: tuple = PRIOR) -> np.ndarray:
+def settle_distance(
+    n_max: int, band: Band, min_n: int, rule: str, alpha: float | None, prior: tuple = PRIOR
+) -> np.ndarray:
     """[k, w, e]: the fewest further draws after which the task could be settled on SOME outcome
     sequence (0 = settled now).  Backward over the layers: 0 where settled, else 1 + the smallest
     child distance; at N every state is settled."""
@@ -302,8 +322,17 @@ def _check_counts(n_drawn, n_correct, n_error) -> None:
         )
 
 
-def decide(rule: str, *, n_drawn: int, n_correct: int, n_error: int, n_max: int, band: Band | None,
-           alpha: float | None = None, min_n: int | None = None) -> Decision:
+def decide(
+    rule: str,
+    *,
+    n_drawn: int,
+    n_correct: int,
+    n_error: int,
+    n_max: int,
+    band: Band | None,
+    alpha: float | None = None,
+    min_n: int | None = None,
+) -> Decision:
     """The stopping decision for one task's counts (``n_drawn`` includes the error draws).
 
     ``band`` None is allowed for ``fixed`` only: then nothing is decided, only whether N is reached."""
@@ -324,8 +353,9 @@ def decide(rule: str, *, n_drawn: int, n_correct: int, n_error: int, n_max: int,
     return Decision(True, "keep" if keep[0] else "drop", _REASONS[int(reason[0])], float(conf[0]))
 
 
-def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_max",
-                 prior: tuple = PRIOR) -> pl.DataFrame:
+def decide_frame(
+    df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_max", prior: tuple = PRIOR
+) -> pl.DataFrame:
     """:func:`decide` for every row of a frame of per-task counts, in one call per round.
 
     ``df`` has the ledger's count columns ``n`` (verified), ``n_correct`` and ``n_error``; ``n_max``
@@ -356,8 +386,10 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
     bad = (k < 0) | (e < 0) | (k > n)
     if bad.any():
         i = int(np.argmax(bad))
-        raise RldataError(f"decide_frame: row {i}: need 0 <= n_correct <= n and n_error >= 0, "
-                          f"got n={n[i]}, n_correct={k[i]}, n_error={e[i]}")
+        raise RldataError(
+            f"decide_frame: row {i}: need 0 <= n_correct <= n and n_error >= 0, "
+            f"got n={n[i]}, n_correct={k[i]}, n_error={e[i]}"
+        )
     drawn = n + e
     settled = drawn >= nmax
     keep = np.zeros(df.height, dtype=bool)
@@ -368,8 +400,11 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
         if done.size:  # fixed-N's own decision, by select.decide, per N (min_n defaults to N)
             for N in np.unique(nmax[done]):
                 sub = done[nmax[done] == N]
-                r = fixed_decide(pl.DataFrame({"n": n[sub], "n_correct": k[sub], "n_error": e[sub]}),
-                                 spec.band, min_n=int(N) if spec.min_n is None else spec.min_n)["reason"]
+                r = fixed_decide(
+                    pl.DataFrame({"n": n[sub], "n_correct": k[sub], "n_error": e[sub]}),
+                    spec.band,
+                    min_n=int(N) if spec.min_n is None else spec.min_n,
+                )["reason"]
                 idx = np.array([_REASONS.index(x) for x in r.to_list()], dtype=np.int64)
                 reason[sub] = idx
                 keep[sub] = idx == 0
@@ -393,8 +428,7 @@ def decide_frame(df: pl.DataFrame, spec: AdaptiveSpec, *, n_max: int | str = "n_
         pl.Series("decision", out_decision, dtype=pl.String),
         pl.Series("reason", out_reason, dtype=pl.String),
         pl.Series("confidence", conf, dtype=pl.Float64),
-        pl.Series("next_draws", np.where(settled, 0, np.minimum(cap, nmax - drawn)),
-                  dtype=pl.Int64),
+        pl.Series("next_draws", np.where(settled, 0, np.minimum(cap, nmax - drawn)), dtype=pl.Int64),
     )
 
 

@@ -45,8 +45,15 @@ class SimResult:
         return int(self.drawn.sum())
 
 
-def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max: int,
-             seed: int = 0, prior: tuple | None = None) -> SimResult:
+def simulate(
+    p: np.ndarray,
+    q: np.ndarray | float,
+    spec: AdaptiveSpec,
+    *,
+    n_max: int,
+    seed: int = 0,
+    prior: tuple | None = None,
+) -> SimResult:
     """Run ``spec`` on tasks with pass rates ``p`` and verifier error rates ``q`` (per draw)."""
     if spec.band is None:
         raise RldataError("simulate needs a spec with a band")
@@ -72,9 +79,14 @@ def simulate(p: np.ndarray, q: np.ndarray | float, spec: AdaptiveSpec, *, n_max:
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, k / np.maximum(n, 1), np.nan)
     return SimResult(
-        drawn=drawn, n=state["n"].to_numpy(), n_correct=state["n_correct"].to_numpy(),
-        decision=state["decision"].to_numpy(), fixed_decision=fixed["decision"].to_numpy(),
-        fixed_pass_rate=rate, confidence=state["confidence"].to_numpy(), rounds=rounds,
+        drawn=drawn,
+        n=state["n"].to_numpy(),
+        n_correct=state["n_correct"].to_numpy(),
+        decision=state["decision"].to_numpy(),
+        fixed_decision=fixed["decision"].to_numpy(),
+        fixed_pass_rate=rate,
+        confidence=state["confidence"].to_numpy(),
+        rounds=rounds,
     )
 
 
@@ -93,7 +105,9 @@ def true_decision(p: np.ndarray, band: Band) -> np.ndarray:
     return np.where(inside, "keep", "drop")
 
 
-def fit_pass_rate_grid(hist: list[int], *, grid: int = 201, iters: int = 5000) -> tuple[np.ndarray, np.ndarray]:
+def fit_pass_rate_grid(
+    hist: list[int], *, grid: int = 201, iters: int = 5000
+) -> tuple[np.ndarray, np.ndarray]:
     """A pass-rate distribution whose N-sample histogram matches ``hist`` (hist[k] = tasks at k/N).
 
     The nonparametric maximum-likelihood mixing distribution on a grid of p (EM over binomial
@@ -102,11 +116,18 @@ def fit_pass_rate_grid(hist: list[int], *, grid: int = 201, iters: int = 5000) -
     N = len(hist) - 1
     ps = np.linspace(0.0, 1.0, grid)
     ks = np.arange(N + 1)
-    logc = np.array([sum(np.log(np.arange(1, N + 1))) - sum(np.log(np.arange(1, k + 1)))
-                     - sum(np.log(np.arange(1, N - k + 1))) for k in ks])
+    logc = np.array(
+        [
+            sum(np.log(np.arange(1, N + 1)))
+            - sum(np.log(np.arange(1, k + 1)))
+            - sum(np.log(np.arange(1, N - k + 1)))
+            for k in ks
+        ]
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        lik = np.exp(logc[:, None] + ks[:, None] * np.log(ps)[None, :]
-                     + (N - ks)[:, None] * np.log1p(-ps)[None, :])
+        lik = np.exp(
+            logc[:, None] + ks[:, None] * np.log(ps)[None, :] + (N - ks)[:, None] * np.log1p(-ps)[None, :]
+        )
     lik = np.nan_to_num(lik)  # 0 * log 0 at the grid ends
     lik[0, 0], lik[N, -1] = 1.0, 1.0
     h = np.asarray(hist, dtype=float)
@@ -115,4 +136,3 @@ def fit_pass_rate_grid(hist: list[int], *, grid: int = 201, iters: int = 5000) -
         mix = lik @ w
         w = w * (lik.T @ (h / np.maximum(mix, 1e-300))) / h.sum()
     return ps, w / w.sum()
-

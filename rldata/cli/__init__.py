@@ -42,12 +42,16 @@ def _root(
         None, "--store", envvar="RLDATA_STORE", help="Store root (directory or URI). Default: ./rldata-store."
     ),
     storage_option: list[str] = typer.Option(
-        None, "--storage-option", metavar="KEY=VALUE",
+        None,
+        "--storage-option",
+        metavar="KEY=VALUE",
         help="Object-store setting for an s3:// store (repeatable), e.g. AWS_ENDPOINT_URL=http://host:9000. "
-             "Default: the AWS_* environment variables. See docs/cluster.md.",
+        "Default: the AWS_* environment variables. See docs/cluster.md.",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     from rldata._remote import parse_storage_options
 
@@ -61,9 +65,14 @@ _COMMANDS = [
     "sql",
     "sample",
     "interop",
-    "select_cmds", "stats", "cost",
-    "judge", "rewards", "verify",
-    "train", "runs_cmds",
+    "select_cmds",
+    "stats",
+    "cost",
+    "judge",
+    "rewards",
+    "verify",
+    "train",
+    "runs_cmds",
     "demo",
     "env",
 ]
@@ -106,10 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rldata: interrupted", file=sys.stderr)
         code = 130
-    except Exception as e:  # noqa: BLE001 - the one place that turns errors into exit codes
+    except Exception as e:
         if debug:
             raise
-        from rldata._remote import one_line, redact  # a store error may quote its settings: never print a secret
+        from rldata._remote import (
+            one_line,
+            redact,
+        )  # a store error may quote its settings: never print a secret
 
         reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):

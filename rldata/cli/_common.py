@@ -13,7 +13,17 @@ import typer
 
 from rldata.errors import RldataError
 
-__all__ = ["FIELD_FLAGS", "FORMAT_OPT", "OUT_OPT", "Format", "OnError", "emit", "flag_for", "get_store", "int_list"]
+__all__ = [
+    "FIELD_FLAGS",
+    "FORMAT_OPT",
+    "OUT_OPT",
+    "Format",
+    "OnError",
+    "emit",
+    "flag_for",
+    "get_store",
+    "int_list",
+]
 
 
 class Format(str, Enum):
@@ -30,7 +40,9 @@ class OnError(str, Enum):
     skip = "skip"
 
 
-FORMAT_OPT = typer.Option(Format.table, "--format", "-f", help="How to print rows: table, csv, json or parquet.")
+FORMAT_OPT = typer.Option(
+    Format.table, "--format", "-f", help="How to print rows: table, csv, json or parquet."
+)
 OUT_OPT = typer.Option(None, "--out", "-o", help="Write the rows to this file instead of stdout.")
 
 
@@ -75,7 +87,7 @@ def _commands_of(root, argv: list[str]) -> list:
             i += 2 if args[i] in takes_value else 1
         if i >= len(args) or args[i] not in cmd.commands:
             break
-        cmd, args = cmd.commands[args[i]], args[i + 1:]
+        cmd, args = cmd.commands[args[i]], args[i + 1 :]
         chain.append(cmd)
     return chain[::-1]
 
@@ -110,7 +122,9 @@ def get_store(ctx: typer.Context, *, create: bool = False):
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store_obj" not in obj:
-        obj["store_obj"] = open_store(obj.get("store"), storage_options=obj.get("storage_options"), create=create)
+        obj["store_obj"] = open_store(
+            obj.get("store"), storage_options=obj.get("storage_options"), create=create
+        )
         root.obj = obj
     return obj["store_obj"]
 
@@ -125,7 +139,9 @@ def _rich_table(df: pl.DataFrame) -> str:
     for row in df.iter_rows():
         t.add_row(*["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row])
     buf = io.StringIO()
-    Console(file=buf, width=max(80, min(200, 20 * len(df.columns))), force_terminal=sys.stdout.isatty()).print(t)
+    Console(
+        file=buf, width=max(80, min(200, 20 * len(df.columns))), force_terminal=sys.stdout.isatty()
+    ).print(t)
     return buf.getvalue()
 
 

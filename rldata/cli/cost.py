@@ -25,7 +25,9 @@ def cost(
     ctx: typer.Context,
     params: str = typer.Option(..., "--params", help="Model parameters: 7e9 or 7B (MoE: the total)."),
     name: str = typer.Option(
-        None, "--name", help="Model name or directory, checked for mixture of experts (warns without --active-params)."
+        None,
+        "--name",
+        help="Model name or directory, checked for mixture of experts (warns without --active-params).",
     ),
     active_params: str = typer.Option(
         None, "--active-params", help="MoE: parameters active per token (e.g. 20B)."
@@ -37,8 +39,10 @@ def cost(
         None, "--gpu", help="GPU preset: h100, h200, b200, a100, l40s, l4, v100, mi300x."
     ),
     mfu: float = typer.Option(
-        None, "--mfu", help="Model FLOPs utilisation, 0-1 (default: 0.4 training, 0.1 generation: decoding is "
-        "memory-bound)."
+        None,
+        "--mfu",
+        help="Model FLOPs utilisation, 0-1 (default: 0.4 training, 0.1 generation: decoding is "
+        "memory-bound).",
     ),
     gpus: int = typer.Option(None, "--gpus", help="GPUs in parallel: adds wall-clock hours."),
     run: str = typer.Option(
@@ -74,16 +78,20 @@ def cost(
         raise RldataError(f"--active-params ({active:g}) cannot exceed --params ({total:g})")
     if tokens is None and run is None and model is None:
         raise RldataError("give --tokens, --run or --model")
-    specs = {k: CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu if mfu is not None else d)
-             for k, d in ((TRAIN_FLOPS_PER_PARAM_TOKEN, TRAIN_MFU), (GEN_FLOPS_PER_PARAM_TOKEN, GEN_MFU))}
+    specs = {
+        k: CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu if mfu is not None else d)
+        for k, d in ((TRAIN_FLOPS_PER_PARAM_TOKEN, TRAIN_MFU), (GEN_FLOPS_PER_PARAM_TOKEN, GEN_MFU))
+    }
     rows = []
     warned = set()
 
     def moe_check(model_name: str | None) -> None:
         if model_name and not active_params and model_name not in warned and looks_moe(model_name):
             warned.add(model_name)
-            log(f"warning: {model_name} looks like a mixture of experts but no --active-params was given: "
-                "priced with all --params active per token, an overestimate")
+            log(
+                f"warning: {model_name} looks like a mixture of experts but no --active-params was given: "
+                "priced with all --params active per token, an overestimate"
+            )
 
     moe_check(name)
 

@@ -39,8 +39,9 @@ def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) 
 
 
 @env_app.command("show")
-def show_cmd(ctx: typer.Context, name: str = _NAME_ARG, fmt: Format = FORMAT_OPT,
-             out: Path = OUT_OPT) -> None:
+def show_cmd(
+    ctx: typer.Context, name: str = _NAME_ARG, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
+) -> None:
     """Every version of environment NAME with its spec (JSON)."""
     from rldata.envs.catalog import get_env
 

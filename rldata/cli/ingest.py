@@ -36,8 +36,9 @@ _ANSWER_FORMAT_OPT = typer.Option(
     None, help="How to read the answer: text, gsm8k (#### N) or boxed (last \\boxed{})."
 )
 _ON_ERROR_OPT = typer.Option(
-    OnError.fail, help="fail: a bad record stops the ingest, nothing is written; skip: the rest lands and the "
-    "rejects are listed."
+    OnError.fail,
+    help="fail: a bad record stops the ingest, nothing is written; skip: the rest lands and the "
+    "rejects are listed.",
 )
 _DECONTAMINATE_OPT = typer.Option(None, help="Eval file: drop tasks sharing a word n-gram with its prompts.")
 _REJECTS_OPT = typer.Option(None, "--rejects", help="Write every reject to this JSON-lines file.")
@@ -50,23 +51,36 @@ def ingest(
     ctx: typer.Context,
     path: Path = _PATH_ARG,
     preset: Preset = _PRESET_OPT,
-    sample: str = typer.Option(None, "--sample", help="Ingest a bundled sample instead of PATH: arith, "
-                               "arith-heldout, gsm8k, gsm8k-test."),
+    sample: str = typer.Option(
+        None,
+        "--sample",
+        help="Ingest a bundled sample instead of PATH: arith, arith-heldout, gsm8k, gsm8k-test.",
+    ),
     prompt_field: str = typer.Option(None, help="Column holding the prompt (text or chat messages)."),
     answer_field: str = typer.Option(None, help="Column holding the answer; a.b reaches into a struct."),
     answer_format: AnswerFormat = _ANSWER_FORMAT_OPT,
     category_field: str = typer.Option(None, help="Column holding the category."),
-    source: str = typer.Option(None, help="Source name for every task (default: the file's source column, "
-                               "the preset's name or the file stem)."),
-    domain: str = typer.Option(None, help="Domain for every task (default: the file's domain column, else math)."),
+    source: str = typer.Option(
+        None,
+        help="Source name for every task (default: the file's source column, "
+        "the preset's name or the file stem).",
+    ),
+    domain: str = typer.Option(
+        None, help="Domain for every task (default: the file's domain column, else math)."
+    ),
     on_error: OnError = _ON_ERROR_OPT,
     decontaminate: Path = _DECONTAMINATE_OPT,
     ngram: int = typer.Option(13, min=1, help="n-gram length (words) for --decontaminate."),
-    gym: str = typer.Option(None, "--gym", help="Generate tasks with this reasoning-gym dataset instead of "
-                            "reading PATH (needs the gym extra); see docs/environments.md."),
+    gym: str = typer.Option(
+        None,
+        "--gym",
+        help="Generate tasks with this reasoning-gym dataset instead of "
+        "reading PATH (needs the gym extra); see docs/environments.md.",
+    ),
     n: int = typer.Option(None, "--n", help="--gym: how many entries to generate."),
-    config: str = typer.Option(None, "--config", help="--gym: the dataset's config, a JSON object "
-                               "(e.g. '{\"min_terms\": 2}')."),
+    config: str = typer.Option(
+        None, "--config", help="--gym: the dataset's config, a JSON object (e.g. '{\"min_terms\": 2}')."
+    ),
     seed: int = typer.Option(0, "--seed", help="--gym: the dataset's seed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read, check and count, but write nothing."),
     rejects: Path = _REJECTS_OPT,
@@ -92,18 +106,32 @@ def ingest(
             raise RldataError(f"--config: not valid JSON: {e}") from None
         if cfg is not None and not isinstance(cfg, dict):
             raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
-        summary = run_ingest(get_store(ctx, create=True), gym=gym, n=n, config=cfg, seed=seed, dry_run=dry_run)
+        summary = run_ingest(
+            get_store(ctx, create=True), gym=gym, n=n, config=cfg, seed=seed, dry_run=dry_run
+        )
         verb = "would add" if dry_run else "added"
-        log(f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}")
+        log(
+            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
+        )
         if fmt is not None:
             emit(pl.DataFrame([summary.row()]), fmt, out)
         return
     summary = run_ingest(
-        get_store(ctx, create=True), path=path, sample=sample,
-        preset=preset.value if preset else None, prompt_field=prompt_field, answer_field=answer_field,
-        answer_format=answer_format.value if answer_format else None, category_field=category_field,
-        source=source, domain=domain, on_error=on_error.value, decontaminate=decontaminate, ngram=ngram,
-        dry_run=dry_run, progress=True,
+        get_store(ctx, create=True),
+        path=path,
+        sample=sample,
+        preset=preset.value if preset else None,
+        prompt_field=prompt_field,
+        answer_field=answer_field,
+        answer_format=answer_format.value if answer_format else None,
+        category_field=category_field,
+        source=source,
+        domain=domain,
+        on_error=on_error.value,
+        decontaminate=decontaminate,
+        ngram=ngram,
+        dry_run=dry_run,
+        progress=True,
     )
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
@@ -113,10 +141,15 @@ def ingest(
     if rejects is not None:
         with open(rejects, "w") as f:
             for r in summary.rejects:
-                f.write(json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason}) + "\n")
+                f.write(
+                    json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason})
+                    + "\n"
+                )
     verb = "would add" if dry_run else "added"
-    log(f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
-        f"rejected {summary.rejected}, decontaminated {summary.decontaminated}")
+    log(
+        f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
+        f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"
+    )
     if fmt is not None:
         emit(pl.DataFrame([summary.row()]), fmt, out)
 

@@ -32,8 +32,10 @@ def _format_help() -> str:
     def names(ns: str) -> str:
         return ", ".join(format_names(ns, plugins=False))
 
-    return (f"Layout: {names('selection')}; with --rollouts: {names('rollouts')}. "
-            "More from installed plugins (entry point group rldata.exports).")
+    return (
+        f"Layout: {names('selection')}; with --rollouts: {names('rollouts')}. "
+        "More from installed plugins (entry point group rldata.exports)."
+    )
 
 
 def _check_format(value: str) -> str:
@@ -52,13 +54,19 @@ def _check_format(value: str) -> str:
 
 # Options whose type is not a plain str/int/bool live here, as sql.py's do (ruff B008).
 _EXPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help=_format_help(), callback=_check_format)
-_EXPORT_OUT_OPT = typer.Option(..., "--out", "-o", help="Output directory (replaced if it holds an earlier export).")
+_EXPORT_OUT_OPT = typer.Option(
+    ..., "--out", "-o", help="Output directory (replaced if it holds an earlier export)."
+)
 _PROMPT_STYLE_OPT = typer.Option(
     PromptStyle.text, help="trl/openrlhf: prompt as plain text or as [{role, content}] messages."
 )
-_DUMP_ARG = typer.Argument(..., help="A dump file, or a directory of them (veRL rollout_data_dir, TRL output_dir).")
+_DUMP_ARG = typer.Argument(
+    ..., help="A dump file, or a directory of them (veRL rollout_data_dir, TRL output_dir)."
+)
 _IMPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help="verl, trl or jsonl.")
-_ON_ERROR_OPT = typer.Option(OnError.fail, help="fail: a bad record aborts, nothing written; skip: import the rest.")
+_ON_ERROR_OPT = typer.Option(
+    OnError.fail, help="fail: a bad record aborts, nothing written; skip: import the rest."
+)
 _FIELD_OPT = typer.Option(
     None, "--field", help="jsonl: NAME=KEY, repeatable; names: prompt completion answer score step advantage."
 )
@@ -73,18 +81,33 @@ def export(
     bucket: str = typer.Option(None, "--bucket", "-b", help="Only tasks in this curriculum bucket."),
     split: str = typer.Option("train", help="Split name: file names and veRL's extra_info.split."),
     prompt_style: PromptStyle = _PROMPT_STYLE_OPT,
-    answer_column: str = typer.Option("solution", help="trl: column holding the answer (reward functions read it)."),
+    answer_column: str = typer.Option(
+        "solution", help="trl: column holding the answer (reward functions read it)."
+    ),
     input_key: str = typer.Option("input", help="openrlhf: key of the prompt (OpenRLHF's --input_key)."),
     label_key: str = typer.Option("label", help="openrlhf: key of the answer (OpenRLHF's --label_key)."),
-    data_source: str = typer.Option(None, help="verl: data_source for every row (veRL picks its scorer by it)."),
+    data_source: str = typer.Option(
+        None, help="verl: data_source for every row (veRL picks its scorer by it)."
+    ),
     shard_rows: int = typer.Option(100_000, help="hf/trl: rows per Parquet shard."),
-    env: str = typer.Option(None, "--env", help="verl: the environment the tasks run in (tools_kwargs in extra_info); "
-                            "default: each task's own."),
-    rollouts: bool = typer.Option(False, "--rollouts", help="Export stored trajectories as chat/SFT conversations "
-                                  "(messages column; --format jsonl or hf) instead of a selection's tasks."),
+    env: str = typer.Option(
+        None,
+        "--env",
+        help="verl: the environment the tasks run in (tools_kwargs in extra_info); default: each task's own.",
+    ),
+    rollouts: bool = typer.Option(
+        False,
+        "--rollouts",
+        help="Export stored trajectories as chat/SFT conversations "
+        "(messages column; --format jsonl or hf) instead of a selection's tasks.",
+    ),
     run: str = typer.Option(None, "--run", help="--rollouts: only this run's trajectories."),
-    where: str = typer.Option(None, "--where", help="--rollouts: SQL predicate over trajectories t (and tasks k)."),
-    correct_only: bool = typer.Option(False, "--correct-only", help="--rollouts: only trajectories that passed."),
+    where: str = typer.Option(
+        None, "--where", help="--rollouts: SQL predicate over trajectories t (and tasks k)."
+    ),
+    correct_only: bool = typer.Option(
+        False, "--correct-only", help="--rollouts: only trajectories that passed."
+    ),
 ) -> None:
     """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
@@ -94,19 +117,41 @@ def export(
     if rollouts:
         if selection:
             raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
-        res = run_export(get_store(ctx), out=out, format=fmt, rollouts=True, run_id=run, where=where,
-                         correct_only=correct_only, split=split)
+        res = run_export(
+            get_store(ctx),
+            out=out,
+            format=fmt,
+            rollouts=True,
+            run_id=run,
+            where=where,
+            correct_only=correct_only,
+            split=split,
+        )
         log(f"exported {res.rows} conversations as {fmt} to {out} ({len(res.files)} files)")
         return
     if not selection:
         raise RldataError("--selection is required (or --rollouts to export trajectories)")
     if run or where or correct_only:
         raise RldataError("--run, --where and --correct-only go with --rollouts")
-    res = run_export(get_store(ctx), out=out, format=fmt, selection=selection, bucket=bucket, split=split,
-                     prompt_style=prompt_style.value, answer_column=answer_column, input_key=input_key,
-                     label_key=label_key, data_source=data_source, shard_rows=shard_rows, env=env)
-    log(f"exported {res.rows} tasks of selection {selection!r} as {fmt} to {out} "
-        f"({len(res.files)} files, content {res.manifest['content_hash'][:23]}...)")
+    res = run_export(
+        get_store(ctx),
+        out=out,
+        format=fmt,
+        selection=selection,
+        bucket=bucket,
+        split=split,
+        prompt_style=prompt_style.value,
+        answer_column=answer_column,
+        input_key=input_key,
+        label_key=label_key,
+        data_source=data_source,
+        shard_rows=shard_rows,
+        env=env,
+    )
+    log(
+        f"exported {res.rows} tasks of selection {selection!r} as {fmt} to {out} "
+        f"({len(res.files)} files, content {res.manifest['content_hash'][:23]}...)"
+    )
 
 
 def _field_map(pairs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -129,7 +174,9 @@ def import_rollouts_cmd(
     source: str = typer.Option(None, help="Source of added tasks (default import:<format>)."),
     run_id: str = typer.Option(None, help="Run id (default: derived from the dump's path)."),
     field: list[str] = _FIELD_OPT,
-    reward_cols: str = typer.Option(None, help="trl: comma-separated reward columns (default: all numeric ones)."),
+    reward_cols: str = typer.Option(
+        None, help="trl: comma-separated reward columns (default: all numeric ones)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
@@ -137,9 +184,16 @@ def import_rollouts_cmd(
 
     try:
         spec = ImportSpec(
-            format=fmt.value, on_error=on_error.value, model=model, domain=domain, source=source, run_id=run_id,
+            format=fmt.value,
+            on_error=on_error.value,
+            model=model,
+            domain=domain,
+            source=source,
+            run_id=run_id,
             field_map=_field_map(field),
-            reward_columns=tuple(c.strip() for c in reward_cols.split(",") if c.strip()) if reward_cols else (),
+            reward_columns=tuple(c.strip() for c in reward_cols.split(",") if c.strip())
+            if reward_cols
+            else (),
         )
     except ValueError as e:
         raise RldataError(str(e)) from None
@@ -166,12 +220,19 @@ def lineage_cmd(
     manifest = read_manifest(path)
     problems = verify(path)
     if as_json:
-        typer.echo(json.dumps({**manifest, "verified": not problems, "problems": problems}, indent=2, default=str))
+        typer.echo(
+            json.dumps({**manifest, "verified": not problems, "problems": problems}, indent=2, default=str)
+        )
     else:
-        rows = [{"key": k, "value": v if isinstance(v, str) else json.dumps(v, default=str)}
-                for k, v in manifest.items() if k != "files"]
-        rows += [{"key": f"file {f['path']}", "value": f"{f['bytes']} bytes sha256:{f['sha256'][:16]}"}
-                 for f in manifest.get("files", [])]
+        rows = [
+            {"key": k, "value": v if isinstance(v, str) else json.dumps(v, default=str)}
+            for k, v in manifest.items()
+            if k != "files"
+        ]
+        rows += [
+            {"key": f"file {f['path']}", "value": f"{f['bytes']} bytes sha256:{f['sha256'][:16]}"}
+            for f in manifest.get("files", [])
+        ]
         rows.append({"key": "verified", "value": "ok" if not problems else "; ".join(problems)})
         emit(pl.DataFrame(rows))
     if check and problems:

@@ -39,7 +39,9 @@ def export(
     from rldata.trackers import replay, tracker_names
 
     if to not in tracker_names() or to == "none":
-        raise RldataError(f"--to must be one of {', '.join(n for n in tracker_names() if n != 'none')}, got {to!r}")
+        raise RldataError(
+            f"--to must be one of {', '.join(n for n in tracker_names() if n != 'none')}, got {to!r}"
+        )
     got = replay(get_store(ctx), run, to, out)
     log(f"exported {got['values']} values over {got['steps']} steps of {run} to {to} in {out}")
     print(out)

@@ -26,7 +26,10 @@ def filter_cmd(
     ),
     verifier_key: str = typer.Option(
         # --verifier-version: the option's name before the passrates column was renamed
-        None, "--verifier-key", "--verifier-version", help="Verifier name@version (default: the only one)."
+        None,
+        "--verifier-key",
+        "--verifier-version",
+        help="Verifier name@version (default: the only one).",
     ),
     inclusive: bool = typer.Option(True, "--inclusive/--exclusive", help="Whether the band edges are kept."),
     min_n: int = typer.Option(
@@ -61,8 +64,10 @@ def filter_cmd(
     )
     early = {k: v for k, v in res.decided_by.items() if k != "fixed"}
     if early:
-        log("decided by adaptive stopping rules (rows stopped early): "
-            + ", ".join(f"{k} {v}" for k, v in sorted(early.items())))
+        log(
+            "decided by adaptive stopping rules (rows stopped early): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(early.items()))
+        )
     for w in res.warnings:
         log(f"warning: {w}")
     short = res.counts.get("insufficient_samples", 0)

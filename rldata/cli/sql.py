@@ -25,11 +25,15 @@ def _parse_as_of(value: str | None):
 
 def sql(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="SQL; every table is a view under its own name (tasks, trajectories, ...)."),
+    query: str = typer.Argument(
+        ..., help="SQL; every table is a view under its own name (tasks, trajectories, ...)."
+    ),
     fmt: Format = FORMAT_OPT,
     out: Path = OUT_OPT,
     as_of: str = typer.Option(
-        None, "--as-of", help="Time travel: a version (3), an ISO timestamp, or per table (tasks=3,passrates=5)."
+        None,
+        "--as-of",
+        help="Time travel: a version (3), an ISO timestamp, or per table (tasks=3,passrates=5).",
     ),
     limit: int = typer.Option(None, help="Print at most this many rows."),
 ) -> None:

@@ -22,10 +22,18 @@ _TOKENS = typer.Option(
     help="Completion tokens per sample when the store has no trajectories to measure.",
 )
 
-_RUNS = typer.Option(None, "--run", "-r", help="Add the training page (training.html) for this run; repeat "
-                     "to overlay runs. See rldata runs for the ids.")
-_GROUP_BY = typer.Option("run", "--group-by", help="run: one line per run; tag: runs sharing a --tag (seeds) "
-                         "as their mean with a min-max band.")
+_RUNS = typer.Option(
+    None,
+    "--run",
+    "-r",
+    help="Add the training page (training.html) for this run; repeat "
+    "to overlay runs. See rldata runs for the ids.",
+)
+_GROUP_BY = typer.Option(
+    "run",
+    "--group-by",
+    help="run: one line per run; tag: runs sharing a --tag (seeds) as their mean with a min-max band.",
+)
 
 
 def _bar(kept: int, tasks: int, top: int, width: int = 40) -> str:
@@ -111,8 +119,12 @@ def report(
     selection: str = _SELECTION,
     group_size: int = _GROUP,
     tokens_per_sample: float = _TOKENS,
-    audit_verifier: str = typer.Option(None, "--audit-verifier", help="Add a verifier audit section (see audit)."),
-    audit_against: str = typer.Option("labels", "--audit-against", help="The audit's reference: a verifier or labels."),
+    audit_verifier: str = typer.Option(
+        None, "--audit-verifier", help="Add a verifier audit section (see audit)."
+    ),
+    audit_against: str = typer.Option(
+        "labels", "--audit-against", help="The audit's reference: a verifier or labels."
+    ),
     runs: list[str] = _RUNS,
     group_by: str = _GROUP_BY,
 ) -> None:
@@ -123,9 +135,17 @@ def report(
     """
     from rldata.api import report as run_report
 
-    res = run_report(get_store(ctx), out=out, selection=selection, runs=tuple(runs or ()), group_by=group_by,
-                     group_size=group_size, tokens_per_sample=tokens_per_sample, audit_verifier=audit_verifier,
-                     audit_against=audit_against)
+    res = run_report(
+        get_store(ctx),
+        out=out,
+        selection=selection,
+        runs=tuple(runs or ()),
+        group_by=group_by,
+        group_size=group_size,
+        tokens_per_sample=tokens_per_sample,
+        audit_verifier=audit_verifier,
+        audit_against=audit_against,
+    )
     names = ", ".join(Path(p).name for p in res.files.values())
     if res.selection is None:
         log(f"training report of {', '.join(runs)}: {names} in {out}")

@@ -45,14 +45,22 @@ def doctor(
 
     store = get_store(ctx)
     found = run_doctor(store, repair=repair)
-    cols = {"check": pl.String, "table": pl.String, "count": pl.Int64, "detail": pl.String, "repaired": pl.Boolean}
+    cols = {
+        "check": pl.String,
+        "table": pl.String,
+        "count": pl.Int64,
+        "detail": pl.String,
+        "repaired": pl.Boolean,
+    }
     emit(pl.DataFrame([f.row() for f in found], schema=cols), fmt)
     left = [f for f in found if not f.repaired]
     fixed = len(found) - len(left)
     log(f"doctor: {len(found)} problem(s) found in {store.root}" + (f", {fixed} repaired" if repair else ""))
     if left:
         hint = "" if repair else "; rldata doctor --repair fixes what it safely can"
-        raise RldataError(f"{len(left)} problem(s) remain ({', '.join(sorted({f.check for f in left}))}){hint}")
+        raise RldataError(
+            f"{len(left)} problem(s) remain ({', '.join(sorted({f.check for f in left}))}){hint}"
+        )
 
 
 def register(app: typer.Typer) -> None:

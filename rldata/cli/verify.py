@@ -17,13 +17,17 @@ from rldata.console import log
 def verify(
     ctx: typer.Context,
     verifier: str = typer.Option(
-        None, "--verifier", help="Registry name (math, exact, code, ...), a plugin's, or module:Class; "
-        "default: each task's domain verifier."
+        None,
+        "--verifier",
+        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; "
+        "default: each task's domain verifier.",
     ),
     run_id: str = typer.Option(None, "--run-id", help="Only this run's trajectories."),
     where: str = typer.Option(None, "--where", help="SQL predicate over trajectories t JOIN tasks k."),
     batch: int = typer.Option(1024, "--batch", help="Trajectories per verification call and per commit."),
-    timeout: float = typer.Option(10.0, "--timeout", help="Seconds per distinct check; a timeout is an error."),
+    timeout: float = typer.Option(
+        10.0, "--timeout", help="Seconds per distinct check; a timeout is an error."
+    ),
     address: str = typer.Option(None, "--address", help="Ray cluster address (default: this machine)."),
     fmt: Format = FORMAT_OPT,
 ) -> None:
@@ -34,20 +38,33 @@ def verify(
     """
     from rldata.api import verify as run_verify
 
-    s = run_verify(get_store(ctx), verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout,
-                   address=address)
+    s = run_verify(
+        get_store(ctx),
+        verifier=verifier,
+        run_id=run_id,
+        where=where,
+        batch=batch,
+        timeout_s=timeout,
+        address=address,
+    )
     if not s.noop:
-        log(f"verified {s.verified} trajectories ({s.already_verified} already) with {', '.join(s.verifiers)} in "
+        log(
+            f"verified {s.verified} trajectories ({s.already_verified} already) with {', '.join(s.verifiers)} in "
             f"{s.seconds:.1f}s: correct {s.correct}, errors {s.errors}, no answer {s.no_answer}; "
-            f"{s.ledger_rows} ledger rows rebuilt")
+            f"{s.ledger_rows} ledger rows rebuilt"
+        )
     emit(pl.DataFrame([{**s.to_dict(), "verifiers": ",".join(s.verifiers)}]), fmt)
 
 
 def audit(
     ctx: typer.Context,
-    verifier: str = typer.Option(..., "--verifier", help="The verifier audited: NAME@VERSION, or NAME if one version."),
+    verifier: str = typer.Option(
+        ..., "--verifier", help="The verifier audited: NAME@VERSION, or NAME if one version."
+    ),
     against: str = typer.Option(
-        ..., "--against", help="The reference: another verifier (NAME[@VERSION]) or 'labels' (imported rewards)."
+        ...,
+        "--against",
+        help="The reference: another verifier (NAME[@VERSION]) or 'labels' (imported rewards).",
     ),
     run_id: str = typer.Option(None, "--run-id", help="Only this run's trajectories."),
     where: str = typer.Option(None, "--where", help="SQL predicate over trajectories t JOIN tasks k."),
@@ -58,8 +75,9 @@ def audit(
     """Agreement by domain and source, disagreement classes with examples, FP/FN rates vs labels."""
     from rldata.audit import audit_store, print_audit
 
-    res = audit_store(get_store(ctx), verifier=verifier, against=against, run_id=run_id, where=where,
-                      examples=examples)
+    res = audit_store(
+        get_store(ctx), verifier=verifier, against=against, run_id=run_id, where=where, examples=examples
+    )
     if fmt is Format.json:
         text = json.dumps(res.to_dict(), default=str, ensure_ascii=False) + "\n"
         if out is not None:

@@ -251,7 +251,10 @@ class Curriculum:
 
 
 def default_phases(
-    buckets: list[Bucket] | tuple[Bucket, ...], *, phase_steps: list[int] | None = None, window: int = 10,
+    buckets: list[Bucket] | tuple[Bucket, ...],
+    *,
+    phase_steps: list[int] | None = None,
+    window: int = 10,
     max_phase_steps: int | None = None,
 ) -> tuple[Phase, ...]:
     """An easy -> hard progression: one phase per bucket, easiest first.
@@ -269,7 +272,9 @@ def default_phases(
         raise CurriculumError("max_phase_steps", f"must be >= 1, got {max_phase_steps}")
     buckets = list(buckets)
     if not all(b.has_edges for b in buckets):
-        raise CurriculumError("buckets", "default phases order buckets by their edges: give every bucket low and high")
+        raise CurriculumError(
+            "buckets", "default phases order buckets by their edges: give every bucket low and high"
+        )
     order = sorted(buckets, key=lambda b: -b.high)  # easiest (highest pass rate) first
     m = len(order)
     if phase_steps is not None and len(phase_steps) != m - 1:
@@ -289,7 +294,9 @@ def default_phases(
         total = sum(w.values())
         w = {k: round(v / total, 4) for k, v in w.items()}
         last = i == m - 1
-        until = None if last else int(phase_steps[i]) if phase_steps is not None else (i + 1) * max_phase_steps
+        until = (
+            None if last else int(phase_steps[i]) if phase_steps is not None else (i + 1) * max_phase_steps
+        )
         promote = None
         if not last and phase_steps is None:
             promote = Promotion(bucket=focus.name, threshold=round(min(focus.high, 1.0), 4), window=window)

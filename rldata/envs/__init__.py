@@ -15,6 +15,18 @@ from rldata.envs.base import (
 from rldata.envs.guard import Guarded, guarded_close, guarded_reset, guarded_step
 
 __all__ = [
-    "REGISTRY", "BaseEnv", "EnvSpec", "Environment", "Guarded", "Message", "StepResult", "env_key",
-    "guarded_close", "guarded_reset", "guarded_step", "make_env", "register", "resolve",
+    "REGISTRY",
+    "BaseEnv",
+    "EnvSpec",
+    "Environment",
+    "Guarded",
+    "Message",
+    "StepResult",
+    "env_key",
+    "guarded_close",
+    "guarded_reset",
+    "guarded_step",
+    "make_env",
+    "register",
+    "resolve",
 ]

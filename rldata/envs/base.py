@@ -23,8 +23,18 @@ from typing import Any, Protocol, runtime_checkable
 from rldata.errors import RldataError
 
 __all__ = [
-    "OBSERVATION_ROLES", "REGISTRY", "BaseEnv", "EnvSpec", "Environment", "Message", "StepResult", "env_key",
-    "json_mapping_problem", "make_env", "register", "resolve",
+    "OBSERVATION_ROLES",
+    "REGISTRY",
+    "BaseEnv",
+    "EnvSpec",
+    "Environment",
+    "Message",
+    "StepResult",
+    "env_key",
+    "json_mapping_problem",
+    "make_env",
+    "register",
+    "resolve",
 ]
 
 Message = dict[str, str]  # {"role": ..., "content": ...}, the store's MESSAGE struct
@@ -58,7 +68,9 @@ class BaseEnv:
 
     def __init__(self, *, system_prompt: str | None = None, **config: Any):
         if config:
-            raise RldataError(f"environment {self.name!r} takes no config keys, got: {', '.join(sorted(config))}")
+            raise RldataError(
+                f"environment {self.name!r} takes no config keys, got: {', '.join(sorted(config))}"
+            )
         self.system_prompt = system_prompt
 
     def opening(self, task: Mapping[str, Any]) -> list[Message]:
@@ -168,7 +180,9 @@ class EnvSpec:
                 raise RldataError(f"spec field {name!r}: expected a positive integer, got {v!r}")
         t = self.step_timeout_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise RldataError(f"spec field 'step_timeout_s': expected a positive number of seconds, got {t!r}")
+            raise RldataError(
+                f"spec field 'step_timeout_s': expected a positive number of seconds, got {t!r}"
+            )
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise RldataError("spec field 'system_prompt': expected a string")
 
@@ -204,9 +218,13 @@ def make_env(spec: EnvSpec) -> Environment:
     kwargs = dict(spec.config)
     for f in getattr(cls, "spec_fields", ()):
         if f not in _PASSABLE_LIMITS:
-            raise RldataError(f"environment {spec.env!r}: spec_fields names {f!r}, not one of {_PASSABLE_LIMITS}")
+            raise RldataError(
+                f"environment {spec.env!r}: spec_fields names {f!r}, not one of {_PASSABLE_LIMITS}"
+            )
         if f in kwargs:
-            raise RldataError(f"environment {spec.env!r}: config key {f!r} is a spec field; set it at the top level")
+            raise RldataError(
+                f"environment {spec.env!r}: config key {f!r} is a spec field; set it at the top level"
+            )
         kwargs[f] = getattr(spec, f)
     try:
         return cls(system_prompt=spec.system_prompt, **kwargs)

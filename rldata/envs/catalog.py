@@ -66,8 +66,11 @@ def register_env(store, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 
 def list_envs(store) -> pl.DataFrame:
-    return store.read("environments").sort(["env_id", "created_at"]).select(
-        "env_id", "version", "kind", "created_at")
+    return (
+        store.read("environments")
+        .sort(["env_id", "created_at"])
+        .select("env_id", "version", "kind", "created_at")
+    )
 
 
 def get_env(store, name: str) -> pl.DataFrame:

@@ -87,7 +87,9 @@ class CodeFeedbackEnv(BaseEnv):
         if sandbox_wall_s is None:
             sandbox_wall_s = cap
         if isinstance(sandbox_wall_s, bool) or not isinstance(sandbox_wall_s, (int, float)):
-            raise RldataError(f"code-feedback: config 'sandbox_wall_s' must be a number, got {sandbox_wall_s!r}")
+            raise RldataError(
+                f"code-feedback: config 'sandbox_wall_s' must be a number, got {sandbox_wall_s!r}"
+            )
         if sandbox_wall_s > cap:
             raise RldataError(
                 f"code-feedback: sandbox_wall_s {sandbox_wall_s:g} exceeds {WALL_SHARE:g} x the spec's "
@@ -139,23 +141,39 @@ class CodeFeedbackEnv(BaseEnv):
         text = assistant_message.get("content")
         code = self.verifier.extract(text if isinstance(text, str) else "", self._task)
         total = len(self._tests.public)
-        info = {"attempt": self.attempts, "max_attempts": self.max_attempts, "public_passed": 0,
-                "public_total": total, "rules_ok": None, "sandbox": None, "sandbox_error": False}
+        info = {
+            "attempt": self.attempts,
+            "max_attempts": self.max_attempts,
+            "public_passed": 0,
+            "public_total": total,
+            "rules_ok": None,
+            "sandbox": None,
+            "sandbox_error": False,
+        }
         if code is None:
             return self._end_or_retry({**info, "status": "no_code"}, "no Python code found in your reply.")
         rule = check_rules(code, self._tests, self.verifier.rules)
         checks = dict(rule.detail["checks"])
         for k in ("format", "syntax"):  # nothing runnable: say why, skip the sandbox
             if checks.get(k, "ok") != "ok":
-                return self._end_or_retry({**info, "status": "not_runnable"}, f"the code does not run: {checks[k]}.")
+                return self._end_or_retry(
+                    {**info, "status": "not_runnable"}, f"the code does not run: {checks[k]}."
+                )
         problems = [f"{k}: {v}" for k, v in checks.items() if v != "ok"] if self.rules else []
         pub = self._run(code)
         if pub.passed is None:  # the sandbox itself failed: no feedback is honest, end the episode
-            info.update(status="sandbox_error", sandbox="setup_error", sandbox_error=True, error=(pub.error or "")[:300])
+            info.update(
+                status="sandbox_error",
+                sandbox="setup_error",
+                sandbox_error=True,
+                error=(pub.error or "")[:300],
+            )
             self.done = True
             return StepResult(observations=[], done=True, info=info)
         d = pub.detail
-        info.update(public_passed=d["passed"], sandbox=d["sandbox"], rules_ok=(rule.passed if self.rules else None))
+        info.update(
+            public_passed=d["passed"], sandbox=d["sandbox"], rules_ok=(rule.passed if self.rules else None)
+        )
         if pub.passed and not problems:
             self.done = True
             return StepResult(observations=[], done=True, info={**info, "status": "passed"})
@@ -166,8 +184,11 @@ class CodeFeedbackEnv(BaseEnv):
         if self.attempts >= self.max_attempts:
             self.done = True
             return StepResult(observations=[], done=True, info=info)
-        return StepResult(observations=[{"role": "user", "content": self._feedback(head, problems, failures)}],
-                          done=False, info=info)
+        return StepResult(
+            observations=[{"role": "user", "content": self._feedback(head, problems, failures)}],
+            done=False,
+            info=info,
+        )
 
     # ---- the observation -----------------------------------------------------------------------
     def _feedback(self, head: str, problems, failures) -> str:
@@ -177,13 +198,17 @@ class CodeFeedbackEnv(BaseEnv):
         total = len(self._tests.public)
         load = next((f["reason"] for f in failures if str(f["reason"]).startswith("load error:")), None)
         if load is not None:  # every test failed the same way: say it once
-            lines.append(f"The code failed while loading: {_clip(load[len('load error:'):].strip())}")
+            lines.append(f"The code failed while loading: {_clip(load[len('load error:') :].strip())}")
             failures = ()
         stopped = next((i for i, f in enumerate(failures) if str(f["reason"]).startswith("not run:")), None)
         if stopped is not None:  # the whole run was cut (wall, output cap): the rest share one reason
             f = failures[stopped]
-            why = f["reason"][len("not run:"):].strip()
-            which = f"Test {total} of {total}" if f["index"] + 1 == total else f"Tests {f['index'] + 1} to {total}"
+            why = f["reason"][len("not run:") :].strip()
+            which = (
+                f"Test {total} of {total}"
+                if f["index"] + 1 == total
+                else f"Tests {f['index'] + 1} to {total}"
+            )
             lines_after = [f"{which} did not run: the sandbox stopped the run: {_clip(why)}"]
             failures = failures[:stopped]
         else:
@@ -201,8 +226,9 @@ class CodeFeedbackEnv(BaseEnv):
             lines.append(f"({len(failures) - self.max_failures_shown} more failing public test(s) not shown)")
         lines += lines_after
         left = self.max_attempts - self.attempts
-        lines.append(f"Reply with the complete, corrected program in one ```python block. "
-                     f"Attempts left: {left}.")
+        lines.append(
+            f"Reply with the complete, corrected program in one ```python block. Attempts left: {left}."
+        )
         text = "\n".join(lines)
         return text if len(text) <= MAX_OBSERVATION_CHARS else text[: MAX_OBSERVATION_CHARS - 6] + " (cut)"
 

@@ -88,7 +88,9 @@ def guarded_close(env: Environment, *, timeout_s: float) -> dict[str, Any]:
     return {}
 
 
-def guarded_reset(env: Environment, task: Mapping[str, Any], seed: int | None, *, timeout_s: float) -> Guarded:
+def guarded_reset(
+    env: Environment, task: Mapping[str, Any], seed: int | None, *, timeout_s: float
+) -> Guarded:
     """The opening messages, or an ``env_error`` (and the env closed)."""
     try:
         msgs = _messages(_call(lambda: env.reset(task, seed), timeout_s), "reset()", roles=("system", "user"))

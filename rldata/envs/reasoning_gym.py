@@ -25,8 +25,15 @@ class ReasoningGymEnv(BaseEnv):
     # "1": this class's behaviour; the reasoning-gym version: the generator's code
     version = f"1-rg{rg_version() or '-none'}"
 
-    def __init__(self, *, system_prompt: str | None = None, dataset: str | None = None,
-                 config: Mapping[str, Any] | None = None, seed: int = 0, **extra: Any):
+    def __init__(
+        self,
+        *,
+        system_prompt: str | None = None,
+        dataset: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        **extra: Any,
+    ):
         super().__init__(system_prompt=system_prompt, **extra)
         if not isinstance(dataset, str) or not dataset:
             raise ValueError("config key 'dataset': expected a reasoning-gym dataset name")

@@ -23,6 +23,16 @@ from rldata.ingest.files import (
 )
 
 __all__ = [
-    "PRESETS", "SAMPLES", "Fields", "IngestSummary", "contaminated", "eval_ngrams", "ingest", "load_tasks",
-    "normalize_text", "preset", "sample_path", "task_id",
+    "PRESETS",
+    "SAMPLES",
+    "Fields",
+    "IngestSummary",
+    "contaminated",
+    "eval_ngrams",
+    "ingest",
+    "load_tasks",
+    "normalize_text",
+    "preset",
+    "sample_path",
+    "task_id",
 ]

@@ -65,9 +65,16 @@ SAMPLES = {  # --sample NAME: bundled file (under rldata.sample_data) and its pr
 }
 
 
-def load_tasks(path, *, fields: Fields | None = None, source: str | None = None, domain: str | None = None,
-               on_error: str = "fail", show_progress: bool = False,
-               ids: bool = True) -> tuple[pl.DataFrame | None, list[Reject], int]:
+def load_tasks(
+    path,
+    *,
+    fields: Fields | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    on_error: str = "fail",
+    show_progress: bool = False,
+    ids: bool = True,
+) -> tuple[pl.DataFrame | None, list[Reject], int]:
     """Read ``path`` into task rows (columns of ``tasks`` + ``__pos``/``__norm``), rejects and records read.
 
     ``on_error="fail"`` raises :class:`InputError` at the first bad record.  ``ids=False`` leaves
@@ -88,8 +95,12 @@ def load_tasks(path, *, fields: Fields | None = None, source: str | None = None,
             n_read += chunk.frame.height + len(chunk.rejects)
             if bad and on_error == "fail":
                 first = bad[0][1]
-                raise InputError(first.path, first.where, f"{first.reason} (nothing was written; "
-                                 "--on-error skip ingests the other records)", first.field)
+                raise InputError(
+                    first.path,
+                    first.where,
+                    f"{first.reason} (nothing was written; --on-error skip ingests the other records)",
+                    first.field,
+                )
             rejects += [r for _, r in bad]
             parts.append(ok)
             if show:
@@ -101,7 +112,11 @@ def load_tasks(path, *, fields: Fields | None = None, source: str | None = None,
 
 
 def _size(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return (
+        path.stat().st_size
+        if path.is_file()
+        else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    )
 
 
 # ---- decontamination ----------------------------------------------------------------------------
@@ -170,17 +185,35 @@ def sample_path(name: str) -> Path:
     return Path(str(ref))
 
 
-def ingest(store, path, *, fields: Fields | None = None, source: str | None = None, domain: str | None = None,
-           on_error: str = "fail", decontaminate=None, ngram: int = 13, dry_run: bool = False,
-           show_progress: bool = False, record_run: bool = True) -> IngestSummary:
+def ingest(
+    store,
+    path,
+    *,
+    fields: Fields | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    on_error: str = "fail",
+    decontaminate=None,
+    ngram: int = 13,
+    dry_run: bool = False,
+    show_progress: bool = False,
+    record_run: bool = True,
+) -> IngestSummary:
     """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring."""
     if ngram < 1:
         raise ConfigError(f"ngram must be >= 1, got {ngram}", field="ngram")
     started = dt.datetime.now(dt.UTC)
     version_before = store.version("tasks")
     grams = eval_ngrams(decontaminate, n=ngram, fields=fields) if decontaminate else None
-    frame, rejects, n_read = load_tasks(path, fields=fields, source=source, domain=domain,
-                                        on_error=on_error, show_progress=show_progress, ids=False)
+    frame, rejects, n_read = load_tasks(
+        path,
+        fields=fields,
+        source=source,
+        domain=domain,
+        on_error=on_error,
+        show_progress=show_progress,
+        ids=False,
+    )
     if n_read == 0:  # an empty file is a mistake to report, not a run to record
         raise InputError(str(path), None, "no records to ingest (the file is empty)")
     if frame is None or frame.height == 0:
@@ -203,10 +236,21 @@ def ingest(store, path, *, fields: Fields | None = None, source: str | None = No
         added = new.height
     summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
     if record_run and not dry_run:
-        _record_run(store, summary, started, version_before,
-                    {"path": str(path), "fields": asdict(fields or preset(None)), "source": source,
-                     "domain": domain, "on_error": on_error, "decontaminate": str(decontaminate or ""),
-                     "ngram": ngram})
+        _record_run(
+            store,
+            summary,
+            started,
+            version_before,
+            {
+                "path": str(path),
+                "fields": asdict(fields or preset(None)),
+                "source": source,
+                "domain": domain,
+                "on_error": on_error,
+                "decontaminate": str(decontaminate or ""),
+                "ngram": ngram,
+            },
+        )
     return summary
 
 
@@ -224,8 +268,18 @@ def _drop_known(new: pl.DataFrame, store) -> pl.DataFrame:
 
 
 def _record_run(store, summary: IngestSummary, started, version_before: int, args: dict) -> None:
-    store.append("runs", [{
-        "run_id": uuid.uuid4().hex, "kind": "ingest", "args": json.dumps(args, default=str),
-        "store_versions": json.dumps({"tasks": version_before}), "status": "done", "started_at": started,
-        "ended_at": dt.datetime.now(dt.UTC), "summary": json.dumps(summary.row()),
-    }])
+    store.append(
+        "runs",
+        [
+            {
+                "run_id": uuid.uuid4().hex,
+                "kind": "ingest",
+                "args": json.dumps(args, default=str),
+                "store_versions": json.dumps({"tasks": version_before}),
+                "status": "done",
+                "started_at": started,
+                "ended_at": dt.datetime.now(dt.UTC),
+                "summary": json.dumps(summary.row()),
+            }
+        ],
+    )

@@ -83,7 +83,9 @@ def _is_chat(dtype) -> bool:
     if not isinstance(inner, pl.Struct):
         return False
     types = {f.name: f.dtype for f in inner.fields}
-    return {"role", "content"} <= set(types) and all(types[k] in (pl.String, pl.Null) for k in ("role", "content"))
+    return {"role", "content"} <= set(types) and all(
+        types[k] in (pl.String, pl.Null) for k in ("role", "content")
+    )
 
 
 def _text(frame, hit, checks, *, kinds_ok=(), numbers=True, nested_json=False) -> pl.Expr:
@@ -104,8 +106,9 @@ def _text(frame, hit, checks, *, kinds_ok=(), numbers=True, nested_json=False) -
     if nested_json and isinstance(dtype, pl.Struct):
         return expr.struct.json_encode()
     if nested_json and dtype.is_nested():
-        return expr.map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v),
-                                 return_dtype=pl.String)
+        return expr.map_elements(
+            lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v), return_dtype=pl.String
+        )
     checks.append((expr.is_not_null(), name, pl.lit(f"expected text, got {dtype}")))
     return pl.lit(None, dtype=pl.String)
 
@@ -120,10 +123,15 @@ def prompt_exprs(frame, fields: Fields, checks) -> tuple[pl.Expr, pl.Expr]:
         return pl.lit(None, dtype=pl.String), no_msgs
     expr, dtype, name = hit
     if _is_chat(dtype):
-        msgs = expr.list.eval(pl.struct(pl.element().struct.field("role").cast(pl.String),
-                                        pl.element().struct.field("content").cast(pl.String)))
-        user = msgs.list.eval(pl.element().filter(pl.element().struct.field("role") == "user")
-                              .struct.field("content")).list.last()
+        msgs = expr.list.eval(
+            pl.struct(
+                pl.element().struct.field("role").cast(pl.String),
+                pl.element().struct.field("content").cast(pl.String),
+            )
+        )
+        user = msgs.list.eval(
+            pl.element().filter(pl.element().struct.field("role") == "user").struct.field("content")
+        ).list.last()
         checks.append((expr.is_null(), name, pl.lit("missing")))
         checks.append((user.is_null(), name, pl.lit("no user turn in the chat messages")))
         return user, msgs.cast(_MESSAGES)
@@ -141,18 +149,28 @@ def _answer(frame, fields: Fields, checks, has_tests: pl.Expr) -> tuple[pl.Expr,
             break
     if hit is None:
         name = fields.answer[0][0] if fields.answer else "answer"
-        checks.append((has_tests.not_(), name, pl.lit("missing (no such column; tasks need an answer or tests)")))
+        checks.append(
+            (has_tests.not_(), name, pl.lit("missing (no such column; tasks need an answer or tests)"))
+        )
         return pl.lit(None, dtype=pl.String), None
     raw = _text(frame, hit, checks, kinds_ok=("number",))
     name = hit[2]
     if fmt == "gsm8k":  # vectorized gsm8k_answer: the text after the last '####', commas removed
         ans = pl.when(raw.str.contains("####", literal=True)).then(
-            raw.str.split("####").list.last().str.replace_all(",", "", literal=True).str.strip_chars())
-        checks.append((raw.is_not_null() & (ans.is_null() | (ans == "")), name,
-                       pl.lit("no '#### <answer>' line in the solution")))
+            raw.str.split("####").list.last().str.replace_all(",", "", literal=True).str.strip_chars()
+        )
+        checks.append(
+            (
+                raw.is_not_null() & (ans.is_null() | (ans == "")),
+                name,
+                pl.lit("no '#### <answer>' line in the solution"),
+            )
+        )
     elif fmt == "boxed":
         ans = raw.map_elements(last_boxed, return_dtype=pl.String)
-        checks.append((raw.is_not_null() & ans.is_null(), name, pl.lit("no \\boxed{...} answer in the solution")))
+        checks.append(
+            (raw.is_not_null() & ans.is_null(), name, pl.lit("no \\boxed{...} answer in the solution"))
+        )
     else:
         ans = raw.str.strip_chars()
         checks.append((ans == "", name, pl.lit("empty answer")))
@@ -213,19 +231,29 @@ def chunk_tasks(chunk: Chunk, fields: Fields, *, source, domain, default_source)
         reason = (reason.when(bad) if reason is not None else pl.when(bad)).then(why)
         field_ = (field_.when(bad) if field_ is not None else pl.when(bad)).then(pl.lit(name))
     out = frame.select(
-        pl.col(POS), prompt.alias("prompt"), messages.alias("messages"), answer.alias("answer"),
-        src.str.strip_chars().alias("source"), dom.alias("domain"), category.alias("category"),
-        tests.alias("tests"), _metadata(frame, fields, used).alias("metadata"),
+        pl.col(POS),
+        prompt.alias("prompt"),
+        messages.alias("messages"),
+        answer.alias("answer"),
+        src.str.strip_chars().alias("source"),
+        dom.alias("domain"),
+        category.alias("category"),
+        tests.alias("tests"),
+        _metadata(frame, fields, used).alias("metadata"),
         (reason.otherwise(None) if reason is not None else pl.lit(None, dtype=pl.String)).alias("__reason"),
         (field_.otherwise(None) if field_ is not None else pl.lit(None, dtype=pl.String)).alias("__field"),
     )
     out = out.with_columns(normalize_series(out["prompt"]).alias("__norm"))
     empty = pl.col("__reason").is_null() & (pl.col("__norm") == "")
-    out = out.with_columns(pl.when(empty).then(pl.lit("empty prompt")).otherwise("__reason").alias("__reason"),
-                           pl.when(empty).then(pl.lit(fields.prompt[0])).otherwise("__field").alias("__field"))
+    out = out.with_columns(
+        pl.when(empty).then(pl.lit("empty prompt")).otherwise("__reason").alias("__reason"),
+        pl.when(empty).then(pl.lit(fields.prompt[0])).otherwise("__field").alias("__field"),
+    )
     bad_rows = out.filter(pl.col("__reason").is_not_null())
-    rejects = [(r[POS], Reject(chunk.path, chunk.where(r[POS]), r["__field"], r["__reason"]))
-               for r in bad_rows.select(POS, "__field", "__reason").iter_rows(named=True)]
+    rejects = [
+        (r[POS], Reject(chunk.path, chunk.where(r[POS]), r["__field"], r["__reason"]))
+        for r in bad_rows.select(POS, "__field", "__reason").iter_rows(named=True)
+    ]
     rejects += [(int(r.where) if r.where.isdigit() else 0, r) for r in chunk.rejects]
     ok = out.filter(pl.col("__reason").is_null()).drop("__reason", "__field")
     return ok, sorted(rejects, key=lambda p: p[0])
@@ -233,6 +261,7 @@ def chunk_tasks(chunk: Chunk, fields: Fields, *, source, domain, default_source)
 
 def with_ids(frame: pl.DataFrame) -> pl.DataFrame:
     """Add ``task_id`` (vectorized :func:`task_id`); done after dedup, so duplicates are never hashed."""
-    key = pl.concat_str([frame["__norm"], normalize_series(frame["answer"]).fill_null(""), frame["source"]],
-                        separator=_SEP)
+    key = pl.concat_str(
+        [frame["__norm"], normalize_series(frame["answer"]).fill_null(""), frame["source"]], separator=_SEP
+    )
     return frame.with_columns(_sha256(frame.select(key.alias("k"))["k"]).alias("task_id"))

@@ -44,7 +44,10 @@ class Fields:
             raise ConfigError("Fields.prompt needs at least one column name", field="prompt")
         for column, fmt in self.answer:
             if fmt not in ANSWER_FORMATS:
-                raise ConfigError(f"unknown answer format {fmt!r} for column {column!r}; use {ANSWER_FORMATS}", field="answer")
+                raise ConfigError(
+                    f"unknown answer format {fmt!r} for column {column!r}; use {ANSWER_FORMATS}",
+                    field="answer",
+                )
 
     def with_overrides(
         self,

@@ -31,8 +31,15 @@ __all__ = ["KIND_PREFIX", "POS", "SUFFIXES", "Chunk", "Reject", "file_kind", "re
 
 POS = "__pos"
 KIND_PREFIX = "__kind_"
-SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
-            ".pq": "parquet", ".csv": "csv", ".tsv": "csv"}
+SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+}
 _CHUNK_BYTES = 32 << 20  # JSON lines / CSV read per chunk (one progress step)
 _CHUNK_ROWS = 200_000  # Parquet / Arrow rows per chunk
 _NOT_OBJECT = re.compile(rb"(?m)^[ \t\r]*[^{\s]")  # a line that is not blank and not a JSON object
@@ -71,7 +78,9 @@ def file_kind(path: Path) -> str:
         return "dir"
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise InputError(str(path), None, f"unknown file type {path.suffix!r}; use one of {', '.join(SUFFIXES)}")
+        raise InputError(
+            str(path), None, f"unknown file type {path.suffix!r}; use one of {', '.join(SUFFIXES)}"
+        )
     return kind
 
 
@@ -119,7 +128,9 @@ def _line_numbers(block: bytes, first_line: int, *, exact: bool) -> np.ndarray:
     if not exact and b"\n\n" not in block and not block.startswith(b"\n"):
         n = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
         return np.arange(first_line, first_line + n, dtype=np.int64)
-    return np.array([first_line + i for i, line in enumerate(block.split(b"\n")) if line.strip()], dtype=np.int64)
+    return np.array(
+        [first_line + i for i, line in enumerate(block.split(b"\n")) if line.strip()], dtype=np.int64
+    )
 
 
 def _jsonl_block(block: bytes, path: Path, first_line: int) -> Chunk:
@@ -147,8 +158,9 @@ def _arrow_json(block: bytes) -> pa.Table:
 
     def read(block_size: int, schema: pa.Schema | None = None) -> pa.Table:
         parse = pj.ParseOptions(explicit_schema=schema) if schema is not None else None
-        return pj.read_json(io.BytesIO(block), read_options=pj.ReadOptions(block_size=block_size),
-                            parse_options=parse)
+        return pj.read_json(
+            io.BytesIO(block), read_options=pj.ReadOptions(block_size=block_size), parse_options=parse
+        )
 
     size = 4 << 20  # several blocks per chunk: Arrow parses them on all cores
     try:
@@ -183,7 +195,9 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
             rec = json.loads(raw)
             json.dumps(rec, ensure_ascii=False).encode("utf-8")  # a \ud800 escape decodes to a lone surrogate
         except UnicodeEncodeError:
-            rejects.append(Reject(str(path), str(line), None, "invalid JSON: a lone surrogate escape (not valid UTF-8)"))
+            rejects.append(
+                Reject(str(path), str(line), None, "invalid JSON: a lone surrogate escape (not valid UTF-8)")
+            )
             continue
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             msg = e.msg if isinstance(e, json.JSONDecodeError) else "not valid UTF-8"
@@ -191,7 +205,9 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int) -> Chunk:
             rejects.append(Reject(str(path), str(line), None, f"invalid JSON: {msg}{col}"))
             continue
         if not isinstance(rec, dict):
-            rejects.append(Reject(str(path), str(line), None, f"expected a JSON object, got {_json_type(rec)}"))
+            rejects.append(
+                Reject(str(path), str(line), None, f"expected a JSON object, got {_json_type(rec)}")
+            )
             continue
         records.append(rec)
         positions.append(line)
@@ -217,7 +233,9 @@ def records_frame(records: list[dict], positions: list[int]) -> pl.DataFrame:
             cols[name] = pl.Series(name, pa.array(values))  # Arrow's inference refuses mixed types
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError, TypeError):
             kinds = [None if v is None or isinstance(v, str) else _json_type(v) for v in values]
-            text = [v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
+            text = [
+                v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values
+            ]
             cols[name] = pl.Series(name, text, dtype=pl.String)
             cols[KIND_PREFIX + name] = pl.Series(KIND_PREFIX + name, kinds, dtype=pl.String)
     frame = pl.DataFrame(list(cols.values())) if cols else pl.DataFrame(height=len(records))
@@ -235,8 +253,13 @@ def _parquet_chunks(path: Path) -> Iterator[Chunk]:
     size = path.stat().st_size
     offset = 0
     for batch in pf.iter_batches(batch_size=_CHUNK_ROWS):
-        yield _table_chunk(pa.Table.from_batches([batch]), path, "row", offset, size * batch.num_rows //
-                           max(pf.metadata.num_rows, 1))
+        yield _table_chunk(
+            pa.Table.from_batches([batch]),
+            path,
+            "row",
+            offset,
+            size * batch.num_rows // max(pf.metadata.num_rows, 1),
+        )
         offset += batch.num_rows
 
 
@@ -295,8 +318,11 @@ def _csv_chunks(path: Path) -> Iterator[Chunk]:
                     if not _utf8(row):
                         rejects.append(Reject(str(path), str(line), None, "not valid UTF-8"))
                     elif len(row) != len(header):
-                        rejects.append(Reject(str(path), str(line), None,
-                                              f"expected {len(header)} fields, got {len(row)}"))
+                        rejects.append(
+                            Reject(
+                                str(path), str(line), None, f"expected {len(header)} fields, got {len(row)}"
+                            )
+                        )
                     else:
                         rows.append(row)
                         positions.append(line)

@@ -33,12 +33,22 @@ from rldata.store import Store
 
 __all__ = ["CHAT_SCHEMA", "export_conversations"]
 
-CHAT_SCHEMA = pa.schema([
-    ("messages", schemas.MESSAGES),
-    ("traj_id", pa.string()), ("task_id", pa.string()), ("run_id", pa.string()), ("model", pa.string()),
-    ("env_id", pa.string()), ("env_version", pa.string()), ("reward", pa.float64()), ("correct", pa.bool_()),
-    ("num_turns", pa.int32()), ("num_tool_calls", pa.int32()), ("finish_reason", pa.string()),
-])
+CHAT_SCHEMA = pa.schema(
+    [
+        ("messages", schemas.MESSAGES),
+        ("traj_id", pa.string()),
+        ("task_id", pa.string()),
+        ("run_id", pa.string()),
+        ("model", pa.string()),
+        ("env_id", pa.string()),
+        ("env_version", pa.string()),
+        ("reward", pa.float64()),
+        ("correct", pa.bool_()),
+        ("num_turns", pa.int32()),
+        ("num_tool_calls", pa.int32()),
+        ("finish_reason", pa.string()),
+    ]
+)
 
 _QUERY = """
 WITH verdict AS (
@@ -56,13 +66,22 @@ ORDER BY t.traj_id
 def _conversation(r: dict[str, Any]) -> list[dict[str, str]]:
     if r["episode"]:
         return [{"role": m["role"], "content": m["content"]} for m in r["episode"]]
-    opening = [{"role": m["role"], "content": m["content"]} for m in (r["task_messages"] or [])] or \
-        [{"role": "user", "content": r["prompt"] or ""}]
+    opening = [{"role": m["role"], "content": m["content"]} for m in (r["task_messages"] or [])] or [
+        {"role": "user", "content": r["prompt"] or ""}
+    ]
     return [*opening, {"role": "assistant", "content": r["completion"] or ""}]
 
 
-def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", run_id: str | None = None,
-                         where: str | None = None, correct_only: bool = False, split: str = "train") -> dict:
+def export_conversations(
+    store: Store,
+    *,
+    out: str | Path,
+    fmt: str = "jsonl",
+    run_id: str | None = None,
+    where: str | None = None,
+    correct_only: bool = False,
+    split: str = "train",
+) -> dict:
     """Write the selected trajectories' conversations to the directory ``out``; return the manifest.
     ``where`` is a SQL predicate over ``trajectories t`` (and ``tasks k``)."""
     from rldata.interop.export import _check_out, write_export_dir
@@ -89,23 +108,47 @@ def export_conversations(store: Store, *, out: str | Path, fmt: str = "jsonl", r
             raise
         raise RldataError(f"where {where!r}: {str(e).splitlines()[0]}") from None
     if not rows:
-        raise RldataError("no trajectories to export" + (f" for run {run_id!r}" if run_id else "")
-                          + (f" matching {where!r}" if where else "") + (" that are correct" if correct_only else ""))
+        raise RldataError(
+            "no trajectories to export"
+            + (f" for run {run_id!r}" if run_id else "")
+            + (f" matching {where!r}" if where else "")
+            + (" that are correct" if correct_only else "")
+        )
     table = pa.Table.from_pylist(
-        [{**{k: r[k] for k in CHAT_SCHEMA.names if k != "messages"}, "messages": _conversation(r)} for r in rows],
-        schema=CHAT_SCHEMA)
+        [
+            {**{k: r[k] for k in CHAT_SCHEMA.names if k != "messages"}, "messages": _conversation(r)}
+            for r in rows
+        ],
+        schema=CHAT_SCHEMA,
+    )
     out = Path(out).absolute()
     _check_out(out)
     spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
     if layout.build is not None:  # a rollouts format may reshape the conversation table
         table = layout.build(table, spec)
-    fields = {"format": f"chat-{fmt}", "source": "trajectories", "run_id": run_id, "where": where,
-              "correct_only": correct_only, "split": split, "store": store.root,
-              "store_versions": {t: store.version(t) for t in ("trajectories", "verifications", "tasks")},
-              "rows": table.num_rows, "columns": table.schema.names}
+    fields = {
+        "format": f"chat-{fmt}",
+        "source": "trajectories",
+        "run_id": run_id,
+        "where": where,
+        "correct_only": correct_only,
+        "split": split,
+        "store": store.root,
+        "store_versions": {t: store.version(t) for t in ("trajectories", "verifications", "tasks")},
+        "rows": table.num_rows,
+        "columns": table.schema.names,
+    }
     return write_export_dir(out, table, lambda d: layout.write(table, d, spec), fields)
 
 
-register_format(ExportFormat("jsonl", write=write_jsonl, namespace="rollouts", help="JSONL, one conversation a line."))
-register_format(ExportFormat("hf", write=write_hf, namespace="rollouts",
-                             help="HF dataset (load_from_disk and load_dataset layouts)."))
+register_format(
+    ExportFormat("jsonl", write=write_jsonl, namespace="rollouts", help="JSONL, one conversation a line.")
+)
+register_format(
+    ExportFormat(
+        "hf",
+        write=write_hf,
+        namespace="rollouts",
+        help="HF dataset (load_from_disk and load_dataset layouts).",
+    )
+)

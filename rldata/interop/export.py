@@ -20,10 +20,9 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from rldata.errors import ConfigError
 from rldata import schemas
 from rldata._version import __version__
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
     ExportFormat,
@@ -41,26 +40,42 @@ __all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_sel
 _PROMPT_STYLES = ("text", "messages")
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
-VERL_EXTRA = pa.struct([
-    ("split", pa.string()),
-    ("index", pa.int64()),
-    ("task_id", pa.string()),
-    ("category", pa.string()),
-    ("bucket", pa.string()),
-    ("pass_rate", pa.float64()),
-])
-VERL_SCHEMA = pa.schema([
-    ("data_source", pa.string()),
-    ("prompt", schemas.MESSAGES),
-    ("ability", pa.string()),
-    ("reward_model", REWARD_MODEL),
-    ("extra_info", VERL_EXTRA),
-])
+VERL_EXTRA = pa.struct(
+    [
+        ("split", pa.string()),
+        ("index", pa.int64()),
+        ("task_id", pa.string()),
+        ("category", pa.string()),
+        ("bucket", pa.string()),
+        ("pass_rate", pa.float64()),
+    ]
+)
+VERL_SCHEMA = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", schemas.MESSAGES),
+        ("ability", pa.string()),
+        ("reward_model", REWARD_MODEL),
+        ("extra_info", VERL_EXTRA),
+    ]
+)
 _T = schemas.TASKS.schema
 _S = schemas.SELECTIONS.schema
 GENERIC_SCHEMA = pa.schema(
-    [_T.field(c).with_nullable(True) for c in
-     ("task_id", "source", "domain", "category", "prompt", "messages", "answer", "tests", "metadata")]
+    [
+        _T.field(c).with_nullable(True)
+        for c in (
+            "task_id",
+            "source",
+            "domain",
+            "category",
+            "prompt",
+            "messages",
+            "answer",
+            "tests",
+            "metadata",
+        )
+    ]
     + [_S.field(c) for c in ("bucket", "pass_rate", "n", "n_correct")]
 )
 
@@ -73,11 +88,17 @@ class ExportSpec:
     format: str  # a registered format (rldata.interop.formats)
     bucket: str | None = None  # only tasks stratify put in this bucket
     split: str = "train"  # names the files and veRL's extra_info.split
-    prompt_style: str = "text"  # trl / openrlhf: a plain string or a [{role, content}] list (veRL: always a list)
-    answer_column: str = "solution"  # trl: the column reward functions read (trl.rewards.accuracy_reward: solution)
+    prompt_style: str = (
+        "text"  # trl / openrlhf: a plain string or a [{role, content}] list (veRL: always a list)
+    )
+    answer_column: str = (
+        "solution"  # trl: the column reward functions read (trl.rewards.accuracy_reward: solution)
+    )
     input_key: str = "input"  # openrlhf: --input_key
     label_key: str = "label"  # openrlhf: --label_key
-    data_source: str | None = None  # verl: overrides each task's source (veRL picks its scorer by data_source)
+    data_source: str | None = (
+        None  # verl: overrides each task's source (veRL picks its scorer by data_source)
+    )
     shard_rows: int = 100_000  # hf / trl: rows per Parquet shard
     env: str | None = None  # verl: the environment (NAME[@VERSION]) the tasks run in; None = each task's own
 
@@ -86,7 +107,9 @@ class ExportSpec:
             raise ConfigError("selection must be a non-empty name", field="selection")
         get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
         if self.prompt_style not in _PROMPT_STYLES:
-            raise ConfigError(f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}", field="prompt_style")
+            raise ConfigError(
+                f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}", field="prompt_style"
+            )
         if not self.split or "/" in self.split:
             raise ConfigError(f"split must be a plain name, got {self.split!r}", field="split")
         if self.shard_rows < 1:
@@ -99,8 +122,9 @@ class ExportSpec:
 
 
 # ---- reading the selection -------------------------------------------------------------------
-def _filtered(store: Store, name: str, version: int | None, predicate: pl.Expr | None,
-              columns: list[str] | None = None) -> pl.DataFrame:
+def _filtered(
+    store: Store, name: str, version: int | None, predicate: pl.Expr | None, columns: list[str] | None = None
+) -> pl.DataFrame:
     """Rows of ``name`` matching ``predicate``, pushed down to the Parquet scan when possible.
 
     Files Delta wrote through a merge or a predicate overwrite hold ``string_view`` columns, and
@@ -120,8 +144,9 @@ def _filtered(store: Store, name: str, version: int | None, predicate: pl.Expr |
     return pl.from_arrow(table).filter(predicate)
 
 
-def load_selection(store: Store, *, selection: str, bucket: str | None = None,
-                   versions: dict[str, int] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_selection(
+    store: Store, *, selection: str, bucket: str | None = None, versions: dict[str, int] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The kept rows of ``selection`` (and ``bucket``) joined with their tasks, ordered by task id.
 
     Returns ``(rows, selection_rows)``.  Raises :class:`RldataError` for an unknown selection, one
@@ -130,9 +155,16 @@ def load_selection(store: Store, *, selection: str, bucket: str | None = None,
     versions = versions or {}
     sel = _filtered(store, "selections", versions.get("selections"), pl.col("selection") == selection)
     if sel.height == 0:
-        known = sorted(_filtered(store, "selections", versions.get("selections"), None, ["selection"])
-                       ["selection"].unique().to_list())
-        hint = f"; known selections: {', '.join(known[:20])}" if known else "; the store has no selections (run `rldata filter`)"
+        known = sorted(
+            _filtered(store, "selections", versions.get("selections"), None, ["selection"])["selection"]
+            .unique()
+            .to_list()
+        )
+        hint = (
+            f"; known selections: {', '.join(known[:20])}"
+            if known
+            else "; the store has no selections (run `rldata filter`)"
+        )
         raise RldataError(f"unknown selection {selection!r}{hint}")
     kept = sel.filter(pl.col("decision") == "keep")
     if kept.height == 0:
@@ -141,16 +173,20 @@ def load_selection(store: Store, *, selection: str, bucket: str | None = None,
         in_bucket = kept.filter(pl.col("bucket") == bucket)
         if in_bucket.height == 0:
             have = sorted(b for b in kept["bucket"].unique().to_list() if b is not None)
-            raise RldataError(f"selection {selection!r} keeps no tasks in bucket {bucket!r}; "
-                              f"buckets: {', '.join(have) if have else 'none (run `rldata stratify`)'}")
+            raise RldataError(
+                f"selection {selection!r} keeps no tasks in bucket {bucket!r}; "
+                f"buckets: {', '.join(have) if have else 'none (run `rldata stratify`)'}"
+            )
         kept = in_bucket
     ids = kept["task_id"]
     tasks = _filtered(store, "tasks", versions.get("tasks"), pl.col("task_id").is_in(ids.implode()))
     tasks = tasks.unique(subset=["task_id"], keep="first")
     missing = ids.filter(~ids.is_in(tasks["task_id"].implode()))
     if missing.len():
-        raise RldataError(f"selection {selection!r} keeps {missing.len()} task(s) missing from the tasks table, "
-                          f"e.g. {missing[0]!r}")
+        raise RldataError(
+            f"selection {selection!r} keeps {missing.len()} task(s) missing from the tasks table, "
+            f"e.g. {missing[0]!r}"
+        )
     cols = ["task_id", "bucket", "pass_rate", "n", "n_correct"]
     rows = tasks.drop("created_at").join(kept.select(cols), on="task_id", how="inner").sort("task_id")
     return rows, sel
@@ -183,26 +219,48 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     id, version and spec (JSON), so a veRL tool class can rebuild the same environment."""
     env_ids = sorted(set(frame["_env_id"].to_list()))
     if len(env_ids) != 1:
-        raise RldataError(f"a veRL export holds one environment, the selection's tasks run in {', '.join(env_ids)}: "
-                          "export them separately (--env) or per bucket")
+        raise RldataError(
+            f"a veRL export holds one environment, the selection's tasks run in {', '.join(env_ids)}: "
+            "export them separately (--env) or per bucket"
+        )
     tool = env_ids[0]
     create = pa.struct([("ground_truth", pa.string()), ("task_id", pa.string())])
-    extra = pa.struct([*VERL_EXTRA, ("need_tools_kwargs", pa.bool_()),
-                       ("tools_kwargs", pa.struct([(tool, pa.struct([("create_kwargs", create)]))])),
-                       ("env_id", pa.string()), ("env_version", pa.string()), ("env_spec", pa.string())])
-    schema = pa.schema([*[VERL_SCHEMA.field(n) for n in ("data_source", "prompt", "ability", "reward_model")],
-                        ("extra_info", extra)])
+    extra = pa.struct(
+        [
+            *VERL_EXTRA,
+            ("need_tools_kwargs", pa.bool_()),
+            ("tools_kwargs", pa.struct([(tool, pa.struct([("create_kwargs", create)]))])),
+            ("env_id", pa.string()),
+            ("env_version", pa.string()),
+            ("env_spec", pa.string()),
+        ]
+    )
+    schema = pa.schema(
+        [
+            *[VERL_SCHEMA.field(n) for n in ("data_source", "prompt", "ability", "reward_model")],
+            ("extra_info", extra),
+        ]
+    )
     df = frame.with_row_index("index").select(
         data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
         prompt=pl.col("_opening"),
         ability=pl.col("domain"),
         reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
         extra_info=pl.struct(
-            split=pl.lit(spec.split), index=pl.col("index").cast(pl.Int64), task_id="task_id", category="category",
-            bucket="bucket", pass_rate="pass_rate", need_tools_kwargs=pl.lit(True),
-            tools_kwargs=pl.struct(pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id"))
-                                   .alias(tool)),
-            env_id="_env_id", env_version="_env_version", env_spec="_env_spec"),
+            split=pl.lit(spec.split),
+            index=pl.col("index").cast(pl.Int64),
+            task_id="task_id",
+            category="category",
+            bucket="bucket",
+            pass_rate="pass_rate",
+            need_tools_kwargs=pl.lit(True),
+            tools_kwargs=pl.struct(
+                pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id")).alias(tool)
+            ),
+            env_id="_env_id",
+            env_version="_env_version",
+            env_spec="_env_spec",
+        ),
     )
     return _to_arrow(df, schema)
 
@@ -219,7 +277,9 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
         return frame
     missing = [r["task_id"] for r in rows if bindings[r["task_id"]] is None]
     if missing:
-        raise RldataError(f"task {missing[0]!r} runs in no environment while others do: export them separately")
+        raise RldataError(
+            f"task {missing[0]!r} runs in no environment while others do: export them separately"
+        )
     openings = []
     for r in rows:
         b = bindings[r["task_id"]]
@@ -240,8 +300,9 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
 def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     no_truth = frame.filter(_truth().is_null())
     if no_truth.height:
-        raise RldataError(f"task {no_truth['task_id'][0]!r} has no answer or tests: "
-                          "veRL's rule reward needs a ground_truth")
+        raise RldataError(
+            f"task {no_truth['task_id'][0]!r} has no answer or tests: veRL's rule reward needs a ground_truth"
+        )
     if "_env_id" in frame.columns:
         return _verl_env_table(frame, spec)
     df = frame.with_row_index("index").select(
@@ -249,8 +310,14 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
         prompt=_messages(),
         ability=pl.col("domain"),
         reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
-        extra_info=pl.struct(split=pl.lit(spec.split), index=pl.col("index").cast(pl.Int64), task_id="task_id",
-                             category="category", bucket="bucket", pass_rate="pass_rate"),
+        extra_info=pl.struct(
+            split=pl.lit(spec.split),
+            index=pl.col("index").cast(pl.Int64),
+            task_id="task_id",
+            category="category",
+            bucket="bucket",
+            pass_rate="pass_rate",
+        ),
     )
     return _to_arrow(df, VERL_SCHEMA)
 
@@ -261,19 +328,32 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
         raise RldataError(f"answer column {spec.answer_column!r} clashes with a column TRL exports need")
     prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
     fields = [("prompt", prompt_type), (spec.answer_column, pa.string())] + [
-        (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")]
+        (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")
+    ]
     if frame["tests"].is_not_null().any():  # code tasks: their reward functions read the tests
         fields.append(("tests", pa.string()))
-    df = frame.with_columns(_prompt(spec.prompt_style).alias("prompt"), pl.col("answer").alias(spec.answer_column))
+    df = frame.with_columns(
+        _prompt(spec.prompt_style).alias("prompt"), pl.col("answer").alias(spec.answer_column)
+    )
     return _to_arrow(df, pa.schema(fields))
 
 
 def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
-    schema = pa.schema([(spec.input_key, prompt_type), (spec.label_key, pa.string()),
-                        ("datasource", pa.string()), ("task_id", pa.string())])
-    df = frame.select(_prompt(spec.prompt_style).alias(spec.input_key), _truth().alias(spec.label_key),
-                      pl.col("source").alias("datasource"), "task_id")
+    schema = pa.schema(
+        [
+            (spec.input_key, prompt_type),
+            (spec.label_key, pa.string()),
+            ("datasource", pa.string()),
+            ("task_id", pa.string()),
+        ]
+    )
+    df = frame.select(
+        _prompt(spec.prompt_style).alias(spec.input_key),
+        _truth().alias(spec.label_key),
+        pl.col("source").alias("datasource"),
+        "task_id",
+    )
     return _to_arrow(df, schema)
 
 
@@ -286,7 +366,9 @@ def _check_out(out: Path) -> None:
     if out.is_file():
         raise RldataError(f"{out}: --out must be a directory, and a file exists there")
     if out.is_dir() and any(out.iterdir()) and not (out / lineage.MANIFEST_NAME).is_file():
-        raise RldataError(f"{out}: directory is not empty and holds no earlier export; refusing to write into it")
+        raise RldataError(
+            f"{out}: directory is not empty and holds no earlier export; refusing to write into it"
+        )
 
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
@@ -341,9 +423,16 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
     table = fmt.build(frame, spec) if fmt.build is not None else _to_arrow(frame, GENERIC_SCHEMA)
     per_bucket = frame.group_by("bucket").len().sort("bucket").to_dicts()
     fields = {
-        "format": spec.format, "selection": spec.selection, "bucket": spec.bucket, "split": spec.split,
-        "store": store.root, "store_versions": versions, **_filter_lineage(sel), "rows": table.num_rows,
-        "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket}, "columns": table.schema.names,
+        "format": spec.format,
+        "selection": spec.selection,
+        "bucket": spec.bucket,
+        "split": spec.split,
+        "store": store.root,
+        "store_versions": versions,
+        **_filter_lineage(sel),
+        "rows": table.num_rows,
+        "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
+        "columns": table.schema.names,
         "options": {k: v for k, v in asdict(spec).items() if k in fmt.options},
     }
     return write_export_dir(out, table, lambda d: fmt.write(table, d, spec), fields)
@@ -364,8 +453,10 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             **fields,
             "content_hash": lineage.rows_hash(table),
-            "files": [{"path": n, "bytes": (tmp / n).stat().st_size, "sha256": lineage.file_sha256(tmp / n)}
-                      for n in names],
+            "files": [
+                {"path": n, "bytes": (tmp / n).stat().st_size, "sha256": lineage.file_sha256(tmp / n)}
+                for n in names
+            ],
         }
         lineage.write_manifest(tmp, manifest)
         _swap_into_place(tmp, out)
@@ -380,18 +471,45 @@ def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.Dat
     return _with_envs(store, frame, spec.env)
 
 
-register_format(ExportFormat(
-    "verl", build=_verl_table, write=write_parquet, options=("data_source", "env"), prepare=_prepare_verl,
-    help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info."))
-register_format(ExportFormat(
-    "trl", build=_trl_table, write=write_hf, options=("prompt_style", "answer_column", "shard_rows"),
-    help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns."))
-register_format(ExportFormat(
-    "openrlhf", build=_openrlhf_table, write=write_jsonl, options=("prompt_style", "input_key", "label_key"),
-    help="OpenRLHF: JSONL with --input_key / --label_key fields."))
-register_format(ExportFormat(
-    "hf", build=_generic_table, write=write_hf, options=("shard_rows",),
-    help="HF datasets: load_from_disk and load_dataset layouts of the task rows."))
-register_format(ExportFormat("jsonl", build=_generic_table, write=write_jsonl, help="JSONL of the task rows."))
+register_format(
+    ExportFormat(
+        "verl",
+        build=_verl_table,
+        write=write_parquet,
+        options=("data_source", "env"),
+        prepare=_prepare_verl,
+        help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info.",
+    )
+)
+register_format(
+    ExportFormat(
+        "trl",
+        build=_trl_table,
+        write=write_hf,
+        options=("prompt_style", "answer_column", "shard_rows"),
+        help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns.",
+    )
+)
+register_format(
+    ExportFormat(
+        "openrlhf",
+        build=_openrlhf_table,
+        write=write_jsonl,
+        options=("prompt_style", "input_key", "label_key"),
+        help="OpenRLHF: JSONL with --input_key / --label_key fields.",
+    )
+)
+register_format(
+    ExportFormat(
+        "hf",
+        build=_generic_table,
+        write=write_hf,
+        options=("shard_rows",),
+        help="HF datasets: load_from_disk and load_dataset layouts of the task rows.",
+    )
+)
+register_format(
+    ExportFormat("jsonl", build=_generic_table, write=write_jsonl, help="JSONL of the task rows.")
+)
 
 FORMATS = tuple(format_names("selection", plugins=False))  # the built-in ones; plugins add to the registry

@@ -27,11 +27,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rldata.errors import ConfigError
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
-__all__ = ["NAMESPACES", "ExportFormat", "UnknownFormat", "format_names", "get_format", "register_format", "write_hf",
-           "write_jsonl", "write_parquet"]
+__all__ = [
+    "NAMESPACES",
+    "ExportFormat",
+    "UnknownFormat",
+    "format_names",
+    "get_format",
+    "register_format",
+    "write_hf",
+    "write_jsonl",
+    "write_parquet",
+]
 
 # namespace -> the module whose import registers its built-in formats
 _BUILTIN = {
@@ -65,11 +73,15 @@ class ExportFormat:
 
     def __post_init__(self):
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError(f"export format name must be letters, digits, '-' or '_', got {self.name!r}",
-                              field="name")
+            raise ConfigError(
+                f"export format name must be letters, digits, '-' or '_', got {self.name!r}", field="name"
+            )
         if self.namespace not in NAMESPACES:
-            raise ConfigError(f"export format {self.name!r}: namespace must be one of {', '.join(NAMESPACES)}, "
-                              f"got {self.namespace!r}", field="namespace")
+            raise ConfigError(
+                f"export format {self.name!r}: namespace must be one of {', '.join(NAMESPACES)}, "
+                f"got {self.namespace!r}",
+                field="namespace",
+            )
         if not callable(self.write):
             raise TypeError(f"export format {self.name!r}: write must be callable")
         for f in ("build", "prepare"):
@@ -94,6 +106,7 @@ def register_format(fmt: ExportFormat | None = None, /, *, replace: bool = False
     name in the same namespace is an error unless ``replace=True``.
     """
     if fmt is None:
+
         def deco(build):
             register_format(ExportFormat(build=build, **fields), replace=replace)
             return build
@@ -112,7 +125,9 @@ def register_format(fmt: ExportFormat | None = None, /, *, replace: bool = False
 
 def _load_builtin(namespace: str) -> None:
     if namespace not in NAMESPACES:
-        raise ConfigError(f"unknown export namespace {namespace!r}; namespaces: {', '.join(NAMESPACES)}", field="namespace")
+        raise ConfigError(
+            f"unknown export namespace {namespace!r}; namespaces: {', '.join(NAMESPACES)}", field="namespace"
+        )
     if namespace not in _loaded:
         importlib.import_module(_BUILTIN[namespace])
         _loaded.add(namespace)
@@ -157,10 +172,15 @@ def get_format(name: str, namespace: str = "selection") -> ExportFormat:
         _load_plugin(name)
         fmt = _REGISTRY.get((namespace, name))
     if fmt is None:
-        what = {"selection": "selections", "rollouts": "conversations (--rollouts)",
-                "preferences": "preference pairs"}[namespace]
-        raise UnknownFormat(f"unknown export format {name!r} for {what}: format must be one of "
-                            f"{', '.join(format_names(namespace))}")
+        what = {
+            "selection": "selections",
+            "rollouts": "conversations (--rollouts)",
+            "preferences": "preference pairs",
+        }[namespace]
+        raise UnknownFormat(
+            f"unknown export format {name!r} for {what}: format must be one of "
+            f"{', '.join(format_names(namespace))}"
+        )
     return fmt
 
 

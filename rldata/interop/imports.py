@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rldata.errors import ConfigError
 from rldata import schemas
-from rldata.errors import InputError, RldataError
+from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest import normalize_text
 from rldata.ingest import task_id as make_task_id
 from rldata.interop.readers import JSONL_FIELDS, READERS, Rollout, rollout_files
@@ -56,14 +55,19 @@ class ImportSpec:
 
     def __post_init__(self):
         if self.format not in IMPORT_FORMATS:
-            raise ConfigError(f"format must be one of {', '.join(IMPORT_FORMATS)}, got {self.format!r}", field="format")
+            raise ConfigError(
+                f"format must be one of {', '.join(IMPORT_FORMATS)}, got {self.format!r}", field="format"
+            )
         if self.on_error not in ("fail", "skip"):
             raise ConfigError(f"on_error must be 'fail' or 'skip', got {self.on_error!r}", field="on_error")
         if not self.model or not self.domain:
             raise ConfigError("model and domain must be non-empty", field="model")
         unknown = [k for k, _ in self.field_map if k not in JSONL_FIELDS]
         if unknown:
-            raise ConfigError(f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}", field="field")
+            raise ConfigError(
+                f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}",
+                field="field",
+            )
         object.__setattr__(self, "field_map", tuple(tuple(p) for p in self.field_map))
         object.__setattr__(self, "reward_columns", tuple(self.reward_columns))
 
@@ -128,7 +132,9 @@ def _read(files: list[Path], spec: ImportSpec) -> tuple[list[Rollout], list[Inpu
     return good, bad
 
 
-def _rows(rollouts: list[Rollout], spec: ImportSpec, run_id: str, store: Store) -> tuple[dict[str, list], int]:
+def _rows(
+    rollouts: list[Rollout], spec: ImportSpec, run_id: str, store: Store
+) -> tuple[dict[str, list], int]:
     index = _task_index(store)
     source = spec.source or f"import:{spec.format}"
     new_tasks: dict[str, dict] = {}  # normalized prompt -> task row
@@ -147,9 +153,13 @@ def _rows(rollouts: list[Rollout], spec: ImportSpec, run_id: str, store: Store) 
         else:
             if key not in new_tasks:
                 new_tasks[key] = {
-                    "task_id": make_task_id(r.prompt, r.answer, source), "source": source,
-                    "domain": spec.domain, "prompt": r.prompt, "messages": r.prompt_messages,
-                    "answer": r.answer, "metadata": json.dumps({"imported_from": spec.format}),
+                    "task_id": make_task_id(r.prompt, r.answer, source),
+                    "source": source,
+                    "domain": spec.domain,
+                    "prompt": r.prompt,
+                    "messages": r.prompt_messages,
+                    "answer": r.answer,
+                    "metadata": json.dumps({"imported_from": spec.format}),
                 }
             elif new_tasks[key]["answer"] is None and r.answer is not None:
                 new_tasks[key]["answer"] = r.answer  # ids were set from the first record; keep it stable
@@ -158,21 +168,39 @@ def _rows(rollouts: list[Rollout], spec: ImportSpec, run_id: str, store: Store) 
         sample_idx = group_sizes[(r.step, task_id)]
         group_sizes[(r.step, task_id)] += 1
         scores = {k: v for k, v in r.scores.items() if v is not None}
-        trajs.append({
-            "traj_id": traj_id, "task_id": task_id, "run_id": run_id, "sample_idx": sample_idx,
-            "model": spec.model, "policy_version": r.step or 0, "params_hash": "imported",
-            "prompt": r.prompt, "completion": r.completion,
-            "messages": (r.prompt_messages + r.completion_messages)
-            if r.prompt_messages and r.completion_messages else None,
-            "step": r.step, "reward": sum(scores.values()) if scores else None, "advantage": r.advantage,
-        })
+        trajs.append(
+            {
+                "traj_id": traj_id,
+                "task_id": task_id,
+                "run_id": run_id,
+                "sample_idx": sample_idx,
+                "model": spec.model,
+                "policy_version": r.step or 0,
+                "params_hash": "imported",
+                "prompt": r.prompt,
+                "completion": r.completion,
+                "messages": (r.prompt_messages + r.completion_messages)
+                if r.prompt_messages and r.completion_messages
+                else None,
+                "step": r.step,
+                "reward": sum(scores.values()) if scores else None,
+                "advantage": r.advantage,
+            }
+        )
         detail = json.dumps(r.detail, ensure_ascii=False, default=str) if r.detail else None
         for layer, score in scores.items():
-            verifs.append({
-                "traj_id": traj_id, "task_id": task_id, "verifier": f"imported:{spec.format}",
-                "verifier_version": "imported", "layer": layer, "passed": score > 0, "score": score,
-                "detail": detail,
-            })
+            verifs.append(
+                {
+                    "traj_id": traj_id,
+                    "task_id": task_id,
+                    "verifier": f"imported:{spec.format}",
+                    "verifier_version": "imported",
+                    "layer": layer,
+                    "passed": score > 0,
+                    "score": score,
+                    "detail": detail,
+                }
+            )
     return {"tasks": list(new_tasks.values()), "trajectories": trajs, "verifications": verifs}, len(linked)
 
 
@@ -199,10 +227,15 @@ def import_rollouts(store: Store, *, path: str | Path, spec: ImportSpec) -> Impo
         for name in ("tasks", "trajectories", "verifications"):  # parents first: a crash leaves no orphans
             added[name] = store.append(name, tables[name], dedupe=True)
         result = ImportResult(
-            run_id=run_id, files=len(files), records=len(rollouts), skipped=len(bad),
-            errors=[str(e) for e in bad[:_MAX_REPORTED]], tasks_linked=n_linked, tasks_added=added["tasks"],
-            trajectories_added=added["trajectories"], verifications_added=added["verifications"],
+            run_id=run_id,
+            files=len(files),
+            records=len(rollouts),
+            skipped=len(bad),
+            errors=[str(e) for e in bad[:_MAX_REPORTED]],
+            tasks_linked=n_linked,
+            tasks_added=added["tasks"],
+            trajectories_added=added["trajectories"],
+            verifications_added=added["verifications"],
         )
         run.summary = {k: v for k, v in result.to_dict().items() if k != "errors"}
     return result
-

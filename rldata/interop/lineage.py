@@ -91,7 +91,9 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("kind") != "rldata-export":
         raise RldataError(f"{mpath}: not an rldata export manifest")
     if int(manifest.get("manifest_version", 0)) > MANIFEST_VERSION:
-        raise RldataError(f"{mpath}: manifest version {manifest['manifest_version']} is newer than this rldata's")
+        raise RldataError(
+            f"{mpath}: manifest version {manifest['manifest_version']} is newer than this rldata's"
+        )
     return manifest
 
 

@@ -36,8 +36,22 @@ from rldata.rewards.judge import PAIRWISE, POINTWISE
 __all__ = ["KINDS", "PREFERENCE_SCHEMA", "export_preferences"]
 
 KINDS = ("pairwise", "pointwise")
-PREFERENCE_SCHEMA = pa.schema([(c, pa.string()) for c in (
-    "task_id", "prompt", "chosen", "rejected", "chosen_traj_id", "rejected_traj_id", "kind", "judge", "rationale")])
+PREFERENCE_SCHEMA = pa.schema(
+    [
+        (c, pa.string())
+        for c in (
+            "task_id",
+            "prompt",
+            "chosen",
+            "rejected",
+            "chosen_traj_id",
+            "rejected_traj_id",
+            "kind",
+            "judge",
+            "rationale",
+        )
+    ]
+)
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
@@ -107,16 +121,19 @@ def _pairs(store, kinds: Sequence[str]) -> pl.DataFrame:
     )
 
 
-def export_preferences(store, out: str | Path, *, kinds: Sequence[str] = KINDS, fmt: str = "jsonl",
-                       split: str = "train") -> int:
+def export_preferences(
+    store, out: str | Path, *, kinds: Sequence[str] = KINDS, fmt: str = "jsonl", split: str = "train"
+) -> int:
     """Write (prompt, chosen, rejected) pairs from the judge rows to the export directory ``out``
     (``<split>.jsonl`` or ``<split>.parquet`` and the manifest); returns the number of pairs."""
     from rldata.interop.export import _check_out, write_export_dir
 
     out = Path(out).absolute()
     if out.suffix.lower() in _FILE_SUFFIXES:
-        raise RldataError(f"{out}: the preference export writes a directory (the pairs and rldata-manifest.json), "
-                          f"not a {out.suffix} file: give a directory and the format (jsonl or parquet)")
+        raise RldataError(
+            f"{out}: the preference export writes a directory (the pairs and rldata-manifest.json), "
+            f"not a {out.suffix} file: give a directory and the format (jsonl or parquet)"
+        )
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise RldataError(f"preference kinds must be pairwise and/or pointwise, got {', '.join(bad)}")
@@ -135,14 +152,24 @@ def export_preferences(store, out: str | Path, *, kinds: Sequence[str] = KINDS, 
         table = layout.build(table, spec)
     by_kind = pairs.group_by("kind").len().sort("kind").to_dicts()
     fields = {
-        "format": f"preferences-{fmt}", "source": "verifications", "kinds": list(kinds), "split": split,
-        "judges": sorted(set(pairs["judge"].to_list())), "store": store.root, "store_versions": versions,
-        "rows": table.num_rows, "rows_by_kind": {r["kind"]: r["len"] for r in by_kind},
+        "format": f"preferences-{fmt}",
+        "source": "verifications",
+        "kinds": list(kinds),
+        "split": split,
+        "judges": sorted(set(pairs["judge"].to_list())),
+        "store": store.root,
+        "store_versions": versions,
+        "rows": table.num_rows,
+        "rows_by_kind": {r["kind"]: r["len"] for r in by_kind},
         "columns": table.schema.names,
     }
     write_export_dir(out, table, lambda d: layout.write(table, d, spec), fields)
     return table.num_rows
 
 
-register_format(ExportFormat("jsonl", write=write_jsonl, namespace="preferences", help="JSONL, one pair a line."))
-register_format(ExportFormat("parquet", write=write_parquet, namespace="preferences", help="One Parquet file."))
+register_format(
+    ExportFormat("jsonl", write=write_jsonl, namespace="preferences", help="JSONL, one pair a line.")
+)
+register_format(
+    ExportFormat("parquet", write=write_parquet, namespace="preferences", help="One Parquet file.")
+)

@@ -93,8 +93,13 @@ def _text_or_messages(v: Any, path: Path, where: str, name: str) -> tuple[str, l
     """A prompt or completion: a string, or a list of {role, content} messages (text = last turn)."""
     if isinstance(v, str):
         return v, None
-    if isinstance(v, (list, tuple)) and v and all(
-        isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in v
+    if (
+        isinstance(v, (list, tuple))
+        and v
+        and all(
+            isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in v
+        )
     ):
         msgs = [{"role": m["role"], "content": m["content"]} for m in v]
         if name == "prompt":
@@ -103,7 +108,12 @@ def _text_or_messages(v: Any, path: Path, where: str, name: str) -> tuple[str, l
         return "".join(m["content"] for m in msgs if m["role"] == "assistant") or msgs[-1]["content"], msgs
     if v is None:
         raise _bad(path, where, name, "missing required field")
-    raise _bad(path, where, name, f"expected a string or a list of {{role, content}} messages, got {type(v).__name__}")
+    raise _bad(
+        path,
+        where,
+        name,
+        f"expected a string or a list of {{role, content}} messages, got {type(v).__name__}",
+    )
 
 
 def _number(v: Any, path: Path, where: str, name: str, *, required: bool) -> float | None:
@@ -177,12 +187,24 @@ def read_verl(path: Path, **_: Any) -> Iterator[Rollout | InputError]:
             yield e
             continue
         extra = {k: v for k, v in obj.items() if k not in ("input", "output", "gts", "score", "step")}
-        yield Rollout(path.name, f"line {where}", _digest(line), prompt, completion, pmsgs, cmsgs,
-                      answer=_answer(obj.get("gts")), step=step if step is not None else stem_step,
-                      scores={"answer": score}, detail=extra)
+        yield Rollout(
+            path.name,
+            f"line {where}",
+            _digest(line),
+            prompt,
+            completion,
+            pmsgs,
+            cmsgs,
+            answer=_answer(obj.get("gts")),
+            step=step if step is not None else stem_step,
+            scores={"answer": score},
+            detail=extra,
+        )
 
 
-def read_trl(path: Path, *, reward_columns: tuple[str, ...] | None = None, **_: Any) -> Iterator[Rollout | InputError]:
+def read_trl(
+    path: Path, *, reward_columns: tuple[str, ...] | None = None, **_: Any
+) -> Iterator[Rollout | InputError]:
     """TRL completions log; reward columns default to every numeric column TRL does not reserve."""
     try:
         table = pq.read_table(path)
@@ -197,8 +219,11 @@ def read_trl(path: Path, *, reward_columns: tuple[str, ...] | None = None, **_: 
             raise InputError(str(path), None, "reward column not in the file", absent[0])
         rewards = list(reward_columns)
     else:
-        rewards = [f.name for f in table.schema if f.name not in TRL_RESERVED
-                   and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
+        rewards = [
+            f.name
+            for f in table.schema
+            if f.name not in TRL_RESERVED and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))
+        ]
     if not rewards:
         raise InputError(str(path), None, "no reward columns found (name them with --reward-cols)")
     i = -1
@@ -217,11 +242,24 @@ def read_trl(path: Path, *, reward_columns: tuple[str, ...] | None = None, **_: 
                 continue
             extra = {k: v for k, v in obj.items() if k not in TRL_RESERVED and k not in rewards}
             raw = json.dumps(obj, sort_keys=True, default=str)
-            yield Rollout(path.name, where, _digest(raw), prompt, completion, pmsgs, cmsgs,
-                          step=step, advantage=adv, scores=scores, detail=extra)
+            yield Rollout(
+                path.name,
+                where,
+                _digest(raw),
+                prompt,
+                completion,
+                pmsgs,
+                cmsgs,
+                step=step,
+                advantage=adv,
+                scores=scores,
+                detail=extra,
+            )
 
 
-def read_jsonl(path: Path, *, field_map: Mapping[str, str] | None = None, **_: Any) -> Iterator[Rollout | InputError]:
+def read_jsonl(
+    path: Path, *, field_map: Mapping[str, str] | None = None, **_: Any
+) -> Iterator[Rollout | InputError]:
     """Generic JSONL: ``field_map`` maps rldata names (prompt, completion, ...) to the file's keys."""
     fm = {k: k for k in JSONL_FIELDS} | dict(field_map or {})
     used = set(fm.values())
@@ -239,9 +277,20 @@ def read_jsonl(path: Path, *, field_map: Mapping[str, str] | None = None, **_: A
             yield e
             continue
         extra = {k: v for k, v in obj.items() if k not in used}
-        yield Rollout(path.name, f"line {where}", _digest(line), prompt, completion, pmsgs, cmsgs,
-                      answer=_answer(obj.get(fm["answer"])), step=step, advantage=adv,
-                      scores={"answer": score} if score is not None else {}, detail=extra)
+        yield Rollout(
+            path.name,
+            f"line {where}",
+            _digest(line),
+            prompt,
+            completion,
+            pmsgs,
+            cmsgs,
+            answer=_answer(obj.get(fm["answer"])),
+            step=step,
+            advantage=adv,
+            scores={"answer": score} if score is not None else {},
+            detail=extra,
+        )
 
 
 READERS = {"verl": read_verl, "trl": read_trl, "jsonl": read_jsonl}

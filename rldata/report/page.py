@@ -212,8 +212,9 @@ figure {{ display: inline-block; margin: .5rem; }} img {{ max-width: 520px; }}
     return path
 
 
-def render(ov: Overview, out_dir: str | os.PathLike, *, store=None, runs: tuple = (),
-           group_by: str = "run") -> dict[str, Path]:
+def render(
+    ov: Overview, out_dir: str | os.PathLike, *, store=None, runs: tuple = (), group_by: str = "run"
+) -> dict[str, Path]:
     """Write the plots and ``index.html`` into ``out_dir`` (and, given ``runs``, the training page:
     rldata.report.training); returns every file written."""
     plots = write_plots(ov, out_dir)

@@ -42,16 +42,25 @@ def _run_tag(args: str | None) -> str | None:
     return (a.get("options") or {}).get("tag") or a.get("tag")
 
 
-def load_curves(store: Store, run_ids: Sequence[str], *, group_by: str = "run") -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_curves(
+    store: Store, run_ids: Sequence[str], *, group_by: str = "run"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(curves, runs): ``curves`` has one row per (series, name, step) with mean, lo, hi over the
     series' runs; a series is a run, or with ``group_by="tag"`` every run sharing its tag."""
     if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by")
+        raise ConfigError(
+            f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by"
+        )
     ids = list(dict.fromkeys(run_ids))
-    runs = store.sql("SELECT run_id, kind, status, started_at, ended_at, args, summary FROM runs "
-                     "WHERE list_contains($1, run_id) ORDER BY started_at", params=[ids]).pl()
-    metrics = store.sql("SELECT run_id, step, name, value FROM metrics WHERE list_contains($1, run_id) "
-                        "AND value IS NOT NULL", params=[ids]).pl()
+    runs = store.sql(
+        "SELECT run_id, kind, status, started_at, ended_at, args, summary FROM runs "
+        "WHERE list_contains($1, run_id) ORDER BY started_at",
+        params=[ids],
+    ).pl()
+    metrics = store.sql(
+        "SELECT run_id, step, name, value FROM metrics WHERE list_contains($1, run_id) AND value IS NOT NULL",
+        params=[ids],
+    ).pl()
     missing = [r for r in ids if r not in set(runs["run_id"].to_list()) | set(metrics["run_id"].to_list())]
     if missing:
         raise RldataError(f"run {missing[0]!r}: not in the runs table and no metrics rows (see rldata runs)")
@@ -61,8 +70,12 @@ def load_curves(store: Store, run_ids: Sequence[str], *, group_by: str = "run") 
     curves = (
         metrics.with_columns(pl.col("run_id").replace_strict(series).alias("series"))
         .group_by("series", "name", "step")
-        .agg(pl.col("value").mean().alias("mean"), pl.col("value").min().alias("lo"),
-             pl.col("value").max().alias("hi"), pl.col("run_id").n_unique().alias("runs"))
+        .agg(
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").min().alias("lo"),
+            pl.col("value").max().alias("hi"),
+            pl.col("run_id").n_unique().alias("runs"),
+        )
         .sort("series", "name", "step")
     )
     order = list(dict.fromkeys(series[r] for r in ids))
@@ -70,20 +83,29 @@ def load_curves(store: Store, run_ids: Sequence[str], *, group_by: str = "run") 
 
 
 def _no_data(ax, names: str) -> None:
-    ax.text(0.5, 0.5, f"no data: no run wrote {names}", ha="center", va="center", transform=ax.transAxes,
-            color="#868e96")
+    ax.text(
+        0.5,
+        0.5,
+        f"no data: no run wrote {names}",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="#868e96",
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def _draw(ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str = "-", marker=None,
-          lw: float = 1.5) -> bool:
+def _draw(
+    ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str = "-", marker=None, lw: float = 1.5
+) -> bool:
     """One metric of every series on ``ax``: a line per series (the mean), a band where it has >1 run.
     The series' name is in the label only when there are several (run ids are long)."""
     drew = False
     several = curves["series"].n_unique() > 1
-    for i, ((series,), d) in enumerate(curves.filter(pl.col("name") == name).group_by("series",
-                                                                                         maintain_order=True)):
+    for i, ((series,), d) in enumerate(
+        curves.filter(pl.col("name") == name).group_by("series", maintain_order=True)
+    ):
         if d.height == 0:
             continue
         x, n = d["step"].to_list(), d["runs"].max()
@@ -98,13 +120,27 @@ def _draw(ax, curves: pl.DataFrame, name: str, *, label: str, color, style: str 
     return drew
 
 
-def _lines(ax, curves, names: Sequence[tuple[str, str]], *, per_metric_color: bool, marker=None,
-           widths: Sequence[float] = ()) -> bool:
+def _lines(
+    ax,
+    curves,
+    names: Sequence[tuple[str, str]],
+    *,
+    per_metric_color: bool,
+    marker=None,
+    widths: Sequence[float] = (),
+) -> bool:
     cmap = plt.get_cmap("tab10")
     drew = False
     for j, (name, label) in enumerate(names):
-        drew |= _draw(ax, curves, name, label=label, color=cmap(j % 10) if per_metric_color else None,
-                      marker=marker, lw=widths[j] if j < len(widths) else 1.5)
+        drew |= _draw(
+            ax,
+            curves,
+            name,
+            label=label,
+            color=cmap(j % 10) if per_metric_color else None,
+            marker=marker,
+            lw=widths[j] if j < len(widths) else 1.5,
+        )
     if drew:
         if ax.get_legend_handles_labels()[1]:
             ax.legend(frameon=False, fontsize=7)
@@ -123,23 +159,43 @@ def _simple(ax, curves, pairs, *, ylabel: str, missing: str, **kw) -> bool:
 
 def _reward(curves, fig, ax) -> str:
     # reward drawn wide underneath: with the default 1/0 reward it equals accuracy
-    if not _lines(ax, curves, [("reward_mean", "reward"), ("accuracy", "accuracy")], per_metric_color=True,
-                  widths=(4.0, 1.5)):
+    if not _lines(
+        ax,
+        curves,
+        [("reward_mean", "reward"), ("accuracy", "accuracy")],
+        per_metric_color=True,
+        widths=(4.0, 1.5),
+    ):
         _no_data(ax, "reward_mean / accuracy")
     return "Reward and accuracy"
 
 
 def _heldout(curves, fig, ax) -> str:
-    _simple(ax, curves, [("eval/accuracy", "held-out accuracy")], ylabel="accuracy (points: evaluations)",
-            missing="eval/accuracy (train with --eval-heldout)", per_metric_color=False, marker="o")
+    _simple(
+        ax,
+        curves,
+        [("eval/accuracy", "held-out accuracy")],
+        ylabel="accuracy (points: evaluations)",
+        missing="eval/accuracy (train with --eval-heldout)",
+        per_metric_color=False,
+        marker="o",
+    )
     return "Held-out accuracy"
 
 
 def _groups(curves, fig, ax) -> str:
     names = sorted(n for n in curves["name"].unique().to_list() if n.startswith("groups_dropped/"))
-    pairs = [("groups_kept", "kept"), ("groups_dropped", "dropped")] + [(n, f"dropped: {n[15:]}") for n in names]
-    _simple(ax, curves, pairs, ylabel="groups per step", missing="groups_kept / groups_dropped",
-            per_metric_color=True)
+    pairs = [("groups_kept", "kept"), ("groups_dropped", "dropped")] + [
+        (n, f"dropped: {n[15:]}") for n in names
+    ]
+    _simple(
+        ax,
+        curves,
+        pairs,
+        ylabel="groups per step",
+        missing="groups_kept / groups_dropped",
+        per_metric_color=True,
+    )
     return "Kept and dropped groups"
 
 
@@ -156,8 +212,14 @@ def _policy(curves, fig, ax) -> str:
 
 
 def _length(curves, fig, ax) -> str:
-    _simple(ax, curves, [("response_len_mean", "")], ylabel="completion tokens (mean)",
-            missing="response_len_mean", per_metric_color=False)
+    _simple(
+        ax,
+        curves,
+        [("response_len_mean", "")],
+        ylabel="completion tokens (mean)",
+        missing="response_len_mean",
+        per_metric_color=False,
+    )
     return "Response length"
 
 
@@ -166,27 +228,53 @@ def _buckets(curves, fig, ax) -> str:
     if not names:  # runs written before accuracy/<bucket> existed: their reward per bucket
         names = sorted(n for n in curves["name"].unique().to_list() if n.startswith("reward_mean/"))
     ylabel = "accuracy" if names and names[0].startswith("accuracy/") else "reward (mean)"
-    if not _simple(ax, curves, [(n, n.split("/", 1)[1]) for n in names], ylabel=ylabel,
-                   missing="accuracy/<bucket>", per_metric_color=True):
+    if not _simple(
+        ax,
+        curves,
+        [(n, n.split("/", 1)[1]) for n in names],
+        ylabel=ylabel,
+        missing="accuracy/<bucket>",
+        per_metric_color=True,
+    ):
         return "Per-bucket accuracy"
     phase = curves.filter(pl.col("name") == "phase").sort("series", "step")
     changes = phase.filter(pl.col("mean") != pl.col("mean").shift(1).over("series"))
     several = curves["series"].n_unique() > 1
     for series, step, p in changes.select("series", "step", "mean").unique().sort("step").iter_rows():
         ax.axvline(step, color="#e03131", lw=1, ls="--")
-        ax.text(step, 1.0, f" {series}: phase {int(p)}" if several else f" phase {int(p)}", fontsize=7,
-                transform=ax.get_xaxis_transform(), color="#e03131", va="top")
+        ax.text(
+            step,
+            1.0,
+            f" {series}: phase {int(p)}" if several else f" phase {int(p)}",
+            fontsize=7,
+            transform=ax.get_xaxis_transform(),
+            color="#e03131",
+            va="top",
+        )
     return "Per-bucket accuracy (dashed: curriculum phase changes)"
 
 
 def _timing(curves, fig, ax) -> str:
-    _simple(ax, curves, [(f"time/{p}", p) for p in TIME_PHASES], ylabel="seconds per step",
-            missing="time/<phase>", per_metric_color=True)
+    _simple(
+        ax,
+        curves,
+        [(f"time/{p}", p) for p in TIME_PHASES],
+        ylabel="seconds per step",
+        missing="time/<phase>",
+        per_metric_color=True,
+    )
     return "Time per phase"
 
 
-FAMILIES = {"train_reward": _reward, "train_heldout": _heldout, "train_groups": _groups,
-            "train_policy": _policy, "train_length": _length, "train_buckets": _buckets, "train_timing": _timing}
+FAMILIES = {
+    "train_reward": _reward,
+    "train_heldout": _heldout,
+    "train_groups": _groups,
+    "train_policy": _policy,
+    "train_length": _length,
+    "train_buckets": _buckets,
+    "train_timing": _timing,
+}
 
 
 def write_training_plots(curves: pl.DataFrame, out_dir: str | os.PathLike) -> dict[str, tuple[Path, str]]:
@@ -215,16 +303,25 @@ def _duration(start, end) -> str:
 
 
 def _runs_table(runs: pl.DataFrame) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("run", "tag", "status", "started", "duration", "steps",
-                                            "held-out first", "held-out last"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("run", "tag", "status", "started", "duration", "steps", "held-out first", "held-out last")
+    )
     rows = []
     for r in runs.iter_rows(named=True):
         s = json.loads(r["summary"] or "{}")
         s = s if isinstance(s, dict) else {}
         ev = s.get("evals") or []
-        cells = [r["run_id"], r["tag"] or "", r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}",
-                 _duration(r["started_at"], r["ended_at"]), s.get("last_step", ""),
-                 f"{ev[0]['accuracy']:.3f}" if ev else "", f"{ev[-1]['accuracy']:.3f}" if len(ev) > 1 else ""]
+        cells = [
+            r["run_id"],
+            r["tag"] or "",
+            r["status"],
+            f"{r['started_at']:%Y-%m-%d %H:%M}",
+            _duration(r["started_at"], r["ended_at"]),
+            s.get("last_step", ""),
+            f"{ev[0]['accuracy']:.3f}" if ev else "",
+            f"{ev[-1]['accuracy']:.3f}" if len(ev) > 1 else "",
+        ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -237,8 +334,9 @@ def _link_from(index: Path) -> None:
         index.write_text(text.replace("</h1>", "</h1>\n" + link, 1))
 
 
-def render_training(store: Store, run_ids: Sequence[str], out_dir: str | os.PathLike, *,
-                    group_by: str = "run") -> dict[str, Path]:
+def render_training(
+    store: Store, run_ids: Sequence[str], out_dir: str | os.PathLike, *, group_by: str = "run"
+) -> dict[str, Path]:
     """Write the training PNGs and ``training.html`` into ``out_dir``; returns every file written."""
     if not run_ids:
         raise ConfigError("the training page needs at least one run id", field="run_ids")
@@ -247,10 +345,15 @@ def render_training(store: Store, run_ids: Sequence[str], out_dir: str | os.Path
     figs = "".join(
         f'<figure><figcaption>{html.escape(title)}</figcaption><img alt="{html.escape(title)}" '
         f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}"></figure>'
-        for p, title in plots.values())
+        for p, title in plots.values()
+    )
     index = Path(out_dir) / "index.html"
     back = ' <a href="index.html">Selection page</a>.' if index.exists() else ""
-    what = "runs grouped by tag: mean, band = min..max over the group" if group_by == "tag" else "one line per run"
+    what = (
+        "runs grouped by tag: mean, band = min..max over the group"
+        if group_by == "tag"
+        else "one line per run"
+    )
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rldata report: training</title>
 <style>

@@ -69,11 +69,17 @@ class LengthPenalty:
 
     def __post_init__(self):
         if self.kind not in _KINDS:
-            raise ConfigError(f"length_penalty.kind must be one of {_KINDS}, got {self.kind!r}", field="length_penalty")
+            raise ConfigError(
+                f"length_penalty.kind must be one of {_KINDS}, got {self.kind!r}", field="length_penalty"
+            )
         if self.max_tokens <= 0:
-            raise ConfigError(f"length_penalty.max_tokens must be > 0, got {self.max_tokens}", field="length_penalty")
+            raise ConfigError(
+                f"length_penalty.max_tokens must be > 0, got {self.max_tokens}", field="length_penalty"
+            )
         if not 0 < self.buffer <= self.max_tokens:
-            raise ConfigError(f"length_penalty.buffer must be in (0, max_tokens], got {self.buffer}", field="length_penalty")
+            raise ConfigError(
+                f"length_penalty.buffer must be in (0, max_tokens], got {self.buffer}", field="length_penalty"
+            )
         if self.coef < 0:
             raise ConfigError(f"length_penalty.coef must be >= 0, got {self.coef}", field="length_penalty")
 
@@ -254,7 +260,9 @@ def score_samples(
         "length": pl.Series(lengths, dtype=pl.Int64),
     }
     if judge is not None:
-        batch["r_genrm"] = pl.Series([v.score if v.passed is not None else None for v in judge], dtype=pl.Float64)
+        batch["r_genrm"] = pl.Series(
+            [v.score if v.passed is not None else None for v in judge], dtype=pl.Float64
+        )
     if no_answer is not None:
         batch["no_answer"] = pl.Series([bool(x) for x in no_answer], dtype=pl.Boolean)
     return compose_rewards(pl.DataFrame(batch), spec)

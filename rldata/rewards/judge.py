@@ -63,8 +63,10 @@ class JudgeTemplate:
     reference: str = "Reference answer:\n{reference}\n\n"
 
     def __post_init__(self):
-        for part_name, part, keys in (("pointwise", self.pointwise, ("{response}",)),
-                                      ("pairwise", self.pairwise, ("{a}", "{b}"))):
+        for part_name, part, keys in (
+            ("pointwise", self.pointwise, ("{response}",)),
+            ("pairwise", self.pairwise, ("{a}", "{b}")),
+        ):
             missing = [k for k in keys if k not in part]
             if missing:
                 raise ConfigError(f"judge template {self.name!r} lacks {', '.join(missing)}", field=part_name)

@@ -7,6 +7,17 @@ from rldata.rollout.render import DEFAULT_TEMPLATE, Renderer
 from rldata.rollout.score import episode_columns, unverifiable, verify_rollouts
 
 __all__ = [
-    "DEFAULT_TEMPLATE", "EnvBinding", "EpisodeStats", "Renderer", "Rollout", "bind_envs", "env_binding",
-    "episode_columns", "generate", "run_episodes", "turn_seed", "unverifiable", "verify_rollouts",
+    "DEFAULT_TEMPLATE",
+    "EnvBinding",
+    "EpisodeStats",
+    "Renderer",
+    "Rollout",
+    "bind_envs",
+    "env_binding",
+    "episode_columns",
+    "generate",
+    "run_episodes",
+    "turn_seed",
+    "unverifiable",
+    "verify_rollouts",
 ]

@@ -46,8 +46,11 @@ def env_binding(store, env: str) -> EnvBinding:
     from rldata.envs.catalog import register_env
 
     name, _, version = env.partition("@")
-    rows = store.sql("SELECT env_id, version, spec, created_at FROM environments WHERE env_id = $1 "
-                     "ORDER BY created_at DESC, version DESC", params=[name]).fetchall()
+    rows = store.sql(
+        "SELECT env_id, version, spec, created_at FROM environments WHERE env_id = $1 "
+        "ORDER BY created_at DESC, version DESC",
+        params=[name],
+    ).fetchall()
     if version:
         rows = [r for r in rows if r[1] == version]
     if not rows:
@@ -60,8 +63,10 @@ def env_binding(store, env: str) -> EnvBinding:
                 raise RldataError(name)
             resolve(name)  # a bundled environment, or an installed package's entry point
         except RldataError:
-            raise RldataError(f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
-                              f"and is not a bundled one ({', '.join(sorted(REGISTRY))})") from None
+            raise RldataError(
+                f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
+                f"and is not a bundled one ({', '.join(sorted(REGISTRY))})"
+            ) from None
         row, _ = register_env(store, _default_spec(name))
         rows = [(row["env_id"], row["version"], row["spec"], None)]
     env_id, ver, spec, _ = rows[0]
@@ -82,7 +87,9 @@ def _default_spec(name: str) -> dict[str, Any]:
     return {"env": name}
 
 
-def bind_envs(store, tasks: Iterable[Mapping[str, Any]], *, env: str | None = None) -> dict[str, EnvBinding | None]:
+def bind_envs(
+    store, tasks: Iterable[Mapping[str, Any]], *, env: str | None = None
+) -> dict[str, EnvBinding | None]:
     """task_id -> the binding it runs in.  ``env`` (the job's ``--env``) overrides every task's own;
     a task naming an environment version that is not registered is an error naming the task."""
     tasks = list(tasks)
@@ -102,8 +109,10 @@ def bind_envs(store, tasks: Iterable[Mapping[str, Any]], *, env: str | None = No
             out[t["task_id"]] = None
             continue
         if key not in found:
-            raise RldataError(f"task {t['task_id']}: environment {key[0]}@{key[1]} is not registered "
-                              "(rldata env list shows what is)")
+            raise RldataError(
+                f"task {t['task_id']}: environment {key[0]}@{key[1]} is not registered "
+                "(rldata env list shows what is)"
+            )
         out[t["task_id"]] = found[key]
     for b in found.values():
         b.check()

@@ -61,10 +61,16 @@ class Rollout:
 
     @classmethod
     def from_sample(cls, s) -> Rollout:
-        return cls(text=s.text, token_ids=tuple(s.token_ids), prompt_tokens=s.prompt_tokens,
-                   completion_tokens=s.completion_tokens, cumulative_logprob=s.cumulative_logprob,
-                   logprobs=s.logprobs, finish_reason=s.finish_reason,
-                   num_turns=0 if s.finish_reason == "prompt_too_long" else 1)
+        return cls(
+            text=s.text,
+            token_ids=tuple(s.token_ids),
+            prompt_tokens=s.prompt_tokens,
+            completion_tokens=s.completion_tokens,
+            cumulative_logprob=s.cumulative_logprob,
+            logprobs=s.logprobs,
+            finish_reason=s.finish_reason,
+            num_turns=0 if s.finish_reason == "prompt_too_long" else 1,
+        )
 
 
 @dataclass
@@ -105,12 +111,21 @@ class _Episode:
         lps = tuple(self.logprobs) if len(self.logprobs) == len(self.ids) else None
         calls = self.info.get("tool_calls", 0)
         return Rollout(
-            text=text, token_ids=tuple(self.ids), prompt_tokens=len(self.prompt_ids), completion_tokens=gen,
+            text=text,
+            token_ids=tuple(self.ids),
+            prompt_tokens=len(self.prompt_ids),
+            completion_tokens=gen,
             cumulative_logprob=sum(lp for lp, m in zip(self.logprobs, self.mask) if m) if lps else None,
-            logprobs=lps, finish_reason=self.finish or "max_turns", prompt_ids=tuple(self.prompt_ids),
-            mask=tuple(self.mask), messages=tuple(self.messages), num_turns=self.turns,
+            logprobs=lps,
+            finish_reason=self.finish or "max_turns",
+            prompt_ids=tuple(self.prompt_ids),
+            mask=tuple(self.mask),
+            messages=tuple(self.messages),
+            num_turns=self.turns,
             num_tool_calls=calls if isinstance(calls, int) and not isinstance(calls, bool) else 0,
-            env_info=dict(self.info), env_error=self.error)
+            env_info=dict(self.info),
+            env_error=self.error,
+        )
 
 
 def turn_seed(seed: int | None, sample_idx: int, turn: int) -> int | None:
@@ -136,11 +151,15 @@ def _generate_text(engines, prompts: list[str], seeds: list, spec: SamplingSpec)
     return [g for chunk in ray.get(refs) for g in chunk]
 
 
-def _generate_ids(engines, prompts: list[list[int]], seeds: list, caps: list[int], spec: SamplingSpec) -> list:
+def _generate_ids(
+    engines, prompts: list[list[int]], seeds: list, caps: list[int], spec: SamplingSpec
+) -> list:
     import ray
 
     parts = _split(engines, len(prompts))
-    refs = [engines[i].generate_ids.remote(prompts[a:b], spec, seeds[a:b], caps[a:b], True) for i, a, b in parts]
+    refs = [
+        engines[i].generate_ids.remote(prompts[a:b], spec, seeds[a:b], caps[a:b], True) for i, a, b in parts
+    ]
     return [s for chunk in ray.get(refs) for s in chunk]
 
 
@@ -152,10 +171,19 @@ def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
         ep.info.update(problem)
 
 
-def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec,
-                 binding: EnvBinding, renderer: Renderer, *, max_model_len: int,
-                 stats: EpisodeStats | None = None, pool_size: int = 8,
-                 first_index: Sequence[int] | None = None) -> list[list[Rollout]]:
+def run_episodes(
+    engines,
+    tasks: Sequence[Mapping[str, Any]],
+    seeds: Sequence[int | None],
+    spec: SamplingSpec,
+    binding: EnvBinding,
+    renderer: Renderer,
+    *,
+    max_model_len: int,
+    stats: EpisodeStats | None = None,
+    pool_size: int = 8,
+    first_index: Sequence[int] | None = None,
+) -> list[list[Rollout]]:
     """``spec.n`` episodes per task in ``binding``'s environment; results in task order.  Task i's
     episodes are samples ``first_index[i] ..`` of it (default 0): a later round of adaptive sampling
     draws exactly the episodes a single N-sample draw would have."""
@@ -164,11 +192,15 @@ def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[in
     stats = stats if stats is not None else EpisodeStats()
     t_start = time.monotonic()
     first = list(first_index) if first_index is not None else [0] * len(tasks)
-    episodes = [_Episode(task=t, seed=s, sample_idx=o + j) for t, s, o in zip(tasks, seeds, first)
-                for j in range(spec.n)]
+    episodes = [
+        _Episode(task=t, seed=s, sample_idx=o + j)
+        for t, s, o in zip(tasks, seeds, first)
+        for j in range(spec.n)
+    ]
     budget = min(es.max_total_tokens, max_model_len - 1)
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
     try:
+
         def open_episode(ep: _Episode) -> None:
             ep.env = make_env(es)
             g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
@@ -247,14 +279,22 @@ def run_episodes(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[in
         stats.wall_s += time.monotonic() - t_start
     out: list[list[Rollout]] = []
     for i in range(len(tasks)):
-        out.append([ep.result() for ep in episodes[i * spec.n:(i + 1) * spec.n]])
+        out.append([ep.result() for ep in episodes[i * spec.n : (i + 1) * spec.n]])
     return out
 
 
-def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | None], spec: SamplingSpec, *,
-             bindings: Sequence[EnvBinding | None] | None = None, renderer: Renderer | None = None,
-             max_model_len: int = 64, stats: EpisodeStats | None = None,
-             first_index: Sequence[int] | None = None) -> list[list[Rollout]]:
+def generate(
+    engines,
+    tasks: Sequence[Mapping[str, Any]],
+    seeds: Sequence[int | None],
+    spec: SamplingSpec,
+    *,
+    bindings: Sequence[EnvBinding | None] | None = None,
+    renderer: Renderer | None = None,
+    max_model_len: int = 64,
+    stats: EpisodeStats | None = None,
+    first_index: Sequence[int] | None = None,
+) -> list[list[Rollout]]:
     """``spec.n`` rollouts per task, in task order.  ``bindings[i]`` is task i's environment (None:
     a plain prompt).  Tasks are grouped by environment: plain ones in one text-prompt call, each
     environment's in one episode batch.  ``first_index[i]``: the sample index task i's rollouts
@@ -275,13 +315,26 @@ def generate(engines, tasks: Sequence[Mapping[str, Any]], seeds: Sequence[int | 
         part_first = [first[i] for i in idx]
         if b is None:
             text_seeds = [None if s is None else s + o for s, o in zip(part_seeds, part_first)]
-            res = [[Rollout.from_sample(s) for s in g]
-                   for g in _generate_text(engines, [t["prompt"] for t in part_tasks], text_seeds, spec)]
+            res = [
+                [Rollout.from_sample(s) for s in g]
+                for g in _generate_text(engines, [t["prompt"] for t in part_tasks], text_seeds, spec)
+            ]
         else:
             if renderer is None:
-                raise ConfigError("episodes need a renderer (rldata.rollout.Renderer.for_model)", field="renderer")
-            res = run_episodes(engines, part_tasks, part_seeds, spec, b, renderer, max_model_len=max_model_len,
-                               stats=stats, first_index=part_first)
+                raise ConfigError(
+                    "episodes need a renderer (rldata.rollout.Renderer.for_model)", field="renderer"
+                )
+            res = run_episodes(
+                engines,
+                part_tasks,
+                part_seeds,
+                spec,
+                b,
+                renderer,
+                max_model_len=max_model_len,
+                stats=stats,
+                first_index=part_first,
+            )
         for i, r in zip(idx, res):
             out[i] = r
     return out  # type: ignore[return-value]

@@ -44,8 +44,11 @@ class Renderer:
 
     def text(self, messages: Sequence[dict], *, generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=generation_prompt,
-            chat_template=self.template)
+            [dict(m) for m in messages],
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            chat_template=self.template,
+        )
 
     def encode(self, text: str) -> list[int]:
         # the template writes bos/eos itself: no special tokens added on top
@@ -61,6 +64,8 @@ class Renderer:
         before = self.text(history, generation_prompt=False)
         after = self.text([*history, *observations], generation_prompt=True)
         if not after.startswith(before):
-            raise RldataError("the chat template renders a conversation differently once observations follow: "
-                              "episodes need a template whose earlier turns stay as they were")
-        return self.encode(after[len(before):])
+            raise RldataError(
+                "the chat template renders a conversation differently once observations follow: "
+                "episodes need a template whose earlier turns stay as they were"
+            )
+        return self.encode(after[len(before) :])

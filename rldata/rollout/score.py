@@ -22,16 +22,26 @@ __all__ = ["episode_columns", "unverifiable", "verify_rollouts"]
 def unverifiable(r: Rollout, *, max_model_len: int) -> list[Verdict] | None:
     """The error verdict of a rollout with nothing to verify, or None when it goes to the verifier."""
     if r.finish_reason == "prompt_too_long":
-        return [Verdict.failure(f"prompt_too_long: the prompt has {r.prompt_tokens} tokens, the engine's "
-                                f"context (max_model_len) is {max_model_len}")]
+        return [
+            Verdict.failure(
+                f"prompt_too_long: the prompt has {r.prompt_tokens} tokens, the engine's "
+                f"context (max_model_len) is {max_model_len}"
+            )
+        ]
     if r.finish_reason == "env_error":
         return [Verdict.failure(f"env_error: {getattr(r, 'env_error', None) or 'the environment failed'}")]
     return None
 
 
-def verify_rollouts(keys: Sequence[str], tasks: Sequence[Mapping[str, Any]], rollouts: Sequence[Rollout],
-                    verifier_for: Callable[[str], tuple[str, str]], *, timeout_s: float | None,
-                    max_model_len: int) -> dict[str, list[Verdict]]:
+def verify_rollouts(
+    keys: Sequence[str],
+    tasks: Sequence[Mapping[str, Any]],
+    rollouts: Sequence[Rollout],
+    verifier_for: Callable[[str], tuple[str, str]],
+    *,
+    timeout_s: float | None,
+    max_model_len: int,
+) -> dict[str, list[Verdict]]:
     """key -> the sample's verdicts (one per layer)."""
     from rldata.verify.parallel import verify_on_ray
 
@@ -41,9 +51,17 @@ def verify_rollouts(keys: Sequence[str], tasks: Sequence[Mapping[str, Any]], rol
         if bad is not None:
             out[key] = bad
             continue
-        items.append({"key": key, "verifier": verifier_for(task["domain"])[0], "domain": task["domain"],
-                      "completion": r.text, "answer": task["answer"], "tests": task["tests"],
-                      "metadata": task.get("metadata")})
+        items.append(
+            {
+                "key": key,
+                "verifier": verifier_for(task["domain"])[0],
+                "domain": task["domain"],
+                "completion": r.text,
+                "answer": task["answer"],
+                "tests": task["tests"],
+                "metadata": task.get("metadata"),
+            }
+        )
     if items:
         out.update(verify_on_ray(items, timeout_s=timeout_s))
     return out
@@ -54,9 +72,15 @@ def episode_columns(r: Rollout, binding: EnvBinding | None) -> dict[str, Any]:
     if not isinstance(r, Rollout):  # an engine Sample (a plain completion)
         r = Rollout.from_sample(r)
     return {
-        "completion": r.text, "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-        "cumulative_logprob": r.cumulative_logprob, "finish_reason": r.finish_reason,
+        "completion": r.text,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "cumulative_logprob": r.cumulative_logprob,
+        "finish_reason": r.finish_reason,
         "messages": [dict(m) for m in r.messages] if r.messages is not None else None,
-        "num_turns": r.num_turns, "num_tool_calls": r.num_tool_calls, "env_info": info_json(r),
-        "env_id": binding.env_id if binding else None, "env_version": binding.version if binding else None,
+        "num_turns": r.num_turns,
+        "num_tool_calls": r.num_tool_calls,
+        "env_info": info_json(r),
+        "env_id": binding.env_id if binding else None,
+        "env_version": binding.version if binding else None,
     }

@@ -5,6 +5,22 @@ nothing about verdicts or rewards.  ``_boot.py`` sets up the isolation inside th
 ``_harness.py`` is the code verifier's test runner copied into the sandbox.
 """
 
-from rldata.sandbox.process import BOOT_SCRIPT, HARNESS, UID_BASE, SandboxLimits, SandboxResult, probe_isolation, run_python
+from rldata.sandbox.process import (
+    BOOT_SCRIPT,
+    HARNESS,
+    UID_BASE,
+    SandboxLimits,
+    SandboxResult,
+    probe_isolation,
+    run_python,
+)
 
-__all__ = ["BOOT_SCRIPT", "HARNESS", "UID_BASE", "SandboxLimits", "SandboxResult", "probe_isolation", "run_python"]
+__all__ = [
+    "BOOT_SCRIPT",
+    "HARNESS",
+    "UID_BASE",
+    "SandboxLimits",
+    "SandboxResult",
+    "probe_isolation",
+    "run_python",
+]

@@ -79,10 +79,13 @@ class SandboxLimits:
         if self.memory_mb < 64:
             raise ConfigError(
                 f"SandboxLimits.memory_mb must be >= 64 (Python itself needs it), got {self.memory_mb}",
-                field="memory_mb")
+                field="memory_mb",
+            )
         if self.isolation not in _ISOLATION:
-            raise ConfigError(f"SandboxLimits.isolation must be one of {_ISOLATION}, got {self.isolation!r}",
-                              field="isolation")
+            raise ConfigError(
+                f"SandboxLimits.isolation must be one of {_ISOLATION}, got {self.isolation!r}",
+                field="isolation",
+            )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,14 @@ from rldata.verify.base import (
 )
 
 __all__ = [
-    "BUILTIN", "REGISTRY", "UnknownVerifier", "Verdict", "Verifier", "for_domain", "get_verifier", "known_verifiers",
-    "register", "resolve_name",
+    "BUILTIN",
+    "REGISTRY",
+    "UnknownVerifier",
+    "Verdict",
+    "Verifier",
+    "for_domain",
+    "get_verifier",
+    "known_verifiers",
+    "register",
+    "resolve_name",
 ]

@@ -26,8 +26,21 @@ from typing import Any, Protocol
 from rldata.errors import RldataError, UnknownNameError
 
 __all__ = [
-    "BUILTIN", "DOMAIN_DEFAULTS", "REGISTRY", "UnknownVerifier", "Verdict", "Verifier", "all_passed", "for_domain",
-    "get_verifier", "known_verifiers", "load_all", "no_answer", "register", "resolve_name", "verdict_rows",
+    "BUILTIN",
+    "DOMAIN_DEFAULTS",
+    "REGISTRY",
+    "UnknownVerifier",
+    "Verdict",
+    "Verifier",
+    "all_passed",
+    "for_domain",
+    "get_verifier",
+    "known_verifiers",
+    "load_all",
+    "no_answer",
+    "register",
+    "resolve_name",
+    "verdict_rows",
 ]
 
 
@@ -60,13 +73,22 @@ def no_answer(verdicts: Sequence[Verdict]) -> bool:
     return bool(own) and all_passed(own) is not None and all(v.extracted is None for v in own)
 
 
-def verdict_rows(task_id: str, traj_id: str, verifier: str, version: str, verdicts: Sequence[Verdict]) -> list[dict]:
+def verdict_rows(
+    task_id: str, traj_id: str, verifier: str, version: str, verdicts: Sequence[Verdict]
+) -> list[dict]:
     """``verifications`` rows, one per layer, for one sample's verdicts."""
     return [
         {
-            "traj_id": traj_id, "task_id": task_id, "verifier": verifier, "verifier_version": version,
-            "layer": v.layer, "passed": v.passed, "score": float(v.score), "extracted": v.extracted,
-            "error": v.error, "detail": json.dumps(dict(v.detail), default=str) if v.detail else None,
+            "traj_id": traj_id,
+            "task_id": task_id,
+            "verifier": verifier,
+            "verifier_version": version,
+            "layer": v.layer,
+            "passed": v.passed,
+            "score": float(v.score),
+            "extracted": v.extracted,
+            "error": v.error,
+            "detail": json.dumps(dict(v.detail), default=str) if v.detail else None,
         }
         for v in verdicts
     ]
@@ -130,7 +152,9 @@ def _add_class(obj: Any, what: str) -> str:
     (what its verdict rows record); its ``domains``, if it names any, default to it."""
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name or ":" in name or "@" in name:
-        raise RldataError(f"verifier {what} has no usable 'name' string (a plain name, stored with its results)")
+        raise RldataError(
+            f"verifier {what} has no usable 'name' string (a plain name, stored with its results)"
+        )
     if not isinstance(getattr(obj, "version", None), str):
         raise RldataError(f"verifier {what} has no 'version' string")
     if not callable(obj) or not callable(getattr(obj, "verify", None)):
@@ -139,8 +163,10 @@ def _add_class(obj: Any, what: str) -> str:
     if have is None and name in BUILTIN:
         have = _import(BUILTIN[name][0])
     if have is not None and have is not obj:
-        raise RldataError(f"verifier {what} is named {name!r}, the name of another verifier "
-                          f"({have.__module__}.{have.__qualname__})")
+        raise RldataError(
+            f"verifier {what} is named {name!r}, the name of another verifier "
+            f"({have.__module__}.{have.__qualname__})"
+        )
     REGISTRY[name] = obj
     for d in getattr(obj, "domains", ()) or ():
         DOMAIN_DEFAULTS.setdefault(d, name)
@@ -179,8 +205,9 @@ def resolve_name(name: str, *, plugins: bool = True) -> str:
             if got != name:
                 raise PluginError(f"{_GROUP} entry point {name!r} gives a verifier named {got!r}")
             return name
-    raise UnknownVerifier(f"unknown verifier {name!r}; known: {', '.join(known_verifiers())} "
-                          "(or give one as module:Class)")
+    raise UnknownVerifier(
+        f"unknown verifier {name!r}; known: {', '.join(known_verifiers())} (or give one as module:Class)"
+    )
 
 
 def load_all() -> None:
@@ -209,5 +236,7 @@ def for_domain(domain: str) -> Verifier:
             resolve_name(ep)
         name = DOMAIN_DEFAULTS.get(domain)
     if name is None:
-        raise UnknownVerifier(f"no verifier for domain {domain!r}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}")
+        raise UnknownVerifier(
+            f"no verifier for domain {domain!r}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}"
+        )
     return get_verifier(name)

@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rldata.sandbox import HARNESS, SandboxLimits, SandboxResult, run_python
 from rldata.verify.base import Verdict, all_passed
 from rldata.verify.code_rules import CodeRules, CodeTests, check_rules, extract_code, parse_tests, same_value
-from rldata.sandbox import HARNESS, SandboxLimits, SandboxResult, run_python
 
 __all__ = [
     "VERSION",

@@ -39,23 +39,32 @@ class CodeTests:
         if self.style not in _STYLES:
             raise ConfigError(f"tests.style must be one of {_STYLES}, got {self.style!r}", field="tests")
         if self.language != "python":
-            raise ConfigError(f"tests.language {self.language!r} is not supported (python only)", field="tests")
+            raise ConfigError(
+                f"tests.language {self.language!r} is not supported (python only)", field="tests"
+            )
         if not self.public and not self.hidden:
             raise ConfigError("tests has no public and no hidden cases", field="tests")
         if self.time_limit_s <= 0:
             raise ConfigError(f"tests.time_limit_s must be > 0, got {self.time_limit_s}", field="tests")
         if self.style == "function" and not self.entry_point.isidentifier():
-            raise ConfigError(f"tests.entry_point must be a Python name, got {self.entry_point!r}", field="tests")
+            raise ConfigError(
+                f"tests.entry_point must be a Python name, got {self.entry_point!r}", field="tests"
+            )
         for layer in ("public", "hidden"):
             for i, case in enumerate(getattr(self, layer)):
                 if not isinstance(case, Mapping) or "input" not in case or "output" not in case:
-                    raise ConfigError(f"tests.{layer}[{i}] must be an object with 'input' and 'output'", field="tests")
+                    raise ConfigError(
+                        f"tests.{layer}[{i}] must be an object with 'input' and 'output'", field="tests"
+                    )
                 inp = case["input"]
                 if self.style == "stdio" and not (isinstance(inp, str) and isinstance(case["output"], str)):
-                    raise ConfigError(f"tests.{layer}[{i}]: stdio input and output must be strings", field="tests")
+                    raise ConfigError(
+                        f"tests.{layer}[{i}]: stdio input and output must be strings", field="tests"
+                    )
                 if self.style == "function" and not isinstance(inp, (list, dict)):
                     raise ConfigError(
-                        f"tests.{layer}[{i}]: function input must be a list of args or an object", field="tests"
+                        f"tests.{layer}[{i}]: function input must be a list of args or an object",
+                        field="tests",
                     )
 
 
@@ -137,7 +146,9 @@ class CodeRules:
 
     def __post_init__(self):
         if self.max_code_chars <= 0:
-            raise ConfigError(f"max_code_chars must be > 0, got {self.max_code_chars}", field="max_code_chars")
+            raise ConfigError(
+                f"max_code_chars must be > 0, got {self.max_code_chars}", field="max_code_chars"
+            )
 
 
 def extract_code(completion: str, *, require_fence: bool = False) -> str | None:
@@ -160,8 +171,13 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     out = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called
-                and node.id in _CODE_RUNNERS and node.id in rules.forbidden_calls):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and id(node) not in called
+            and node.id in _CODE_RUNNERS
+            and node.id in rules.forbidden_calls
+        ):
             out.append(f"line {getattr(node, 'lineno', 0)}: {node.id} used as a value")  # f = eval; f(s)
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import):
@@ -201,7 +217,9 @@ def _violations(tree: ast.AST, rules: CodeRules, allowed: tuple[str, ...]) -> li
 # Residual: text spelled from repr() of objects; the rules do not chase that.
 # The sandbox, not this check, is what contains code (no network, own uid, limits).
 _CODE_RUNNERS = frozenset({"eval", "exec", "compile", "__import__"})
-_SPELLING_CALLS = frozenset({"chr", "getattr", "setattr", "delattr", "bytes", "bytearray", "decode", "fromhex"})
+_SPELLING_CALLS = frozenset(
+    {"chr", "getattr", "setattr", "delattr", "bytes", "bytearray", "decode", "fromhex"}
+)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -309,6 +327,7 @@ def _hardcoded_function(lits: list[Any], tests: CodeTests) -> tuple[list[int], b
     two outputs present, or three distinct strong outputs (see :func:`_strong`) present without any
     input.  A solution that returns "YES"/"NO" or number words has the outputs but not the inputs.
     """
+
     def has(want: Any) -> bool:
         return any(same_value(x, want) for x in lits)
 

@@ -108,7 +108,9 @@ class RegexVerifier:
         try:
             ok = compiled.fullmatch(extracted, timeout=self.match_timeout_s) is not None
         except TimeoutError:
-            return [Verdict.failure(f"timeout: regex match ran past {self.match_timeout_s}s", extracted=extracted)]
+            return [
+                Verdict.failure(f"timeout: regex match ran past {self.match_timeout_s}s", extracted=extracted)
+            ]
         return [Verdict(ok, 1.0 if ok else 0.0, extracted)]
 
     def verify(self, completion: str | None, task: Mapping[str, Any]) -> list[Verdict]:

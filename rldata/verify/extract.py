@@ -37,7 +37,15 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["HEDGE_SEP", "NUMBER", "TAIL_CHARS", "clean_number", "extract_answer", "extract_answers", "normalize"]
+__all__ = [
+    "HEDGE_SEP",
+    "NUMBER",
+    "TAIL_CHARS",
+    "clean_number",
+    "extract_answer",
+    "extract_answers",
+    "normalize",
+]
 
 TAIL_CHARS = 8192  # answers sit at the end; a model that rambles for more than 8 KB after it lost it
 MAX_MARKERS = 16  # occurrences of one marker tried, from the last
@@ -66,9 +74,7 @@ NUMBER = re.compile(
     rf"(?:(?<![\d.])(?P<lead>\.\d+)|(?:(?P<grp>{_GROUPED})|(?P<amb>\d+(?:,\d+)+)|(?P<plain>\d+))(?P<dec>\.\d+)?)"
     rf"(?:(?P<exp>{_EXP})|/(?P<den>\d+))?(?!\d)"
 )
-_FULL_NUMBER = re.compile(
-    rf"\s*(?:\\\$|\$)?\s*(?P<num>{NUMBER.pattern})\s*(?:\\%|%|percent)?\s*\.?\s*"
-)
+_FULL_NUMBER = re.compile(rf"\s*(?:\\\$|\$)?\s*(?P<num>{NUMBER.pattern})\s*(?:\\%|%|percent)?\s*\.?\s*")
 
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
 _HASHES = re.compile(r"####[ \t]*")
@@ -168,7 +174,7 @@ def _boxes(s: str) -> list[str]:
             inner = _box_spans(content)
             if len(inner) != 1 or inner[0][0] != 0 or inner[0][2] != len(content) - 1:
                 break
-            content = content[inner[0][1]:inner[0][2]].strip()
+            content = content[inner[0][1] : inner[0][2]].strip()
         if content:
             out.append(content)
     return out
@@ -193,7 +199,9 @@ def _from_statement(stmt: str, numeric: bool) -> list[str]:
         return [stmt] if stmt.startswith("\\") else []
     first = nums[0]
     negated = _NEGATED.sub(" ", stmt)
-    if _PLAIN_AFTER.match(negated, first.end()) and not _OPERATOR_BEFORE.search(negated[:first.start()][-12:]):
+    if _PLAIN_AFTER.match(negated, first.end()) and not _OPERATOR_BEFORE.search(
+        negated[: first.start()][-12:]
+    ):
         return [_canon(first)]
     return [stmt]  # "2\pi", "5x": math-verify reads the whole statement
 
@@ -216,7 +224,7 @@ def _after_marker(rest: str, numeric: bool) -> list[str]:
     end = _SENTENCE_END.search(rest)
     if end and end.group() == "?":  # "the answer is 42?": a question, not an answer
         return []
-    return _from_statement(rest[:end.start()] if end else rest, numeric)
+    return _from_statement(rest[: end.start()] if end else rest, numeric)
 
 
 def _stated(tail: str, numeric: bool) -> list[str]:
@@ -227,10 +235,10 @@ def _stated(tail: str, numeric: bool) -> list[str]:
         out.extend([num] if num is not None else _box_answers(box, numeric))
     for pattern in (_HASHES, _ANSWER_IS, _ANSWER_COLON):
         for m in list(pattern.finditer(tail))[-MAX_MARKERS:][::-1]:
-            out.extend(_after_marker(tail[m.end():m.end() + MAX_LINE], numeric))
+            out.extend(_after_marker(tail[m.end() : m.end() + MAX_LINE], numeric))
     if not out:
         for m in list(_A_COLON.finditer(tail))[-MAX_MARKERS:][::-1]:
-            out.extend(_after_marker(tail[m.end():m.end() + MAX_LINE], numeric))
+            out.extend(_after_marker(tail[m.end() : m.end() + MAX_LINE], numeric))
     return out
 
 
@@ -271,19 +279,19 @@ def _final_number(tail: str) -> list[str]:
         return [clean_number(inner) or inner]
     if kind == "frac":
         return [m.group()]
-    before = tail[max(0, m.start() - 12):m.start()]
+    before = tail[max(0, m.start() - 12) : m.start()]
     if _OPERATOR_BEFORE.search(before):
         return []
     # A number that merely stops the text ("First, the triangle has 3") may be a cut-off
     # completion: it counts when a sentence ends after it, when it follows "=", or when it is
     # alone on its line (a bare completion such as "27").
-    line = tail[tail.rfind("\n", 0, m.start()) + 1:m.start()]
+    line = tail[tail.rfind("\n", 0, m.start()) + 1 : m.start()]
     if not (rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
         return []
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
-    sentence = tail[start + 1:end]
+    sentence = tail[start + 1 : end]
     nums = _numbers(sentence)
-    if len(nums) > 1 and (_HEDGE.search(sentence) or _LIST_BEFORE.search(tail[:m.start()])):
+    if len(nums) > 1 and (_HEDGE.search(sentence) or _LIST_BEFORE.search(tail[: m.start()])):
         return [_canon(x) for x in nums]
     return [_canon(m)]
 

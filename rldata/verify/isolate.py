@@ -56,8 +56,9 @@ def dump_factories(factories: Mapping[str, Callable]) -> bytes:
     from ray import cloudpickle
 
     mods = {f.__module__ for f in factories.values()}
-    by_value = [sys.modules[m] for m in mods
-                if m in sys.modules and m != "__main__" and m.split(".")[0] != "rldata"]
+    by_value = [
+        sys.modules[m] for m in mods if m in sys.modules and m != "__main__" and m.split(".")[0] != "rldata"
+    ]
     for m in by_value:
         cloudpickle.register_pickle_by_value(m)
     try:
@@ -71,7 +72,7 @@ def _send(fd: int, obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(len(data).to_bytes(_HEADER, "little") + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class _Reader:
@@ -104,8 +105,8 @@ class _Reader:
         # The child writes a message in one go: once its header is here, the rest follows promptly.
         if not self._fill(_HEADER + size, None if until is None else max(until, time.monotonic() + 30)):
             return False, None
-        data = bytes(self.buf[_HEADER:_HEADER + size])
-        del self.buf[:_HEADER + size]
+        data = bytes(self.buf[_HEADER : _HEADER + size])
+        del self.buf[: _HEADER + size]
         return True, pickle.loads(data)
 
 
@@ -124,10 +125,18 @@ class Isolate:
         env["RLDATA_ISOLATE_PARENT"] = str(os.getpid())
         # Started from one long-lived thread: Linux sends the parent-death signal when the *thread*
         # that forked the child ends, and callers' threads (a pool's) come and go.
-        self._proc = _spawner().submit(
-            subprocess.Popen, [sys.executable, "-m", "rldata.verify.isolate"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
-        ).result()
+        self._proc = (
+            _spawner()
+            .submit(
+                subprocess.Popen,
+                [sys.executable, "-m", "rldata.verify.isolate"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                close_fds=True,
+            )
+            .result()
+        )
         self._reader = _Reader(self._proc.stdout.fileno())
 
     def _kill(self) -> int | None:
@@ -148,7 +157,11 @@ class Isolate:
             self._kill()
 
     def run(
-        self, units: Sequence[Any], factories: Mapping[str, Callable] | None, *, timeout_s: float | None,
+        self,
+        units: Sequence[Any],
+        factories: Mapping[str, Callable] | None,
+        *,
+        timeout_s: float | None,
     ) -> list[list[Verdict]]:
         """Verdicts per unit; a unit that hangs or kills the child gets an error verdict."""
         with self._lock:
@@ -158,7 +171,7 @@ class Isolate:
         results: list[list[Verdict]] = []
         hard = kill_after_s(timeout_s)
         while len(results) < len(units):
-            rest = units[len(results):]
+            rest = units[len(results) :]
             err = self._hand_over(rest, factories, timeout_s)
             if err is not None and self._hand_over(rest, factories, timeout_s) is not None:
                 # Twice no child could take these units (it cannot start, or they cannot be sent):
@@ -180,7 +193,6 @@ class Isolate:
                     break
                 results.append(msg)
         return results
-
 
     def _hand_over(self, units: list, factories: dict, timeout_s: float | None) -> str | None:
         """Send a batch to a live child and wait until it is ready; the reason when that failed."""

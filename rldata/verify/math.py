@@ -80,7 +80,9 @@ def _all_same(preds: list[tuple]) -> bool:
         return False
     verify = _mv().verify
     return all(
-        p and verify(list(first), list(p), timeout_seconds=None) and verify(list(p), list(first), timeout_seconds=None)
+        p
+        and verify(list(first), list(p), timeout_seconds=None)
+        and verify(list(p), list(first), timeout_seconds=None)
         for p in preds[1:]
     )
 

@@ -60,8 +60,13 @@ def _requests(items: Sequence[Mapping[str, Any]]) -> tuple[list[Hashable], list[
         except KeyError as e:
             raise RldataError(f"verify item {i} (key {key!r}): {e.args[0]}") from None
         keys.append(key)
-        requests.append((name, it.get("completion"),
-                         {"answer": it.get("answer"), "tests": it.get("tests"), "metadata": it.get("metadata")}))
+        requests.append(
+            (
+                name,
+                it.get("completion"),
+                {"answer": it.get("answer"), "tests": it.get("tests"), "metadata": it.get("metadata")},
+            )
+        )
     return keys, requests
 
 
@@ -95,8 +100,9 @@ def verify_on_ray(
         results = run_units(units, timeout_s=timeout_s, factories=factories)
         st.computed += len(units)
     else:
-        results = _run_on_ray(units, factories, num_tasks=num_tasks, timeout_s=timeout_s,
-                              max_retries=max_retries, st=st)
+        results = _run_on_ray(
+            units, factories, num_tasks=num_tasks, timeout_s=timeout_s, max_retries=max_retries, st=st
+        )
     out = expand(where, results)
     st.errors += count_errors(out)
     return dict(zip(keys, out))
@@ -108,8 +114,13 @@ def _chunks(n: int, num_tasks: int) -> list[list[int]]:
 
 
 def _run_on_ray(
-    units: list[Unit], factories: Mapping[str, Callable], *, num_tasks: int | None, timeout_s: float | None,
-    max_retries: int, st: VerifyStats,
+    units: list[Unit],
+    factories: Mapping[str, Callable],
+    *,
+    num_tasks: int | None,
+    timeout_s: float | None,
+    max_retries: int,
+    st: VerifyStats,
 ) -> list[list[Verdict]]:
     import ray
     from ray.exceptions import RayError
@@ -146,9 +157,12 @@ def _run_on_ray(
                 submit(idx, failures + 1)
                 st.retried += 1
             else:
-                results[idx[0]] = [Verdict.failure(f"verifier worker failed {failures + 1} times: {reason}",
-                                                   extracted=units[idx[0]].payload if units[idx[0]].two_phase
-                                                   else None)]
+                results[idx[0]] = [
+                    Verdict.failure(
+                        f"verifier worker failed {failures + 1} times: {reason}",
+                        extracted=units[idx[0]].payload if units[idx[0]].two_phase else None,
+                    )
+                ]
             continue
         for i, vs in zip(idx, got):
             results[i] = vs

@@ -64,14 +64,14 @@ def tagged_answers(text: str | None) -> list[str]:
             continue
         if opened is None:  # a closing tag with nothing open
             continue
-        content = text[opened:m.start()].replace(HEDGE_SEP, " ").strip()
+        content = text[opened : m.start()].replace(HEDGE_SEP, " ").strip()
         opened = None
         if content and content not in out:
-            out.append(content[:MAX_ANSWER_CHARS + 1])  # the +1 lets check() see it is too long
+            out.append(content[: MAX_ANSWER_CHARS + 1])  # the +1 lets check() see it is too long
             if len(out) >= MAX_ANSWERS:
                 return out
     if opened is not None and out:  # "<answer>5</answer> ... <answer>6" cut off: a second answer, unfinished
-        rest = text[opened:opened + MAX_ANSWER_CHARS + 1].replace(HEDGE_SEP, " ").strip() or "<answer>"
+        rest = text[opened : opened + MAX_ANSWER_CHARS + 1].replace(HEDGE_SEP, " ").strip() or "<answer>"
         if rest not in out:
             out.append(rest)
     return out
@@ -107,10 +107,13 @@ def score_entry(answer: str, stored, dataset) -> Verdict:
         return _wrong(answer[:200] if reason == "too_long" else answer, reason)[0]
     raw = dataset.score_answer(answer, dict(stored.entry))
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
-        return Verdict.failure(f"score_answer of {stored.dataset!r} returned {raw!r}, not a finite number",
-                               extracted=answer)
+        return Verdict.failure(
+            f"score_answer of {stored.dataset!r} returned {raw!r}, not a finite number", extracted=answer
+        )
     detail = {"raw_score": float(raw), "dataset": stored.dataset}
-    if raw > 1.0:  # spell_backward sums 1/len per matching letter: a prefix match can float to 1.0000000000000002
+    if (
+        raw > 1.0
+    ):  # spell_backward sums 1/len per matching letter: a prefix match can float to 1.0000000000000002
         return Verdict(False, 0.0, answer, detail={**detail, "reason": "score_above_1"})
     return Verdict(raw == 1.0, max(float(raw), 0.0), answer, detail=detail)
 
@@ -137,9 +140,15 @@ class ReasoningGymVerifier:
             stored = stored_entry(task.get("metadata"))
             gold = stored.entry.get("answer")
             if task.get("answer") is not None and (gold is None or str(task["answer"]) != str(gold)):
-                return [Verdict.failure("task answer differs from the stored reasoning-gym entry's answer "
-                                        "(corrupt metadata)", extracted=extracted)]
-            dataset = make_dataset(stored.dataset, stored.config, seed=stored.seed)  # size 1: see the module doc
+                return [
+                    Verdict.failure(
+                        "task answer differs from the stored reasoning-gym entry's answer (corrupt metadata)",
+                        extracted=extracted,
+                    )
+                ]
+            dataset = make_dataset(
+                stored.dataset, stored.config, seed=stored.seed
+            )  # size 1: see the module doc
         except RldataError as e:
             return [Verdict.failure(str(e), extracted=extracted)]
         if extracted is None:
@@ -150,8 +159,12 @@ class ReasoningGymVerifier:
         try:
             return [score_entry(extracted, stored, dataset)]
         except Exception as e:  # noqa: BLE001 - a scorer crash is an error verdict, never a pass
-            return [Verdict.failure(f"score_answer of {stored.dataset!r} raised {type(e).__name__}: "
-                                    f"{str(e)[:200]}", extracted=extracted[:200])]
+            return [
+                Verdict.failure(
+                    f"score_answer of {stored.dataset!r} raised {type(e).__name__}: {str(e)[:200]}",
+                    extracted=extracted[:200],
+                )
+            ]
 
     def verify(self, completion: str | None, task: Mapping[str, Any]) -> list[Verdict]:
         return self.check(self.extract(completion, task), task)

@@ -28,8 +28,19 @@ from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY, UnknownVerifier, Verdi
 from rldata.verify.deadline import VerifierTimeout, call_with_deadline
 
 __all__ = [
-    "DEFAULT_TIMEOUT_S", "Unit", "VerifyStats", "count_errors", "expand", "get_instance", "plan",
-    "prepare_verifiers", "resolve_verifier", "run_units", "run_units_here", "run_verifier", "verify_many",
+    "DEFAULT_TIMEOUT_S",
+    "Unit",
+    "VerifyStats",
+    "count_errors",
+    "expand",
+    "get_instance",
+    "plan",
+    "prepare_verifiers",
+    "resolve_verifier",
+    "run_units",
+    "run_units_here",
+    "run_verifier",
+    "verify_many",
 ]
 
 DEFAULT_TIMEOUT_S = 5.0  # per distinct (verifier, answer, gold) check
@@ -118,13 +129,20 @@ def _guarded(fn: Callable[[], Any], *, timeout_s: float | None, extracted: str |
     except Exception as e:  # noqa: BLE001 - a verifier bug must not take the job down: record it on the sample
         return [Verdict.failure(f"{type(e).__name__}: {str(e)[:200]}", extracted=extracted)]
     if not isinstance(out, list) or not out or not all(isinstance(v, Verdict) for v in out):
-        return [Verdict.failure(f"verifier returned {type(out).__name__}, not a list of Verdicts",
-                                extracted=extracted)]
+        return [
+            Verdict.failure(
+                f"verifier returned {type(out).__name__}, not a list of Verdicts", extracted=extracted
+            )
+        ]
     return out
 
 
 def run_verifier(
-    verifier: Verifier, completion: str | None, task: Mapping[str, Any], *, timeout_s: float | None = DEFAULT_TIMEOUT_S
+    verifier: Verifier,
+    completion: str | None,
+    task: Mapping[str, Any],
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> list[Verdict]:
     """``verifier.verify(completion, task)``; a crash or a timeout comes back as an error verdict.
 
@@ -163,7 +181,9 @@ def prepare_verifiers(names: Iterable[str], factories: Mapping[str, Callable] | 
 
 
 def run_units_here(
-    units: Sequence[Unit], *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    units: Sequence[Unit],
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
     factories: Mapping[str, Callable] | None = None,
 ) -> list[list[Verdict]]:
     """Verify each unit in this process, in order, each call under a soft timeout."""
@@ -177,11 +197,16 @@ def run_units_here(
             continue
         task = u.task()
         if u.two_phase:
-            fn = (lambda v=v, u=u, task=task: v.check(u.payload, task))
+            fn = lambda v=v, u=u, task=task: v.check(u.payload, task)
             out.append(_guarded(fn, timeout_s=_budget(v, timeout_s), extracted=u.payload))
         else:
-            out.append(_guarded(lambda v=v, u=u, task=task: v.verify(u.payload, task),
-                                timeout_s=_budget(v, timeout_s), extracted=None))
+            out.append(
+                _guarded(
+                    lambda v=v, u=u, task=task: v.verify(u.payload, task),
+                    timeout_s=_budget(v, timeout_s),
+                    extracted=None,
+                )
+            )
     return out
 
 
@@ -191,7 +216,9 @@ def _factory(name: str, factories: Mapping[str, Callable] | None) -> Callable:
 
 
 def run_units(
-    units: Sequence[Unit], *, timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    units: Sequence[Unit],
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
     factories: Mapping[str, Callable] | None = None,
 ) -> list[list[Verdict]]:
     """Verify units in order: ``in_process`` verifiers here, the others in the killable child."""
@@ -202,7 +229,9 @@ def run_units(
     here = [i for i, loc in enumerate(local) if loc]
     away = [i for i, loc in enumerate(local) if not loc]
     if here:
-        for i, vs in zip(here, run_units_here([units[i] for i in here], timeout_s=timeout_s, factories=factories)):
+        for i, vs in zip(
+            here, run_units_here([units[i] for i in here], timeout_s=timeout_s, factories=factories)
+        ):
             out[i] = vs
     if away:
         sent = {u.verifier: _factory(u.verifier, factories) for u in (units[i] for i in away)}
@@ -214,7 +243,8 @@ def run_units(
 
 def plan(
     requests: Sequence[tuple[str, str | None, Mapping[str, Any]]],
-    *, factories: Mapping[str, Callable] | None = None,
+    *,
+    factories: Mapping[str, Callable] | None = None,
 ) -> tuple[list[Unit], list[int | list[Verdict]]]:
     """Deduplicate ``(verifier name, completion, task)`` requests into units.
 
@@ -259,7 +289,9 @@ def count_errors(verdicts: Sequence[list[Verdict]]) -> int:
 
 def verify_many(
     items: Sequence[tuple[str, str | None, Mapping[str, Any]]],
-    *, timeout_s: float | None = DEFAULT_TIMEOUT_S, stats: VerifyStats | None = None,
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    stats: VerifyStats | None = None,
 ) -> list[list[Verdict]]:
     """Verify ``(domain or verifier name, completion, task)`` items on this machine (see module doc).
 

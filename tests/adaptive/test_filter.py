@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from rldata.adaptive.rules import AdaptiveSpec, decide, ledger_columns
 from rldata.adaptive.filter import early_stop_expr, selection_rules
+from rldata.adaptive.rules import AdaptiveSpec, decide, ledger_columns
 from rldata.errors import RldataError
 from rldata.ledger import passrate_row
 from rldata.select import Band, filter_store, read_selection, selection_params
@@ -20,10 +20,10 @@ KEY = {"model": "m", "params_hash": "p", "verifier_key": "math@1"}
 
 def _row(task, k, w, e, spec, n_max=16):
     """A ledger row as the sample job writes it when the task stopped after k + w + e draws."""
-    d = decide(spec.rule, n_drawn=k + w + e, n_correct=k, n_error=e, n_max=n_max, band=spec.band,
-               alpha=spec.alpha)
-    return passrate_row(task, **KEY, n=k + w, n_correct=k, n_error=e,
-                        **ledger_columns(spec, d, n_max=n_max))
+    d = decide(
+        spec.rule, n_drawn=k + w + e, n_correct=k, n_error=e, n_max=n_max, band=spec.band, alpha=spec.alpha
+    )
+    return passrate_row(task, **KEY, n=k + w, n_correct=k, n_error=e, **ledger_columns(spec, d, n_max=n_max))
 
 
 EXACT = AdaptiveSpec("exact", None, 4, BAND)
@@ -49,9 +49,15 @@ def test_early_stopped_rows_are_decided_by_their_rule(store):
     res, _ = filter_store(store, name="ad", band=BAND)
     got = {r["task_id"]: r["reason"] for r in read_selection(store, "ad").to_dicts()}
     assert got == {
-        "ex_keep": "in_band", "ex_drop": "too_hard", "ex_full": "too_hard",
-        "seq_keep": "in_band", "seq_drop": "too_hard", "seq_easy": "too_easy",
-        "fixed": "in_band", "legacy": "too_hard", "short": "insufficient_samples",
+        "ex_keep": "in_band",
+        "ex_drop": "too_hard",
+        "ex_full": "too_hard",
+        "seq_keep": "in_band",
+        "seq_drop": "too_hard",
+        "seq_easy": "too_easy",
+        "fixed": "in_band",
+        "legacy": "too_hard",
+        "short": "insufficient_samples",
     }
     assert res.min_n == 16  # adaptive rows count as their N, not their 4..15 draws
     assert res.decided_by == {"exact": 2, "fixed": 4, "sequential": 3}
@@ -62,8 +68,10 @@ def test_early_stopped_rows_are_decided_by_their_rule(store):
     assert by_rule["ex_keep"] == "exact" and by_rule["seq_keep"] == "sequential"
     assert by_rule["ex_full"] == "fixed" and by_rule["legacy"] == "fixed"
     sel = read_selection(store, "ad")
-    assert sel.filter(pl.col("task_id") == "seq_keep")["pass_rate"][0] == 0.5 and \
-        sel.filter(pl.col("task_id") == "seq_keep")["n"][0] == 4
+    assert (
+        sel.filter(pl.col("task_id") == "seq_keep")["pass_rate"][0] == 0.5
+        and sel.filter(pl.col("task_id") == "seq_keep")["n"][0] == 4
+    )
 
 
 def test_without_the_fix_early_rows_would_be_insufficient(store):
@@ -109,8 +117,16 @@ def test_filter_matches_fixed_n_on_simulated_exact_rows(store):
     for i in range(300):
         p = rng.choice([0.0, 0.05, 0.1, 0.3, 0.5, 0.9, 0.95, 1.0])
         out = np.where(rng.random(16) < 0.03, "e", np.where(rng.random(16) < p, "c", "w"))
-        fixed_rows.append(passrate_row(f"t{i}", **KEY, n=int((out != "e").sum()), n_correct=int((out == "c").sum()),
-                                       n_error=int((out == "e").sum()), n_max=16))
+        fixed_rows.append(
+            passrate_row(
+                f"t{i}",
+                **KEY,
+                n=int((out != "e").sum()),
+                n_correct=int((out == "c").sum()),
+                n_error=int((out == "e").sum()),
+                n_max=16,
+            )
+        )
         drawn = 0
         while True:
             drawn = min(drawn + 4, 16)
@@ -118,8 +134,16 @@ def test_filter_matches_fixed_n_on_simulated_exact_rows(store):
             d = decide("exact", n_drawn=drawn, n_correct=k, n_error=e, n_max=16, band=BAND)
             if d.settled:
                 break
-        exact_rows.append(passrate_row(f"t{i}", **{**KEY, "params_hash": "q"}, n=drawn - e, n_correct=k,
-                                       n_error=e, **ledger_columns(EXACT, d, n_max=16)))
+        exact_rows.append(
+            passrate_row(
+                f"t{i}",
+                **{**KEY, "params_hash": "q"},
+                n=drawn - e,
+                n_correct=k,
+                n_error=e,
+                **ledger_columns(EXACT, d, n_max=16),
+            )
+        )
     store.upsert("passrates", fixed_rows + exact_rows)
     _, a = filter_store(store, name="fixed", band=BAND, params_hash="p")
     res, b = filter_store(store, name="exact", band=BAND, params_hash="q")
@@ -128,8 +152,14 @@ def test_filter_matches_fixed_n_on_simulated_exact_rows(store):
 
 
 def test_passrates_flags_early_stops(store):
-    store.upsert("passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=3, n_error=0),
-                               _row("c", 1, 15, 0, EXACT)])
+    store.upsert(
+        "passrates",
+        [
+            _row("a", 2, 2, 0, SEQ),
+            passrate_row("b", **KEY, n=16, n_correct=3, n_error=0),
+            _row("c", 1, 15, 0, EXACT),
+        ],
+    )
     df = store.scan("passrates").collect().with_columns(early_stop_expr().alias("early_stop"))
     assert dict(df.select("task_id", "early_stop").iter_rows()) == {"a": True, "b": False, "c": False}
 
@@ -137,7 +167,9 @@ def test_passrates_flags_early_stops(store):
 def test_passrates_cli_has_an_early_stop_column(store, capsys):
     from rldata.cli import main
 
-    store.upsert("passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=3, n_error=0)])
+    store.upsert(
+        "passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=3, n_error=0)]
+    )
     assert main(["--store", str(store.root), "passrates", "-f", "json"]) == 0
     rows = {r["task_id"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["a"]["early_stop"] is True and rows["a"]["stop_rule"] == "sequential"
@@ -154,7 +186,9 @@ def test_an_unreadable_band_is_one_error_line(store):
 def test_stratify_warns_about_optional_stopping_bias(store, tmp_path):
     from rldata.select import stratify_store
 
-    store.upsert("passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=8, n_error=0)])
+    store.upsert(
+        "passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=8, n_error=0)]
+    )
     filter_store(store, name="s", band=BAND)
     res = stratify_store(store, selection="s", quantiles=1, out=tmp_path / "b.yaml")
     assert any("sampled adaptively (sequential)" in w for w in res.warnings)

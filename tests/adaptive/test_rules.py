@@ -38,24 +38,30 @@ C, W, E = "c", "w", "e"
 
 def _fixed(seqs, band, min_n):
     """select.decide on the counts of whole sequences: the reference decisions."""
-    df = pl.DataFrame({
-        "n": [s.count(C) + s.count(W) for s in seqs],
-        "n_correct": [s.count(C) for s in seqs],
-        "n_error": [s.count(E) for s in seqs],
-    })
+    df = pl.DataFrame(
+        {
+            "n": [s.count(C) + s.count(W) for s in seqs],
+            "n_correct": [s.count(C) for s in seqs],
+            "n_error": [s.count(E) for s in seqs],
+        }
+    )
     return fixed_decide(df, band, min_n=min_n).select("decision", "reason").rows()
 
 
 def _prefix_counts(prefixes):
-    return pl.DataFrame({
-        "n": [p.count(C) + p.count(W) for p in prefixes],
-        "n_correct": [p.count(C) for p in prefixes],
-        "n_error": [p.count(E) for p in prefixes],
-    })
+    return pl.DataFrame(
+        {
+            "n": [p.count(C) + p.count(W) for p in prefixes],
+            "n_correct": [p.count(C) for p in prefixes],
+            "n_error": [p.count(E) for p in prefixes],
+        }
+    )
 
 
 CASES = [(N, band, None) for N in range(1, 9) for band in BANDS] + [
-    (6, Band(0.1, 0.9), 1), (6, Band(0.1, 0.9), 4), (5, Band(0.1, 0.9), 9),  # min_n below and above N
+    (6, Band(0.1, 0.9), 1),
+    (6, Band(0.1, 0.9), 4),
+    (5, Band(0.1, 0.9), 9),  # min_n below and above N
 ]
 
 
@@ -94,8 +100,16 @@ def test_exact_rule_matches_brute_force_over_every_sequence(N, band, min_n):
     # trimmed rounds: following next_draws stops exactly where drawing one at a time would
     first = {s: next(j for j in range(N + 1) if settled[s[:j]]) for s in final}
     for size in (2, 3, N):
-        nxt = dict(zip(prefixes, decide_frame(_prefix_counts(prefixes), AdaptiveSpec(
-            "exact", band=band, min_n=min_n, round_size=size), n_max=N)["next_draws"].to_list()))
+        nxt = dict(
+            zip(
+                prefixes,
+                decide_frame(
+                    _prefix_counts(prefixes),
+                    AdaptiveSpec("exact", band=band, min_n=min_n, round_size=size),
+                    n_max=N,
+                )["next_draws"].to_list(),
+            )
+        )
         for s in final:
             j = 0
             while nxt[s[:j]]:
@@ -107,7 +121,9 @@ def test_exact_rule_matches_brute_force_over_every_sequence(N, band, min_n):
 def test_exact_saves_draws_where_it_should():
     b = Band(0.1, 0.9)
     # 2 right, 6 wrong: in band whatever the last 8 are (even all errors: 2/8 with 8 verified)
-    assert decide("exact", n_drawn=8, n_correct=2, n_error=0, n_max=16, band=b) == Decision(True, "keep", "in_band", 1.0)
+    assert decide("exact", n_drawn=8, n_correct=2, n_error=0, n_max=16, band=b) == Decision(
+        True, "keep", "in_band", 1.0
+    )
     # 2 right 2 wrong is not settled: 12 errors would leave 4 verified < 16/2 -> insufficient_samples
     assert not decide("exact", n_drawn=4, n_correct=2, n_error=0, n_max=16, band=b).settled
     # 0 of 15: even one more correct leaves 1/16 < 0.1
@@ -120,8 +136,13 @@ def test_exact_saves_draws_where_it_should():
 def test_frame_form_equals_scalar_form(rule, band):
     N = 10
     states = [(k, w, e) for k in range(N + 2) for w in range(N + 2) for e in range(3) if k + w + e <= N + 1]
-    df = pl.DataFrame({"n": [k + w for k, w, _ in states], "n_correct": [k for k, _, _ in states],
-                       "n_error": [e for _, _, e in states]})
+    df = pl.DataFrame(
+        {
+            "n": [k + w for k, w, _ in states],
+            "n_correct": [k for k, _, _ in states],
+            "n_error": [e for _, _, e in states],
+        }
+    )
     alpha = 0.1 if rule == "sequential" else None
     got = decide_frame(df, AdaptiveSpec(rule, alpha, 3, band, trim=False), n_max=N)
     for (k, w, e), row in zip(states, got.iter_rows(named=True)):
@@ -129,7 +150,9 @@ def test_frame_form_equals_scalar_form(rule, band):
         assert (row["settled"], row["decision"], row["reason"]) == (d.settled, d.decision, d.reason)
         assert row["confidence"] == pytest.approx(d.confidence)
         assert row["next_draws"] == (0 if d.settled else min(3, N - (k + w + e)))
-        assert Decision.from_row(row) == Decision(d.settled, d.decision, d.reason, pytest.approx(d.confidence))
+        assert Decision.from_row(row) == Decision(
+            d.settled, d.decision, d.reason, pytest.approx(d.confidence)
+        )
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.2])
@@ -140,7 +163,9 @@ def test_trimmed_sequential_rounds_stop_where_one_at_a_time_would(alpha):
     for size in (4, 16):
         got = simulate(p, q, AdaptiveSpec("sequential", alpha, size, Band(0.1, 0.9)), n_max=16, seed=4)
         assert (got.drawn == one.drawn).all() and (got.decision == one.decision).all()
-    untrimmed = simulate(p, q, AdaptiveSpec("sequential", alpha, 4, Band(0.1, 0.9), trim=False), n_max=16, seed=4)
+    untrimmed = simulate(
+        p, q, AdaptiveSpec("sequential", alpha, 4, Band(0.1, 0.9), trim=False), n_max=16, seed=4
+    )
     assert untrimmed.samples > one.samples
 
 
@@ -190,8 +215,10 @@ def test_sequential_alpha_holds_on_a_grid_of_pass_rates_incl_the_band_edges():
         by_p = {float(g): float(np.mean(res.decision[p == g] != res.fixed_decision[p == g])) for g in grid}
         worst = max(by_p, key=by_p.get)
         truth = float(np.mean(res.decision != true_decision(p, Band(0.1, 0.9))))
-        print(f"grid q={q} alpha={alpha}: disagreement with fixed-N {dis:.4f} (worst p={worst}: "
-              f"{by_p[worst]:.3f}), with the true-p decision {truth:.3f}, mean draws {res.drawn.mean():.2f}")
+        print(
+            f"grid q={q} alpha={alpha}: disagreement with fixed-N {dis:.4f} (worst p={worst}: "
+            f"{by_p[worst]:.3f}), with the true-p decision {truth:.3f}, mean draws {res.drawn.mean():.2f}"
+        )
         assert dis <= _bound(alpha, len(p))
         assert res.drawn.mean() < 16
 
@@ -202,7 +229,9 @@ def test_sequential_alpha_holds_on_the_bundled_models_histogram():
     p = np.random.default_rng(11).choice(ps, size=20000, p=w)
     for alpha in (0.05, 0.01):
         res = simulate(p, 0.0, AdaptiveSpec("sequential", alpha, 4, Band(0.1, 0.9)), n_max=16, seed=12)
-        print(f"model histogram alpha={alpha}: agreement {res.agreement:.4f}, draws {res.samples / (16 * len(p)):.3f} of fixed")
+        print(
+            f"model histogram alpha={alpha}: agreement {res.agreement:.4f}, draws {res.samples / (16 * len(p)):.3f} of fixed"
+        )
         assert 1 - res.agreement <= _bound(alpha, len(p))
     ex = simulate(p, 0.0, AdaptiveSpec("exact", None, 4, Band(0.1, 0.9)), n_max=16, seed=12)
     assert ex.agreement == 1.0 and ex.samples < 16 * len(p)
@@ -226,19 +255,22 @@ def test_fit_pass_rate_grid_reproduces_the_histogram():
 
 
 # ---- spec, ledger columns -------------------------------------------------------------------------
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"rule": "greedy", "band": Band(0.1, 0.9)}, "rule must be one of"),
-    ({"rule": "sequential", "alpha": 0.5, "band": Band(0.1, 0.9)}, "alpha must lie in"),
-    ({"rule": "sequential", "alpha": 0.0, "band": Band(0.1, 0.9)}, "alpha must lie in"),
-    ({"rule": "sequential", "alpha": True, "band": Band(0.1, 0.9)}, "alpha must lie in"),
-    ({"rule": "exact", "alpha": 0.05, "band": Band(0.1, 0.9)}, "sequential only"),
-    ({"rule": "exact", "round_size": 0, "band": Band(0.1, 0.9)}, "round_size must be"),
-    ({"rule": "exact", "round_size": 2.0, "band": Band(0.1, 0.9)}, "round_size must be"),
-    ({"rule": "exact"}, "needs a band"),
-    ({"rule": "exact", "band": "0.1,0.9"}, "must be a Band"),
-    ({"rule": "exact", "band": Band(0.1, 0.9), "min_n": 0}, "min_n must be"),
-    ({"rule": "exact", "band": Band(0.1, 0.9), "trim": 1}, "trim must be"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rule": "greedy", "band": Band(0.1, 0.9)}, "rule must be one of"),
+        ({"rule": "sequential", "alpha": 0.5, "band": Band(0.1, 0.9)}, "alpha must lie in"),
+        ({"rule": "sequential", "alpha": 0.0, "band": Band(0.1, 0.9)}, "alpha must lie in"),
+        ({"rule": "sequential", "alpha": True, "band": Band(0.1, 0.9)}, "alpha must lie in"),
+        ({"rule": "exact", "alpha": 0.05, "band": Band(0.1, 0.9)}, "sequential only"),
+        ({"rule": "exact", "round_size": 0, "band": Band(0.1, 0.9)}, "round_size must be"),
+        ({"rule": "exact", "round_size": 2.0, "band": Band(0.1, 0.9)}, "round_size must be"),
+        ({"rule": "exact"}, "needs a band"),
+        ({"rule": "exact", "band": "0.1,0.9"}, "must be a Band"),
+        ({"rule": "exact", "band": Band(0.1, 0.9), "min_n": 0}, "min_n must be"),
+        ({"rule": "exact", "band": Band(0.1, 0.9), "trim": 1}, "trim must be"),
+    ],
+)
 def test_spec_checks(kwargs, match):
     with pytest.raises(RldataError, match=match):
         AdaptiveSpec(**kwargs)
@@ -262,16 +294,24 @@ def test_decide_rejects_bad_counts():
     with pytest.raises(RldataError, match="n_max"):
         decide("exact", n_drawn=3, n_correct=1, n_error=0, n_max=0, band=Band(0.1, 0.9))
     with pytest.raises(RldataError, match="row 1"):
-        decide_frame(pl.DataFrame({"n": [4, 2], "n_correct": [1, 3], "n_error": [0, 0]}),
-                     AdaptiveSpec("exact", band=Band(0.1, 0.9)), n_max=16)
+        decide_frame(
+            pl.DataFrame({"n": [4, 2], "n_correct": [1, 3], "n_error": [0, 0]}),
+            AdaptiveSpec("exact", band=Band(0.1, 0.9)),
+            n_max=16,
+        )
 
 
 def test_ledger_columns():
     spec = AdaptiveSpec("sequential", 0.05, 4, Band(0.1, 0.9))
     d = decide("sequential", n_drawn=4, n_correct=2, n_error=0, n_max=16, band=spec.band, alpha=0.05)
     cols = ledger_columns(spec, d, n_max=16)
-    assert cols == {"stop_rule": "sequential", "alpha": 0.05, "confidence": pytest.approx(d.confidence),
-                    "n_max": 16, "band": "0.1,0.9"}
+    assert cols == {
+        "stop_rule": "sequential",
+        "alpha": 0.05,
+        "confidence": pytest.approx(d.confidence),
+        "n_max": 16,
+        "band": "0.1,0.9",
+    }
     assert 0.95 <= cols["confidence"] < 1.0
     fixed = ledger_columns(AdaptiveSpec(), Decision(True, None, None, 1.0), n_max=16)
     assert fixed == {"stop_rule": "fixed", "alpha": None, "confidence": None, "n_max": 16, "band": None}

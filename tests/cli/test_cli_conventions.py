@@ -29,7 +29,9 @@ def run(capsys, *argv):
 def script(*argv, env=None, cwd=None):
     full_env = {**os.environ, **(env or {})}
     full_env.pop("RLDATA_DEBUG", None)
-    return subprocess.run([RLDATA, *argv], capture_output=True, env=full_env, cwd=cwd, timeout=300, check=False)
+    return subprocess.run(
+        [RLDATA, *argv], capture_output=True, env=full_env, cwd=cwd, timeout=300, check=False
+    )
 
 
 def _command_names() -> list[str]:
@@ -91,7 +93,9 @@ def test_formats_for_rows(capsys, tmp_path, fmt):
     assert run(capsys, "--store", store, "ingest", "--sample", "gsm8k-test")[0] == 0
     query = "SELECT source, count(*) AS n FROM tasks GROUP BY 1"
     if fmt == "parquet":
-        code, out, _ = run(capsys, "--store", store, "sql", query, "--format", "parquet", "--out", str(tmp_path / "o.pq"))
+        code, out, _ = run(
+            capsys, "--store", store, "sql", query, "--format", "parquet", "--out", str(tmp_path / "o.pq")
+        )
         assert code == 0 and out == ""
         assert pq.read_table(tmp_path / "o.pq").to_pylist() == [{"source": "gsm8k", "n": 200}]
         return
@@ -130,14 +134,34 @@ def test_ingest_fail_then_skip_through_the_cli(capsys, tmp_path):
     bad.write_text('{"prompt": "ok", "answer": "1"}\n{"prompt": "x"\n{"answer": "2"}\n')
     code, out, err = run(capsys, "--store", store, "ingest", str(bad))
     assert code == 1 and out == ""
-    assert err.strip() == (f"rldata: error: {bad}:2: invalid JSON: Expecting ',' delimiter (column 15) "
-                           "(nothing was written; --on-error skip ingests the other records)")
+    assert err.strip() == (
+        f"rldata: error: {bad}:2: invalid JSON: Expecting ',' delimiter (column 15) "
+        "(nothing was written; --on-error skip ingests the other records)"
+    )
     assert open_store(store).count("tasks") == 0
-    code, out, err = run(capsys, "--store", store, "ingest", str(bad), "--on-error", "skip", "--format", "json",
-                         "--rejects", str(tmp_path / "rej.jsonl"))
+    code, out, err = run(
+        capsys,
+        "--store",
+        store,
+        "ingest",
+        str(bad),
+        "--on-error",
+        "skip",
+        "--format",
+        "json",
+        "--rejects",
+        str(tmp_path / "rej.jsonl"),
+    )
     assert code == 0
     assert json.loads(out)[0] | {"path": None, "version": None} == {
-        "path": None, "read": 3, "added": 1, "duplicates": 0, "rejected": 2, "decontaminated": 0, "version": None}
+        "path": None,
+        "read": 3,
+        "added": 1,
+        "duplicates": 0,
+        "rejected": 2,
+        "decontaminated": 0,
+        "version": None,
+    }
     assert f"rejected {bad}:2: invalid JSON" in err and f"rejected {bad}:3: field 'prompt': missing" in err
     rejects = [json.loads(line) for line in (tmp_path / "rej.jsonl").read_text().splitlines()]
     assert [(r["where"], r["field"]) for r in rejects] == [("2", None), ("3", "prompt")]
@@ -156,12 +180,41 @@ def test_ingest_mapping_dry_run_and_decontaminate_options(capsys, tmp_path):
     store = str(tmp_path / "s")
     src = tmp_path / "qa.csv"
     src.write_text("q,a,kind\nWhat is one plus one?,2,easy\nJanet has ducks,3,hard\n")
-    code, out, err = run(capsys, "--store", store, "ingest", str(src), "--prompt-field", "q", "--answer-field", "a",
-                         "--category-field", "kind", "--source", "mine", "--dry-run", "-f", "csv")
+    code, out, err = run(
+        capsys,
+        "--store",
+        store,
+        "ingest",
+        str(src),
+        "--prompt-field",
+        "q",
+        "--answer-field",
+        "a",
+        "--category-field",
+        "kind",
+        "--source",
+        "mine",
+        "--dry-run",
+        "-f",
+        "csv",
+    )
     assert code == 0 and "would add 2" in err and out.splitlines()[1].split(",")[1:4] == ["2", "2", "0"]
     assert open_store(store).count("tasks") == 0
-    code, _, err = run(capsys, "--store", store, "ingest", str(src), "--prompt-field", "q", "--answer-field", "a",
-                       "--decontaminate", str(src), "--ngram", "3")
+    code, _, err = run(
+        capsys,
+        "--store",
+        store,
+        "ingest",
+        str(src),
+        "--prompt-field",
+        "q",
+        "--answer-field",
+        "a",
+        "--decontaminate",
+        str(src),
+        "--ngram",
+        "3",
+    )
     assert code == 0 and "added 0" in err and "decontaminated 2" in err
 
 
@@ -172,16 +225,20 @@ def test_tables_compact_and_time_travel_through_the_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "--store", store, "tables", "-f", "json")
     tasks = next(r for r in json.loads(out) if r["table"] == "tasks")
     assert code == 0 and (tasks["rows"], tasks["version"], tasks["files"]) == (700, 2, 2)
-    code, out, _ = run(capsys, "--store", store, "sql", "SELECT count(*) AS n FROM tasks", "--as-of", "1",
-                       "-f", "csv")
+    code, out, _ = run(
+        capsys, "--store", store, "sql", "SELECT count(*) AS n FROM tasks", "--as-of", "1", "-f", "csv"
+    )
     assert (code, out) == (0, "n\n200\n")
     code, out, err = run(capsys, "--store", store, "compact", "--retention-hours", "0", "-f", "json")
     stats = next(r for r in json.loads(out) if r["table"] == "tasks")
     assert code == 0 and stats["files_removed"] == 2 and stats["files_added"] == 1 and "compacted" in err
     code, out, _ = run(capsys, "--store", store, "sql", "SELECT count(*) AS n FROM tasks", "-f", "csv")
     assert out == "n\n700\n"
-    code, out, err = run(capsys, "--store", store, "sql", "SELECT count(*) AS n FROM tasks", "--as-of", "1",
-                         "-f", "csv")
+    code, out, err = run(
+        capsys, "--store", store, "sql", "SELECT count(*) AS n FROM tasks", "--as-of", "1", "-f", "csv"
+    )
     assert (code, out) == (1, "")  # version 1's file was vacuumed: a clear error, never wrong rows
-    assert err.strip() == ("rldata: error: table 'tasks' version 1 can no longer be read: "
-                           "1 of its files were removed by compact (vacuum)")
+    assert err.strip() == (
+        "rldata: error: table 'tasks' version 1 can no longer be read: "
+        "1 of its files were removed by compact (vacuum)"
+    )

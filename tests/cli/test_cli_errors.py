@@ -26,16 +26,19 @@ def _error(capsys, *argv) -> tuple[int, str]:
     return code, lines[0].removeprefix("rldata: error: ")
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["filter", "--band", "abc", "--name", "s"], "--band: band must be LO,HI"),
-    (["filter", "--band", "0.9,0.1", "--name", "s"], "--band: band low 0.9 is above high 0.1"),
-    (["stratify", "-s", "s1"], "--buckets: give exactly one of buckets and quantiles"),
-    (["stratify", "-s", "s1", "--buckets", "nonsense"], "--buckets: buckets item 1 'nonsense'"),
-    (["sample", "--where", "1=1", "--selection", "s1"], "--selection: give where or selection, not both"),
-    (["train", "--learners", "0"], "--learners: num_learners: must be >= 1, got 0"),
-    (["train", "--steps", "0"], "--steps: steps: must be >= 1, got 0"),
-    (["train", "--async", "--max-staleness", "0"], "--max-staleness: max_staleness: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["filter", "--band", "abc", "--name", "s"], "--band: band must be LO,HI"),
+        (["filter", "--band", "0.9,0.1", "--name", "s"], "--band: band low 0.9 is above high 0.1"),
+        (["stratify", "-s", "s1"], "--buckets: give exactly one of buckets and quantiles"),
+        (["stratify", "-s", "s1", "--buckets", "nonsense"], "--buckets: buckets item 1 'nonsense'"),
+        (["sample", "--where", "1=1", "--selection", "s1"], "--selection: give where or selection, not both"),
+        (["train", "--learners", "0"], "--learners: num_learners: must be >= 1, got 0"),
+        (["train", "--steps", "0"], "--steps: steps: must be >= 1, got 0"),
+        (["train", "--async", "--max-staleness", "0"], "--max-staleness: max_staleness: must be >= 1"),
+    ],
+)
 def test_the_flag_is_put_in_front(root, capsys, args, line):
     code, got = _error(capsys, "--store", root, *args)
     assert code == 1 and got.startswith(line), got

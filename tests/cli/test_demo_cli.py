@@ -18,9 +18,28 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
     store = tmp_path / "store"
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     p = subprocess.run(
-        [sys.executable, "-m", "rldata", "--store", str(store), "demo", "--out", str(tmp_path / "demo"),
-         "--tasks", "48", "--steps", "2", "--eval-tasks", "8"],
-        capture_output=True, text=True, env=env, timeout=900, check=False)
+        [
+            sys.executable,
+            "-m",
+            "rldata",
+            "--store",
+            str(store),
+            "demo",
+            "--out",
+            str(tmp_path / "demo"),
+            "--tasks",
+            "48",
+            "--steps",
+            "2",
+            "--eval-tasks",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     result = json.loads(p.stdout)  # stdout holds the JSON summary only; logs went to stderr
     for stage in ("1/6 ingest", "2/6 sample", "3/6 filter", "4/6 stratify", "5/6 train", "6/6 report"):
@@ -37,7 +56,9 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
     from rldata import open_store
 
     s = open_store(store)
-    kept = s.sql("SELECT count(*) FROM selections WHERE selection = 'demo-band' AND decision = 'keep'").fetchall()
+    kept = s.sql(
+        "SELECT count(*) FROM selections WHERE selection = 'demo-band' AND decision = 'keep'"
+    ).fetchall()
     assert kept[0][0] == result["kept_tasks"] > 0
     steps = s.sql("SELECT count(DISTINCT step) FROM trajectories WHERE step IS NOT NULL").fetchall()[0][0]
     assert steps == 2
@@ -47,9 +68,30 @@ def test_demo_env_calculator_runs_the_loop_as_episodes(tmp_path):
     store = tmp_path / "store"
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     p = subprocess.run(
-        [sys.executable, "-m", "rldata", "--store", str(store), "demo", "--out", str(tmp_path / "demo"),
-         "--tasks", "48", "--steps", "2", "--eval-tasks", "8", "--env", "calculator"],
-        capture_output=True, text=True, env=env, timeout=900, check=False)
+        [
+            sys.executable,
+            "-m",
+            "rldata",
+            "--store",
+            str(store),
+            "demo",
+            "--out",
+            str(tmp_path / "demo"),
+            "--tasks",
+            "48",
+            "--steps",
+            "2",
+            "--eval-tasks",
+            "8",
+            "--env",
+            "calculator",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     result = json.loads(p.stdout)
     assert result["env"] == "calculator" and result["tool_call_frac_sampled"] is not None
@@ -59,7 +101,9 @@ def test_demo_env_calculator_runs_the_loop_as_episodes(tmp_path):
 
     s = open_store(store)
     # sampling, training and both evaluations ran as calculator episodes, and the ledger kept them apart
-    assert s.sql("SELECT count(*) FROM trajectories WHERE env_id IS DISTINCT FROM 'calculator'").fetchall() == [(0,)]
+    assert s.sql(
+        "SELECT count(*) FROM trajectories WHERE env_id IS DISTINCT FROM 'calculator'"
+    ).fetchall() == [(0,)]
     assert s.sql("SELECT count(DISTINCT step) FROM trajectories WHERE step IS NOT NULL").fetchall() == [(2,)]
     keys = s.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
     assert len(keys) == 1 and keys[0][0].startswith("calculator@")

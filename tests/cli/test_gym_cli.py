@@ -40,8 +40,13 @@ def run(capsys, *argv):
 
 
 def _fresh(*argv, block: bool):
-    return subprocess.run([sys.executable, "-c", BLOCKED.replace("{block}", str(block)), *argv],
-                          check=False, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED.replace("{block}", str(block)), *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -58,42 +63,96 @@ def _versions(root):
 
 
 def test_ingest_gym_then_again(root, capsys):
-    code, out, err = run(capsys, "--store", root, "ingest", "--gym", "chain_sum", "--n", "20",
-                         "--config", '{"min_terms": 3, "max_terms": 3}', "--seed", "4", "-f", "json")
+    code, out, err = run(
+        capsys,
+        "--store",
+        root,
+        "ingest",
+        "--gym",
+        "chain_sum",
+        "--n",
+        "20",
+        "--config",
+        '{"min_terms": 3, "max_terms": 3}',
+        "--seed",
+        "4",
+        "-f",
+        "json",
+    )
     assert code == 0, err
     assert json.loads(out)[0] | {"version": None} == {
-        "path": "reasoning-gym:chain_sum", "read": 20, "added": 20, "duplicates": 0, "rejected": 0,
-        "decontaminated": 0, "version": None}
+        "path": "reasoning-gym:chain_sum",
+        "read": 20,
+        "added": 20,
+        "duplicates": 0,
+        "rejected": 0,
+        "decontaminated": 0,
+        "version": None,
+    }
     assert "reasoning-gym:chain_sum: generated 20, added 20, duplicates 0" in err
     before = _versions(root)
-    code, _, err = run(capsys, "--store", root, "ingest", "--gym", "chain_sum", "--n", "20",
-                       "--config", '{"min_terms": 3, "max_terms": 3}', "--seed", "4")
+    code, _, err = run(
+        capsys,
+        "--store",
+        root,
+        "ingest",
+        "--gym",
+        "chain_sum",
+        "--n",
+        "20",
+        "--config",
+        '{"min_terms": 3, "max_terms": 3}',
+        "--seed",
+        "4",
+    )
     assert code == 0 and "added 0, duplicates 20" in err
     after = _versions(root)
     assert after["tasks"] == before["tasks"] and after["environments"] == before["environments"]
     s = open_store(root)
     assert s.count("tasks") == 25 and s.count("environments") == 2
-    assert s.sql("SELECT DISTINCT json_extract(metadata, '$.reasoning_gym.config.min_terms')::INT FROM tasks "
-                 "WHERE category = 'chain_sum'").fetchall() == [(3,)]
+    assert s.sql(
+        "SELECT DISTINCT json_extract(metadata, '$.reasoning_gym.config.min_terms')::INT FROM tasks "
+        "WHERE category = 'chain_sum'"
+    ).fetchall() == [(3,)]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--gym", "chain_sun", "--n", "5"], "unknown reasoning-gym dataset 'chain_sun'; did you mean chain_sum"),
-    (["--gym", "chain_sum", "--n", "5", "--config", '{"min_terms": 9, "max_terms": 2}'],
-     "reasoning-gym dataset 'chain_sum' rejected the config {\"min_terms\": 9, \"max_terms\": 2}: AssertionError"),
-    (["--gym", "chain_sum", "--n", "5", "--config", '{"bogus": 1}'], "unexpected keyword argument 'bogus'"),
-    (["--gym", "chain_sum", "--n", "5", "--config", "{bad"], "--config: not valid JSON"),
-    (["--gym", "chain_sum", "--n", "5", "--config", "[1, 2]"], "--config: expected a JSON object, got list"),
-    (["--gym", "chain_sum", "--n", "5", "--config", '{"size": 9}'], "--config: reasoning-gym config: 'size' is set by n"),
-    (["--gym", "chain_sum", "--n", "0"], "--n: expected at least 1, got 0"),
-    (["--gym", "chain_sum", "--n", "-3"], "--n: expected at least 1, got -3"),
-    (["--gym", "chain_sum"], "--gym needs --n"),
-    (["--gym", "rearc", "--n", "2"], "does not survive JSON storage"),
-    (["--gym", "graph_color", "--n", "2"], "no oracle answer"),
-    (["--gym", "gsm_symbolic", "--n", "2"], "too lenient to be a reward"),
-    (["somefile.jsonl", "--gym", "chain_sum", "--n", "2"], "give one of PATH, --sample NAME or --gym NAME"),
-    (["--sample", "arith", "--n", "2"], "--n and --config go with --gym"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--gym", "chain_sun", "--n", "5"],
+            "unknown reasoning-gym dataset 'chain_sun'; did you mean chain_sum",
+        ),
+        (
+            ["--gym", "chain_sum", "--n", "5", "--config", '{"min_terms": 9, "max_terms": 2}'],
+            'reasoning-gym dataset \'chain_sum\' rejected the config {"min_terms": 9, "max_terms": 2}: AssertionError',
+        ),
+        (
+            ["--gym", "chain_sum", "--n", "5", "--config", '{"bogus": 1}'],
+            "unexpected keyword argument 'bogus'",
+        ),
+        (["--gym", "chain_sum", "--n", "5", "--config", "{bad"], "--config: not valid JSON"),
+        (
+            ["--gym", "chain_sum", "--n", "5", "--config", "[1, 2]"],
+            "--config: expected a JSON object, got list",
+        ),
+        (
+            ["--gym", "chain_sum", "--n", "5", "--config", '{"size": 9}'],
+            "--config: reasoning-gym config: 'size' is set by n",
+        ),
+        (["--gym", "chain_sum", "--n", "0"], "--n: expected at least 1, got 0"),
+        (["--gym", "chain_sum", "--n", "-3"], "--n: expected at least 1, got -3"),
+        (["--gym", "chain_sum"], "--gym needs --n"),
+        (["--gym", "rearc", "--n", "2"], "does not survive JSON storage"),
+        (["--gym", "graph_color", "--n", "2"], "no oracle answer"),
+        (["--gym", "gsm_symbolic", "--n", "2"], "too lenient to be a reward"),
+        (
+            ["somefile.jsonl", "--gym", "chain_sum", "--n", "2"],
+            "give one of PATH, --sample NAME or --gym NAME",
+        ),
+        (["--sample", "arith", "--n", "2"], "--n and --config go with --gym"),
+    ],
+)
 def test_bad_input_is_one_line_and_changes_nothing(root, capsys, args, message):
     before = _versions(root)
     code, out, err = run(capsys, "--store", root, "ingest", *args)
@@ -108,8 +167,9 @@ def test_without_reasoning_gym(root):
     before = _versions(root)
     p = _fresh("--store", root, "ingest", "--gym", "chain_sum", "--n", "3", block=True)
     lines = p.stderr.strip().splitlines()
-    assert p.returncode == 1 and lines[0].startswith("rldata: error: reasoning-gym is not installed "
-                                                     "(pip install 'rldata[gym]')"), p.stderr
+    assert p.returncode == 1 and lines[0].startswith(
+        "rldata: error: reasoning-gym is not installed (pip install 'rldata[gym]')"
+    ), p.stderr
     assert _versions(root) == before
     # a file ingest works without it, and never imports it even when it is installed
     for block in (True, False):
@@ -135,7 +195,9 @@ def test_envs_and_verifiers_load_without_reasoning_gym(tmp_path):
         print("verdict:", vd.passed, vd.error)
         print("math:", get_verifier("math").name)
     """)
-    p = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert "env: reasoning-gym is not installed" in p.stdout
     assert "verdict: None reasoning-gym is not installed" in p.stdout and "math: math" in p.stdout

@@ -12,11 +12,34 @@ from rldata.cli import main
 
 @pytest.fixture
 def root(store):
-    store.append("tasks", [{"task_id": f"t{i}", "source": "arith", "domain": "math", "prompt": f"{i}+3=",
-                            "answer": str(i + 3)} for i in range(4)])
-    store.append("selections", [{"selection": "band", "task_id": f"t{i}", "decision": "keep", "reason": "in_band",
-                                 "bucket": "easy" if i < 2 else "hard", "passrates_version": 2,
-                                 "params": json.dumps({"low": 0.1})} for i in range(4)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{i}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": f"{i}+3=",
+                "answer": str(i + 3),
+            }
+            for i in range(4)
+        ],
+    )
+    store.append(
+        "selections",
+        [
+            {
+                "selection": "band",
+                "task_id": f"t{i}",
+                "decision": "keep",
+                "reason": "in_band",
+                "bucket": "easy" if i < 2 else "hard",
+                "passrates_version": 2,
+                "params": json.dumps({"low": 0.1}),
+            }
+            for i in range(4)
+        ],
+    )
     return store.root
 
 
@@ -28,8 +51,20 @@ def run(capsys, *argv):
 
 def test_export_then_lineage(root, tmp_path, capsys):
     out = tmp_path / "verl"
-    code, _, err = run(capsys, "--store", root, "export", "--selection", "band", "--bucket", "hard",
-                       "--format", "verl", "--out", str(out))
+    code, _, err = run(
+        capsys,
+        "--store",
+        root,
+        "export",
+        "--selection",
+        "band",
+        "--bucket",
+        "hard",
+        "--format",
+        "verl",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     assert "exported 2 tasks of selection 'band' as verl" in err
     rows = pq.read_table(out / "train.parquet").to_pylist()
@@ -38,7 +73,13 @@ def test_export_then_lineage(root, tmp_path, capsys):
     code, text, err = run(capsys, "lineage", str(out), "--json")
     assert code == 0, err
     m = json.loads(text)
-    assert (m["selection"], m["bucket"], m["rows"], m["verified"], m["passrates_version"]) == ("band", "hard", 2, True, 2)
+    assert (m["selection"], m["bucket"], m["rows"], m["verified"], m["passrates_version"]) == (
+        "band",
+        "hard",
+        2,
+        True,
+        2,
+    )
 
     code, text, _ = run(capsys, "lineage", str(out / "train.parquet"))
     assert code == 0
@@ -51,12 +92,36 @@ def test_export_then_lineage(root, tmp_path, capsys):
 
 
 def test_export_errors_are_one_line(root, tmp_path, capsys):
-    code, out, err = run(capsys, "--store", root, "export", "--selection", "nope", "--format", "jsonl",
-                         "--out", str(tmp_path / "x"))
+    code, out, err = run(
+        capsys,
+        "--store",
+        root,
+        "export",
+        "--selection",
+        "nope",
+        "--format",
+        "jsonl",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert code == 1 and out == ""
     assert err.strip() == "rldata: error: unknown selection 'nope'; known selections: band"
-    code, _, err = run(capsys, "--store", root, "export", "-s", "band", "-f", "openrlhf", "-o", str(tmp_path / "x"),
-                       "--input-key", "k", "--label-key", "k")
+    code, _, err = run(
+        capsys,
+        "--store",
+        root,
+        "export",
+        "-s",
+        "band",
+        "-f",
+        "openrlhf",
+        "-o",
+        str(tmp_path / "x"),
+        "--input-key",
+        "k",
+        "--label-key",
+        "k",
+    )
     assert code == 1 and "input_key and label_key must differ" in err
     assert not (tmp_path / "x").exists()
 
@@ -64,16 +129,28 @@ def test_export_errors_are_one_line(root, tmp_path, capsys):
 def test_import_rollouts_then_sql(root, tmp_path, capsys):
     dump = tmp_path / "dump"
     dump.mkdir()
-    (dump / "1.jsonl").write_text("".join(
-        json.dumps({"input": f"{i}+3=", "output": str(i + 3), "gts": str(i + 3), "score": 1.0, "step": 1}) + "\n"
-        for i in range(4)))
-    code, text, err = run(capsys, "--store", root, "import-rollouts", str(dump), "--format", "verl",
-                          "--model", "qwen", "--json")
+    (dump / "1.jsonl").write_text(
+        "".join(
+            json.dumps({"input": f"{i}+3=", "output": str(i + 3), "gts": str(i + 3), "score": 1.0, "step": 1})
+            + "\n"
+            for i in range(4)
+        )
+    )
+    code, text, err = run(
+        capsys, "--store", root, "import-rollouts", str(dump), "--format", "verl", "--model", "qwen", "--json"
+    )
     assert code == 0, err
     summary = json.loads(text)
     assert (summary["trajectories_added"], summary["tasks_linked"], summary["tasks_added"]) == (4, 4, 0)
-    code, text, err = run(capsys, "--store", root, "sql", "--format", "json",
-                          "SELECT model, count(*) AS n, avg(reward) AS r FROM trajectories GROUP BY model")
+    code, text, err = run(
+        capsys,
+        "--store",
+        root,
+        "sql",
+        "--format",
+        "json",
+        "SELECT model, count(*) AS n, avg(reward) AS r FROM trajectories GROUP BY model",
+    )
     assert code == 0, err
     assert json.loads(text) == [{"model": "qwen", "n": 4, "r": 1.0}]
 
@@ -81,12 +158,37 @@ def test_import_rollouts_then_sql(root, tmp_path, capsys):
 def test_import_bad_line_fails_or_is_skipped(root, tmp_path, capsys):
     f = tmp_path / "r.jsonl"
     f.write_text(json.dumps({"q": "0+3=", "a": "3"}) + "\n" + json.dumps({"q": "1+3="}) + "\n")
-    code, _, err = run(capsys, "--store", root, "import-rollouts", str(f), "-f", "jsonl",
-                       "--field", "prompt=q", "--field", "completion=a")
+    code, _, err = run(
+        capsys,
+        "--store",
+        root,
+        "import-rollouts",
+        str(f),
+        "-f",
+        "jsonl",
+        "--field",
+        "prompt=q",
+        "--field",
+        "completion=a",
+    )
     assert code == 1
     assert err.strip() == f"rldata: error: {f}:2: field 'a': missing required field"
-    code, text, err = run(capsys, "--store", root, "import-rollouts", str(f), "-f", "jsonl",
-                          "--field", "prompt=q", "--field", "completion=a", "--on-error", "skip", "--json")
+    code, text, err = run(
+        capsys,
+        "--store",
+        root,
+        "import-rollouts",
+        str(f),
+        "-f",
+        "jsonl",
+        "--field",
+        "prompt=q",
+        "--field",
+        "completion=a",
+        "--on-error",
+        "skip",
+        "--json",
+    )
     assert code == 0, err
     assert f"skipped: {f}:2: field 'a': missing required field" in err
     assert json.loads(text)["trajectories_added"] == 1

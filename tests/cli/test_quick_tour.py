@@ -29,7 +29,7 @@ _SMALL = {
 
 def tour_commands() -> list[list[str]]:
     text = README.read_text()
-    block = re.search(r"## Quick tour\s+```bash\n(.*?)```", text, re.S).group(1)
+    block = re.search(r"## Quick tour\s+```bash\n(.*?)```", text, re.DOTALL).group(1)
     cmds = []
     for line in block.splitlines():
         argv = shlex.split(line, comments=True)
@@ -41,11 +41,17 @@ def tour_commands() -> list[list[str]]:
 def test_readme_quick_tour_runs_in_order(tmp_path):
     cmds = tour_commands()
     assert [c[0] for c in cmds][:3] == ["ingest", "ingest", "tables"] and len(cmds) >= 10
-    env = {**os.environ, "RLDATA_STORE": str(tmp_path / "rldata-store"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = {
+        **os.environ,
+        "RLDATA_STORE": str(tmp_path / "rldata-store"),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    }
     env.pop("RAY_ADDRESS", None)
     for argv in cmds:
         full = [RLDATA, *argv, *_SMALL.get(argv[0], [])]
-        r = subprocess.run(full, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+        r = subprocess.run(
+            full, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
         assert r.returncode == 0, f"rldata {shlex.join(argv)} failed:\n{r.stderr[-3000:]}"
         assert "Traceback" not in r.stderr
     assert (tmp_path / "buckets.yaml").is_file() and list((tmp_path / "band").glob("*.parquet"))

@@ -228,22 +228,49 @@ def test_cost_worked_example_and_measured_run(root, capsys):
 
 
 def test_cost_generation_has_its_own_mfu_and_moe_without_active_params_warns(capsys, tmp_path):
-    code, out, err = _run(capsys, "cost", "--params", "7e9", "--tokens", "1e9", "--gpu", "h100", "--kind",
-                          "generate", "-f", "json")
+    code, out, err = _run(
+        capsys,
+        "cost",
+        "--params",
+        "7e9",
+        "--tokens",
+        "1e9",
+        "--gpu",
+        "h100",
+        "--kind",
+        "generate",
+        "-f",
+        "json",
+    )
     assert code == 0, err
     row = json.loads(out)[0]
     assert row["mfu"] == 0.1  # decoding is memory-bound: not the training default 0.4
     assert row["gpu_hours"] == pytest.approx(29.49 / 3 * 4, abs=0.01)
     code, out, err = _run(capsys, "cost", "--params", "7e9", "--tokens", "1e9", "--gpu", "h100", "-f", "json")
     assert json.loads(out)[0]["mfu"] == 0.4 and "warning" not in err
-    code, out, err = _run(capsys, "cost", "--params", "47B", "--name", "Mixtral-8x7B", "--tokens", "1e9",
-                          "--gpu", "h100")
+    code, out, err = _run(
+        capsys, "cost", "--params", "47B", "--name", "Mixtral-8x7B", "--tokens", "1e9", "--gpu", "h100"
+    )
     assert code == 0 and "mixture of experts" in err and "--active-params" in err
     model = tmp_path / "sparse"
     model.mkdir()
     (model / "config.json").write_text('{"num_local_experts": 8}')
-    code, out, err = _run(capsys, "cost", "--params", "47B", "--name", str(model), "--tokens", "1e9", "--gpu", "h100")
+    code, out, err = _run(
+        capsys, "cost", "--params", "47B", "--name", str(model), "--tokens", "1e9", "--gpu", "h100"
+    )
     assert "mixture of experts" in err
-    code, out, err = _run(capsys, "cost", "--params", "47B", "--active-params", "13B", "--name", "Mixtral-8x7B",
-                          "--tokens", "1e9", "--gpu", "h100")
+    code, out, err = _run(
+        capsys,
+        "cost",
+        "--params",
+        "47B",
+        "--active-params",
+        "13B",
+        "--name",
+        "Mixtral-8x7B",
+        "--tokens",
+        "1e9",
+        "--gpu",
+        "h100",
+    )
     assert "warning" not in err

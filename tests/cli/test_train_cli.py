@@ -49,16 +49,25 @@ def test_contradicting_options_are_refused(capsys, tmp_path):
 
 
 def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
-    open_store(tmp_path / "s").append("tasks", [{"task_id": "t", "source": "u", "domain": "math",
-                                                  "prompt": "1+1=", "answer": "2"}])
+    open_store(tmp_path / "s").append(
+        "tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1=", "answer": "2"}]
+    )
     code, _, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--model", str(tmp_path / "nomodel"))
     assert code == 1 and "nomodel" in err and "not found" in err
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"x")
-    code, _, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--curriculum", str(tmp_path / "no.yaml"),
-                       "--model", str(model))
+    code, _, err = run(
+        capsys,
+        "--store",
+        str(tmp_path / "s"),
+        "train",
+        "--curriculum",
+        str(tmp_path / "no.yaml"),
+        "--model",
+        str(model),
+    )
     assert code == 1 and "no.yaml" in err and "cannot read" in err
 
 
@@ -81,7 +90,9 @@ def test_one_step_with_heldout_eval(capsys, tmp_path):
     finally:
         if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
             ray.shutdown()
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+            ray.init(
+                address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env
+            )
 
 
 def _one_step(capsys, tmp_path):
@@ -96,19 +107,42 @@ def _one_step(capsys, tmp_path):
     ingest(store, tmp_path / "train.jsonl")
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n")
-    code, out, err = run(capsys, "--store", str(root), "train", "--config", str(cfg), "--steps", "1",
-                         "--out", str(tmp_path / "runs"), "--run-id", "cli", "--eval-heldout", "--format", "json")
+    cfg.write_text(
+        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n"
+    )
+    code, out, err = run(
+        capsys,
+        "--store",
+        str(root),
+        "train",
+        "--config",
+        str(cfg),
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "cli",
+        "--eval-heldout",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     row = json.loads(out)[0]
     assert row["run_id"] == "cli" and row["last_step"] == 1 and 0 <= row["eval_first"] <= 1
     assert row["checkpoint"].endswith("step-000001") and "step 1/1" in err
-    evals = store.sql("SELECT step, value FROM metrics WHERE run_id = 'cli' AND name = 'eval/accuracy' "
-                      "ORDER BY step").fetchall()
+    evals = store.sql(
+        "SELECT step, value FROM metrics WHERE run_id = 'cli' AND name = 'eval/accuracy' ORDER BY step"
+    ).fetchall()
     assert [s for s, _ in evals] == [0, 1]
     models = {m for (m,) in store.sql("SELECT DISTINCT model FROM passrates").fetchall()}
     assert any(m.startswith("step-000001@") for m in models)  # the checkpoint's eval, in the ledger
     # held-out tasks are never trained on
-    assert store.sql("SELECT count(*) FROM trajectories t JOIN tasks USING (task_id) WHERE t.run_id = 'cli' "
-                     "AND json_extract_string(metadata, '$.split') = 'heldout'").fetchall()[0][0] == 0
+    assert (
+        store.sql(
+            "SELECT count(*) FROM trajectories t JOIN tasks USING (task_id) WHERE t.run_id = 'cli' "
+            "AND json_extract_string(metadata, '$.split') = 'heldout'"
+        ).fetchall()[0][0]
+        == 0
+    )
     assert store.sql("SELECT status FROM runs WHERE run_id = 'cli'").fetchall() == [("done",)]

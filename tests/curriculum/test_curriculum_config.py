@@ -237,7 +237,9 @@ def test_a_file_without_edges_loads_and_an_old_one_with_edges_still_does(tmp_pat
     old, new = load(tmp_path / "old.yaml"), load(tmp_path / "bare.yaml")
     assert old.bucket_names == new.bucket_names and old.phases == new.phases
     assert old.buckets[1] == Bucket("medium", 0.4, 0.7) and new.buckets[1] == Bucket("medium")
-    assert "low" not in save(new, tmp_path / "again.yaml").read_text() and load(tmp_path / "again.yaml") == new
+    assert (
+        "low" not in save(new, tmp_path / "again.yaml").read_text() and load(tmp_path / "again.yaml") == new
+    )
     with pytest.raises(CurriculumError, match="both edges or neither"):
         Bucket("easy", low=0.5)
     with pytest.raises(CurriculumError, match="default phases"):

@@ -28,42 +28,58 @@ def test_a_class_path_resolves(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     env = make_env(EnvSpec("my_envs:Echo"))
-    assert env.step({"role": "assistant", "content": "hi"}).observations == [{"role": "user", "content": "hi"}]
+    assert env.step({"role": "assistant", "content": "hi"}).observations == [
+        {"role": "user", "content": "hi"}
+    ]
     sys.modules.pop("my_envs", None)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ("no_such_module_xyz:Env", "environment 'no_such_module_xyz:Env' does not import: No module named"),
-    ("json:NoSuchClass", "environment 'json:NoSuchClass' does not import: module 'json' has no attribute 'NoSuchClass'"),
-    ("json:dumps", "environment 'json:dumps' has no reset() method"),
-    ("no-such-env", "unknown environment 'no-such-env'; known: calculator, code-feedback, reasoning-gym, single-turn"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ("no_such_module_xyz:Env", "environment 'no_such_module_xyz:Env' does not import: No module named"),
+        (
+            "json:NoSuchClass",
+            "environment 'json:NoSuchClass' does not import: module 'json' has no attribute 'NoSuchClass'",
+        ),
+        ("json:dumps", "environment 'json:dumps' has no reset() method"),
+        (
+            "no-such-env",
+            "unknown environment 'no-such-env'; known: calculator, code-feedback, reasoning-gym, single-turn",
+        ),
+    ],
+)
 def test_bad_names_and_paths_are_one_line_errors(env, message):
     with pytest.raises(RldataError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         resolve(env)
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"env": ""}, "spec field 'env'"),
-    ({"env": "mod:"}, "is not a 'module:Class' path"),
-    ({"env": "calculator", "max_turns": 0}, "spec field 'max_turns': expected a positive integer, got 0"),
-    ({"env": "calculator", "max_turns": True}, "spec field 'max_turns'"),
-    ({"env": "calculator", "max_total_tokens": 1.5}, "spec field 'max_total_tokens'"),
-    ({"env": "calculator", "step_timeout_s": float("inf")}, "spec field 'step_timeout_s'"),
-    ({"env": "calculator", "step_timeout_s": -1}, "spec field 'step_timeout_s'"),
-    ({"env": "calculator", "config": [1]}, "spec field 'config': expected a mapping, got list"),
-    ({"env": "calculator", "config": {"x": object()}}, "not JSON-serializable"),
-    ({"env": "calculator", "tools": []}, "spec field 'tools': unknown"),
-    ({"max_turns": 3}, "spec field 'env': missing"),
-    ({"env": "calculator", "system_prompt": 3}, "spec field 'system_prompt'"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"env": ""}, "spec field 'env'"),
+        ({"env": "mod:"}, "is not a 'module:Class' path"),
+        ({"env": "calculator", "max_turns": 0}, "spec field 'max_turns': expected a positive integer, got 0"),
+        ({"env": "calculator", "max_turns": True}, "spec field 'max_turns'"),
+        ({"env": "calculator", "max_total_tokens": 1.5}, "spec field 'max_total_tokens'"),
+        ({"env": "calculator", "step_timeout_s": float("inf")}, "spec field 'step_timeout_s'"),
+        ({"env": "calculator", "step_timeout_s": -1}, "spec field 'step_timeout_s'"),
+        ({"env": "calculator", "config": [1]}, "spec field 'config': expected a mapping, got list"),
+        ({"env": "calculator", "config": {"x": object()}}, "not JSON-serializable"),
+        ({"env": "calculator", "tools": []}, "spec field 'tools': unknown"),
+        ({"max_turns": 3}, "spec field 'env': missing"),
+        ({"env": "calculator", "system_prompt": 3}, "spec field 'system_prompt'"),
+    ],
+)
 def test_invalid_specs_are_refused(spec, message):
     with pytest.raises(RldataError, match=message.replace("(", r"\(").replace(")", r"\)")):
         EnvSpec.from_dict(spec)
 
 
 def test_a_bad_config_is_refused_when_the_env_is_made():
-    with pytest.raises(RldataError, match="environment 'calculator' rejected its config: ValueError: max_calls"):
+    with pytest.raises(
+        RldataError, match="environment 'calculator' rejected its config: ValueError: max_calls"
+    ):
         make_env(EnvSpec("calculator", config={"max_calls": 0}))
     with pytest.raises(RldataError, match="takes no config keys, got: colour"):
         make_env(EnvSpec("single-turn", config={"colour": "red"}))

@@ -21,7 +21,9 @@ from rldata.errors import RldataError
 from rldata.verify.base import all_passed
 from rldata.verify.code import CodeVerifier
 
-TASKS = [json.loads(x) for x in files("rldata.sample_data").joinpath("code_tasks.jsonl").read_text().splitlines()]
+TASKS = [
+    json.loads(x) for x in files("rldata.sample_data").joinpath("code_tasks.jsonl").read_text().splitlines()
+]
 BY_NAME = {t["metadata"]["name"]: t for t in TASKS}
 SUM = BY_NAME["sum_digits"]
 SPEC_FILE = files("rldata.sample_data").joinpath("envs/code-feedback.yaml")
@@ -58,39 +60,62 @@ def test_registered_and_sized_by_the_spec():
     assert make_env(EnvSpec("code-feedback", config={"sandbox_wall_s": 2})).limits.wall_s == 2.0
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"config": {"sandbox_wall_s": 6}}, "sandbox_wall_s 6 exceeds 0.5 x the spec's step_timeout_s (10 s)"),
-    ({"step_timeout_s": 1.5}, "the sandbox needs at least 1 s"),
-    ({"config": {"sandbox_wall_s": 0.5}}, "the sandbox needs at least 1 s"),
-    ({"config": {"sandbox_wall_s": "5"}}, "'sandbox_wall_s' must be a number"),
-    ({"config": {"max_attempts": 0}}, "'max_attempts' must be an integer in 1..20, got 0"),
-    ({"config": {"max_attempts": True}}, "'max_attempts' must be an integer"),
-    ({"config": {"max_attempts": 21}, "max_turns": 30}, "'max_attempts' must be an integer in 1..20"),
-    ({"config": {"max_attempts": 5}, "max_turns": 4}, "max_attempts 5 exceeds the spec's max_turns 4"),
-    ({"config": {"max_failures_shown": 6}}, "'max_failures_shown' must be an integer in 1..5"),
-    ({"config": {"rules": "yes"}}, "'rules' must be true or false"),
-    ({"config": {"hidden": True}}, "takes no config keys, got: hidden"),
-    ({"config": {"step_timeout_s": 100}}, "config key 'step_timeout_s' is a spec field"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"config": {"sandbox_wall_s": 6}},
+            "sandbox_wall_s 6 exceeds 0.5 x the spec's step_timeout_s (10 s)",
+        ),
+        ({"step_timeout_s": 1.5}, "the sandbox needs at least 1 s"),
+        ({"config": {"sandbox_wall_s": 0.5}}, "the sandbox needs at least 1 s"),
+        ({"config": {"sandbox_wall_s": "5"}}, "'sandbox_wall_s' must be a number"),
+        ({"config": {"max_attempts": 0}}, "'max_attempts' must be an integer in 1..20, got 0"),
+        ({"config": {"max_attempts": True}}, "'max_attempts' must be an integer"),
+        ({"config": {"max_attempts": 21}, "max_turns": 30}, "'max_attempts' must be an integer in 1..20"),
+        ({"config": {"max_attempts": 5}, "max_turns": 4}, "max_attempts 5 exceeds the spec's max_turns 4"),
+        ({"config": {"max_failures_shown": 6}}, "'max_failures_shown' must be an integer in 1..5"),
+        ({"config": {"rules": "yes"}}, "'rules' must be true or false"),
+        ({"config": {"hidden": True}}, "takes no config keys, got: hidden"),
+        ({"config": {"step_timeout_s": 100}}, "config key 'step_timeout_s' is a spec field"),
+    ],
+)
 def test_bad_config_is_refused_when_built(spec, message):
-    with pytest.raises(RldataError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+    with pytest.raises(
+        RldataError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    ):
         make_env(EnvSpec.from_dict({"env": "code-feedback", **spec}))
 
 
-@pytest.mark.parametrize(("tests", "message"), [
-    (None, "field 'tests': the task has no tests"),
-    ('{"style": "function", "public": [', "field 'tests': Expecting value"),
-    ("[1, 2]", "field 'tests': tests must be a JSON object"),
-    ({"style": "function", "entry_point": "f", "public": [{"input": [1]}]}, "must be an object with 'input' and 'output'"),
-    ({"style": "function", "entry_point": "f", "hidden": [{"input": [1], "output": 2}]}, "no public tests"),
-    ('{"style": "function", "public": [], "hidden": [{"input": [1], "output": 2}]}', "no public tests"),
-    ({"style": "function", "public": [{"input": [1], "output": 1}], "secret": 1}, "unknown tests field(s): secret"),
-])
+@pytest.mark.parametrize(
+    ("tests", "message"),
+    [
+        (None, "field 'tests': the task has no tests"),
+        ('{"style": "function", "public": [', "field 'tests': Expecting value"),
+        ("[1, 2]", "field 'tests': tests must be a JSON object"),
+        (
+            {"style": "function", "entry_point": "f", "public": [{"input": [1]}]},
+            "must be an object with 'input' and 'output'",
+        ),
+        (
+            {"style": "function", "entry_point": "f", "hidden": [{"input": [1], "output": 2}]},
+            "no public tests",
+        ),
+        ('{"style": "function", "public": [], "hidden": [{"input": [1], "output": 2}]}', "no public tests"),
+        (
+            {"style": "function", "public": [{"input": [1], "output": 1}], "secret": 1},
+            "unknown tests field(s): secret",
+        ),
+    ],
+)
 def test_a_task_without_usable_public_tests_is_an_env_error(tests, message):
     env = make_env(SPEC)
     g = guarded_reset(env, {"task_id": "t9", "prompt": "p", "tests": tests}, 0, timeout_s=5)
     assert g.finish_reason == "env_error" and env.closed
-    assert g.error.startswith("reset(): RldataError: code-feedback: task t9: field 'tests'") and message in g.error
+    assert (
+        g.error.startswith("reset(): RldataError: code-feedback: task t9: field 'tests'")
+        and message in g.error
+    )
 
 
 def test_step_before_reset_is_an_env_error_and_closes():
@@ -113,14 +138,27 @@ def test_a_correct_submission_ends_in_one_step(task):
 def test_wrong_then_correct_ends_in_two_steps_with_the_failures_shown():
     _, steps = episode(SPEC, SUM, [msg(WRONG_SUM), msg(SUM["metadata"]["reference_solution"])])
     assert [s.done for s in steps] == [False, True] and steps[1].finish_reason == "env_done"
-    assert steps[0].messages == [{"role": "user", "content": (
-        "Attempt 1 of 3: 1 of 3 public tests passed.\n"
-        "Failed test 1 of 3:\n  input: [1234]\n  expected: 10\n  got: 4\n"
-        "Failed test 2 of 3:\n  input: [-907]\n  expected: 16\n  got: 3\n"
-        "Reply with the complete, corrected program in one ```python block. Attempts left: 2."
-    )}]
-    assert steps[0].info == {"attempt": 1, "max_attempts": 3, "public_passed": 1, "public_total": 3,
-                             "rules_ok": True, "sandbox": "ok", "sandbox_error": False, "status": "failed"}
+    assert steps[0].messages == [
+        {
+            "role": "user",
+            "content": (
+                "Attempt 1 of 3: 1 of 3 public tests passed.\n"
+                "Failed test 1 of 3:\n  input: [1234]\n  expected: 10\n  got: 4\n"
+                "Failed test 2 of 3:\n  input: [-907]\n  expected: 16\n  got: 3\n"
+                "Reply with the complete, corrected program in one ```python block. Attempts left: 2."
+            ),
+        }
+    ]
+    assert steps[0].info == {
+        "attempt": 1,
+        "max_attempts": 3,
+        "public_passed": 1,
+        "public_total": 3,
+        "rules_ok": True,
+        "sandbox": "ok",
+        "sandbox_error": False,
+        "status": "failed",
+    }
     assert steps[1].info["attempt"] == 2 and steps[1].info["status"] == "passed"
     # deterministic: the same code gets the same message
     _, again = episode(SPEC, SUM, [msg(WRONG_SUM)])
@@ -139,11 +177,14 @@ def test_k_wrong_attempts_end_the_episode_at_k(k):
         assert s.messages[0]["content"].endswith(f"Attempts left: {k - i}.")
 
 
-@pytest.mark.parametrize("content", [
-    "I am not sure how to solve this.",
-    "",
-    "```js\nfunction sum_digits(n) { return 0 }\n```",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "I am not sure how to solve this.",
+        "",
+        "```js\nfunction sum_digits(n) { return 0 }\n```",
+    ],
+)
 def test_no_code_is_an_observation_and_counts_as_an_attempt(content):
     env, steps = episode(SPEC, SUM, [{"role": "assistant", "content": content}])
     g = steps[0]
@@ -151,7 +192,8 @@ def test_no_code_is_an_observation_and_counts_as_an_attempt(content):
     assert g.info["sandbox"] is None and env.last_sandbox_pid is None  # nothing ran
     assert g.messages[0]["content"] == (
         "Attempt 1 of 3: no Python code found in your reply.\n"
-        "Reply with the complete, corrected program in one ```python block. Attempts left: 2.")
+        "Reply with the complete, corrected program in one ```python block. Attempts left: 2."
+    )
 
 
 def test_a_syntax_error_is_reported_without_running():
@@ -173,9 +215,11 @@ def test_rule_problems_are_feedback_and_block_the_pass():
 def test_forged_results_on_the_harness_fd_do_not_pass_with_rules_on():
     """The solution shares the harness's process and can write fake result lines to its fd; the rule
     layer (here and in the final verdict) is what refuses such code."""
-    code = ("import os, json\nfor fd in range(3, 12):\n    try:\n"
-            "        [os.write(fd, (json.dumps({'i': i, 'out': v}) + '\\n').encode()) for i, v in enumerate([10, 16, 5])]\n"
-            "    except OSError:\n        pass\nos._exit(0)\ndef sum_digits(n):\n    return 0")
+    code = (
+        "import os, json\nfor fd in range(3, 12):\n    try:\n"
+        "        [os.write(fd, (json.dumps({'i': i, 'out': v}) + '\\n').encode()) for i, v in enumerate([10, 16, 5])]\n"
+        "    except OSError:\n        pass\nos._exit(0)\ndef sum_digits(n):\n    return 0"
+    )
     _, steps = episode(SPEC, SUM, [msg(code)])
     assert not steps[0].done and steps[0].info["rules_ok"] is False
     assert all_passed(CodeVerifier().verify(msg(code)["content"], SUM)) is False
@@ -201,8 +245,10 @@ HOSTILE = {
     "read-files": "def sum_digits(n):\n    return open('/etc/shadow').read() + open('cases.json').read()",
     "os-system": "import os\ndef sum_digits(n):\n    return os.system('cat /etc/passwd; sleep 100')",
     "sleep": "import time\ndef sum_digits(n):\n    time.sleep(100)",
-    "sleep-no-alarm": ("import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
-                       "def sum_digits(n):\n    time.sleep(100)"),
+    "sleep-no-alarm": (
+        "import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+        "def sum_digits(n):\n    time.sleep(100)"
+    ),
     "kill-parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef sum_digits(n):\n    return 0",
     "memory": "x = bytearray(10**10)\ndef sum_digits(n):\n    return 0",
 }
@@ -221,7 +267,9 @@ def test_hostile_programs_get_a_failure_observation_within_the_step_timeout(name
     assert took < spec.step_timeout_s, took
     assert g.info["status"] == "failed" and g.info["public_passed"] == 0 and not g.info["sandbox_error"]
     text = g.messages[0]["content"]
-    assert text.startswith("Attempt 1 of 3: 0 of 3 public tests passed.") and len(text) <= MAX_OBSERVATION_CHARS
+    assert (
+        text.startswith("Attempt 1 of 3: 0 of 3 public tests passed.") and len(text) <= MAX_OBSERVATION_CHARS
+    )
     assert any(x in text for x in ("Failed test 1 of 3", "failed while loading", "Tests 1 to 3 did not run"))
     env.close()
     assert not os.path.exists(f"/proc/{env.last_sandbox_pid}")
@@ -259,9 +307,11 @@ def _echo(task) -> list[str]:
     if t["style"] == "stdio":
         return ["import sys\nsys.stdout.write(sys.stdin.read())", "print(open('cases.json').read())"]
     ep = t["entry_point"]
-    return [f"def {ep}(*a, **k):\n    return [list(a), k]",
-            f"def {ep}(*a, **k):\n    return open('cases.json').read()",
-            f"def {ep}(*a, **k):\n    return None"]
+    return [
+        f"def {ep}(*a, **k):\n    return [list(a), k]",
+        f"def {ep}(*a, **k):\n    return open('cases.json').read()",
+        f"def {ep}(*a, **k):\n    return None",
+    ]
 
 
 def _markers(value) -> set[str]:
@@ -293,12 +343,17 @@ def test_hidden_tests_never_appear_in_an_observation():
         seen = ""
         for code in codes:
             _, steps = episode(spec, task, [msg(code)])
-            assert steps[0].finish_reason is None and steps[0].info["status"] == "failed", task["metadata"]["name"]
+            assert steps[0].finish_reason is None and steps[0].info["status"] == "failed", task["metadata"][
+                "name"
+            ]
             seen += steps[0].messages[0]["content"]
         leaked, marks = _leaks(task, seen, codes)
         assert not leaked, (task["metadata"]["name"], leaked)
         # the same check catches them when they are run and shown: make them public (first) and look
-        exposed = {**task, "tests": {**task["tests"], "public": task["tests"]["hidden"] + task["tests"]["public"]}}
+        exposed = {
+            **task,
+            "tests": {**task["tests"], "public": task["tests"]["hidden"] + task["tests"]["public"]},
+        }
         _, steps = episode(spec, exposed, [msg(codes[0])])
         found, _ = _leaks(task, steps[0].messages[0]["content"], codes)
         checked += bool(found)

@@ -68,13 +68,16 @@ def test_a_continuing_step_does_not_close():
     assert g.messages == [{"role": "tool", "content": "4"}]
 
 
-@pytest.mark.parametrize(("behaviour", "message"), [
-    ("raises", "step(): ValueError: boom in step"),
-    ("exits", "step(): RuntimeError: SystemExit: 3"),
-    ("garbage", "step(): expected a StepResult, got dict"),
-    ("bad-role", "role 'assistant' is not one of system, user, tool"),
-    ("bad-info", "step(): info: not JSON-serializable"),
-])
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        ("raises", "step(): ValueError: boom in step"),
+        ("exits", "step(): RuntimeError: SystemExit: 3"),
+        ("garbage", "step(): expected a StepResult, got dict"),
+        ("bad-role", "role 'assistant' is not one of system, user, tool"),
+        ("bad-info", "step(): info: not JSON-serializable"),
+    ],
+)
 def test_a_failing_step_is_an_env_error_and_closes(behaviour, message):
     env = Probe(behaviour)
     g = guarded_step(env, {"role": "assistant", "content": "4"}, timeout_s=5)
@@ -83,10 +86,13 @@ def test_a_failing_step_is_an_env_error_and_closes(behaviour, message):
     assert g.messages == []
 
 
-@pytest.mark.parametrize(("behaviour", "message"), [
-    ("reset-raises", "reset(): RuntimeError: boom in reset"),
-    ("reset-garbage", "reset(): expected a list of messages, got str"),
-])
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        ("reset-raises", "reset(): RuntimeError: boom in reset"),
+        ("reset-garbage", "reset(): expected a list of messages, got str"),
+    ],
+)
 def test_a_failing_reset_is_an_env_error_and_closes(behaviour, message):
     env = Probe(behaviour)
     g = guarded_reset(env, TASK, 0, timeout_s=5)

@@ -14,24 +14,58 @@ from rldata.interop.chat_export import export_conversations
 from rldata.interop.export import ExportSpec, export_selection
 from rldata.verify.base import Verdict, verdict_rows
 
-EPISODE = [{"role": "system", "content": "<tools>"}, {"role": "user", "content": "37*8+5="},
-           {"role": "assistant", "content": "<calc>37*8+5</calc>"}, {"role": "tool", "content": "301"},
-           {"role": "assistant", "content": "301"}]
+EPISODE = [
+    {"role": "system", "content": "<tools>"},
+    {"role": "user", "content": "37*8+5="},
+    {"role": "assistant", "content": "<calc>37*8+5</calc>"},
+    {"role": "tool", "content": "301"},
+    {"role": "assistant", "content": "301"},
+]
 
 
 def _store(store):
-    store.append("tasks", [{"task_id": "a", "source": "arith", "domain": "math", "prompt": "37*8+5=", "answer": "301"},
-                           {"task_id": "b", "source": "arith", "domain": "math", "prompt": "2+2=", "answer": "4"}])
+    store.append(
+        "tasks",
+        [
+            {"task_id": "a", "source": "arith", "domain": "math", "prompt": "37*8+5=", "answer": "301"},
+            {"task_id": "b", "source": "arith", "domain": "math", "prompt": "2+2=", "answer": "4"},
+        ],
+    )
     base = {"run_id": "r1", "model": "tiny@x", "policy_version": 0, "params_hash": "p", "sample_idx": 0}
-    store.append("trajectories", [
-        {**base, "traj_id": "t-ep", "task_id": "a", "prompt": "37*8+5=", "completion": "301", "messages": EPISODE,
-         "num_turns": 2, "num_tool_calls": 1, "finish_reason": "env_done", "env_id": "calculator",
-         "env_version": "1+abc", "reward": 1.0},
-        {**base, "traj_id": "t-plain", "task_id": "b", "prompt": "2+2=", "completion": "5", "num_turns": 1,
-         "finish_reason": "stop", "reward": 0.0},
-    ])
-    store.append("verifications", verdict_rows("a", "t-ep", "math", "1", [Verdict(True, 1.0, "301")])
-                 + verdict_rows("b", "t-plain", "math", "1", [Verdict(False, 0.0, "5")]))
+    store.append(
+        "trajectories",
+        [
+            {
+                **base,
+                "traj_id": "t-ep",
+                "task_id": "a",
+                "prompt": "37*8+5=",
+                "completion": "301",
+                "messages": EPISODE,
+                "num_turns": 2,
+                "num_tool_calls": 1,
+                "finish_reason": "env_done",
+                "env_id": "calculator",
+                "env_version": "1+abc",
+                "reward": 1.0,
+            },
+            {
+                **base,
+                "traj_id": "t-plain",
+                "task_id": "b",
+                "prompt": "2+2=",
+                "completion": "5",
+                "num_turns": 1,
+                "finish_reason": "stop",
+                "reward": 0.0,
+            },
+        ],
+    )
+    store.append(
+        "verifications",
+        verdict_rows("a", "t-ep", "math", "1", [Verdict(True, 1.0, "301")])
+        + verdict_rows("b", "t-plain", "math", "1", [Verdict(False, 0.0, "5")]),
+    )
     return store
 
 
@@ -55,8 +89,8 @@ def test_conversations_as_an_hf_dataset_filtered_to_correct_ones(store, tmp_path
     export_conversations(store, out=tmp_path / "hf", fmt="hf", correct_only=True)
     ds = datasets.load_from_disk(str(tmp_path / "hf" / "dataset"))
     assert ds.num_rows == 1 and ds[0]["messages"] == EPISODE
-    from trl.data_utils import maybe_apply_chat_template
     from transformers import AutoTokenizer
+    from trl.data_utils import maybe_apply_chat_template
 
     from rldata.engine import default_model_path
     from rldata.rollout import DEFAULT_TEMPLATE
@@ -79,11 +113,21 @@ def test_conversations_refuse_an_empty_selection_and_bad_sql(store, tmp_path):
 def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
     _store(store)
     row, _ = register_env(store, {"env": "calculator", "system_prompt": "<tools>", "max_turns": 3})
-    store.append("selections", [{"selection": "s", "task_id": t, "decision": "keep", "reason": "in_band",
-                                 "pass_rate": 0.5} for t in ("a", "b")])
-    export_selection(store, spec=ExportSpec(selection="s", format="verl", env="calculator"), out=tmp_path / "v")
+    store.append(
+        "selections",
+        [
+            {"selection": "s", "task_id": t, "decision": "keep", "reason": "in_band", "pass_rate": 0.5}
+            for t in ("a", "b")
+        ],
+    )
+    export_selection(
+        store, spec=ExportSpec(selection="s", format="verl", env="calculator"), out=tmp_path / "v"
+    )
     t = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
-    assert t[0]["prompt"] == [{"role": "system", "content": "<tools>"}, {"role": "user", "content": "37*8+5="}]
+    assert t[0]["prompt"] == [
+        {"role": "system", "content": "<tools>"},
+        {"role": "user", "content": "37*8+5="},
+    ]
     ex = t[0]["extra_info"]
     assert ex["need_tools_kwargs"] is True
     assert ex["tools_kwargs"] == {"calculator": {"create_kwargs": {"ground_truth": "301", "task_id": "a"}}}
@@ -91,4 +135,7 @@ def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
     assert json.loads(ex["env_spec"])["max_turns"] == 3
     # without an environment the layout is the plain one
     export_selection(store, spec=ExportSpec(selection="s", format="verl"), out=tmp_path / "plain")
-    assert "tools_kwargs" not in pq.read_table(tmp_path / "plain" / "train.parquet").schema.field("extra_info").type.names
+    assert (
+        "tools_kwargs"
+        not in pq.read_table(tmp_path / "plain" / "train.parquet").schema.field("extra_info").type.names
+    )

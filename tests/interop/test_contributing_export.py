@@ -39,23 +39,55 @@ def clean():
 
 
 def _seed(store):
-    store.append("tasks", [{"task_id": f"t{i}", "source": "arith", "domain": "math", "prompt": f"{i}+{i}=",
-                            "answer": str(2 * i)} for i in range(4)])
-    store.append("selections", [
-        {"selection": "band", "task_id": f"t{i}", "decision": "keep" if i != 1 else "drop",
-         "reason": "in_band" if i != 1 else "too_easy", "pass_rate": 0.5, "n": 4, "n_correct": 2}
-        for i in range(4)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{i}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": f"{i}+{i}=",
+                "answer": str(2 * i),
+            }
+            for i in range(4)
+        ],
+    )
+    store.append(
+        "selections",
+        [
+            {
+                "selection": "band",
+                "task_id": f"t{i}",
+                "decision": "keep" if i != 1 else "drop",
+                "reason": "in_band" if i != 1 else "too_easy",
+                "pass_rate": 0.5,
+                "n": 4,
+                "n_correct": 2,
+            }
+            for i in range(4)
+        ],
+    )
 
 
 def _export_and_read_back(store, out, capsys):
-    code = main(["--store", store.root, "export", "--selection", "band", "--format", "alpaca", "--out", str(out)])
+    code = main(
+        ["--store", store.root, "export", "--selection", "band", "--format", "alpaca", "--out", str(out)]
+    )
     assert code == 0, capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == [lineage.MANIFEST_NAME, "train.jsonl"]
     rows = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
-    assert rows == [{"instruction": "0+0=", "output": "0"}, {"instruction": "2+2=", "output": "4"},
-                    {"instruction": "3+3=", "output": "6"}]  # kept tasks only, by task id
+    assert rows == [
+        {"instruction": "0+0=", "output": "0"},
+        {"instruction": "2+2=", "output": "4"},
+        {"instruction": "3+3=", "output": "6"},
+    ]  # kept tasks only, by task id
     m = lineage.read_manifest(out)
-    assert (m["format"], m["selection"], m["rows"], m["columns"]) == ("alpaca", "band", 3, ["instruction", "output"])
+    assert (m["format"], m["selection"], m["rows"], m["columns"]) == (
+        "alpaca",
+        "band",
+        3,
+        ["instruction", "output"],
+    )
     assert lineage.verify(out) == [] and m["content_hash"] == lineage.rows_hash(pa.Table.from_pylist(rows))
 
 
@@ -80,8 +112,11 @@ def test_the_recipe_format_through_its_entry_point(store, tmp_path, monkeypatch,
     info = site / "mypkg-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()))
+    (info / "entry_points.txt").write_text(
+        "".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()
+        )
+    )
     monkeypatch.syspath_prepend(str(site))
     _seed(store)
     _export_and_read_back(store, tmp_path / "out", capsys)

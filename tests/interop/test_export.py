@@ -14,38 +14,71 @@ from rldata.interop import ExportSpec, export_selection, read_manifest
 from rldata.interop.export import load_selection
 
 # veRL's documented RL dataset layout (docs "Prepare Data for Post-Training"): one row per prompt.
-VERL_REFERENCE = pa.schema([
-    ("data_source", pa.string()),
-    ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-    ("ability", pa.string()),
-    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-    ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64())])),
-])
+VERL_REFERENCE = pa.schema(
+    [
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64())])),
+    ]
+)
 
 
 def seed(store, *, n=6, selection="band"):
     """n arithmetic tasks; even ones kept (alternating buckets), odd ones dropped; one chat task."""
-    tasks = [{"task_id": f"t{i:02d}", "source": "arith", "domain": "math", "category": "add/d1",
-              "prompt": f"{i}+{i}=", "answer": str(2 * i)} for i in range(n)]
-    tasks[2]["messages"] = [{"role": "system", "content": "Answer with a number."},
-                            {"role": "user", "content": "2+2="}]
+    tasks = [
+        {
+            "task_id": f"t{i:02d}",
+            "source": "arith",
+            "domain": "math",
+            "category": "add/d1",
+            "prompt": f"{i}+{i}=",
+            "answer": str(2 * i),
+        }
+        for i in range(n)
+    ]
+    tasks[2]["messages"] = [
+        {"role": "system", "content": "Answer with a number."},
+        {"role": "user", "content": "2+2="},
+    ]
     store.append("tasks", tasks)
-    store.append("selections", [{
-        "selection": selection, "task_id": f"t{i:02d}", "decision": "keep" if i % 2 == 0 else "drop",
-        "reason": "in_band" if i % 2 == 0 else "too_easy", "pass_rate": 0.25 + 0.05 * i, "n": 16,
-        "n_correct": 4 + i, "bucket": "easy" if i % 4 == 0 else "hard", "model": "tiny-arith",
-        "params_hash": "abc123", "verifier_key": "math@1", "passrates_version": 7,
-        "params": json.dumps({"low": 0.1, "high": 0.9}),
-    } for i in range(n)])
+    store.append(
+        "selections",
+        [
+            {
+                "selection": selection,
+                "task_id": f"t{i:02d}",
+                "decision": "keep" if i % 2 == 0 else "drop",
+                "reason": "in_band" if i % 2 == 0 else "too_easy",
+                "pass_rate": 0.25 + 0.05 * i,
+                "n": 16,
+                "n_correct": 4 + i,
+                "bucket": "easy" if i % 4 == 0 else "hard",
+                "model": "tiny-arith",
+                "params_hash": "abc123",
+                "verifier_key": "math@1",
+                "passrates_version": 7,
+                "params": json.dumps({"low": 0.1, "high": 0.9}),
+            }
+            for i in range(n)
+        ],
+    )
     return [f"t{i:02d}" for i in range(0, n, 2)]
 
 
 def _types_compatible(ref: pa.DataType, got: pa.DataType) -> bool:
     """``got`` carries every field of ``ref`` with the same type (extra struct fields allowed)."""
     if pa.types.is_struct(ref):
-        names = {got.field(i).name: got.field(i).type for i in range(got.num_fields)} if pa.types.is_struct(got) else {}
-        return all(ref.field(i).name in names and _types_compatible(ref.field(i).type, names[ref.field(i).name])
-                   for i in range(ref.num_fields))
+        names = (
+            {got.field(i).name: got.field(i).type for i in range(got.num_fields)}
+            if pa.types.is_struct(got)
+            else {}
+        )
+        return all(
+            ref.field(i).name in names and _types_compatible(ref.field(i).type, names[ref.field(i).name])
+            for i in range(ref.num_fields)
+        )
     if pa.types.is_list(ref):
         return pa.types.is_list(got) and _types_compatible(ref.value_type, got.value_type)
     return ref.equals(got)
@@ -53,7 +86,9 @@ def _types_compatible(ref: pa.DataType, got: pa.DataType) -> bool:
 
 def test_verl_parquet_matches_the_reference_layout(store, tmp_path):
     kept = seed(store)
-    m = export_selection(store, spec=ExportSpec("band", "verl", data_source="openai/gsm8k"), out=tmp_path / "v")
+    m = export_selection(
+        store, spec=ExportSpec("band", "verl", data_source="openai/gsm8k"), out=tmp_path / "v"
+    )
     table = pq.read_table(tmp_path / "v" / "train.parquet")
     for f in VERL_REFERENCE:
         assert f.name in table.column_names
@@ -64,8 +99,14 @@ def test_verl_parquet_matches_the_reference_layout(store, tmp_path):
     assert {r["extra_info"]["split"] for r in rows} == {"train"}
     assert {r["data_source"] for r in rows} == {"openai/gsm8k"}
     assert rows[0]["prompt"] == [{"role": "user", "content": "0+0="}]
-    assert rows[1]["prompt"][0] == {"role": "system", "content": "Answer with a number."}  # chat task kept whole
-    assert rows[2]["reward_model"] == {"style": "rule", "ground_truth": "8"}  # a string, as veRL's scorers expect
+    assert rows[1]["prompt"][0] == {
+        "role": "system",
+        "content": "Answer with a number.",
+    }  # chat task kept whole
+    assert rows[2]["reward_model"] == {
+        "style": "rule",
+        "ground_truth": "8",
+    }  # a string, as veRL's scorers expect
     assert rows[0]["ability"] == "math"
     assert m["rows"] == 3 and m["files"][0]["path"] == "train.parquet"
 
@@ -96,13 +137,17 @@ def test_trl_messages_prompt_and_custom_answer_column(store, tmp_path):
 
 def test_openrlhf_jsonl_uses_the_configured_keys(store, tmp_path):
     seed(store)
-    export_selection(store, spec=ExportSpec("band", "openrlhf", input_key="question", label_key="answer"),
-                     out=tmp_path / "o")
+    export_selection(
+        store,
+        spec=ExportSpec("band", "openrlhf", input_key="question", label_key="answer"),
+        out=tmp_path / "o",
+    )
     lines = [json.loads(x) for x in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
     assert [x["question"] for x in lines] == ["0+0=", "2+2=", "4+4="]
     assert [x["answer"] for x in lines] == ["0", "4", "8"]
-    ds = datasets.load_dataset("json", data_files=str(tmp_path / "o" / "train.jsonl"),
-                               cache_dir=str(tmp_path / "cache"))["train"]
+    ds = datasets.load_dataset(
+        "json", data_files=str(tmp_path / "o" / "train.jsonl"), cache_dir=str(tmp_path / "cache")
+    )["train"]
     assert ds["question"] == ["0+0=", "2+2=", "4+4="]
 
 
@@ -111,7 +156,11 @@ def test_hf_export_has_save_to_disk_and_parquet_shards(store, tmp_path):
     out = tmp_path / "hf"
     m = export_selection(store, spec=ExportSpec("band", "hf", shard_rows=2), out=out)
     shards = sorted(p.name for p in (out / "data").glob("*.parquet"))
-    assert shards == ["train-00000-of-00003.parquet", "train-00001-of-00003.parquet", "train-00002-of-00003.parquet"]
+    assert shards == [
+        "train-00000-of-00003.parquet",
+        "train-00001-of-00003.parquet",
+        "train-00002-of-00003.parquet",
+    ]
     assert sum(pq.read_metadata(out / "data" / s).num_rows for s in shards) == 5
     disk = datasets.load_from_disk(str(out / "dataset"))
     hub = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))["train"]
@@ -139,7 +188,9 @@ def test_unknown_selection_names_the_known_ones(store, tmp_path):
 
 def test_selection_that_keeps_nothing_fails(store, tmp_path):
     seed(store)
-    store.append("selections", [{"selection": "empty", "task_id": "t01", "decision": "drop", "reason": "too_easy"}])
+    store.append(
+        "selections", [{"selection": "empty", "task_id": "t01", "decision": "drop", "reason": "too_easy"}]
+    )
     with pytest.raises(RldataError, match="keeps no tasks"):
         export_selection(store, spec=ExportSpec("empty", "verl"), out=tmp_path / "x")
     with pytest.raises(RldataError, match=r"no tasks in bucket 'mid'; buckets: easy, hard"):
@@ -149,7 +200,9 @@ def test_selection_that_keeps_nothing_fails(store, tmp_path):
 
 def test_kept_task_missing_from_tasks_fails(store, tmp_path):
     seed(store)
-    store.append("selections", [{"selection": "band", "task_id": "ghost", "decision": "keep", "reason": "in_band"}])
+    store.append(
+        "selections", [{"selection": "band", "task_id": "ghost", "decision": "keep", "reason": "in_band"}]
+    )
     with pytest.raises(RldataError, match="missing from the tasks table, e.g. 'ghost'"):
         load_selection(store, selection="band")
 
@@ -158,8 +211,12 @@ def test_failed_export_leaves_the_previous_one_in_place(store, tmp_path):
     seed(store)
     out = tmp_path / "v"
     first = export_selection(store, spec=ExportSpec("band", "verl"), out=out)
-    store.append("tasks", [{"task_id": "t99", "source": "arith", "domain": "math", "prompt": "9+9="}])  # no answer
-    store.append("selections", [{"selection": "band", "task_id": "t99", "decision": "keep", "reason": "in_band"}])
+    store.append(
+        "tasks", [{"task_id": "t99", "source": "arith", "domain": "math", "prompt": "9+9="}]
+    )  # no answer
+    store.append(
+        "selections", [{"selection": "band", "task_id": "t99", "decision": "keep", "reason": "in_band"}]
+    )
     with pytest.raises(RldataError, match="'t99' has no answer or tests"):
         export_selection(store, spec=ExportSpec("band", "verl"), out=out)
     assert read_manifest(out)["content_hash"] == first["content_hash"]
@@ -209,8 +266,14 @@ def _tiny_model_dir(tmp_path):
     from rldata.jobs.pretrain_tiny import TinyConfig, TrainConfig, build_model, save
 
     out = tmp_path / "tiny-random"
-    save(build_model(TinyConfig(), seed=0), out, model_cfg=TinyConfig(), train_cfg=TrainConfig(), seconds=0.0,
-         final_loss=0.0)
+    save(
+        build_model(TinyConfig(), seed=0),
+        out,
+        model_cfg=TinyConfig(),
+        train_cfg=TrainConfig(),
+        seconds=0.0,
+        final_loss=0.0,
+    )
     return out
 
 
@@ -230,18 +293,31 @@ def test_trl_grpo_trains_one_step_on_the_export_and_its_log_imports_back(store, 
         seen.extend(zip(prompts, solution))
         return [float(c.strip() == s) for c, s in zip(completions, solution)]
 
-    args = GRPOConfig(output_dir=str(tmp_path / "run"), use_cpu=True, per_device_train_batch_size=4,
-                      num_generations=2, max_completion_length=4, max_steps=1, report_to=[], logging_steps=1,
-                      log_completions=True, save_strategy="no", disable_tqdm=True, seed=0)
-    trainer = GRPOTrainer(model=str(_tiny_model_dir(tmp_path)), reward_funcs=exact_answer, args=args,
-                          train_dataset=train)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "run"),
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=4,
+        max_steps=1,
+        report_to=[],
+        logging_steps=1,
+        log_completions=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=str(_tiny_model_dir(tmp_path)), reward_funcs=exact_answer, args=args, train_dataset=train
+    )
     trainer.train()
     assert trainer.state.global_step == 1
     assert len(seen) == 4 and all(truth[p] == s for p, s in seen)  # the reward read each prompt's own answer
 
     res = import_rollouts(store, path=tmp_path / "run", spec=ImportSpec("trl", model="tiny"))
     assert (res.records, res.tasks_added, res.trajectories_added, res.verifications_added) == (4, 0, 4, 4)
-    rows = store.sql("SELECT t.prompt, t.task_id, t.step, v.layer FROM trajectories t "
-                     "JOIN verifications v USING (traj_id)").fetchall()
+    rows = store.sql(
+        "SELECT t.prompt, t.task_id, t.step, v.layer FROM trajectories t JOIN verifications v USING (traj_id)"
+    ).fetchall()
     by_prompt = dict(zip(store.read("tasks")["prompt"], store.read("tasks")["task_id"]))
     assert all(tid == by_prompt[p] and step == 1 and layer == "exact_answer" for p, tid, step, layer in rows)

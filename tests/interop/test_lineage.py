@@ -19,13 +19,40 @@ from rldata.interop.lineage import (
 
 
 def seed(store, selection="band"):
-    store.append("tasks", [{"task_id": f"t{i}", "source": "arith", "domain": "math", "prompt": f"{i}*2=",
-                            "answer": str(2 * i)} for i in range(4)])
-    store.append("selections", [{
-        "selection": selection, "task_id": f"t{i}", "decision": "keep" if i < 3 else "drop", "reason": "in_band",
-        "pass_rate": 0.5, "n": 8, "n_correct": 4, "bucket": "mid", "model": "tiny-arith", "params_hash": "ph1",
-        "verifier_key": "math@1", "passrates_version": 12, "params": json.dumps({"low": 0.2, "high": 0.8}),
-    } for i in range(4)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{i}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": f"{i}*2=",
+                "answer": str(2 * i),
+            }
+            for i in range(4)
+        ],
+    )
+    store.append(
+        "selections",
+        [
+            {
+                "selection": selection,
+                "task_id": f"t{i}",
+                "decision": "keep" if i < 3 else "drop",
+                "reason": "in_band",
+                "pass_rate": 0.5,
+                "n": 8,
+                "n_correct": 4,
+                "bucket": "mid",
+                "model": "tiny-arith",
+                "params_hash": "ph1",
+                "verifier_key": "math@1",
+                "passrates_version": 12,
+                "params": json.dumps({"low": 0.2, "high": 0.8}),
+            }
+            for i in range(4)
+        ],
+    )
 
 
 def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp_path):
@@ -33,8 +60,11 @@ def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp
     m = export_selection(store, spec=ExportSpec("band", "verl", bucket="mid"), out=tmp_path / "v")
     on_disk = json.loads((tmp_path / "v" / MANIFEST_NAME).read_text())
     assert on_disk == m
-    assert m["store_versions"] == {"tasks": store.version("tasks"), "selections": store.version("selections"),
-                                   "passrates": store.version("passrates")}
+    assert m["store_versions"] == {
+        "tasks": store.version("tasks"),
+        "selections": store.version("selections"),
+        "passrates": store.version("passrates"),
+    }
     assert (m["selection"], m["bucket"], m["format"], m["split"]) == ("band", "mid", "verl", "train")
     assert m["passrates_version"] == 12
     assert m["filter"]["params"] == {"low": 0.2, "high": 0.8}
@@ -51,9 +81,13 @@ def test_same_data_same_hash_changed_selection_new_hash(store, tmp_path):
     again = export_selection(store, spec=ExportSpec("band", "hf"), out=tmp_path / "b")
     assert again["content_hash"] == first["content_hash"]
     assert not dataset_changed(tmp_path / "b", first["content_hash"])
-    store.upsert("selections", [{"selection": "band", "task_id": "t3", "decision": "keep", "reason": "in_band",
-                                 "bucket": "mid"}])
-    changed = export_selection(store, spec=ExportSpec("band", "hf"), out=tmp_path / "a")  # replaces the old export
+    store.upsert(
+        "selections",
+        [{"selection": "band", "task_id": "t3", "decision": "keep", "reason": "in_band", "bucket": "mid"}],
+    )
+    changed = export_selection(
+        store, spec=ExportSpec("band", "hf"), out=tmp_path / "a"
+    )  # replaces the old export
     assert changed["rows"] == 4
     assert changed["content_hash"] != first["content_hash"]
     assert dataset_changed(tmp_path / "a", first["content_hash"])

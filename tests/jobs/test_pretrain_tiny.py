@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from rldata.jobs import pretrain_tiny as pt
 
 from rldata.engine import default_model_path
+from rldata.jobs import pretrain_tiny as pt
 
 CALL = "<s><tools>37*8+5=<calc>37*8+5</calc></s><tool>301</tool>301</s>"
 
@@ -22,7 +22,12 @@ def test_tokenizer_is_one_token_per_char_and_decodes_without_spaces():
     assert tok.decode(tok.encode("57").ids[1:] + [pt.EOS_ID]) == "57"
     assert tok.decode(tok.encode(" 1 ").ids[1:]) == " 1 "  # a real space survives
     assert tok.encode("x").ids[1] == pt.UNK_ID
-    assert tok.get_vocab_size() == len(pt.SPECIALS) + len(pt.CHARS) + len(pt.TOOL_TOKENS) == pt.vocab_size() == 26
+    assert (
+        tok.get_vocab_size()
+        == len(pt.SPECIALS) + len(pt.CHARS) + len(pt.TOOL_TOKENS)
+        == pt.vocab_size()
+        == 26
+    )
     assert [tok.token_to_id(c) for c in pt.CHARS] == list(range(4, 21))  # the char ids of the first model
 
 
@@ -88,8 +93,10 @@ def test_encoded_ids_are_the_tokenizers_encoding_of_the_template():
 
 
 def test_encode_batch_pads_right_with_no_loss_on_padding():
-    ex = [pt.encode_conversation(pt.conversation("1+2=", "3", "plain")),
-          pt.encode_conversation(pt.conversation("10*10=", "100", "call"))]
+    ex = [
+        pt.encode_conversation(pt.conversation("1+2=", "3", "plain")),
+        pt.encode_conversation(pt.conversation("10*10=", "100", "call")),
+    ]
     ids, mask, lab = pt.encode_batch(ex)
     assert ids.shape == lab.shape == mask.shape == (2, len(ex[1][0]))
     assert [t for t in lab[0].tolist() if t != -100] == [7, pt.EOS_ID]  # "3" then </s>
@@ -100,8 +107,10 @@ def test_encode_batch_pads_right_with_no_loss_on_padding():
 def test_grouped_batch_loss_equals_one_padded_batch():
     import torch
 
-    model = pt.build_model(pt.TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=2), seed=0)
+    model = pt.build_model(
+        pt.TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2),
+        seed=0,
+    )
     stream = pt.example_stream(pt.TrainConfig(), exclude=set())
     ex = [next(stream) for _ in range(20)]
     ids, mask, lab = pt.encode_batch(ex)
@@ -116,9 +125,9 @@ def test_example_stream_mixes_the_kinds_by_the_shares_and_skips_excluded_prompts
         stream = pt.example_stream(cfg, exclude={"1+1=", "2*3="})
         out = []
         for _ in range(n):
-            ids, labels = next(stream)
+            ids, _labels = next(stream)
             out.append("call" if pt.CALC_ID in ids else "direct" if ids[1] == pt.TOOLS_ID else "plain")
-            text = "".join(pt.CHARS[i - 4] for i in ids[1 if out[-1] == "plain" else 2:] if 4 <= i < 21)
+            text = "".join(pt.CHARS[i - 4] for i in ids[1 if out[-1] == "plain" else 2 :] if 4 <= i < 21)
             assert not text.startswith(("1+1=", "2*3="))
         return out
 
@@ -145,8 +154,15 @@ def test_bundled_model_has_256_positions_the_tool_tokens_and_the_template():
 
     path = default_model_path()
     names = {p.name for p in path.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "generation_config.json", "training.json", "README.md"} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "training.json",
+        "README.md",
+    } <= names
     assert sum(p.stat().st_size for p in path.iterdir()) <= 20 * 1024 * 1024
     cfg = AutoConfig.from_pretrained(path)
     assert cfg.max_position_embeddings == 256 and cfg.vocab_size == 26
@@ -171,16 +187,25 @@ def test_short_training_run_lowers_loss_and_saves_a_loadable_model(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = tmp_path / "m"
-    model_cfg = pt.TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
-    train_cfg = pt.TrainConfig(steps=40, batch_size=32, lr=3e-3, warmup=5, level_weights={1: 1.0}, threads=1,
-                               tool_share=0.25)
+    model_cfg = pt.TinyConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2
+    )
+    train_cfg = pt.TrainConfig(
+        steps=40, batch_size=32, lr=3e-3, warmup=5, level_weights={1: 1.0}, threads=1, tool_share=0.25
+    )
     losses = pt.train(out, model_cfg=model_cfg, train_cfg=train_cfg, exclude=set(), log_every=0)
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
 
     names = {p.name for p in out.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "generation_config.json", "training.json"} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "training.json",
+    } <= names
     assert "chat_template.jinja" not in names  # the template is in tokenizer_config.json
     meta = json.loads((out / "training.json").read_text())
     assert meta["train"]["steps"] == 40 and meta["train"]["tool_share"] == 0.25
@@ -196,14 +221,16 @@ def test_short_training_run_lowers_loss_and_saves_a_loadable_model(tmp_path):
     with torch.no_grad():
         gen = model.generate(**enc, max_new_tokens=4, do_sample=False)
     assert gen.shape[1] > enc.input_ids.shape[1]
-    assert " " not in tok.decode(gen[0, enc.input_ids.shape[1]:], skip_special_tokens=True)
+    assert " " not in tok.decode(gen[0, enc.input_ids.shape[1] :], skip_special_tokens=True)
 
 
 @pytest.mark.slow
 def test_training_is_byte_reproducible(tmp_path):
     import hashlib
 
-    model_cfg = pt.TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+    model_cfg = pt.TinyConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2
+    )
     train_cfg = pt.TrainConfig(steps=12, batch_size=16, warmup=2, threads=1)
     digests = []
     for name in ("a", "b"):

@@ -25,15 +25,17 @@ def _arith_tasks(n: int, seed: int = 0) -> list[dict]:
     rows = generate(n, seed=seed)
     out = []
     for i, r in enumerate(rows):
-        out.append({
-            "task_id": f"t{seed}-{i:04d}",
-            "source": r["source"],
-            "domain": r["domain"],
-            "category": r["category"],
-            "prompt": r["prompt"],
-            "answer": r["answer"],
-            "metadata": json.dumps(r.get("metadata", {})),
-        })
+        out.append(
+            {
+                "task_id": f"t{seed}-{i:04d}",
+                "source": r["source"],
+                "domain": r["domain"],
+                "category": r["category"],
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+                "metadata": json.dumps(r.get("metadata", {})),
+            }
+        )
     return out
 
 
@@ -51,7 +53,9 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     rows, distinct, tasks = _counts(store)
     assert (rows, distinct, tasks) == (24 * 8, 24 * 8, 24)
     # every sample is verified once by the math verifier, version recorded
-    v = store.sql("SELECT count(*), count(DISTINCT traj_id), min(verifier), min(verifier_version) FROM verifications").fetchall()[0]
+    v = store.sql(
+        "SELECT count(*), count(DISTINCT traj_id), min(verifier), min(verifier_version) FROM verifications"
+    ).fetchall()[0]
     assert v[0] == v[1] == 24 * 8 and v[2] == "math" and v[3]
     pr = store.read("passrates")
     assert pr.height == 24
@@ -73,10 +77,15 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     assert run["kind"] == "sample" and run["status"] == "done"
     assert json.loads(run["store_versions"])["tasks"] >= 1
     # the default reward spec: each sample's reward is its verifier outcome, logged as metrics
-    rv = store.sql("SELECT t.reward, v.passed FROM trajectories t JOIN verifications v USING (traj_id)").fetchall()
+    rv = store.sql(
+        "SELECT t.reward, v.passed FROM trajectories t JOIN verifications v USING (traj_id)"
+    ).fetchall()
     assert len(rv) == 24 * 8 and all(r == (1.0 if p else 0.0) for r, p in rv)
-    m = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = $1 AND step = 0",
-                       params=[summary.run_id]).fetchall())
+    m = dict(
+        store.sql(
+            "SELECT name, value FROM metrics WHERE run_id = $1 AND step = 0", params=[summary.run_id]
+        ).fetchall()
+    )
     n_ok = sum(p for _, p in rv)
     assert m["reward/r_vr/math"] == pytest.approx(n_ok / len(rv)) == pytest.approx(m["reward/total"])
     assert m["reward/n/math"] == len(rv) and m["reward/length_penalty/math"] == 0.0
@@ -91,8 +100,15 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     # a spec that mixes in the judge (run on the job's engine), z-scores and penalizes length
     from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
 
-    reward = RewardSpec(domains={"math": DomainReward(
-        alpha=0.5, normalize=True, length_penalty=LengthPenalty(kind="linear", max_tokens=8, buffer=8, coef=0.1))})
+    reward = RewardSpec(
+        domains={
+            "math": DomainReward(
+                alpha=0.5,
+                normalize=True,
+                length_penalty=LengthPenalty(kind="linear", max_tokens=8, buffer=8, coef=0.1),
+            )
+        }
+    )
     hot = SamplingSpec(n=4, temperature=0.5, max_tokens=8, seed=0)
     hot_summary = run_sample(store, SampleJob(spec=hot, batch_tasks=24, reward=reward))
     pr2 = store.read("passrates")
@@ -101,19 +117,24 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     rows = store.sql(
         "SELECT t.traj_id, t.reward, t.completion_tokens AS len, v.passed FROM trajectories t "
         "JOIN verifications v ON v.traj_id = t.traj_id AND v.verifier = 'math' "
-        "WHERE t.params_hash = $1 ORDER BY t.traj_id", params=[hot.params_hash]).pl()
+        "WHERE t.params_hash = $1 ORDER BY t.traj_id",
+        params=[hot.params_hash],
+    ).pl()
     assert rows.height == 24 * 4
     # The judge ran on every sample; its prompt does not fit the tiny model's 64-token context, so each
     # verdict is an error row, scored as the lowest judge score (0) before the z-score (issue 12: an
     # error never scores above a wrong answer): a constant, z-scored to 0, so half the weight is left.
-    judged = store.sql("SELECT count(*), count(passed), min(error) FROM verifications WHERE verifier = 'genrm'"
-                       ).fetchall()[0]
+    judged = store.sql(
+        "SELECT count(*), count(passed), min(error) FROM verifications WHERE verifier = 'genrm'"
+    ).fetchall()[0]
     assert judged[0] == 24 * 4 and judged[1] == 0 and "too long" in judged[2]
     x = rows["passed"].cast(float)
     z = (x - x.mean()) / (x.std(ddof=0) + 1e-6)  # one commit batch = the z-score batch
     want = 0.5 * z - 0.1 * rows["len"] / 8
     assert rows["reward"].to_list() == pytest.approx(want.to_list())
-    hm = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = $1", params=[hot_summary.run_id]).fetchall())
+    hm = dict(
+        store.sql("SELECT name, value FROM metrics WHERE run_id = $1", params=[hot_summary.run_id]).fetchall()
+    )
     assert hm["reward/length_penalty/math"] == pytest.approx((0.1 * rows["len"] / 8).mean())
     assert hm["reward/r_vr/math"] == pytest.approx(x.mean())
     assert hm["reward/n_judge_error/math"] == 24 * 4 and hm["reward/n_error/math"] == 0
@@ -166,8 +187,14 @@ def _cli(store_path, *args, address=None, **kw):
     env = {**os.environ, "RLDATA_STORE": str(store_path), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     if address:
         env["RAY_ADDRESS"] = address
-    return subprocess.Popen([sys.executable, "-m", "rldata", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rldata", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def test_kill_driver_and_resume(tmp_path, ray_session):
@@ -191,7 +218,7 @@ def test_kill_driver_and_resume(tmp_path, ray_session):
     partial = open_store(root).sql("SELECT count(*) FROM trajectories").fetchall()[0][0]
     assert 0 < partial < 320
     p2 = _cli(root, *args, "--format", "json", address=address)
-    out, err = p2.communicate(timeout=600)
+    _out, err = p2.communicate(timeout=600)
     assert p2.returncode == 0, err
     store = open_store(root)
     rows, distinct, tasks = _counts(store)
@@ -203,5 +230,5 @@ def test_kill_driver_and_resume(tmp_path, ray_session):
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (80, 4, 4)
     # and a third run says there is nothing to do
     p3 = _cli(root, *args, address=address)
-    out, err = p3.communicate(timeout=300)
+    _out, err = p3.communicate(timeout=300)
     assert p3.returncode == 0 and "nothing to do" in err

@@ -11,10 +11,10 @@ import sys
 import time
 
 import pytest
-from rldata.jobs.sample import SampleJob, run_sample
 
 from rldata import open_store
 from rldata.adaptive.rules import AdaptiveSpec
+from rldata.jobs.sample import SampleJob, run_sample
 from rldata.params import SamplingSpec
 from rldata.select import Band, filter_store
 
@@ -28,9 +28,20 @@ EXACT = AdaptiveSpec.parse("exact", band="0.1,0.9", round_size=4)
 def _tasks(store, n=40):
     from rldata.sample_data.arith import load_bundled
 
-    rows = load_bundled("train")[:n // 2] + load_bundled("train")[-(n // 2):]  # easy and hard levels
-    store.append("tasks", [{"task_id": f"a{i:03d}", "source": "arith", "domain": "math", "prompt": r["prompt"],
-                            "answer": r["answer"]} for i, r in enumerate(rows)])
+    rows = load_bundled("train")[: n // 2] + load_bundled("train")[-(n // 2) :]  # easy and hard levels
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"a{i:03d}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+            }
+            for i, r in enumerate(rows)
+        ],
+    )
 
 
 def _decisions(store, name):
@@ -44,23 +55,36 @@ def test_exact_agrees_with_fixed_n_on_the_same_samples_with_fewer_draws(store, r
     _tasks(fixed_store)
     fixed = run_sample(fixed_store, SampleJob(spec=SPEC))
     s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
-    assert s.stop_rule == "exact" and s.samples < fixed.samples and s.stopped_early > 0 and s.adaptive_rounds >= 2
+    assert (
+        s.stop_rule == "exact"
+        and s.samples < fixed.samples
+        and s.stopped_early > 0
+        and s.adaptive_rounds >= 2
+    )
     assert _decisions(store, "a") == _decisions(fixed_store, "f")  # 100% agreement
     # the drawn samples ARE fixed N's first samples: same ids, same completions
     q = "SELECT traj_id, completion FROM trajectories ORDER BY traj_id"
     ours = dict(store.sql(q).fetchall())
     theirs = dict(fixed_store.sql(q).fetchall())
     assert ours and all(theirs[t] == c for t, c in ours.items())
-    rows = store.sql("SELECT stop_rule, n_max, band, min(n + n_error), max(n + n_error), min(confidence) "
-                     "FROM passrates GROUP BY ALL").fetchall()
+    rows = store.sql(
+        "SELECT stop_rule, n_max, band, min(n + n_error), max(n + n_error), min(confidence) "
+        "FROM passrates GROUP BY ALL"
+    ).fetchall()
     assert rows == [("exact", N, "0.1,0.9", rows[0][3], N, 1.0)] and rows[0][3] < N
-    assert store.sql("SELECT max(c) FROM (SELECT count(*) c FROM trajectories GROUP BY task_id)").fetchall()[0][0] <= N
+    assert (
+        store.sql("SELECT max(c) FROM (SELECT count(*) c FROM trajectories GROUP BY task_id)").fetchall()[0][
+            0
+        ]
+        <= N
+    )
     # a second identical job is a no-op; a fixed-N job afterwards only draws what is missing
     assert run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT)).noop
     again = run_sample(store, SampleJob(spec=SPEC))
     assert again.samples == fixed.samples - s.samples
-    assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall() == \
-        [(fixed.samples, fixed.samples)]
+    assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall() == [
+        (fixed.samples, fixed.samples)
+    ]
 
 
 def test_evidence_in_the_store_is_pooled(store, ray_session):
@@ -68,8 +92,13 @@ def test_evidence_in_the_store_is_pooled(store, ray_session):
     run_sample(store, SampleJob(spec=SPEC))  # fixed N first: every decision is already made
     s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
     assert s.noop and s.samples == 0
-    seq = run_sample(store, SampleJob(spec=SamplingSpec(n=N, max_tokens=8, seed=1),
-                                      adaptive=AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05)))
+    seq = run_sample(
+        store,
+        SampleJob(
+            spec=SamplingSpec(n=N, max_tokens=8, seed=1),
+            adaptive=AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05),
+        ),
+    )
     assert seq.noop and seq.samples == 0  # another seed: the 16 stored samples per task already settle it
     # half the evidence from one seed, the rest drawn by another: the second job draws only what is missing
     store2 = open_store(store.root + "-2")
@@ -94,10 +123,32 @@ def test_kill_9_mid_round_and_resume(store, ray_session):
     same command: no task past N, no duplicate, every sample verified, every task decided."""
     address = ray_session.get_runtime_context().gcs_address
     _tasks(store, 40)
-    args = [sys.executable, "-m", "rldata", "--store", store.root, "sample", "--n", "16", "--max-tokens", "8",
-            "--batch-tasks", "4", "--adaptive", "exact", "--band", "0.1,0.9", "--round", "4", "--address", address]
+    args = [
+        sys.executable,
+        "-m",
+        "rldata",
+        "--store",
+        store.root,
+        "sample",
+        "--n",
+        "16",
+        "--max-tokens",
+        "8",
+        "--batch-tasks",
+        "4",
+        "--adaptive",
+        "exact",
+        "--band",
+        "0.1,0.9",
+        "--round",
+        "4",
+        "--address",
+        address,
+    ]
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and p.poll() is None:  # some rounds landed: kill it mid-job
         if open_store(store.root).count("trajectories") >= 80:
@@ -110,6 +161,11 @@ def test_kill_9_mid_round_and_resume(store, ray_session):
     assert done.returncode == 0, done.stderr
     s = open_store(store.root)
     assert s.sql("SELECT count(*) = count(DISTINCT traj_id) FROM trajectories").fetchall() == [(True,)]
-    assert s.sql("SELECT max(c) FROM (SELECT count(*) c FROM trajectories GROUP BY task_id)").fetchall()[0][0] <= 16
+    assert (
+        s.sql("SELECT max(c) FROM (SELECT count(*) c FROM trajectories GROUP BY task_id)").fetchall()[0][0]
+        <= 16
+    )
     assert s.sql("SELECT count(*) FROM passrates WHERE stop_rule = 'exact'").fetchall()[0][0] == 40
-    assert s.sql("SELECT count(*) FROM trajectories t ANTI JOIN verifications v USING (traj_id)").fetchall() == [(0,)]
+    assert s.sql(
+        "SELECT count(*) FROM trajectories t ANTI JOIN verifications v USING (traj_id)"
+    ).fetchall() == [(0,)]

@@ -21,17 +21,22 @@ def test_two_sample_jobs_over_the_same_tasks_write_each_row_once(tmp_path):
     # reserves a CPU and neither job's verification tasks could ever be scheduled).
     p1 = _cli(root, *args)
     p2 = _cli(root, *args)
-    out1, err1 = p1.communicate(timeout=600)
-    out2, err2 = p2.communicate(timeout=600)
+    _out1, err1 = p1.communicate(timeout=600)
+    _out2, err2 = p2.communicate(timeout=600)
     assert p1.returncode == 0, err1
     assert p2.returncode == 0, err2
     store = open_store(root)
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall()[0] == (160, 160)
-    assert store.sql("SELECT count(*), count(DISTINCT (traj_id, verifier, layer)) FROM verifications"
-                     ).fetchall()[0] == (160, 160)
+    assert store.sql(
+        "SELECT count(*), count(DISTINCT (traj_id, verifier, layer)) FROM verifications"
+    ).fetchall()[0] == (160, 160)
     assert store.sql("SELECT DISTINCT count(*) FROM trajectories GROUP BY task_id").fetchall() == [(4,)]
     # every trajectory has its verification, and the ledger counts each sample once
-    assert store.sql("SELECT count(*) FROM trajectories t ANTI JOIN verifications v USING (traj_id)"
-                     ).fetchall()[0][0] == 0
+    assert (
+        store.sql("SELECT count(*) FROM trajectories t ANTI JOIN verifications v USING (traj_id)").fetchall()[
+            0
+        ][0]
+        == 0
+    )
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (40, 4, 4)
     assert "skipped" in err1 + err2, (err1, err2)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from rldata.jobs.sample import SampleJob, run_sample
 
 from rldata.envs.catalog import register_env
 from rldata.errors import RldataError
+from rldata.jobs.sample import SampleJob, run_sample
 from rldata.params import SamplingSpec
 from tests.rollout import envs_for_tests  # noqa: F401  (registers the test environments)
 
@@ -22,18 +22,32 @@ SPEC = SamplingSpec(n=4, max_tokens=8, seed=0)
 def _tasks(store, n=6):
     from rldata.sample_data.arith import generate
 
-    store.append("tasks", [{"task_id": f"e{i}", "source": "arith", "domain": "math", "prompt": r["prompt"],
-                            "answer": r["answer"]} for i, r in enumerate(generate(n, seed=3))])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"e{i}",
+                "source": "arith",
+                "domain": "math",
+                "prompt": r["prompt"],
+                "answer": r["answer"],
+            }
+            for i, r in enumerate(generate(n, seed=3))
+        ],
+    )
 
 
 def test_sample_env_writes_episodes_and_an_env_keyed_ledger(store, ray_session, tmp_path):
     _tasks(store)
-    row, _ = register_env(store, {"env": "test-turns", "name": "turns", "max_turns": 4,
-                                  "config": {"ledger": str(tmp_path)}})
+    row, _ = register_env(
+        store, {"env": "test-turns", "name": "turns", "max_turns": 4, "config": {"ledger": str(tmp_path)}}
+    )
     s = run_sample(store, SampleJob(spec=SPEC, env="turns", batch_tasks=4))
     assert s.samples == 24 and s.tasks_sampled == 6
-    rows = store.sql("SELECT env_id, env_version, num_turns, num_tool_calls, finish_reason, len(messages), "
-                     "completion, messages[-1].content FROM trajectories").fetchall()
+    rows = store.sql(
+        "SELECT env_id, env_version, num_turns, num_tool_calls, finish_reason, len(messages), "
+        "completion, messages[-1].content FROM trajectories"
+    ).fetchall()
     assert {r[:6] for r in rows} == {("turns", row["version"], 2, 2, "env_done", 4)}
     assert all(r[6] == r[7] for r in rows)  # the completion is the last assistant turn: what was verified
     led = store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
@@ -42,8 +56,10 @@ def test_sample_env_writes_episodes_and_an_env_keyed_ledger(store, ray_session, 
     # a second run is a no-op; plain sampling of the same tasks is a separate slice of the ledger
     assert run_sample(store, SampleJob(spec=SPEC, env="turns", batch_tasks=4)).noop
     run_sample(store, SampleJob(spec=SPEC, batch_tasks=4))
-    assert sorted(store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()) == \
-        [("",), (f"turns@{row['version']}",)]
+    assert sorted(store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()) == [
+        ("",),
+        (f"turns@{row['version']}",),
+    ]
     assert store.count("trajectories") == 48
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("open-")]  # every env closed
 
@@ -86,7 +102,9 @@ def test_reasoning_gym_tasks_sample_through_their_own_environment(store, ray_ses
     pytest.importorskip("reasoning_gym")
     from rldata.ingest.gym import ingest_gym
 
-    ingest_gym(store, "basic_arithmetic", n=6, seed=0)  # prompts of 70-110 chars: within the 256-token context
+    ingest_gym(
+        store, "basic_arithmetic", n=6, seed=0
+    )  # prompts of 70-110 chars: within the 256-token context
     s = run_sample(store, SampleJob(spec=SamplingSpec(n=2, max_tokens=16, seed=0)))
     assert s.samples == 12 and s.errors == 0 and s.env_errors == 0  # real verdicts from score_answer
     env = store.sql("SELECT DISTINCT env_id, env_version FROM trajectories").fetchall()
@@ -106,15 +124,38 @@ def test_a_killed_episode_job_resumes_and_closes_what_it_opens(store, ray_sessio
     from rldata import open_store
 
     _tasks(store, 60)
-    register_env(store, {"env": "test-turns", "name": "turns", "max_turns": 4, "config": {"ledger": str(tmp_path)}})
+    register_env(
+        store, {"env": "test-turns", "name": "turns", "max_turns": 4, "config": {"ledger": str(tmp_path)}}
+    )
     address = ray_session.get_runtime_context().gcs_address
     # the CLI, in a process that registered the test environments first
-    boot = ("import sys, runpy; import tests.rollout.envs_for_tests; sys.argv = sys.argv[1:]; "
-            "runpy.run_module('rldata', run_name='__main__')")
-    args = [sys.executable, "-c", boot, "rldata", "--store", store.root, "sample", "--n", "4",
-            "--max-tokens", "8", "--batch-tasks", "4", "--env", "turns", "--address", address]
+    boot = (
+        "import sys, runpy; import tests.rollout.envs_for_tests; sys.argv = sys.argv[1:]; "
+        "runpy.run_module('rldata', run_name='__main__')"
+    )
+    args = [
+        sys.executable,
+        "-c",
+        boot,
+        "rldata",
+        "--store",
+        store.root,
+        "sample",
+        "--n",
+        "4",
+        "--max-tokens",
+        "8",
+        "--batch-tasks",
+        "4",
+        "--env",
+        "turns",
+        "--address",
+        address,
+    ]
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "PYTHONPATH": os.getcwd()}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and p.poll() is None:
         if open_store(store.root).count("trajectories") >= 40:

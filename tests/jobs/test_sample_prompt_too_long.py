@@ -20,13 +20,16 @@ def test_a_prompt_longer_than_the_context_is_recorded_and_the_rest_goes_on(store
     summary = run_sample(store, SampleJob(spec=spec, batch_tasks=6, max_model_len=64))
     assert summary.prompt_too_long == 1 and summary.tasks_sampled == 6
     long_id = tasks[2]["task_id"]
-    rows = store.sql("SELECT task_id, finish_reason, completion_tokens FROM trajectories ORDER BY task_id").fetchall()
+    rows = store.sql(
+        "SELECT task_id, finish_reason, completion_tokens FROM trajectories ORDER BY task_id"
+    ).fetchall()
     assert len(rows) == 12
     assert {r[1] for r in rows if r[0] == long_id} == {"prompt_too_long"}
     assert all(r[1] != "prompt_too_long" and r[2] >= 1 for r in rows if r[0] != long_id)
     v = store.sql("SELECT passed, error FROM verifications WHERE task_id = $1", params=[long_id]).fetchall()
     assert len(v) == 2 and all(p is None and e.startswith("prompt_too_long") for p, e in v)
     # the ledger counts them as errors: never a pass, never a fail
-    n, n_correct, n_error = store.sql("SELECT n, n_correct, n_error FROM passrates WHERE task_id = $1",
-                                      params=[long_id]).fetchall()[0]
+    n, n_correct, n_error = store.sql(
+        "SELECT n, n_correct, n_error FROM passrates WHERE task_id = $1", params=[long_id]
+    ).fetchall()[0]
     assert (n, n_correct, n_error) == (0, 0, 2)

@@ -4,9 +4,9 @@ and verdicts stay with their samples when a check times out in the middle of a b
 from __future__ import annotations
 
 import pytest
-from rldata.jobs.verify import VerifyJob, run_verify
 
 from rldata.errors import RldataError
+from rldata.jobs.verify import VerifyJob, run_verify
 from rldata.verify.base import REGISTRY
 from rldata.verify.math import MathVerifier
 
@@ -22,12 +22,31 @@ ROWS = {
 
 
 def seed(store, run_id="r1"):
-    store.append("tasks", [{"task_id": t, "source": "unit", "domain": "math", "prompt": f"q {t}", "answer": g}
-                           for t, (g, _) in ROWS.items()])
-    store.append("trajectories", [
-        {"traj_id": f"{t}/{i}", "task_id": t, "run_id": run_id, "sample_idx": i, "model": "m",
-         "policy_version": 0, "params_hash": "p", "completion": c, "completion_tokens": 4}
-        for t, (_, cs) in ROWS.items() for i, c in enumerate(cs)])
+    store.append(
+        "tasks",
+        [
+            {"task_id": t, "source": "unit", "domain": "math", "prompt": f"q {t}", "answer": g}
+            for t, (g, _) in ROWS.items()
+        ],
+    )
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": f"{t}/{i}",
+                "task_id": t,
+                "run_id": run_id,
+                "sample_idx": i,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+                "completion": c,
+                "completion_tokens": 4,
+            }
+            for t, (_, cs) in ROWS.items()
+            for i, c in enumerate(cs)
+        ],
+    )
 
 
 class MathV2(MathVerifier):
@@ -52,7 +71,9 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
     assert rows["t1/1"]["passed"] is None and "timeout" in rows["t1/1"]["error"]
     assert [rows[f"t1/{i}"]["extracted"] for i in (0, 2, 3)] == ["12", "13", "12"]
     assert [rows[f"t1/{i}"]["passed"] for i in (0, 2, 3)] == [True, False, True]
-    assert rows["t0/2"]["extracted"] is None and rows["t0/2"]["passed"] is False  # no answer: wrong, not error
+    assert (
+        rows["t0/2"]["extracted"] is None and rows["t0/2"]["passed"] is False
+    )  # no answer: wrong, not error
     ledger = {r["task_id"]: r for r in store.sql("SELECT * FROM passrates").pl().to_dicts()}
     assert {r["verifier_key"] for r in ledger.values()} == {v1}
     assert (ledger["t1"]["n"], ledger["t1"]["n_correct"], ledger["t1"]["n_error"]) == (3, 2, 1)
@@ -60,7 +81,9 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
 
     runs = store.sql("SELECT count(*) FROM runs WHERE kind = 'verify'").fetchall()[0][0]
     again = run_verify(store, VerifyJob(run_id="r1", timeout_s=2))
-    assert again.noop and store.sql("SELECT count(*) FROM runs WHERE kind = 'verify'").fetchall()[0][0] == runs
+    assert (
+        again.noop and store.sql("SELECT count(*) FROM runs WHERE kind = 'verify'").fetchall()[0][0] == runs
+    )
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 16
 
     monkeypatch.setitem(REGISTRY, "math", MathV2)  # a new version of the same verifier
@@ -70,8 +93,10 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
     assert by_version == {MathVerifier.version: 16, "test-v2": 16}  # the old results stay
     keys = dict(store.sql("SELECT verifier_key, count(*) FROM passrates GROUP BY 1").fetchall())
     assert keys == {v1: 4, "math@test-v2": 4}  # one ledger slice per version, never pooled
-    old = {r["task_id"]: r for r in store.sql(f"SELECT * FROM passrates WHERE verifier_key = '{v1}'").pl()
-           .to_dicts()}
+    old = {
+        r["task_id"]: r
+        for r in store.sql(f"SELECT * FROM passrates WHERE verifier_key = '{v1}'").pl().to_dicts()
+    }
     assert old["t1"]["n_correct"] == ledger["t1"]["n_correct"]
 
 
@@ -94,12 +119,18 @@ def test_verify_cli_prints_a_summary_and_reruns_as_a_noop(store, capsys):
     from rldata.cli import main
 
     seed(store)
-    assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
+    assert (
+        main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"])
+        == 0
+    )
     out, err = capsys.readouterr()
     row = json.loads(out)[0]
     assert row["verified"] == 16 and row["verifiers"] == "exact@rldata2" and row["ledger_rows"] == 4
     assert "verified 16 trajectories" in err
-    assert main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"]) == 0
+    assert (
+        main(["--store", str(store.root), "verify", "--run-id", "r1", "--verifier", "exact", "-f", "json"])
+        == 0
+    )
     out, err = capsys.readouterr()
     assert json.loads(out)[0]["noop"] is True and "nothing to do" in err
     assert main(["--store", str(store.root), "verify", "--run-id", "nope"]) == 1

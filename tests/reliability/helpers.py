@@ -17,8 +17,11 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def fingerprint(root: str | Path) -> dict[str, str]:
     """md5 of every file under ``root`` (relative path -> digest): equal means byte-identical."""
     root = Path(root)
-    return {str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def one_error_line(err: str) -> str:

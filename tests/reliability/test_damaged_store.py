@@ -16,13 +16,45 @@ from tests.reliability.helpers import fingerprint, one_error_line, run
 @pytest.fixture
 def root(tmp_path):
     store = open_store(tmp_path / "store")
-    store.append("tasks", [{"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?",
-                            "answer": str(k + 1)} for k in range(10)])
-    store.append("tasks", [{"task_id": "t10", "source": "s", "domain": "math", "prompt": "10+1?", "answer": "11"}])
-    store.append("trajectories", [{"traj_id": f"x{k}", "task_id": f"t{k}", "run_id": "r", "sample_idx": 0,
-                                   "model": "m", "policy_version": 0, "params_hash": "p"} for k in range(3)])
-    store.append("trajectories", [{"traj_id": "x3", "task_id": "t3", "run_id": "r", "sample_idx": 0,
-                                   "model": "m", "policy_version": 0, "params_hash": "p"}])
+    store.append(
+        "tasks",
+        [
+            {"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?", "answer": str(k + 1)}
+            for k in range(10)
+        ],
+    )
+    store.append(
+        "tasks", [{"task_id": "t10", "source": "s", "domain": "math", "prompt": "10+1?", "answer": "11"}]
+    )
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": f"x{k}",
+                "task_id": f"t{k}",
+                "run_id": "r",
+                "sample_idx": 0,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+            }
+            for k in range(3)
+        ],
+    )
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": "x3",
+                "task_id": "t3",
+                "run_id": "r",
+                "sample_idx": 0,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+            }
+        ],
+    )
     return tmp_path / "store"
 
 
@@ -63,17 +95,63 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
     store = open_store(root)
     # duplicates by key (a plain append bypasses the key), an unverified trajectory, an orphan
     # verification, a wrong ledger row, a stuck run, a stray file, a damaged log
-    store.append("trajectories", [{"traj_id": "x0", "task_id": "t0", "run_id": "r", "sample_idx": 0,
-                                   "model": "m", "policy_version": 0, "params_hash": "p"}])
-    store.append("verifications", [{"traj_id": t, "task_id": f"t{k}", "verifier": "math", "verifier_version": "1",
-                                    "layer": "answer", "passed": True, "score": 1.0}
-                                   for k, t in enumerate(["x0", "x1", "x2", "gone"])])
-    store.upsert("passrates", [{"task_id": "t0", "model": "m", "params_hash": "p", "verifier_key": "math@1",
-                                "n": 5, "n_correct": 5, "n_error": 0, "pass_rate": 1.0}])
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": "x0",
+                "task_id": "t0",
+                "run_id": "r",
+                "sample_idx": 0,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+            }
+        ],
+    )
+    store.append(
+        "verifications",
+        [
+            {
+                "traj_id": t,
+                "task_id": f"t{k}",
+                "verifier": "math",
+                "verifier_version": "1",
+                "layer": "answer",
+                "passed": True,
+                "score": 1.0,
+            }
+            for k, t in enumerate(["x0", "x1", "x2", "gone"])
+        ],
+    )
+    store.upsert(
+        "passrates",
+        [
+            {
+                "task_id": "t0",
+                "model": "m",
+                "params_hash": "p",
+                "verifier_key": "math@1",
+                "n": 5,
+                "n_correct": 5,
+                "n_error": 0,
+                "pass_rate": 1.0,
+            }
+        ],
+    )
     own = {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"}
-    beat = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)).isoformat()
-    store.upsert("runs", [{"run_id": "stuck", "kind": "sample", "status": "running",
-                           "summary": json.dumps({"owner": own, "heartbeat": beat})}])
+    beat = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).isoformat()
+    store.upsert(
+        "runs",
+        [
+            {
+                "run_id": "stuck",
+                "kind": "sample",
+                "status": "running",
+                "summary": json.dumps({"owner": own, "heartbeat": beat}),
+            }
+        ],
+    )
     (root / "leak.csv").write_text("x\n")
     bad = _commit(root, "environments", 0)
     bad.write_bytes(bad.read_bytes()[:30])
@@ -81,15 +159,26 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
     code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
     assert code == 1 and "problem(s) remain" in err
     found = {(f["check"], f["table"]): f["count"] for f in json.loads(out)}
-    assert found == {("log", "environments"): 1, ("duplicates", "trajectories"): 1,
-                     ("orphans", "trajectories"): 1, ("orphans", "verifications"): 1,
-                     ("ledger", "passrates"): 1, ("stuck_runs", "runs"): 1, ("stray", "-"): 1}
+    assert found == {
+        ("log", "environments"): 1,
+        ("duplicates", "trajectories"): 1,
+        ("orphans", "trajectories"): 1,
+        ("orphans", "verifications"): 1,
+        ("ledger", "passrates"): 1,
+        ("stuck_runs", "runs"): 1,
+        ("stray", "-"): 1,
+    }
 
     code, out, err = run(capsys, "--store", str(root), "doctor", "--repair", "-f", "json")
     assert out, err
     repaired = {(f["check"], f["table"]) for f in json.loads(out) if f["repaired"]}
-    assert repaired == {("log", "environments"), ("duplicates", "trajectories"), ("ledger", "passrates"),
-                        ("stuck_runs", "runs"), ("stray", "-")}
+    assert repaired == {
+        ("log", "environments"),
+        ("duplicates", "trajectories"),
+        ("ledger", "passrates"),
+        ("stuck_runs", "runs"),
+        ("stray", "-"),
+    }
     assert code == 1  # the orphans need a person (or a re-run of rldata sample)
     store = open_store(root)
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall()[0] == (4, 4)

@@ -38,19 +38,47 @@ def test_corpus_is_large_enough():
 def store_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz") / "store"
     store = open_store(root)
-    store.append("tasks", [{"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?",
-                            "answer": str(k + 1), "category": "add"} for k in range(12)])
-    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_key": "math@1",
-                                "n": 16, "n_correct": k + 2, "n_error": 0, "pass_rate": (k + 2) / 16}
-                               for k in range(12)])
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{k}",
+                "source": "s",
+                "domain": "math",
+                "prompt": f"{k}+1?",
+                "answer": str(k + 1),
+                "category": "add",
+            }
+            for k in range(12)
+        ],
+    )
+    store.upsert(
+        "passrates",
+        [
+            {
+                "task_id": f"t{k}",
+                "model": "m",
+                "params_hash": "p",
+                "verifier_key": "math@1",
+                "n": 16,
+                "n_correct": k + 2,
+                "n_error": 0,
+                "pass_rate": (k + 2) / 16,
+            }
+            for k in range(12)
+        ],
+    )
     assert main(["--store", str(root), "filter", "--band", "0.1,0.9", "--name", "s1"]) == 0
     return root
 
 
 def _expand(args: str, store: Path, tmp: Path) -> list[str]:
     argv = []
-    for word in shlex.split(args.replace("{store}", str(store)).replace("{missing}", str(tmp / "missing"))
-                            .replace("{tmp}", str(tmp))):
+    for word in shlex.split(
+        args.replace("{store}", str(store))
+        .replace("{missing}", str(tmp / "missing"))
+        .replace("{tmp}", str(tmp))
+    ):
         if word.startswith("@") and "=" in word:
             name, _, body = word[1:].partition("=")
             path = tmp / name

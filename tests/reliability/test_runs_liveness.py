@@ -36,7 +36,10 @@ def test_a_killed_run_reads_as_killed(tmp_path):
         row = _row(store, "victim")
         assert row["status"] == "running" and effective_status(row) == "running"
         time.sleep(0.8)  # heartbeats refresh the row while the job lives
-        assert json.loads(_row(store, "victim")["summary"])["heartbeat"] > json.loads(row["summary"])["heartbeat"]
+        assert (
+            json.loads(_row(store, "victim")["summary"])["heartbeat"]
+            > json.loads(row["summary"])["heartbeat"]
+        )
     finally:
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
@@ -50,9 +53,16 @@ def test_a_killed_run_reads_as_killed(tmp_path):
 
 
 def test_a_silent_run_on_another_host_is_killed_after_its_heartbeat_stops():
-    beat = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    row = {"status": "running", "summary": json.dumps(
-        {"owner": {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"}, "heartbeat": beat.isoformat()})}
+    beat = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    row = {
+        "status": "running",
+        "summary": json.dumps(
+            {
+                "owner": {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"},
+                "heartbeat": beat.isoformat(),
+            }
+        ),
+    }
     assert effective_status(row, now=beat + dt.timedelta(seconds=30)) == "running"
     assert effective_status(row, now=beat + dt.timedelta(hours=1)) == "killed"
     assert effective_status({**row, "status": "done"}) == "done"

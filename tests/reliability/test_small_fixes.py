@@ -15,8 +15,13 @@ from tests.reliability.helpers import fingerprint, one_error_line, run
 @pytest.fixture
 def root(tmp_path):
     store = open_store(tmp_path / "store")
-    store.append("tasks", [{"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?",
-                            "answer": str(k + 1)} for k in range(4)])
+    store.append(
+        "tasks",
+        [
+            {"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?", "answer": str(k + 1)}
+            for k in range(4)
+        ],
+    )
     return str(tmp_path / "store")
 
 
@@ -32,7 +37,9 @@ def test_invalid_utf8_jsonl_rejected_with_file_and_line(root, tmp_path, capsys):
     code, _, err = run(capsys, "--store", root, "ingest", str(bad), "--on-error", "skip")
     assert code == 0, err
     assert f"{bad}:2" in err and "added 1" in err
-    code, out, err = run(capsys, "--store", root, "sql", "select prompt from tasks order by prompt", "-f", "csv")
+    code, out, err = run(
+        capsys, "--store", root, "sql", "select prompt from tasks order by prompt", "-f", "csv"
+    )
     assert code == 0, err
     assert "ok?" in out and "\ufffd" not in out
     assert run(capsys, "--store", root, "compact")[0] == 0  # the store stays readable and writable
@@ -50,7 +57,9 @@ def test_invalid_utf8_csv_rejected_with_line(root, tmp_path, capsys):
 def test_store_refuses_undecodable_text_from_any_writer(tmp_path):
     store = open_store(tmp_path / "s")
     prompts = pa.array([b"fine", b"2+\xff"], type=pa.binary()).view(pa.string())
-    table = pa.table({"task_id": ["a", "b"], "source": ["s", "s"], "domain": ["math", "math"], "prompt": prompts})
+    table = pa.table(
+        {"task_id": ["a", "b"], "source": ["s", "s"], "domain": ["math", "math"], "prompt": prompts}
+    )
     with pytest.raises(SchemaError, match=r"row 1, field 'prompt': text is not valid UTF-8"):
         store.append("tasks", table)
     with pytest.raises(SchemaError, match="utf-8"):
@@ -59,17 +68,20 @@ def test_store_refuses_undecodable_text_from_any_writer(tmp_path):
 
 
 # ---- rldata sql reads only ----------------------------------------------------------------------
-@pytest.mark.parametrize("query, reason", [
-    ("COPY (SELECT * FROM tasks) TO 'STORE/leak.csv'", "COPY statements are not allowed"),
-    ("ATTACH 'STORE/x.db' AS x", "ATTACH"),
-    ("CREATE TABLE x AS SELECT 1", "CREATE"),
-    ("DROP VIEW tasks", "DROP"),
-    ("SELECT 1; SELECT 2", "one SQL statement at a time"),
-    ("", "empty SQL query"),
-    ("  ;  ", "empty SQL query"),
-    ("INSTALL httpfs", "LOAD"),
-    ("SET memory_limit='1GB'", "SET"),
-])
+@pytest.mark.parametrize(
+    "query, reason",
+    [
+        ("COPY (SELECT * FROM tasks) TO 'STORE/leak.csv'", "COPY statements are not allowed"),
+        ("ATTACH 'STORE/x.db' AS x", "ATTACH"),
+        ("CREATE TABLE x AS SELECT 1", "CREATE"),
+        ("DROP VIEW tasks", "DROP"),
+        ("SELECT 1; SELECT 2", "one SQL statement at a time"),
+        ("", "empty SQL query"),
+        ("  ;  ", "empty SQL query"),
+        ("INSTALL httpfs", "LOAD"),
+        ("SET memory_limit='1GB'", "SET"),
+    ],
+)
 def test_sql_refuses_anything_but_one_read(root, capsys, query, reason):
     before = fingerprint(root)
     code, out, err = run(capsys, "--store", root, "sql", query.replace("STORE", root))
@@ -79,9 +91,14 @@ def test_sql_refuses_anything_but_one_read(root, capsys, query, reason):
 
 
 def test_sql_still_reads(root, capsys):
-    for q in ("SELECT count(*) AS n FROM tasks", "WITH a AS (SELECT * FROM tasks) SELECT count(*) AS n FROM a",
-              "FROM tasks SELECT count(*) AS n", "EXPLAIN SELECT * FROM tasks", "DESCRIBE tasks"):
-        code, out, err = run(capsys, "--store", root, "sql", q, "-f", "csv")
+    for q in (
+        "SELECT count(*) AS n FROM tasks",
+        "WITH a AS (SELECT * FROM tasks) SELECT count(*) AS n FROM a",
+        "FROM tasks SELECT count(*) AS n",
+        "EXPLAIN SELECT * FROM tasks",
+        "DESCRIBE tasks",
+    ):
+        code, _out, err = run(capsys, "--store", root, "sql", q, "-f", "csv")
         assert code == 0, (q, err)
 
 
@@ -133,16 +150,30 @@ def test_read_only_commands_do_not_create_a_store(tmp_path, capsys):
 
 def test_stratify_checks_the_curriculum_path_before_committing(root, tmp_path, capsys):
     store = open_store(root)
-    store.upsert("passrates", [{"task_id": f"t{k}", "model": "m", "params_hash": "p", "verifier_key": "v",
-                                "n": 16, "n_correct": 4 + k, "n_error": 0, "pass_rate": (4 + k) / 16}
-                               for k in range(4)])
+    store.upsert(
+        "passrates",
+        [
+            {
+                "task_id": f"t{k}",
+                "model": "m",
+                "params_hash": "p",
+                "verifier_key": "v",
+                "n": 16,
+                "n_correct": 4 + k,
+                "n_error": 0,
+                "pass_rate": (4 + k) / 16,
+            }
+            for k in range(4)
+        ],
+    )
     assert run(capsys, "--store", root, "filter", "--band", "0.1,0.9", "--name", "s1")[0] == 0
     outdir = tmp_path / "outdir"
     outdir.mkdir()
     before = fingerprint(root)
     for target in (outdir, tmp_path / "no" / "such" / "b.yaml"):
-        code, _, err = run(capsys, "--store", root, "stratify", "-s", "s1", "--quantiles", "2",
-                           "--curriculum", str(target))
+        code, _, err = run(
+            capsys, "--store", root, "stratify", "-s", "s1", "--quantiles", "2", "--curriculum", str(target)
+        )
         assert code != 0 and str(target) in one_error_line(err)
         assert fingerprint(root) == before  # no bucket assignment committed
     assert list(outdir.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["outdir", "store"]
@@ -150,7 +181,8 @@ def test_stratify_checks_the_curriculum_path_before_committing(root, tmp_path, c
 
 def test_train_resume_unknown_run_is_an_error(root, tmp_path, capsys):
     before = fingerprint(root)
-    code, _, err = run(capsys, "--store", root, "train", "--resume", "--run-id", "nosuchrun",
-                       "--out", str(tmp_path / "runs"))
+    code, _, err = run(
+        capsys, "--store", root, "train", "--resume", "--run-id", "nosuchrun", "--out", str(tmp_path / "runs")
+    )
     assert code != 0 and "unknown run 'nosuchrun'" in one_error_line(err)
     assert fingerprint(root) == before

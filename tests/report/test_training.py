@@ -22,13 +22,27 @@ def _run(store, run_id, *, tag=None, offset=0.0, steps=6, metrics=True):
     with record_run(store, "train", {"options": {"tag": tag}}, run_id=run_id) as run:
         rows = []
         for step in range(1, steps + 1 if metrics else 1):
-            m = {"reward_mean": 0.2 + 0.05 * step + offset, "accuracy": 0.2 + 0.04 * step, "groups_kept": 3,
-                 "groups_dropped": 1, "groups_dropped/zero_variance": 1, "kl": 0.01 * step, "entropy": 1.0,
-                 "clip_frac": 0.1, "response_len_mean": 5 + step, "accuracy/easy": 0.5, "accuracy/hard": 0.1,
-                 "phase": 0 if step < 4 else 1, **{f"time/{p}": 0.5 for p in TIMES}}
+            m = {
+                "reward_mean": 0.2 + 0.05 * step + offset,
+                "accuracy": 0.2 + 0.04 * step,
+                "groups_kept": 3,
+                "groups_dropped": 1,
+                "groups_dropped/zero_variance": 1,
+                "kl": 0.01 * step,
+                "entropy": 1.0,
+                "clip_frac": 0.1,
+                "response_len_mean": 5 + step,
+                "accuracy/easy": 0.5,
+                "accuracy/hard": 0.1,
+                "phase": 0 if step < 4 else 1,
+                **{f"time/{p}": 0.5 for p in TIMES},
+            }
             rows += [{"run_id": run_id, "step": step, "name": k, "value": float(v)} for k, v in m.items()]
         if rows:
-            rows += [{"run_id": run_id, "step": s, "name": "eval/accuracy", "value": 0.3 + offset} for s in (0, steps)]
+            rows += [
+                {"run_id": run_id, "step": s, "name": "eval/accuracy", "value": 0.3 + offset}
+                for s in (0, steps)
+            ]
             store.append("metrics", rows)
         run.summary = {"last_step": steps, "evals": [{"accuracy": 0.3}, {"accuracy": 0.3 + offset}]}
 
@@ -55,8 +69,15 @@ def test_every_family_is_a_png_and_the_page_names_them(store, tmp_path):
         png = files[name].read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 5000, name
     page = files["training_html"].read_text()
-    for title in ("Reward and accuracy", "Held-out accuracy", "Kept and dropped groups",
-                  "KL, entropy and clip fraction", "Response length", "Per-bucket accuracy", "Time per phase"):
+    for title in (
+        "Reward and accuracy",
+        "Held-out accuracy",
+        "Kept and dropped groups",
+        "KL, entropy and clip fraction",
+        "Response length",
+        "Per-bucket accuracy",
+        "Time per phase",
+    ):
         assert title in page, title
     assert "<td>a</td>" in page and "<td>b</td>" in page
 
@@ -79,12 +100,26 @@ def test_report_run_cli_without_a_selection_writes_the_training_page(store, tmp_
     _run(store, "a", tag="t")
     _run(store, "b", tag="t", offset=0.1)
     out_dir = tmp_path / "rep"
-    code, out, err = _cli(capsys, "--store", store.root, "report", "-o", str(out_dir), "--run", "a", "--run", "b",
-                          "--group-by", "tag")
+    code, out, err = _cli(
+        capsys,
+        "--store",
+        store.root,
+        "report",
+        "-o",
+        str(out_dir),
+        "--run",
+        "a",
+        "--run",
+        "b",
+        "--group-by",
+        "tag",
+    )
     assert code == 0, err
     assert out.strip().endswith("training.html") and (out_dir / "train_buckets.png").exists()
     assert "mean, band" in (out_dir / "training.html").read_text()
-    code, _, err = _cli(capsys, "--store", store.root, "report", "-o", str(out_dir), "--run", "a", "--group-by", "x")
+    code, _, err = _cli(
+        capsys, "--store", store.root, "report", "-o", str(out_dir), "--run", "a", "--group-by", "x"
+    )
     assert code == 1 and "--group-by" in err and err.count("\n") == 1
     code, _, err = _cli(capsys, "--store", store.root, "report", "-o", str(out_dir), "--run", "zzz")
     assert code == 1 and "zzz" in err
@@ -107,18 +142,32 @@ def test_runs_cli_lists_runs_with_headlines(store, capsys):
 
 
 @pytest.mark.slow  # headless Chromium takes a few seconds per page
-@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(),
-                    reason="/usr/bin/chromium is absent (Debian package chromium; .ci/setup installs it)")
+@pytest.mark.skipif(
+    not Path("/usr/bin/chromium").exists(),
+    reason="/usr/bin/chromium is absent (Debian package chromium; .ci/setup installs it)",
+)
 def test_training_page_screenshot_in_headless_chromium(store, tmp_path):
     _run(store, "a", tag="t")
     _run(store, "b", tag="t", offset=0.1)
     files = render_training(store, ["a", "b"], tmp_path / "rep", group_by="tag")
     script = Path(__file__).resolve().parents[1] / "docs" / "img" / "screenshot.sh"
     png = tmp_path / "page.png"
-    dom = subprocess.run(["bash", str(script), str(files["training_html"]), str(png)], capture_output=True,
-                         text=True, timeout=180, check=True).stdout
-    for title in ("Reward and accuracy", "Held-out accuracy", "Kept and dropped groups",
-                  "KL, entropy and clip fraction", "Response length", "Per-bucket accuracy", "Time per phase"):
+    dom = subprocess.run(
+        ["bash", str(script), str(files["training_html"]), str(png)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    ).stdout
+    for title in (
+        "Reward and accuracy",
+        "Held-out accuracy",
+        "Kept and dropped groups",
+        "KL, entropy and clip fraction",
+        "Response length",
+        "Per-bucket accuracy",
+        "Time per phase",
+    ):
         assert f"<figcaption>{title}" in dom, title
     head = png.read_bytes()[:24]
     width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")

@@ -106,7 +106,9 @@ ERROR_SPECS = [
 @pytest.mark.parametrize("spec", ERROR_SPECS)
 def test_an_error_never_scores_above_a_wrong_answer(spec):
     # issue 12: pass/pass/error/fail under normalize gave 0.71/0.71/0/-1.41 (the error at the mean)
-    out = compose_rewards({"domain": ["m"] * 4, "r_vr": [1.0, 1.0, None, 0.0], "length": [4, 4, 14, 14]}, spec)
+    out = compose_rewards(
+        {"domain": ["m"] * 4, "r_vr": [1.0, 1.0, None, 0.0], "length": [4, 4, 14, 14]}, spec
+    )
     total = out["total"].to_list()
     assert total[2] <= total[3] < total[0]
     assert total[2] == pytest.approx(total[3])  # same length: the error is exactly a wrong answer
@@ -117,8 +119,9 @@ def test_an_error_never_scores_above_a_wrong_answer(spec):
 
 def test_a_judge_error_never_scores_above_a_wrong_judged_answer():
     spec = RewardSpec(default=DomainReward(alpha=0.5, normalize=True))
-    out = compose_rewards({"domain": ["m"] * 4, "r_vr": [0.0, 0.0, 0.0, 1.0], "r_genrm": [0.0, None, 1.0, 1.0]},
-                          spec)
+    out = compose_rewards(
+        {"domain": ["m"] * 4, "r_vr": [0.0, 0.0, 0.0, 1.0], "r_genrm": [0.0, None, 1.0, 1.0]}, spec
+    )
     total = out["total"].to_list()
     assert total[1] == pytest.approx(total[0]) and total[1] < total[2] < total[3]
 
@@ -305,15 +308,16 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
 def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
     # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
     from rldata.jobs.sample import SampleJob
+    from rldata.params import SamplingSpec
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.rollout import load_reward
-
-    from rldata.params import SamplingSpec
 
     path = tmp_path / "r.yaml"
     path.write_text("domains:\n  math: {length_penalty: {kind: overlong}}\n")
     spec = load_reward_spec(path)
-    with pytest.raises(RldataError, match=r"domains\.math\.length_penalty\.max_tokens=1024 exceeds the run's max_tokens=16"):
+    with pytest.raises(
+        RldataError, match=r"domains\.math\.length_penalty\.max_tokens=1024 exceeds the run's max_tokens=16"
+    ):
         spec.check_max_tokens(16, where=str(path))
     assert spec.check_max_tokens(1024) is spec and RewardSpec().check_max_tokens(1) == RewardSpec()
     with pytest.raises(RldataError, match=f"{path}: .*max_tokens=16"):
@@ -322,8 +326,16 @@ def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys)
         SampleJob(spec=SamplingSpec(max_tokens=16), reward=spec)
     from rldata.cli import main
 
-    assert main(["--store", str(tmp_path / "s"), "sample", "--reward-spec", str(path), "--max-tokens", "16"]) == 1
-    assert "max_tokens=1024 exceeds the run's max_tokens=16" in capsys.readouterr().err  # before any engine starts
+    assert (
+        main(["--store", str(tmp_path / "s"), "sample", "--reward-spec", str(path), "--max-tokens", "16"])
+        == 1
+    )
+    assert (
+        "max_tokens=1024 exceeds the run's max_tokens=16" in capsys.readouterr().err
+    )  # before any engine starts
     ok = tmp_path / "ok.yaml"
     ok.write_text("domains:\n  math: {length_penalty: {kind: overlong, max_tokens: 16, buffer: 4}}\n")
-    assert load_reward(TrainConfig(reward_spec=str(ok), max_tokens=16)).for_domain("math").length_penalty.buffer == 4
+    assert (
+        load_reward(TrainConfig(reward_spec=str(ok), max_tokens=16)).for_domain("math").length_penalty.buffer
+        == 4
+    )

@@ -155,7 +155,9 @@ def test_verdicts_are_stored_and_exported_as_preferences(store, tmp_path):
     assert set(pt["task_id"]) == {"t1"}  # t2's only pointwise verdict was an error
 
     pq = tmp_path / "prefs-pq"
-    code = main(["--store", store.root, "judge", "export", str(pq), "--format", "parquet", "--kind", "pairwise"])
+    code = main(
+        ["--store", store.root, "judge", "export", str(pq), "--format", "parquet", "--kind", "pairwise"]
+    )
     assert code == 0 and pl.read_parquet(pq / "train.parquet").height == 2
     assert main(["--store", store.root, "judge", "export", str(tmp_path / "x.csv")]) == 1
 
@@ -170,9 +172,8 @@ def test_export_with_no_judge_rows_writes_an_empty_file(store, tmp_path):
 def test_tiny_model_judge_through_the_real_engine(store):
     """The tiny arithmetic model cannot write 'VERDICT: 1': every verdict must come back as an error
     row with the raw output kept, never as a score; a prompt too long for the engine is an error too."""
-    from rldata.jobs.judge import judge_store
-
     from rldata.engine import Engine
+    from rldata.jobs.judge import judge_store
     from rldata.params import SamplingSpec
     from rldata.rewards.judge import Judge
 

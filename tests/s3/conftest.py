@@ -21,8 +21,13 @@ from s3_helpers import S3, options_for
 def s3_server():
     """The server runs in its own process (moto_server.py says why); stopped when the session ends."""
     here = Path(__file__).parent
-    proc = subprocess.Popen([sys.executable, str(here / "moto_server.py")], cwd=here, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(here / "moto_server.py")],
+        cwd=here,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline().strip()
         assert line.isdigit(), f"moto server did not start (exit {proc.poll()})"

@@ -21,7 +21,7 @@ def main() -> None:
     atomic_conditional_puts()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    host, port = server.get_host_and_port()
+    _host, port = server.get_host_and_port()
     print(port, flush=True)
     sys.stdin.read()  # returns when the parent closes our stdin or exits
     server.stop()

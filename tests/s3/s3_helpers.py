@@ -19,22 +19,37 @@ class S3:
     def env(self, **extra) -> dict[str, str]:
         """The environment of a subprocess that reaches the server through the standard AWS variables."""
         base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        return {**base, **{k.upper(): v for k, v in self.options.items()}, "RAY_ADDRESS": "",
-                "VLLM_ENABLE_V1_MULTIPROCESSING": "0", **extra}
+        return {
+            **base,
+            **{k.upper(): v for k, v in self.options.items()},
+            "RAY_ADDRESS": "",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            **extra,
+        }
 
     def bucket(self) -> str:
         """A new empty bucket (one per test keeps tests independent)."""
         import boto3
 
         name = "t-" + uuid.uuid4().hex[:16]
-        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                     aws_secret_access_key=SECRET).create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key=SECRET,
+        ).create_bucket(Bucket=name)
         return name
 
 
 def options_for(endpoint: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": SECRET}
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+    }
 
 
 def atomic_conditional_puts() -> None:

@@ -55,16 +55,23 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_two_node_job_into_s3_killed_and_resumed(s3_server, s3_uri):
-    p = subprocess.run([sys.executable, "-c", SCRIPT, s3_uri], capture_output=True, text=True, check=False,
-                       env=s3_server.env(), timeout=1000)
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, s3_uri],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=s3_server.env(),
+        timeout=1000,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     partial = json.loads(p.stdout.strip().splitlines()[-1])["partial"]
     assert 0 < partial < 48 * 4
     from rldata import open_store
 
     store = open_store(s3_uri, storage_options=s3_server.options)
-    assert store.sql("SELECT count(*), count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories"
-                     ).fetchall() == [(192, 192, 48)]
+    assert store.sql(
+        "SELECT count(*), count(DISTINCT traj_id), count(DISTINCT task_id) FROM trajectories"
+    ).fetchall() == [(192, 192, 48)]
     assert store.sql("SELECT DISTINCT count(*) FROM trajectories GROUP BY task_id").fetchall() == [(4,)]
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM verifications").fetchall() == [(192, 192)]
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall() == [(48, 4, 4)]

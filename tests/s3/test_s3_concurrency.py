@@ -17,8 +17,19 @@ WRITERS, BATCHES, ROWS = 4, 5, 40
 def _writer(uri: str, options: dict, w: int) -> None:
     store = open_store(uri, storage_options=options)
     for b in range(BATCHES):
-        store.append("tasks", [{"task_id": f"w{w}-b{b}-{i}", "source": "s3test", "domain": "math",
-                                "prompt": f"writer {w} batch {b} row {i}", "answer": str(i)} for i in range(ROWS)])
+        store.append(
+            "tasks",
+            [
+                {
+                    "task_id": f"w{w}-b{b}-{i}",
+                    "source": "s3test",
+                    "domain": "math",
+                    "prompt": f"writer {w} batch {b} row {i}",
+                    "answer": str(i),
+                }
+                for i in range(ROWS)
+            ],
+        )
 
 
 @pytest.mark.slow  # subprocesses: 10-30 s on a loaded 2-core machine
@@ -37,8 +48,13 @@ def test_four_processes_append_to_one_s3_table(s3_server, s3_uri):
     # the log: versions 0 (create) .. 20, each a commit file holding one WRITE of one batch
     assert store.version("tasks") == WRITERS * BATCHES
     bucket, prefix = s3_uri.removeprefix("s3://").split("/", 1)
-    c = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key=SECRET)
+    c = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key=SECRET,
+    )
     ops, added = [], 0
     for v in range(WRITERS * BATCHES + 1):
         body = c.get_object(Bucket=bucket, Key=f"{prefix}/tasks/_delta_log/{v:020d}.json")["Body"].read()

@@ -62,13 +62,21 @@ def test_a_server_that_refuses_every_commit_gives_a_clear_error_and_no_partial_t
             broken.append("tasks", _tasks(50, start=5), dedupe=True)
         assert time.monotonic() - t0 < 60
         # the CLI: one line naming the failed request, non-zero exit
-        opts = [a for k, v in {**options_for(proxy.endpoint), **FAST_RETRY}.items()
-                for a in ("--storage-option", f"{k}={v}")]
+        opts = [
+            a
+            for k, v in {**options_for(proxy.endpoint), **FAST_RETRY}.items()
+            for a in ("--storage-option", f"{k}={v}")
+        ]
         from rldata.ingest import sample_path
 
-        p = subprocess.run([sys.executable, "-m", "rldata", "--store", s3_uri, *opts, "ingest",
-                            str(sample_path("arith"))], capture_output=True, text=True, check=False,
-                           env=s3_server.env(), timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-m", "rldata", "--store", s3_uri, *opts, "ingest", str(sample_path("arith"))],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=s3_server.env(),
+            timeout=300,
+        )
     err = [ln for ln in p.stderr.splitlines() if ln.startswith("rldata: error:")]
     assert p.returncode != 0 and len(err) == 1, p.stderr[-2000:]
     assert "Error performing PUT" in err[0] and "_delta_log" in err[0], err

@@ -21,14 +21,27 @@ def _tasks(n: int, start: int = 0, pad: int = 0) -> list[dict]:
     def noise(i):  # incompressible padding: a wide column that really is wide on the wire
         return (hashlib.sha256(str(i).encode()).hexdigest() * (pad // 64 + 1))[:pad]
 
-    return [{"task_id": f"t{i:06d}", "source": "s3test", "domain": "math", "prompt": f"{i} + 1 = ?" + noise(i),
-             "answer": str(i + 1)} for i in range(start, start + n)]
+    return [
+        {
+            "task_id": f"t{i:06d}",
+            "source": "s3test",
+            "domain": "math",
+            "prompt": f"{i} + 1 = ?" + noise(i),
+            "answer": str(i + 1),
+        }
+        for i in range(start, start + n)
+    ]
 
 
 def test_server_refuses_a_second_conditional_put(s3_server):
     """delta-rs's safe S3 commits need If-None-Match: * honoured; moto does."""
-    c = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key=SECRET)
+    c = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key=SECRET,
+    )
     bucket = s3_server.bucket()
     c.put_object(Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")
     with pytest.raises(c.exceptions.ClientError, match="PreconditionFailed"):
@@ -40,7 +53,9 @@ def test_commits_are_conditional_puts(s3_server, s3_uri):
     with FaultProxy(s3_server.endpoint) as proxy:
         store = open_store(s3_uri, storage_options=options_for(proxy.endpoint))
         store.append("tasks", _tasks(5))
-    commits = [(p, h) for m, p, h in proxy.requests if m == "PUT" and "/_delta_log/" in p and p.endswith(".json")]
+    commits = [
+        (p, h) for m, p, h in proxy.requests if m == "PUT" and "/_delta_log/" in p and p.endswith(".json")
+    ]
     assert len(commits) == 9  # 8 table creations + 1 append
     assert all({k.lower(): v for k, v in h.items()}.get("if-none-match") == "*" for _, h in commits)
 
@@ -64,7 +79,9 @@ def test_given_options_beat_the_environment_in_every_reader(s3_server, s3_uri, m
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "wrong-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
-    store = open_store(s3_uri, storage_options={**s3_server.options, "max_retries": "2", "retry_timeout": "10s"})
+    store = open_store(
+        s3_uri, storage_options={**s3_server.options, "max_retries": "2", "retry_timeout": "10s"}
+    )
     store.append("tasks", _tasks(3))
     assert store.sql("SELECT count(*) FROM tasks").fetchall() == [(3,)]
     assert store.read("tasks").height == 3 and store.dataset("tasks").count_rows() == 3
@@ -79,8 +96,13 @@ def test_remote_sql_fetches_only_the_needed_columns_and_row_groups(s3_server, s3
     store.append("tasks", _tasks(6000, pad=600))
     store.append("tasks", _tasks(6000, start=6000, pad=600))
     files = store.table("tasks").file_uris()
-    c = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
-                     aws_access_key_id="testing", aws_secret_access_key=SECRET)
+    c = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key=SECRET,
+    )
     total = sum(c.head_object(Bucket=f.split("/")[2], Key=f.split("/", 3)[3])["ContentLength"] for f in files)
     with FaultProxy(s3_server.endpoint) as proxy:
         remote = open_store(s3_uri, storage_options=options_for(proxy.endpoint))
@@ -129,10 +151,20 @@ def test_storage_option_parsing():
 
 def _cli(s3_server, *args, env_creds: bool):
     """Run ``rldata`` in a subprocess, credentials given as --storage-option or as AWS_* variables."""
-    opts = [] if env_creds else [a for k, v in s3_server.options.items() for a in ("--storage-option", f"{k}={v}")]
+    opts = (
+        []
+        if env_creds
+        else [a for k, v in s3_server.options.items() for a in ("--storage-option", f"{k}={v}")]
+    )
     env = s3_server.env() if env_creds else {**s3_server.env(), **{k: "" for k in s3_server.options}}
-    return subprocess.run([sys.executable, "-m", "rldata", *opts, *args], capture_output=True, text=True, check=False,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rldata", *opts, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow  # subprocesses: 10-30 s on a loaded 2-core machine
@@ -141,11 +173,13 @@ def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path
 
     outs = []
     for env_creds in (False, True):
-        for args in (["--store", s3_uri, "ingest", str(sample_path("arith"))],
-                     ["--store", s3_uri, "tables", "--format", "json"],
-                     ["--store", s3_uri, "sql", "SELECT count(*) AS n FROM tasks", "--format", "csv"],
-                     ["--store", s3_uri, "compact"],
-                     ["--store", "s3://no-such-bucket-x/store", "--debug", "sql", "SELECT 1"]):
+        for args in (
+            ["--store", s3_uri, "ingest", str(sample_path("arith"))],
+            ["--store", s3_uri, "tables", "--format", "json"],
+            ["--store", s3_uri, "sql", "SELECT count(*) AS n FROM tasks", "--format", "csv"],
+            ["--store", s3_uri, "compact"],
+            ["--store", "s3://no-such-bucket-x/store", "--debug", "sql", "SELECT 1"],
+        ):
             p = _cli(s3_server, *args, env_creds=env_creds)
             outs.append((args, p))
     for args, p in outs[:4] + outs[5:9]:
@@ -155,16 +189,35 @@ def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path
     for args, p in outs:
         assert SECRET not in p.stdout and SECRET not in p.stderr, args
     # --store via RLDATA_STORE works the same
-    p = subprocess.run([sys.executable, "-m", "rldata", "sql", "SELECT count(*) FROM runs", "--format", "csv"],
-                       capture_output=True, text=True, check=False, env=s3_server.env(RLDATA_STORE=s3_uri), timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "rldata", "sql", "SELECT count(*) FROM runs", "--format", "csv"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=s3_server.env(RLDATA_STORE=s3_uri),
+        timeout=300,
+    )
     assert p.returncode == 0 and p.stdout.splitlines()[1] == "2", p.stderr[-2000:]
     store = open_store(s3_uri, storage_options=s3_server.options)
     # an export's files and manifest (rldata-manifest.json) hold no secret either
     ids = [r[0] for r in store.sql("SELECT task_id FROM tasks ORDER BY task_id LIMIT 5").fetchall()]
-    store.append("selections", [{"selection": "s3sel", "task_id": t, "decision": "keep", "reason": "in_band"}
-                                for t in ids])
-    p = _cli(s3_server, "--store", s3_uri, "export", "--selection", "s3sel", "--format", "verl",
-             "--out", str(tmp_path / "exp"), env_creds=False)
+    store.append(
+        "selections",
+        [{"selection": "s3sel", "task_id": t, "decision": "keep", "reason": "in_band"} for t in ids],
+    )
+    p = _cli(
+        s3_server,
+        "--store",
+        s3_uri,
+        "export",
+        "--selection",
+        "s3sel",
+        "--format",
+        "verl",
+        "--out",
+        str(tmp_path / "exp"),
+        env_creds=False,
+    )
     assert p.returncode == 0 and SECRET not in p.stdout + p.stderr, p.stderr[-2000:]
     written = [f for f in (tmp_path / "exp").rglob("*") if f.is_file()]
     assert any(f.name == "rldata-manifest.json" for f in written)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from rldata.sample_data import arith
 
 
@@ -61,8 +62,14 @@ def test_rows_carry_category_and_metadata():
     rows = arith.generate(50, seed=0, digits=2, n_operands=2, operators="+")
     r = rows[0]
     assert (r["domain"], r["source"], r["category"]) == ("math", "arith", "add/d2/o2")
-    assert r["metadata"] == {"level": None, "digits": 2, "operands": 2, "ops": "+", "parens": False,
-                             "split": "train"}
+    assert r["metadata"] == {
+        "level": None,
+        "digits": 2,
+        "operands": 2,
+        "ops": "+",
+        "parens": False,
+        "split": "train",
+    }
     mixed = arith.generate(100, seed=0, n_operands=3, operators="+*")
     assert {m["category"] for m in mixed} <= {"add/d1/o3", "mul/d1/o3", "mix/d1/o3"}
     assert any(m["category"] == "mix/d1/o3" and m["metadata"]["ops"] == "+*" for m in mixed)
@@ -75,13 +82,16 @@ def test_deterministic_for_a_seed_and_distinct_prompts():
     assert len({r["prompt"] for r in a}) == 200
     # the same call in a fresh interpreter with another hash seed (str seeds must not depend on it);
     # the module is loaded from its file so the child skips importing the whole package
-    code = ("import importlib.util, json, sys; s = importlib.util.spec_from_file_location('a', sys.argv[1]); "
-            "m = importlib.util.module_from_spec(s); sys.modules['a'] = m; "
-            "s.loader.exec_module(m); "
-            "print(json.dumps(m.generate(20, seed=7, level=4)))")
+    code = (
+        "import importlib.util, json, sys; s = importlib.util.spec_from_file_location('a', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(s); sys.modules['a'] = m; "
+        "s.loader.exec_module(m); "
+        "print(json.dumps(m.generate(20, seed=7, level=4)))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code, arith.__file__], capture_output=True, text=True,
-                         check=True, env=env).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, arith.__file__], capture_output=True, text=True, check=True, env=env
+    ).stdout
     assert json.loads(out) == arith.generate(20, seed=7, level=4)
 
 

@@ -8,6 +8,8 @@ import random
 import numpy as np
 import pytest
 import torch
+
+from rldata.errors import RldataError
 from rldata.trainer.checkpoint import (
     checkpoint_dir,
     latest_checkpoint,
@@ -19,8 +21,6 @@ from rldata.trainer.checkpoint import (
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.learner import Learner
 from rldata.trainer.policy import collate
-
-from rldata.errors import RldataError
 
 CFG = TrainConfig(prompts_per_step=2, group_size=4, micro_batch=4, lr=1e-3, kl_coef=0.05)
 
@@ -58,9 +58,15 @@ def uninterrupted(tiny_model_dir, tmp_path_factory):
     _seed(0)
     a = Learner(tiny_model_dir, CFG)
     _steps(a, 2)
-    path = save_checkpoint(checkpoint_dir(root, 2), model=a.model, optimizer=a.optimizer, step=2,
-                           policy_version=2, source_dir=tiny_model_dir,
-                           curriculum_state={"cursor": np.int64(7), "weights": np.array([0.5, 0.5])})
+    path = save_checkpoint(
+        checkpoint_dir(root, 2),
+        model=a.model,
+        optimizer=a.optimizer,
+        step=2,
+        policy_version=2,
+        source_dir=tiny_model_dir,
+        curriculum_state={"cursor": np.int64(7), "weights": np.array([0.5, 0.5])},
+    )
     _steps(a, 2)
     return path, _params(a)
 
@@ -106,7 +112,9 @@ def test_latest_checkpoint_skips_incomplete(tmp_path, tiny_model_dir):
     m = load_model(tiny_model_dir)
     opt = torch.optim.AdamW(m.parameters())
     for step in (2, 10):
-        save_checkpoint(checkpoint_dir(tmp_path, step), model=m, optimizer=opt, step=step, policy_version=step)
+        save_checkpoint(
+            checkpoint_dir(tmp_path, step), model=m, optimizer=opt, step=step, policy_version=step
+        )
     staging_dir(checkpoint_dir(tmp_path, 12))  # a save that crashed midway
     (checkpoint_dir(tmp_path, 11)).mkdir()  # a dir without trainer state
     assert latest_checkpoint(tmp_path) == checkpoint_dir(tmp_path, 10)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rldata.trainer.config import ConfigError, TrainConfig
 
 from rldata.errors import InputError
+from rldata.trainer.config import ConfigError, TrainConfig
 
 
 def test_defaults_and_derived_sizes():
@@ -18,30 +18,33 @@ def test_defaults_and_derived_sizes():
     assert cfg.eval_spec().n == cfg.eval_n
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"group_size": 1}, "group_size"),
-    ({"steps": 0}, "steps"),
-    ({"lr": 0.0}, "lr"),
-    ({"eps_low": 1.0}, "eps_low"),
-    ({"eps_high": -0.1}, "eps_high"),
-    ({"kl_coef": -1.0}, "kl_coef"),
-    ({"agg": "batch"}, "agg"),
-    ({"advantage": "ppo"}, "advantage"),
-    ({"temperature": 0.0}, "temperature"),
-    ({"top_p": 1.5}, "top_p"),
-    ({"top_p": 0.9}, "top_p"),
-    ({"behav_weight_cap": 0.5}, "behav_weight_cap"),
-    ({"mode": "overlap"}, "mode"),
-    ({"mode": "async", "max_staleness": 0}, "max_staleness"),
-    ({"adam_betas": (0.9,)}, "adam_betas"),
-    ({"steps": "ten"}, "steps"),
-    ({"steps": True}, "steps"),
-    ({"dynamic_sampling": "yes"}, "dynamic_sampling"),
-    # 4 * 3 = 12 sequences do not split over 5 learners
-    ({"prompts_per_step": 4, "group_size": 3, "num_learners": 5}, "num_learners"),
-    # 12 / 2 = 6 per learner do not split into micro-batches of 4
-    ({"prompts_per_step": 4, "group_size": 3, "num_learners": 2, "micro_batch": 4}, "micro_batch"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"group_size": 1}, "group_size"),
+        ({"steps": 0}, "steps"),
+        ({"lr": 0.0}, "lr"),
+        ({"eps_low": 1.0}, "eps_low"),
+        ({"eps_high": -0.1}, "eps_high"),
+        ({"kl_coef": -1.0}, "kl_coef"),
+        ({"agg": "batch"}, "agg"),
+        ({"advantage": "ppo"}, "advantage"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_p": 0.9}, "top_p"),
+        ({"behav_weight_cap": 0.5}, "behav_weight_cap"),
+        ({"mode": "overlap"}, "mode"),
+        ({"mode": "async", "max_staleness": 0}, "max_staleness"),
+        ({"adam_betas": (0.9,)}, "adam_betas"),
+        ({"steps": "ten"}, "steps"),
+        ({"steps": True}, "steps"),
+        ({"dynamic_sampling": "yes"}, "dynamic_sampling"),
+        # 4 * 3 = 12 sequences do not split over 5 learners
+        ({"prompts_per_step": 4, "group_size": 3, "num_learners": 5}, "num_learners"),
+        # 12 / 2 = 6 per learner do not split into micro-batches of 4
+        ({"prompts_per_step": 4, "group_size": 3, "num_learners": 2, "micro_batch": 4}, "micro_batch"),
+    ],
+)
 def test_invalid_values_name_the_field(changes, field):
     base = {"prompts_per_step": 4, "group_size": 4, "micro_batch": 4}
     with pytest.raises(ConfigError) as e:
@@ -56,11 +59,18 @@ def test_ints_accepted_for_floats_and_none_for_optionals():
 
 def test_from_yaml_with_overrides(tmp_path):
     p = tmp_path / "train.yaml"
-    p.write_text("steps: 7\nlr: 2.0e-4\ngroup_size: 4\nprompts_per_step: 4\nmicro_batch: 8\n"
-                 "agg: sequence\nadam_betas: [0.9, 0.95]\ncurriculum: buckets.yaml\n")
+    p.write_text(
+        "steps: 7\nlr: 2.0e-4\ngroup_size: 4\nprompts_per_step: 4\nmicro_batch: 8\n"
+        "agg: sequence\nadam_betas: [0.9, 0.95]\ncurriculum: buckets.yaml\n"
+    )
     cfg = TrainConfig.from_yaml(p, steps=3, seed=None)  # None = option not given
-    assert (cfg.steps, cfg.lr, cfg.agg, cfg.adam_betas, cfg.curriculum) == (3, 2e-4, "sequence", (0.9, 0.95),
-                                                                          "buckets.yaml")
+    assert (cfg.steps, cfg.lr, cfg.agg, cfg.adam_betas, cfg.curriculum) == (
+        3,
+        2e-4,
+        "sequence",
+        (0.9, 0.95),
+        "buckets.yaml",
+    )
     assert cfg.seed == 0
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
 

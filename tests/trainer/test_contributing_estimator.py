@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from rldata.trainer import advantages
 from rldata.trainer.advantages import ESTIMATORS, compute_advantages, register
 from rldata.trainer.config import ConfigError, TrainConfig

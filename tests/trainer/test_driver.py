@@ -53,9 +53,20 @@ def _store(tmp: Path):
 def _cfg(out: Path, run_id: str, steps: int):
     from rldata.trainer.config import TrainConfig
 
-    return TrainConfig(model=str(_model_dir()), run_id=run_id, output_dir=str(out), steps=steps, seed=7,
-                       prompts_per_step=P, group_size=G, max_tokens=6, lr=2e-3, micro_batch=16, max_resample=2,
-                       checkpoint_every=2)
+    return TrainConfig(
+        model=str(_model_dir()),
+        run_id=run_id,
+        output_dir=str(out),
+        steps=steps,
+        seed=7,
+        prompts_per_step=P,
+        group_size=G,
+        max_tokens=6,
+        lr=2e-3,
+        micro_batch=16,
+        max_resample=2,
+        checkpoint_every=2,
+    )
 
 
 def _train(store, cfg, **kw):
@@ -78,22 +89,28 @@ def _rollouts(store, run_id, steps=(1, 2, 3, 4)):
     return store.sql(
         "SELECT step, task_id, sample_idx, seed, completion, reward, kept, drop_reason, policy_version, "
         "cumulative_logprob FROM trajectories WHERE run_id = $1 AND list_contains($2, step) "
-        "ORDER BY step, seed, sample_idx", params=[run_id, list(steps)]).fetchall()
+        "ORDER BY step, seed, sample_idx",
+        params=[run_id, list(steps)],
+    ).fetchall()
 
 
 def test_every_rollout_lands_with_its_group_decision(full):
     store, summary, _ = full
-    rows = store.sql("SELECT step, count(*), count(DISTINCT traj_id), count(DISTINCT seed), "
-                     "sum(kept::int), count(*) FILTER (WHERE NOT kept AND drop_reason = 'zero_variance') "
-                     "FROM trajectories WHERE run_id = 'full' GROUP BY step ORDER BY step").fetchall()
+    rows = store.sql(
+        "SELECT step, count(*), count(DISTINCT traj_id), count(DISTINCT seed), "
+        "sum(kept::int), count(*) FILTER (WHERE NOT kept AND drop_reason = 'zero_variance') "
+        "FROM trajectories WHERE run_id = 'full' GROUP BY step ORDER BY step"
+    ).fetchall()
     assert [r[0] for r in rows] == [1, 2, 3, 4]
     for step, n, distinct, groups, kept, dropped in rows:
         assert n == distinct == G * groups  # dropped groups included, no duplicate ids
         assert groups >= P and kept + dropped == n
     # A dropped group had one reward for all its samples; a kept group had at least two.
-    spread = store.sql("SELECT kept, max(r_hi - r_lo), min(r_hi - r_lo) FROM (SELECT seed, step, any_value(kept) AS "
-                       "kept, max(reward) AS r_hi, min(reward) AS r_lo FROM trajectories WHERE run_id = 'full' "
-                       "GROUP BY step, seed) GROUP BY kept ORDER BY kept").fetchall()
+    spread = store.sql(
+        "SELECT kept, max(r_hi - r_lo), min(r_hi - r_lo) FROM (SELECT seed, step, any_value(kept) AS "
+        "kept, max(reward) AS r_hi, min(reward) AS r_lo FROM trajectories WHERE run_id = 'full' "
+        "GROUP BY step, seed) GROUP BY kept ORDER BY kept"
+    ).fetchall()
     by_kept = {k: (hi, lo) for k, hi, lo in spread}
     assert by_kept[True][1] > 0
     if False in by_kept:
@@ -104,20 +121,30 @@ def test_every_rollout_lands_with_its_group_decision(full):
 
 def test_policy_version_counts_updates_and_ledger_rows_follow_it(full):
     store, summary, _ = full
-    per_step = dict(store.sql("SELECT step, any_value(policy_version) FROM trajectories WHERE run_id = 'full' "
-                              "GROUP BY step").fetchall())
-    kept = dict(store.sql("SELECT step, sum(kept::int) FROM trajectories WHERE run_id = 'full' GROUP BY step")
-                .fetchall())
+    per_step = dict(
+        store.sql(
+            "SELECT step, any_value(policy_version) FROM trajectories WHERE run_id = 'full' GROUP BY step"
+        ).fetchall()
+    )
+    kept = dict(
+        store.sql(
+            "SELECT step, sum(kept::int) FROM trajectories WHERE run_id = 'full' GROUP BY step"
+        ).fetchall()
+    )
     # Rollouts of step s come from the version before s's update; a step with no kept group skips it.
     expect = 0
     for s in range(1, STEPS + 1):
         assert per_step[s] == expect
         expect += int(kept[s] > 0)
     assert summary.policy_version == expect >= 2
-    names = dict(store.sql("SELECT model, sum(n + n_error) FROM passrates WHERE run_id = 'full' GROUP BY model")
-                 .fetchall())
-    counts = dict(store.sql("SELECT model, count(*) FROM trajectories WHERE run_id = 'full' GROUP BY model")
-                  .fetchall())
+    names = dict(
+        store.sql(
+            "SELECT model, sum(n + n_error) FROM passrates WHERE run_id = 'full' GROUP BY model"
+        ).fetchall()
+    )
+    counts = dict(
+        store.sql("SELECT model, count(*) FROM trajectories WHERE run_id = 'full' GROUP BY model").fetchall()
+    )
     assert names == counts  # one ledger name per policy version, counting every one of its samples
     assert all(m.startswith(f"{summary.model}+full/v") for m in names)
 
@@ -127,10 +154,32 @@ def test_metrics_per_step(full):
     m = store.read("metrics").filter(store.read("metrics")["run_id"] == "full")
     assert m.select(["step", "name"]).is_duplicated().sum() == 0
     names = set(m["name"].to_list())
-    for name in ("reward_mean", "reward_mean/all", "groups_kept", "groups_dropped", "kl", "clip_frac", "entropy",
-                 "response_len_mean", "gen_tokens_per_s", "time/generate", "time/reward", "time/update",
-                 "time/sync", "time/writeback", "learner_idle_frac", "engine_idle_frac", "policy_version",
-                 "generated_by", "staleness", "staleness/0", "rho_mean", "rho_max", "tis_frac", "mismatch_kl"):
+    for name in (
+        "reward_mean",
+        "reward_mean/all",
+        "groups_kept",
+        "groups_dropped",
+        "kl",
+        "clip_frac",
+        "entropy",
+        "response_len_mean",
+        "gen_tokens_per_s",
+        "time/generate",
+        "time/reward",
+        "time/update",
+        "time/sync",
+        "time/writeback",
+        "learner_idle_frac",
+        "engine_idle_frac",
+        "policy_version",
+        "generated_by",
+        "staleness",
+        "staleness/0",
+        "rho_mean",
+        "rho_max",
+        "tis_frac",
+        "mismatch_kl",
+    ):
         assert name in names, name
     assert sorted(set(m["step"].to_list())) == [1, 2, 3, 4]
     # Sync mode: the learner scores the engine's tokens with the weights the engine sampled with, so
@@ -151,21 +200,26 @@ def _cum_logprob(model, tok, prompt: str, completion: str, stopped: bool) -> flo
     ids = torch.tensor([p + c])  # [1, L]
     with torch.no_grad():
         logp, _ = token_logprobs(model, ids, torch.ones_like(ids), with_entropy=False)  # [1, L-1]
-    return float(logp[0, len(p) - 1:].sum())
+    return float(logp[0, len(p) - 1 :].sum())
 
 
 def test_engine_samples_with_the_synced_weights(full):
     """Step 3 is generated by policy v2 = the step-2 checkpoint: the engine's behaviour log-probs
     must be those of the updated weights, not of the starting model."""
-    from rldata.trainer.checkpoint import load_model
     from transformers import AutoTokenizer
 
+    from rldata.trainer.checkpoint import load_model
+
     store, _, ckpts = full
-    v = store.sql("SELECT any_value(policy_version) FROM trajectories WHERE run_id='full' AND step=3").fetchall()[0][0]
+    v = store.sql(
+        "SELECT any_value(policy_version) FROM trajectories WHERE run_id='full' AND step=3"
+    ).fetchall()[0][0]
     state = json.loads((ckpts / "step-000002" / "trainer_state.json").read_text())
     assert v == state["policy_version"] >= 1
-    rows = store.sql("SELECT prompt, completion, finish_reason, cumulative_logprob FROM trajectories "
-                     "WHERE run_id = 'full' AND step = 3 ORDER BY traj_id LIMIT 12").fetchall()
+    rows = store.sql(
+        "SELECT prompt, completion, finish_reason, cumulative_logprob FROM trajectories "
+        "WHERE run_id = 'full' AND step = 3 ORDER BY traj_id LIMIT 12"
+    ).fetchall()
     tok = AutoTokenizer.from_pretrained(_model_dir())
     synced, base = load_model(ckpts / "step-000002").eval(), load_model(_model_dir()).eval()
     d_synced = [abs(_cum_logprob(synced, tok, p, c, f == "stop") - lp) for p, c, f, lp in rows]
@@ -183,7 +237,9 @@ def test_checkpoint_is_a_loadable_hf_model_with_trainer_state(full):
     assert summary.checkpoint == str(final)
     model = AutoModelForCausalLM.from_pretrained(final)
     base = AutoModelForCausalLM.from_pretrained(_model_dir())
-    moved = max(float((a - b).abs().max()) for a, b in zip(model.state_dict().values(), base.state_dict().values()))
+    moved = max(
+        float((a - b).abs().max()) for a, b in zip(model.state_dict().values(), base.state_dict().values())
+    )
     assert moved > 1e-4
     state = json.loads((final / "trainer_state.json").read_text())
     assert state["step"] == 4 and state["policy_version"] == summary.policy_version
@@ -211,11 +267,15 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(full, tmp_path):
     assert _rollouts(store, "killed") == _rollouts(store_full, "full")  # every step, none twice
     dup = store.sql("SELECT count(*) - count(DISTINCT traj_id) FROM trajectories").fetchall()[0][0]
     assert dup == 0
-    assert store.sql("SELECT count(*) - count(DISTINCT (traj_id, layer)) FROM verifications").fetchall()[0][0] == 0
+    assert (
+        store.sql("SELECT count(*) - count(DISTINCT (traj_id, layer)) FROM verifications").fetchall()[0][0]
+        == 0
+    )
     n_traj = store.sql("SELECT count(*) FROM trajectories").fetchall()[0][0]
     assert store.sql("SELECT count(DISTINCT traj_id) FROM verifications").fetchall()[0][0] == n_traj
-    metrics = store.sql("SELECT step, name, count(*) FROM metrics WHERE run_id = 'killed' GROUP BY ALL "
-                        "HAVING count(*) > 1").fetchall()
+    metrics = store.sql(
+        "SELECT step, name, count(*) FROM metrics WHERE run_id = 'killed' GROUP BY ALL HAVING count(*) > 1"
+    ).fetchall()
     assert metrics == []
     a = load_file(ckpts_full / "step-000004" / "model.safetensors")
     b = load_file(ckpts / "step-000004" / "model.safetensors")
@@ -228,24 +288,33 @@ def test_reward_spec_drives_the_rewards_the_judge_rows_and_the_metrics(train_ray
     judge runs on the run's engine; its prompt does not fit the tiny model's 64-token context, so every
     verdict is an error row, scored as the lowest judge score, 0 (an error never beats a wrong answer)."""
     spec = tmp_path / "reward.yaml"
-    spec.write_text("domains:\n  math: {alpha: 0.5, length_penalty: {kind: linear, max_tokens: 6, buffer: 6, "
-                    "coef: 0.3}}\n")
+    spec.write_text(
+        "domains:\n  math: {alpha: 0.5, length_penalty: {kind: linear, max_tokens: 6, buffer: 6, "
+        "coef: 0.3}}\n"
+    )
     store = _store(tmp_path)
-    summary = _train(store, _cfg(tmp_path / "runs", "shaped", 1).replace(reward_spec=str(spec), checkpoint_every=0))
+    summary = _train(
+        store, _cfg(tmp_path / "runs", "shaped", 1).replace(reward_spec=str(spec), checkpoint_every=0)
+    )
     rows = store.sql(
         "SELECT t.reward, t.completion_tokens, v.passed FROM trajectories t JOIN verifications v "
-        "ON v.traj_id = t.traj_id AND v.verifier = 'math' WHERE t.run_id = 'shaped'").fetchall()
+        "ON v.traj_id = t.traj_id AND v.verifier = 'math' WHERE t.run_id = 'shaped'"
+    ).fetchall()
     assert len(rows) == summary.samples >= P * G
     for reward, length, passed in rows:
         assert reward == pytest.approx(0.5 * (1.0 if passed else 0.0) + 0.5 * 0.0 - 0.3 * length / 6)
-    judged = store.sql("SELECT count(*), count(passed) FROM verifications v JOIN trajectories t USING (traj_id) "
-                       "WHERE t.run_id = 'shaped' AND v.verifier = 'genrm'").fetchall()[0]
+    judged = store.sql(
+        "SELECT count(*), count(passed) FROM verifications v JOIN trajectories t USING (traj_id) "
+        "WHERE t.run_id = 'shaped' AND v.verifier = 'genrm'"
+    ).fetchall()[0]
     assert judged == (len(rows), 0)
     m = dict(store.sql("SELECT name, value FROM metrics WHERE run_id = 'shaped' AND step = 1").fetchall())
     lens = [length for _, length, _ in rows]
     assert m["reward/length_penalty/math"] == pytest.approx(0.3 * sum(lens) / len(lens) / 6)
     assert m["reward/r_vr/math"] == pytest.approx(sum(bool(p) for *_, p in rows) / len(rows))
-    assert m["reward/r_genrm/math"] == 0.0 and m["reward/n_judge_error/math"] == len(rows)  # every verdict an error
+    assert m["reward/r_genrm/math"] == 0.0 and m["reward/n_judge_error/math"] == len(
+        rows
+    )  # every verdict an error
 
 
 def test_a_bad_reward_spec_fails_before_anything_runs(tmp_path):
@@ -262,10 +331,19 @@ def test_a_bad_reward_spec_fails_before_anything_runs(tmp_path):
 # --- async mode -------------------------------------------------------------------------------------
 def _versions_and_gaps(store, run_id):
     """Per step: (generating version of its rollouts, learners' version before its update, staleness metric)."""
-    gen = dict(store.sql("SELECT step, any_value(policy_version) FROM trajectories WHERE run_id = $1 GROUP BY step "
-                         "HAVING count(DISTINCT policy_version) = 1", params=[run_id]).fetchall())
-    m = {(s, n): v for s, n, v in store.sql("SELECT step, name, value FROM metrics WHERE run_id = $1",
-                                            params=[run_id]).fetchall()}
+    gen = dict(
+        store.sql(
+            "SELECT step, any_value(policy_version) FROM trajectories WHERE run_id = $1 GROUP BY step "
+            "HAVING count(DISTINCT policy_version) = 1",
+            params=[run_id],
+        ).fetchall()
+    )
+    m = {
+        (s, n): v
+        for s, n, v in store.sql(
+            "SELECT step, name, value FROM metrics WHERE run_id = $1", params=[run_id]
+        ).fetchall()
+    }
     out = {}
     for s in sorted(gen):
         before = int(m[(s - 1, "policy_version")]) if s > 1 else 0
@@ -274,10 +352,16 @@ def _versions_and_gaps(store, run_id):
 
 
 def _check_ledger_counts_every_stored_sample(store, run_id):
-    names = dict(store.sql("SELECT model, sum(n + n_error) FROM passrates WHERE run_id = $1 GROUP BY model",
-                           params=[run_id]).fetchall())
-    counts = dict(store.sql("SELECT model, count(*) FROM trajectories WHERE run_id = $1 GROUP BY model",
-                            params=[run_id]).fetchall())
+    names = dict(
+        store.sql(
+            "SELECT model, sum(n + n_error) FROM passrates WHERE run_id = $1 GROUP BY model", params=[run_id]
+        ).fetchall()
+    )
+    counts = dict(
+        store.sql(
+            "SELECT model, count(*) FROM trajectories WHERE run_id = $1 GROUP BY model", params=[run_id]
+        ).fetchall()
+    )
     assert names == counts
 
 
@@ -296,14 +380,22 @@ def test_async_run_keeps_staleness_within_k(train_ray, tmp_path, k):
         assert gap == before - gen and 0 <= gap <= k, (step, gen, before, gap)
         assert m[(step, f"staleness/{gap}")] == m[(step, "samples")]
         assert m[(step, "generated_by")] == gen
-        for name in ("rho_mean", "rho_max", "tis_frac", "clip_or_tis_frac", "learner_idle_frac", "engine_idle_frac"):
+        for name in (
+            "rho_mean",
+            "rho_max",
+            "tis_frac",
+            "clip_or_tis_frac",
+            "learner_idle_frac",
+            "engine_idle_frac",
+        ):
             assert (step, name) in m or m[(step, "groups_kept")] == 0, name
     assert per_step[1][0] == 0
     if m[(1, "groups_kept")] > 0:
         assert per_step[2][2] == 1  # generated by v0 while step 1's update ran
         assert m[(2, "mismatch_kl")] > 1e-4 and m[(2, "rho_max")] > 1.0  # off-policy: the weight is not 1
-    stale = store.sql("SELECT count(*) FROM trajectories WHERE run_id = $1 AND drop_reason = 'stale'",
-                      params=[run_id]).fetchall()[0][0]
+    stale = store.sql(
+        "SELECT count(*) FROM trajectories WHERE run_id = $1 AND drop_reason = 'stale'", params=[run_id]
+    ).fetchall()[0][0]
     assert stale == 0  # capacity control: nothing had to be thrown away
     _check_ledger_counts_every_stored_sample(store, run_id)
 
@@ -313,10 +405,20 @@ def _cli(store_path: Path, address: str, *args, **kw):
     import subprocess
     import sys
 
-    env = {**os.environ, "RLDATA_STORE": str(store_path), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-           "RAY_ADDRESS": address}
-    return subprocess.Popen([sys.executable, "-m", "rldata", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    env = {
+        **os.environ,
+        "RLDATA_STORE": str(store_path),
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "RAY_ADDRESS": address,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "rldata", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def test_async_kill_9_and_resume(train_ray, tmp_path):
@@ -327,23 +429,44 @@ def test_async_kill_9_and_resume(train_ray, tmp_path):
     import signal
     import time
 
-    from rldata.trainer.evaluate import HELDOUT_WHERE
-
     from rldata import open_store
+    from rldata.trainer.evaluate import HELDOUT_WHERE
 
     address = train_ray.get_runtime_context().gcs_address
     store = _store(tmp_path)
     root = tmp_path / "store"
     conf = tmp_path / "train.yaml"
-    conf.write_text(f"model: {_model_dir()}\nprompts_per_step: {P}\ngroup_size: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
-                    "micro_batch: 16\nmax_resample: 2\nseed: 7\n")
-    args = ["train", "--config", str(conf), "--where", f"NOT ({HELDOUT_WHERE})", "--steps", "8", "--async",
-            "--max-staleness", "2", "--checkpoint-every", "2", "--run-id", "ka", "--out", str(tmp_path / "runs")]
+    conf.write_text(
+        f"model: {_model_dir()}\nprompts_per_step: {P}\ngroup_size: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
+        "micro_batch: 16\nmax_resample: 2\nseed: 7\n"
+    )
+    args = [
+        "train",
+        "--config",
+        str(conf),
+        "--where",
+        f"NOT ({HELDOUT_WHERE})",
+        "--steps",
+        "8",
+        "--async",
+        "--max-staleness",
+        "2",
+        "--checkpoint-every",
+        "2",
+        "--run-id",
+        "ka",
+        "--out",
+        str(tmp_path / "runs"),
+    ]
     p = _cli(root, address, *args, start_new_session=True)
     deadline = time.monotonic() + 400
     seen = 0
     while time.monotonic() < deadline and p.poll() is None:
-        seen = open_store(root).sql("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = 'ka'").fetchall()[0][0]
+        seen = (
+            open_store(root)
+            .sql("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = 'ka'")
+            .fetchall()[0][0]
+        )
         if seen >= 3:
             break
         time.sleep(0.2)
@@ -361,21 +484,33 @@ def test_async_kill_9_and_resume(train_ray, tmp_path):
     n, distinct, steps, attributed = store.sql(
         "SELECT count(*), count(DISTINCT traj_id), count(DISTINCT step), "
         "count(*) FILTER (WHERE step BETWEEN 1 AND 8 AND (kept OR drop_reason IN ('zero_variance', 'stale'))) "
-        "FROM trajectories WHERE run_id = 'ka'").fetchall()[0]
+        "FROM trajectories WHERE run_id = 'ka'"
+    ).fetchall()[0]
     assert n == distinct == attributed and steps == 8
-    per_step = store.sql("SELECT step, count(*), count(DISTINCT seed) FROM trajectories WHERE run_id = 'ka' "
-                         "GROUP BY step").fetchall()
+    per_step = store.sql(
+        "SELECT step, count(*), count(DISTINCT seed) FROM trajectories WHERE run_id = 'ka' GROUP BY step"
+    ).fetchall()
     assert all(c == G * groups and groups >= P for _, c, groups in per_step)
-    v = store.sql("SELECT count(DISTINCT v.traj_id), count(*) - count(DISTINCT (v.traj_id, v.layer)), "
-                  "count(*) FILTER (WHERE t.traj_id IS NULL) FROM verifications v "
-                  "LEFT JOIN trajectories t USING (traj_id)").fetchall()[0]
+    v = store.sql(
+        "SELECT count(DISTINCT v.traj_id), count(*) - count(DISTINCT (v.traj_id, v.layer)), "
+        "count(*) FILTER (WHERE t.traj_id IS NULL) FROM verifications v "
+        "LEFT JOIN trajectories t USING (traj_id)"
+    ).fetchall()[0]
     assert v == (n, 0, 0)  # one verification set per stored rollout, none orphaned
-    dup = store.sql("SELECT count(*) FROM (SELECT step, name FROM metrics WHERE run_id = 'ka' GROUP BY ALL "
-                    "HAVING count(*) > 1)").fetchall()[0][0]
+    dup = store.sql(
+        "SELECT count(*) FROM (SELECT step, name FROM metrics WHERE run_id = 'ka' GROUP BY ALL "
+        "HAVING count(*) > 1)"
+    ).fetchall()[0][0]
     assert dup == 0
-    assert store.sql("SELECT count(DISTINCT step) FROM metrics WHERE run_id = 'ka' AND name = 'samples'"
-                     ).fetchall()[0][0] == 8
-    samples = store.sql("SELECT sum(value) FROM metrics WHERE run_id = 'ka' AND name = 'samples'").fetchall()[0][0]
+    assert (
+        store.sql(
+            "SELECT count(DISTINCT step) FROM metrics WHERE run_id = 'ka' AND name = 'samples'"
+        ).fetchall()[0][0]
+        == 8
+    )
+    samples = store.sql("SELECT sum(value) FROM metrics WHERE run_id = 'ka' AND name = 'samples'").fetchall()[
+        0
+    ][0]
     assert samples == n  # metrics not doubled: they count exactly the stored rollouts
     per_step, _ = _versions_and_gaps(store, "ka")
     assert all(0 <= gap <= 2 for _, _, gap in per_step.values())

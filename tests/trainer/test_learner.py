@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_helpers import make_rollouts
+
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.learner import Learner, LearnerGroup, combine_stats
 from rldata.trainer.policy import collate, token_logprobs
-from trainer_helpers import make_rollouts
 
 
 def _cfg(**kw):

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from rldata.trainer.loss import grpo_loss, k3_kl
 
 EPS_LOW, EPS_HIGH = 0.2, 0.28  # clip range [0.8, 1.28]
@@ -89,9 +90,15 @@ def test_kl_coef_zero_ignores_ref():
 def _grad_one(ratio: float, adv: float) -> float:
     """d loss / d logp for a single token with old_logp = 0."""
     logp = torch.tensor([[math.log(ratio)]], dtype=torch.float64, requires_grad=True)
-    loss, _ = grpo_loss(logp, torch.zeros(1, 1, dtype=torch.float64), None,
-                        torch.tensor([adv], dtype=torch.float64), torch.ones(1, 1),
-                        eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    loss, _ = grpo_loss(
+        logp,
+        torch.zeros(1, 1, dtype=torch.float64),
+        None,
+        torch.tensor([adv], dtype=torch.float64),
+        torch.ones(1, 1),
+        eps_low=EPS_LOW,
+        eps_high=EPS_HIGH,
+    )
     loss.backward()
     return logp.grad.item()
 
@@ -116,9 +123,15 @@ def test_clip_higher_is_asymmetric():
     # ratio 1.25 is inside [0.8, 1.28] (clip-higher) but outside a symmetric [0.8, 1.2].
     assert _grad_one(1.25, 1.0) != 0.0
     logp = torch.tensor([[math.log(1.25)]], dtype=torch.float64, requires_grad=True)
-    loss, stats = grpo_loss(logp, torch.zeros(1, 1, dtype=torch.float64), None,
-                            torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1),
-                            eps_low=0.2, eps_high=0.2)
+    loss, stats = grpo_loss(
+        logp,
+        torch.zeros(1, 1, dtype=torch.float64),
+        None,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.ones(1, 1),
+        eps_low=0.2,
+        eps_high=0.2,
+    )
     loss.backward()
     assert logp.grad.item() == 0.0 and stats["clip_frac"].item() == 1.0
 
@@ -146,8 +159,9 @@ def test_gradcheck_float64(agg, kl_coef):
     logp, old, ref, adv, mask = _random_inputs(0)
 
     def f(lp, rf):
-        loss, _ = grpo_loss(lp, old, rf, adv, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH,
-                            kl_coef=kl_coef, agg=agg)
+        loss, _ = grpo_loss(
+            lp, old, rf, adv, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH, kl_coef=kl_coef, agg=agg
+        )
         return loss
 
     assert torch.autograd.gradcheck(f, (logp, ref), eps=1e-6, atol=1e-8)
@@ -175,8 +189,18 @@ def test_global_denominator_makes_shards_add_up(agg):
     full, _ = grpo_loss(logp, old, ref, adv, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH, kl_coef=0.1, agg=agg)
     denom = mask.sum() if agg == "token" else float(mask.shape[0])
     parts = [
-        grpo_loss(logp[s], old[s], ref[s], adv[s], mask[s], eps_low=EPS_LOW, eps_high=EPS_HIGH,
-                  kl_coef=0.1, agg=agg, denom=denom)[0]
+        grpo_loss(
+            logp[s],
+            old[s],
+            ref[s],
+            adv[s],
+            mask[s],
+            eps_low=EPS_LOW,
+            eps_high=EPS_HIGH,
+            kl_coef=0.1,
+            agg=agg,
+            denom=denom,
+        )[0]
         for s in (slice(0, 1), slice(1, 4))
     ]
     assert (parts[0] + parts[1]).item() == pytest.approx(full.item(), abs=1e-12)
@@ -186,10 +210,12 @@ def test_global_denominator_makes_shards_add_up(agg):
 def test_behaviour_weight_scales_the_surrogate_and_is_truncated_at_the_cap():
     """Hand-computed: pi_theta/pi_prox = (1.0, 1.5 -> clipped 1.28, 0.5); pi_prox/pi_behav = (0.5, 1.5, 4.0 -> cap 2)."""
     logp, prox, adv, mask = _case()
-    behav = prox - torch.tensor([[math.log(0.5), math.log(1.5), math.log(4.0)],
-                                 [0.0, math.log(3.0), 0.0]], dtype=torch.float64)
-    loss, st = grpo_loss(logp, prox, None, adv, mask, behav_logp=behav, behav_cap=2.0,
-                         eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    behav = prox - torch.tensor(
+        [[math.log(0.5), math.log(1.5), math.log(4.0)], [0.0, math.log(3.0), 0.0]], dtype=torch.float64
+    )
+    loss, st = grpo_loss(
+        logp, prox, None, adv, mask, behav_logp=behav, behav_cap=2.0, eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     # row 0 (A=+1): 0.5 * -1, 1.5 * -1.28, 2 * -0.5 ; row 1 (A=-2): 1 * 2.2, 2 * 1.6 (rho 3 truncated), masked
     expected = (-0.5 - 1.5 * 1.28 - 2 * 0.5 + 2.2 + 2 * 1.6) / 5
     assert loss.item() == pytest.approx(expected, abs=1e-12)
@@ -208,8 +234,16 @@ def test_behaviour_weight_carries_no_gradient():
     logp = torch.tensor([[math.log(1.1)]], dtype=torch.float64, requires_grad=True)
     prox = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
     behav = torch.tensor([[math.log(1 / 1.5)]], dtype=torch.float64, requires_grad=True)  # rho = 1.5
-    loss, _ = grpo_loss(logp, prox, None, torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1),
-                        behav_logp=behav, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    loss, _ = grpo_loss(
+        logp,
+        prox,
+        None,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.ones(1, 1),
+        behav_logp=behav,
+        eps_low=EPS_LOW,
+        eps_high=EPS_HIGH,
+    )
     loss.backward()
     assert logp.grad.item() == pytest.approx(-1.5 * 1.1)  # w * d(-A r)/dlogp = -w A r
     assert prox.grad is None and behav.grad is None
@@ -218,11 +252,15 @@ def test_behaviour_weight_carries_no_gradient():
 def test_without_behaviour_logp_the_weight_is_one():
     logp, prox, adv, mask = _case()
     a, sa = grpo_loss(logp, prox, None, adv, mask, eps_low=EPS_LOW, eps_high=EPS_HIGH)
-    b, sb = grpo_loss(logp, prox, None, adv, mask, behav_logp=prox.clone(), eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    b, sb = grpo_loss(
+        logp, prox, None, adv, mask, behav_logp=prox.clone(), eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     assert a.item() == pytest.approx(b.item(), abs=1e-15)
     assert sa["rho_mean"].item() == sb["rho_mean"].item() == 1.0 and sb["mismatch_kl"].item() == 0.0
     with pytest.raises(ValueError, match="behav_cap"):
-        grpo_loss(logp, prox, None, adv, mask, behav_logp=prox, behav_cap=0.5, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+        grpo_loss(
+            logp, prox, None, adv, mask, behav_logp=prox, behav_cap=0.5, eps_low=EPS_LOW, eps_high=EPS_HIGH
+        )
 
 
 # --- padding and the KL clamp ---------------------------------------------------------------------
@@ -232,14 +270,17 @@ def test_a_non_finite_value_at_a_padded_position_never_becomes_nan(bad):
     the gradient; masking with ``where`` keeps both exact."""
     logp, prox, adv, mask = _case()
     ref = logp + 0.1
-    clean, _ = grpo_loss(logp, prox, ref, adv, mask, behav_logp=prox, kl_coef=0.1,
-                         eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    clean, _ = grpo_loss(
+        logp, prox, ref, adv, mask, behav_logp=prox, kl_coef=0.1, eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     lp = logp.clone()
     lp[1, 2] = bad  # row 1, t 2 is padding
     lp.requires_grad_(True)
     behav, rf = prox.clone(), ref.clone()
     behav[1, 2], rf[1, 2] = bad, bad
-    loss, st = grpo_loss(lp, prox, rf, adv, mask, behav_logp=behav, kl_coef=0.1, eps_low=EPS_LOW, eps_high=EPS_HIGH)
+    loss, st = grpo_loss(
+        lp, prox, rf, adv, mask, behav_logp=behav, kl_coef=0.1, eps_low=EPS_LOW, eps_high=EPS_HIGH
+    )
     loss.backward()
     assert loss.item() == pytest.approx(clean.item(), abs=1e-12)
     assert torch.isfinite(lp.grad).all() and lp.grad[1, 2].item() == 0.0

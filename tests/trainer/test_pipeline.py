@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+
 from rldata.trainer.pipeline import Pipeline, can_start, is_stale, staleness_metrics
 
 
@@ -24,8 +25,12 @@ def test_can_start_table():
 
 def test_is_stale_and_histogram():
     assert not is_stale(5, 3, 2) and is_stale(5, 2, 2) and not is_stale(0, 0, 0)
-    assert staleness_metrics(1, 16, 2) == {"staleness": 1.0, "staleness/0": 0.0, "staleness/1": 16.0,
-                                           "staleness/2": 0.0}
+    assert staleness_metrics(1, 16, 2) == {
+        "staleness": 1.0,
+        "staleness/0": 0.0,
+        "staleness/1": 16.0,
+        "staleness/2": 0.0,
+    }
     assert staleness_metrics(3, 4, 1)["staleness/3"] == 4.0  # a gap above K still gets its bin
 
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_helpers import make_rollouts
+
 from rldata.trainer.checkpoint import load_model
 from rldata.trainer.policy import collate, token_logprobs
-from trainer_helpers import make_rollouts
 
 
 def test_collate_layout():
-    b = collate([[5, 6], [7]], [[8, 9, 10], [11]], advantages=[1.0, -1.0],
-                old_logps=[[-0.1, -0.2, -0.3], [-0.4]], pad_id=0)
+    b = collate(
+        [[5, 6], [7]],
+        [[8, 9, 10], [11]],
+        advantages=[1.0, -1.0],
+        old_logps=[[-0.1, -0.2, -0.3], [-0.4]],
+        pad_id=0,
+    )
     assert b.input_ids.tolist() == [[5, 6, 8, 9, 10], [7, 11, 0, 0, 0]]
     assert b.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]]
     # column t predicts input token t+1: row 0's completion tokens are targets of columns 1..3
@@ -41,7 +47,9 @@ def test_shard_covers_rows_once_with_equal_micro_batches(n, world, micro):
     # Each real row appears exactly once (filler rows carry no loss tokens).
     assert sum(float(mb.loss_mask.sum()) for s in shards for mb in s) == float(b.loss_mask.sum())
     assert sum(int((mb.loss_mask.sum(1) > 0).sum()) for s in shards for mb in s) == n
-    seen = sorted(float(x) for s in shards for mb in s for x, m in zip(mb.advantages, mb.loss_mask.sum(1)) if m > 0)
+    seen = sorted(
+        float(x) for s in shards for mb in s for x, m in zip(mb.advantages, mb.loss_mask.sum(1)) if m > 0
+    )
     assert seen == sorted(float(x) for x in b.advantages)
 
 
@@ -94,14 +102,25 @@ def test_masked_tokens_change_nothing_in_the_loss_or_its_gradient(tiny_model_dir
         b = collate([[5, 6]], [comp], advantages=[1.0], old_logps=[old], completion_masks=[mask])
         model.zero_grad()
         logp, _ = token_logprobs(model, b.input_ids, b.attention_mask)
-        loss, st = grpo_loss(logp, logp.detach(), None, b.advantages, b.loss_mask, behav_logp=b.old_logp,
-                             behav_cap=2.0, eps_low=0.2, eps_high=0.28, kl_coef=0.0, agg="token",
-                             denom=float(b.loss_mask.sum()))
+        loss, st = grpo_loss(
+            logp,
+            logp.detach(),
+            None,
+            b.advantages,
+            b.loss_mask,
+            behav_logp=b.old_logp,
+            behav_cap=2.0,
+            eps_low=0.2,
+            eps_high=0.28,
+            kl_coef=0.0,
+            agg="token",
+            denom=float(b.loss_mask.sum()),
+        )
         loss.backward()
         return float(loss), [p.grad.clone() for p in model.parameters() if p.grad is not None], st
 
     base = [-3.0, -3.2, -3.1, -3.3, -3.4, -3.0, -3.1]
     l1, g1, st1 = loss_for(base)
-    l2, g2, st2 = loss_for([-3.0, -3.2, -50.0, 0.0, -9.0, -3.0, -3.1])  # only masked positions differ
+    l2, g2, _st2 = loss_for([-3.0, -3.2, -50.0, 0.0, -9.0, -3.0, -3.1])  # only masked positions differ
     assert l1 == l2 and all(torch.equal(a, b) for a, b in zip(g1, g2))
     assert float(st1["tokens"]) == 4.0

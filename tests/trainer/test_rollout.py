@@ -4,19 +4,24 @@ deterministic ids and seeds that make a resumed run regenerate the same rollouts
 from __future__ import annotations
 
 import pytest
-from rldata.trainer.config import TrainConfig
-from rldata.trainer.rollout import UNIFORM_BUCKET, build_sampler, extra_draws, request_seed, rollout_id
 
 from rldata.curriculum import Bucket, Curriculum, Phase
 from rldata.curriculum import save as save_curriculum
 from rldata.errors import RldataError
+from rldata.trainer.config import TrainConfig
+from rldata.trainer.rollout import UNIFORM_BUCKET, build_sampler, extra_draws, request_seed, rollout_id
 
 
 def test_seeds_and_ids_are_pure_functions_of_their_coordinates():
     base = (0, 3, 1, 2, "task-a")
     assert request_seed(*base) == request_seed(*base)
-    variants = [(1, 3, 1, 2, "task-a"), (0, 4, 1, 2, "task-a"), (0, 3, 0, 2, "task-a"), (0, 3, 1, 3, "task-a"),
-                (0, 3, 1, 2, "task-b")]
+    variants = [
+        (1, 3, 1, 2, "task-a"),
+        (0, 4, 1, 2, "task-a"),
+        (0, 3, 0, 2, "task-a"),
+        (0, 3, 1, 3, "task-a"),
+        (0, 3, 1, 2, "task-b"),
+    ]
     seeds = {request_seed(*v) for v in [base, *variants]}
     assert len(seeds) == 6 and all(0 <= s < 2**30 for s in seeds)
     ids = {rollout_id("run", 3, 1, 2, "t", i) for i in range(4)} | {rollout_id("run2", 3, 1, 2, "t", 0)}
@@ -24,8 +29,17 @@ def test_seeds_and_ids_are_pure_functions_of_their_coordinates():
 
 
 def _tasks(store, n=12):
-    rows = [{"task_id": f"t{i:02d}", "source": "unit", "domain": "math", "prompt": f"{i}+1=", "answer": str(i + 1),
-             "metadata": '{"split": "%s"}' % ("heldout" if i >= n - 3 else "train")} for i in range(n)]
+    rows = [
+        {
+            "task_id": f"t{i:02d}",
+            "source": "unit",
+            "domain": "math",
+            "prompt": f"{i}+1=",
+            "answer": str(i + 1),
+            "metadata": '{"split": "%s"}' % ("heldout" if i >= n - 3 else "train"),
+        }
+        for i in range(n)
+    ]
     store.append("tasks", rows)
     return rows
 
@@ -47,12 +61,22 @@ def test_uniform_run_draws_every_task_but_the_heldout_ones(store):
 
 def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path):
     _tasks(store)
-    sel = [{"selection": "band", "task_id": f"t{i:02d}", "decision": "keep" if i < 6 else "drop",
-            "reason": "in_band" if i < 6 else "too_hard", "bucket": ("easy" if i < 3 else "hard") if i < 6 else None}
-           for i in range(12)]
+    sel = [
+        {
+            "selection": "band",
+            "task_id": f"t{i:02d}",
+            "decision": "keep" if i < 6 else "drop",
+            "reason": "in_band" if i < 6 else "too_hard",
+            "bucket": ("easy" if i < 3 else "hard") if i < 6 else None,
+        }
+        for i in range(12)
+    ]
     store.append("selections", sel)
-    cur = Curriculum(buckets=(Bucket("hard", 0.1, 0.5), Bucket("easy", 0.5, 0.9)),
-                     phases=(Phase("only-easy", {"easy": 1.0, "hard": 0.0}),), selection="band")
+    cur = Curriculum(
+        buckets=(Bucket("hard", 0.1, 0.5), Bucket("easy", 0.5, 0.9)),
+        phases=(Phase("only-easy", {"easy": 1.0, "hard": 0.0}),),
+        selection="band",
+    )
     path = save_curriculum(cur, tmp_path / "buckets.yaml")
     s, tasks = build_sampler(store, TrainConfig(curriculum=str(path)), exclude=["t05"])
     assert sorted(tasks) == ["t00", "t01", "t02", "t03", "t04"]
@@ -70,14 +94,29 @@ def test_the_selection_alone_decides_bucket_membership(store, tmp_path):
     contradicting the store) change nothing, a file without edges draws the same, and a store bucket
     the file does not name is refused."""
     _tasks(store)
-    store.append("selections", [{"selection": "band", "task_id": f"t{i:02d}", "decision": "keep", "reason": "in_band",
-                                 "bucket": "easy" if i < 3 else "hard"} for i in range(6)])
+    store.append(
+        "selections",
+        [
+            {
+                "selection": "band",
+                "task_id": f"t{i:02d}",
+                "decision": "keep",
+                "reason": "in_band",
+                "bucket": "easy" if i < 3 else "hard",
+            }
+            for i in range(6)
+        ],
+    )
     phases = (Phase("mix", {"easy": 0.5, "hard": 0.5}),)
     old = tmp_path / "old.yaml"  # edges that would put every task elsewhere if they were read
-    old.write_text("version: 1\nselection: band\nbuckets:\n- {name: easy, low: 0.0, high: 0.1}\n"
-                   "- {name: hard, low: 0.9, high: 1.0}\nphases:\n- {name: mix, weights: {easy: 0.5, hard: 0.5}}\n")
-    bare = save_curriculum(Curriculum(buckets=(Bucket("easy"), Bucket("hard")), phases=phases, selection="band"),
-                           tmp_path / "bare.yaml")
+    old.write_text(
+        "version: 1\nselection: band\nbuckets:\n- {name: easy, low: 0.0, high: 0.1}\n"
+        "- {name: hard, low: 0.9, high: 1.0}\nphases:\n- {name: mix, weights: {easy: 0.5, hard: 0.5}}\n"
+    )
+    bare = save_curriculum(
+        Curriculum(buckets=(Bucket("easy"), Bucket("hard")), phases=phases, selection="band"),
+        tmp_path / "bare.yaml",
+    )
     assert "low" not in bare.read_text()
     draws = {}
     for name, path in (("old", old), ("bare", bare)):
@@ -87,31 +126,51 @@ def test_the_selection_alone_decides_bucket_membership(store, tmp_path):
         assert {t for t, b in draws[name] if b == "hard"} == {"t03", "t04", "t05"}
     assert draws["old"] == draws["bare"]
 
-    only_easy = save_curriculum(Curriculum(buckets=(Bucket("easy"),), phases=(Phase("e", {"easy": 1.0}),),
-                                           selection="band"), tmp_path / "easy.yaml")
+    only_easy = save_curriculum(
+        Curriculum(buckets=(Bucket("easy"),), phases=(Phase("e", {"easy": 1.0}),), selection="band"),
+        tmp_path / "easy.yaml",
+    )
     with pytest.raises(RldataError, match=r"unknown bucket\(s\) \['hard'\]"):
         build_sampler(store, TrainConfig(curriculum=str(only_easy)))
 
 
 def _group(domain: str, passed: list, lengths: list[int]):
+    from rldata.engine import Sample
     from rldata.trainer.rollout import Group
 
-    from rldata.engine import Sample
-
-    samples = [Sample(text="1", token_ids=(5,) * n, prompt_tokens=4, completion_tokens=n, cumulative_logprob=None,
-                      logprobs=None, finish_reason="stop") for n in lengths]
-    return Group(task={"task_id": "t", "domain": domain, "prompt": "1+0=", "answer": "1", "tests": None},
-                 bucket=UNIFORM_BUCKET, rnd=0, slot=0, seed=0, samples=samples, passed=list(passed))
+    samples = [
+        Sample(
+            text="1",
+            token_ids=(5,) * n,
+            prompt_tokens=4,
+            completion_tokens=n,
+            cumulative_logprob=None,
+            logprobs=None,
+            finish_reason="stop",
+        )
+        for n in lengths
+    ]
+    return Group(
+        task={"task_id": "t", "domain": domain, "prompt": "1+0=", "answer": "1", "tests": None},
+        bucket=UNIFORM_BUCKET,
+        rnd=0,
+        slot=0,
+        seed=0,
+        samples=samples,
+        passed=list(passed),
+    )
 
 
 def test_default_reward_is_the_verifier_outcome_and_errors_count_zero():
     from types import SimpleNamespace
 
+    from rldata.rewards.compose import RewardSpec
     from rldata.trainer.rollout import _rewards
 
-    from rldata.rewards.compose import RewardSpec
-
-    groups = [_group("math", [True, False, None, True], [2, 2, 3, 2]), _group("math", [False] * 4, [1, 2, 3, 4])]
+    groups = [
+        _group("math", [True, False, None, True], [2, 2, 3, 2]),
+        _group("math", [False] * 4, [1, 2, 3, 4]),
+    ]
     r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)  # [groups, G]
     assert r.tolist() == [[1.0, 0.0, 0.0, 1.0], [0.0] * 4]
     assert groups[0].composed["total"].to_list() == [1.0, 0.0, 0.0, 1.0]  # the error scores as a wrong answer
@@ -122,14 +181,22 @@ def test_reward_spec_zscores_per_domain_over_the_round_then_penalizes_length():
     from types import SimpleNamespace
 
     import numpy as np
-    from rldata.trainer.rollout import _rewards
 
     from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
+    from rldata.trainer.rollout import _rewards
 
-    spec = RewardSpec(domains={"math": DomainReward(normalize=True, length_penalty=LengthPenalty(
-        kind="linear", max_tokens=4, buffer=4, coef=0.5))})
-    groups = [_group("math", [True, False, False, True], [1, 2, 3, 4]), _group("math", [False] * 4, [4] * 4),
-              _group("text", [True, True, False, False], [1, 1, 1, 1])]
+    spec = RewardSpec(
+        domains={
+            "math": DomainReward(
+                normalize=True, length_penalty=LengthPenalty(kind="linear", max_tokens=4, buffer=4, coef=0.5)
+            )
+        }
+    )
+    groups = [
+        _group("math", [True, False, False, True], [1, 2, 3, 4]),
+        _group("math", [False] * 4, [4] * 4),
+        _group("text", [True, True, False, False], [1, 1, 1, 1]),
+    ]
     r = _rewards(SimpleNamespace(reward=spec, judge=None), groups)
     x = np.array([1, 0, 0, 1, 0, 0, 0, 0], dtype=float)  # the math samples of the round, z-scored together
     z = (x - x.mean()) / (x.std() + 1e-6)
@@ -144,9 +211,8 @@ def test_an_error_never_beats_a_wrong_answer_under_normalize_and_length_penalty(
     # issue 12: pass/pass/error/fail under normalize gave the error the batch mean (0), above the fail
     from types import SimpleNamespace
 
-    from rldata.trainer.rollout import _rewards
-
     from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
+    from rldata.trainer.rollout import _rewards
 
     lp = LengthPenalty(kind="overlong", max_tokens=8, buffer=4, coef=0.5)
     spec = RewardSpec(default=DomainReward(normalize=True, length_penalty=lp))
@@ -160,15 +226,17 @@ def test_dynamic_sampling_decides_on_correctness_and_keeps_the_composed_reward()
     from types import SimpleNamespace
 
     import numpy as np
+
+    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
     from rldata.trainer.advantages import compute_advantages
     from rldata.trainer.rollout import _rewards, set_advantages
 
-    from rldata.rewards.compose import DomainReward, LengthPenalty, RewardSpec
-
     lp = LengthPenalty(kind="overlong", max_tokens=100, buffer=50, coef=0.01)
     spec = RewardSpec(default=DomainReward(length_penalty=lp))
-    groups = [_group("math", [False] * 8, [1] * 7 + [100]),  # all wrong: [0 x7, -0.01]
-              _group("math", [True] + [False] * 7, [1] * 7 + [100])]
+    groups = [
+        _group("math", [False] * 8, [1] * 7 + [100]),  # all wrong: [0 x7, -0.01]
+        _group("math", [True] + [False] * 7, [1] * 7 + [100]),
+    ]
     rewards = _rewards(SimpleNamespace(reward=spec, judge=None), groups)
     assert rewards[0].tolist() == pytest.approx([0.0] * 7 + [-0.01])
     adv = compute_advantages(rewards)
@@ -188,21 +256,46 @@ def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
     # later reward onto the wrong sample
     from types import SimpleNamespace
 
-    from rldata.trainer.rollout import Group, _rewards, verify_groups
-
     from rldata.engine import Sample
     from rldata.rewards.compose import RewardSpec
+    from rldata.trainer.rollout import Group, _rewards, verify_groups
 
     texts = [r"\boxed{12}", r"\boxed{9^{9^{9^{9}}}}", r"\boxed{13}", "no idea", r"\boxed{12}", r"\boxed{11}"]
-    samples = [Sample(text=t, token_ids=(5,) * 3, prompt_tokens=4, completion_tokens=3, cumulative_logprob=None,
-                      logprobs=None, finish_reason="stop") for t in texts]
-    groups = [Group(task={"task_id": f"t{k}", "domain": "math", "prompt": "q", "answer": "12", "tests": None},
-                    bucket=UNIFORM_BUCKET, rnd=0, slot=k, seed=0, samples=samples[3 * k:3 * k + 3],
-                    traj_ids=[f"t{k}/{i}" for i in range(3)]) for k in range(2)]
+    samples = [
+        Sample(
+            text=t,
+            token_ids=(5,) * 3,
+            prompt_tokens=4,
+            completion_tokens=3,
+            cumulative_logprob=None,
+            logprobs=None,
+            finish_reason="stop",
+        )
+        for t in texts
+    ]
+    groups = [
+        Group(
+            task={"task_id": f"t{k}", "domain": "math", "prompt": "q", "answer": "12", "tests": None},
+            bucket=UNIFORM_BUCKET,
+            rnd=0,
+            slot=k,
+            seed=0,
+            samples=samples[3 * k : 3 * k + 3],
+            traj_ids=[f"t{k}/{i}" for i in range(3)],
+        )
+        for k in range(2)
+    ]
     verify_groups(groups, lambda d: ("math", "v"), timeout_s=2)
     assert groups[0].passed == [True, None, False] and groups[1].passed == [False, True, False]
     assert "timeout" in groups[0].verdicts[1][0].error
-    assert [v[0].extracted for g in groups for v in g.verdicts] == ["12", "9^{9^{9^{9}}}", "13", None, "12", "11"]
+    assert [v[0].extracted for g in groups for v in g.verdicts] == [
+        "12",
+        "9^{9^{9^{9}}}",
+        "13",
+        None,
+        "12",
+        "11",
+    ]
     r = _rewards(SimpleNamespace(reward=RewardSpec(), judge=None), groups)
     assert r.tolist() == [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # the timeout scores as wrong, nothing shifts
     assert groups[1].composed["no_answer"].to_list() == [True, False, False]  # "no idea": a parse failure

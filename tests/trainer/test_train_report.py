@@ -51,17 +51,40 @@ def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp
     store = open_store(root)
     lines = sample_path("arith").read_text().splitlines()
     (tmp_path / "train.jsonl").write_text("\n".join(x for x in lines if '"level":1' in x) + "\n")
-    (tmp_path / "held.jsonl").write_text("\n".join(sample_path("arith-heldout").read_text().splitlines()[:6]) + "\n")
+    (tmp_path / "held.jsonl").write_text(
+        "\n".join(sample_path("arith-heldout").read_text().splitlines()[:6]) + "\n"
+    )
     ingest(store, tmp_path / "train.jsonl")
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n")
-    _cli(capsys, "--store", str(root), "train", "--config", str(cfg), "--steps", "2", "--out", str(tmp_path / "runs"),
-         "--run-id", "rep", "--eval-heldout", "--tag", "seed-group", "--tracker", "tensorboard")
+    cfg.write_text(
+        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n"
+    )
+    _cli(
+        capsys,
+        "--store",
+        str(root),
+        "train",
+        "--config",
+        str(cfg),
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "rep",
+        "--eval-heldout",
+        "--tag",
+        "seed-group",
+        "--tracker",
+        "tensorboard",
+    )
 
     # every metrics row of the run, streamed to the event dir with the same step and value
-    stored = {(n, s): v for s, n, v in store.sql("SELECT step, name, value FROM metrics WHERE run_id = 'rep'")
-              .fetchall()}
+    stored = {
+        (n, s): v
+        for s, n, v in store.sql("SELECT step, name, value FROM metrics WHERE run_id = 'rep'").fetchall()
+    }
     for name in ("reward_mean", "accuracy", "groups_kept", "eval/accuracy", "time/writeback", "phase"):
         assert any(n == name for n, _ in stored), name
     acc = EventAccumulator(str(tmp_path / "runs" / "rep" / "tensorboard"))
@@ -72,7 +95,12 @@ def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp
 
     out, _ = _cli(capsys, "--store", str(root), "runs", "--kind", "train", "--format", "json")
     (row,) = json.loads(out)
-    assert row["run_id"] == "rep" and row["status"] == "done" and row["steps"] == "2" and " -> " in row["heldout"]
+    assert (
+        row["run_id"] == "rep"
+        and row["status"] == "done"
+        and row["steps"] == "2"
+        and " -> " in row["heldout"]
+    )
 
     rep = tmp_path / "report"
     out, _ = _cli(capsys, "--store", str(root), "report", "-o", str(rep), "--run", "rep", "--group-by", "tag")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rldata.trainer import writeback as wb
-from rldata.trainer.rollout import Group, rollout_id
 
 from rldata.engine import Sample
 from rldata.params import SamplingSpec
+from rldata.trainer import writeback as wb
+from rldata.trainer.rollout import Group, rollout_id
 from rldata.verify.base import Verdict
 
 SPEC = SamplingSpec(n=2, temperature=1.0, max_tokens=4, seed=0)
@@ -20,25 +20,51 @@ def _verifier_for(domain):
 
 
 def _group(task_id, bucket, passed, *, run="r", step=1, slot=0, kept=True):
-    samples = [Sample(text=f"{i}", token_ids=(5, 2), prompt_tokens=3, completion_tokens=2 + i,
-                      cumulative_logprob=-1.5, logprobs=(-1.0, -0.5), finish_reason="stop")
-               for i in range(len(passed))]
+    samples = [
+        Sample(
+            text=f"{i}",
+            token_ids=(5, 2),
+            prompt_tokens=3,
+            completion_tokens=2 + i,
+            cumulative_logprob=-1.5,
+            logprobs=(-1.0, -0.5),
+            finish_reason="stop",
+        )
+        for i in range(len(passed))
+    ]
     rewards = np.array([1.0 if p else 0.0 for p in passed])
-    return Group(task={"task_id": task_id, "domain": "math", "prompt": "1+1=", "answer": "2", "tests": None},
-                 bucket=bucket, rnd=0, slot=slot, seed=100 + slot, samples=samples,
-                 verdicts=[[Verdict(passed=p, score=float(bool(p)), error=None if p is not None else "boom")]
-                           for p in passed],
-                 passed=list(passed), rewards=rewards, advantages=rewards - rewards.mean(),
-                 traj_ids=[rollout_id(run, step, 0, slot, task_id, i) for i in range(len(passed))],
-                 kept=kept, drop_reason=None if kept else "zero_variance")
+    return Group(
+        task={"task_id": task_id, "domain": "math", "prompt": "1+1=", "answer": "2", "tests": None},
+        bucket=bucket,
+        rnd=0,
+        slot=slot,
+        seed=100 + slot,
+        samples=samples,
+        verdicts=[
+            [Verdict(passed=p, score=float(bool(p)), error=None if p is not None else "boom")] for p in passed
+        ],
+        passed=list(passed),
+        rewards=rewards,
+        advantages=rewards - rewards.mean(),
+        traj_ids=[rollout_id(run, step, 0, slot, task_id, i) for i in range(len(passed))],
+        kept=kept,
+        drop_reason=None if kept else "zero_variance",
+    )
 
 
 def _write(store, run, step, version, groups):
     model = wb.ledger_model("tiny@abc", run, version)
-    wb.write_step(store, traj=wb.trajectory_rows(groups, run_id=run, step=step, model=model, revision="abc",
-                                                 version=version, spec=SPEC),
-                  ver=wb.verification_rows(groups, _verifier_for), model=model, params_hash=SPEC.params_hash,
-                  ledger_outcomes=wb.outcomes(groups, _verifier_for), run_id=run)
+    wb.write_step(
+        store,
+        traj=wb.trajectory_rows(
+            groups, run_id=run, step=step, model=model, revision="abc", version=version, spec=SPEC
+        ),
+        ver=wb.verification_rows(groups, _verifier_for),
+        model=model,
+        params_hash=SPEC.params_hash,
+        ledger_outcomes=wb.outcomes(groups, _verifier_for),
+        run_id=run,
+    )
     store.append("metrics", wb.metric_rows(run, step, {"reward_mean": 0.5}))
 
 
@@ -48,7 +74,10 @@ def test_rows_validate_and_keep_dropped_groups(store):
     t = store.read("trajectories").sort("traj_id")
     assert t.height == 4 and set(t["kept"].to_list()) == {True, False}
     dropped = t.filter(~t["kept"])
-    assert dropped["drop_reason"].to_list() == ["zero_variance"] * 2 and dropped["advantage"].to_list() == [0.0, 0.0]
+    assert dropped["drop_reason"].to_list() == ["zero_variance"] * 2 and dropped["advantage"].to_list() == [
+        0.0,
+        0.0,
+    ]
     assert set(t["bucket"].to_list()) == {"easy", "hard"} and set(t["step"].to_list()) == {1}
     assert store.count("verifications") == 4
     led = dict(store.sql("SELECT task_id, n_correct FROM passrates WHERE model = 'tiny@abc+r/v0'").fetchall())
@@ -56,10 +85,20 @@ def test_rows_validate_and_keep_dropped_groups(store):
 
 
 def test_step_metrics_and_bucket_accuracy():
-    groups = [_group("t1", "easy", [True, False]), _group("t2", "easy", [True, True], slot=1, kept=False),
-              _group("t3", "hard", [None, False], slot=2, kept=False)]
-    times = {"generate": 2.0, "reward": 1.0, "update": 0.5, "sync": 0.5, "learner_idle": 3.0, "engine_idle": 1.0,
-             "step": 4.0}
+    groups = [
+        _group("t1", "easy", [True, False]),
+        _group("t2", "easy", [True, True], slot=1, kept=False),
+        _group("t3", "hard", [None, False], slot=2, kept=False),
+    ]
+    times = {
+        "generate": 2.0,
+        "reward": 1.0,
+        "update": 0.5,
+        "sync": 0.5,
+        "learner_idle": 3.0,
+        "engine_idle": 1.0,
+        "step": 4.0,
+    }
     stats = dict.fromkeys(wb.LEARNER_STATS, 0.5) | {"tokens": 4.0}
     m = wb.step_metrics(groups, stats, times)
     assert m["reward_mean"] == pytest.approx(3 / 6)
@@ -75,14 +114,17 @@ def test_step_metrics_and_bucket_accuracy():
 def test_discard_after_removes_only_the_runs_later_rows(store):
     for run in ("a", "b"):
         for step in (1, 2, 3):
-            _write(store, run, step, step - 1, [_group(f"t{step}", "easy", [True, False], run=run, step=step)])
+            _write(
+                store, run, step, step - 1, [_group(f"t{step}", "easy", [True, False], run=run, step=step)]
+            )
     gone = wb.discard_after(store, "a", 1, keep_versions_upto=0)
     assert gone == {"verifications": 4, "trajectories": 4, "metrics": 2, "passrates": 2}
     left = store.sql("SELECT run_id, max(step), count(*) FROM trajectories GROUP BY 1 ORDER BY 1").fetchall()
     assert left == [("a", 1, 2), ("b", 3, 6)]
     assert store.count("verifications") == 8
-    assert sorted(m for (m,) in store.sql("SELECT model FROM passrates WHERE run_id = 'a'").fetchall()) == \
-        ["tiny@abc+a/v0"]
+    assert sorted(m for (m,) in store.sql("SELECT model FROM passrates WHERE run_id = 'a'").fetchall()) == [
+        "tiny@abc+a/v0"
+    ]
     assert store.sql("SELECT count(*) FROM metrics WHERE run_id = 'b'").fetchall()[0][0] == 3
     assert wb.discard_after(store, "a", 1, keep_versions_upto=0) == dict.fromkeys(gone, 0)  # idempotent
 
@@ -94,7 +136,9 @@ def test_pending_outcomes_pool_a_version_that_generated_two_steps(store):
     assert sorted(pending) == [("t1", "math@1", False, "")] * 2
     new = wb.outcomes([_group("t1", "easy", [True, False], step=2)], _verifier_for)
     wb.write_ledger(store, pending + new, model="tiny@abc+r/v0", params_hash=SPEC.params_hash, run_id="r")
-    assert store.sql("SELECT n, n_correct FROM passrates WHERE model = 'tiny@abc+r/v0'").fetchall() == [(4, 1)]
+    assert store.sql("SELECT n, n_correct FROM passrates WHERE model = 'tiny@abc+r/v0'").fetchall() == [
+        (4, 1)
+    ]
 
 
 def test_ledger_model_names_parse_back():
@@ -112,8 +156,9 @@ def test_resume_recounts_the_ledger_of_an_older_version_that_generated_discarded
     model0 = wb.ledger_model("tiny@abc", "r", 0)
     _write(store, "r", 1, 0, g1)
     _write(store, "r", 2, 0, g2)
-    wb.write_ledger(store, wb.outcomes(g1 + g2, _verifier_for), model=model0, params_hash=SPEC.params_hash,
-                    run_id="r")  # what the driver wrote after step 2: both steps of v0
+    wb.write_ledger(
+        store, wb.outcomes(g1 + g2, _verifier_for), model=model0, params_hash=SPEC.params_hash, run_id="r"
+    )  # what the driver wrote after step 2: both steps of v0
     _write(store, "r", 3, 1, [_group("t3", "hard", [True, False], step=3)])
     older = [m for m in wb.models_after(store, "r", 1) if m != wb.ledger_model("tiny@abc", "r", 1)]
     assert older == [model0]

@@ -11,8 +11,22 @@ import pytest
 from rldata.verify.agreement import agreement, bare_math_verify, load_labelled, rldata_math
 
 CORPUS = Path(__file__).parents[1] / "data" / "math_adversarial.jsonl"
-CLASSES = {"plain", "hedge", "echo", "self_correction", "truncation", "units", "percent", "sci", "separators",
-           "latex", "unicode", "whole_number", "empty", "huge"}
+CLASSES = {
+    "plain",
+    "hedge",
+    "echo",
+    "self_correction",
+    "truncation",
+    "units",
+    "percent",
+    "sci",
+    "separators",
+    "latex",
+    "unicode",
+    "whole_number",
+    "empty",
+    "huge",
+}
 
 
 @pytest.fixture(scope="module")

@@ -72,22 +72,29 @@ def test_rule_layer_flags_lookup_tables_of_the_public_cases():
         if flagged != visible:
             missed.append(t["metadata"]["name"])
     assert missed == []
-    assert sum(any(not _trivial(c["output"], t["tests"]["style"]) for c in t["tests"]["public"])
-               for t in TASKS) >= 130
+    assert (
+        sum(any(not _trivial(c["output"], t["tests"]["style"]) for c in t["tests"]["public"]) for t in TASKS)
+        >= 130
+    )
 
 
 @pytest.mark.parametrize(
     ("code", "ok"),
     [
-        (("def f(ops, xs):\n    e = str(xs[0])\n    for o, x in zip(ops, xs[1:]):\n        e += o + str(x)\n"
-          "    return eval(e)\n"), True),  # assembled from the inputs: the rules miss nothing
+        (
+            (
+                "def f(ops, xs):\n    e = str(xs[0])\n    for o, x in zip(ops, xs[1:]):\n        e += o + str(x)\n"
+                "    return eval(e)\n"
+            ),
+            True,
+        ),  # assembled from the inputs: the rules miss nothing
         ("def f(x):\n    return eval('1 + 2') + x\n", True),
         ("def f(x):\n    return eval(\"__import__('os').getcwd()\")\n", False),  # literal that breaks a rule
         ("def f(x):\n    return eval('__imp' + 'ort__(\"os\")')\n", False),  # spelled from fragments
         ("def f(x):\n    s = ''.join(chr(c) for c in x)\n    return eval(s)\n", False),
         ("def f(x):\n    return eval(x, {'a': 1})\n", False),  # custom namespace
         ("def f(x):\n    g = eval\n    return g('1')\n", False),  # an alias the rules cannot follow
-        ("def f(x):\n    \"\"\"__import__('os')\"\"\"\n    return eval(f.__doc__)\n", False),
+        ('def f(x):\n    """__import__(\'os\')"""\n    return eval(f.__doc__)\n', False),
         ("def f(x):\n    exec('y = 1')\n    return 1\n", False),  # exec stays banned
         ("def f(x):\n    return compile(x, 'a', 'eval')\n", False),
     ],
@@ -104,22 +111,46 @@ def test_eval_rule(code, ok):
     [
         ("def f(n):\n    return 'YES' if n % 2 else 'NO'\n", False),  # vocabulary, not a lookup
         ("def f(n):\n    w = ['zero', 'one', 'two', 'three']\n    return w[n % 4]\n", False),
-        ("def f(n):\n    if n == 17:\n        return 'YES'\n    return 'NO'\n", True),  # input pinned to output
+        (
+            "def f(n):\n    if n == 17:\n        return 'YES'\n    return 'NO'\n",
+            True,
+        ),  # input pinned to output
         ("def f(n):\n    return {17: 'YES', 20: 'NO'}[n]\n", True),
-        ("def f(n):\n    out = [4913, 8000, 1331]\n    return out.pop(0)\n", True),  # outputs only, all specific
+        (
+            "def f(n):\n    out = [4913, 8000, 1331]\n    return out.pop(0)\n",
+            True,
+        ),  # outputs only, all specific
         ("def f(n):\n    \"\"\"Returns 'YES' for 17\"\"\"\n    return 'YES' if n % 2 else 'NO'\n", False),
-        ("def f(n):\n    \"\"\"YES\"\"\"\n    if n == 17:\n        return f.__doc__\n    return 'NO'\n",
-         True),  # the code reads its docstring: then it counts as a literal
+        (
+            'def f(n):\n    """YES"""\n    if n == 17:\n        return f.__doc__\n    return \'NO\'\n',
+            True,
+        ),  # the code reads its docstring: then it counts as a literal
     ],
 )
 def test_hard_coding_rule(code, flagged):
-    tests = parse_tests({"style": "function", "entry_point": "f", "public": [
-        {"input": [17], "output": "YES"}, {"input": [20], "output": "NO"}, {"input": [11], "output": "YES"},
-    ]})
+    tests = parse_tests(
+        {
+            "style": "function",
+            "entry_point": "f",
+            "public": [
+                {"input": [17], "output": "YES"},
+                {"input": [20], "output": "NO"},
+                {"input": [11], "output": "YES"},
+            ],
+        }
+    )
     if "4913" in code:
-        tests = parse_tests({"style": "function", "entry_point": "f", "public": [
-            {"input": [17], "output": 4913}, {"input": [20], "output": 8000}, {"input": [11], "output": 1331},
-        ]})
+        tests = parse_tests(
+            {
+                "style": "function",
+                "entry_point": "f",
+                "public": [
+                    {"input": [17], "output": 4913},
+                    {"input": [20], "output": 8000},
+                    {"input": [11], "output": 1331},
+                ],
+            }
+        )
     rule = check_rules(code, tests)
     assert (rule.detail["checks"]["hardcoded"] != "ok") is flagged, rule.detail
 
@@ -139,7 +170,9 @@ def test_every_reference_solution_passes_all_three_layers(verifier):
     for t in TASKS:
         out = _run(verifier, t["metadata"]["reference_solution"], t)
         if not all_passed(out):
-            failed.append((t["metadata"]["name"], [(v.layer, v.passed, v.detail) for v in out if not v.passed]))
+            failed.append(
+                (t["metadata"]["name"], [(v.layer, v.passed, v.detail) for v in out if not v.passed])
+            )
     assert failed == []
 
 

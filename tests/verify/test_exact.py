@@ -89,7 +89,9 @@ def test_huge_completion():
 
 
 def test_verify_many_routes_by_domain_and_name():
-    out = verify_many([("text", "Paris", {"answer": "paris"}), ("regex", "a1", {"answer": r"a\d"})], timeout_s=5.0)
+    out = verify_many(
+        [("text", "Paris", {"answer": "paris"}), ("regex", "a1", {"answer": r"a\d"})], timeout_s=5.0
+    )
     assert [vs[0].passed for vs in out] == [True, True]
 
 

@@ -183,15 +183,29 @@ def test_every_stated_answer_is_returned(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["so 3 + 4 =", "Is it 42? Let me think about it", "we compute 2^{10", "the value is not 5",
-     "Let me think. First, the triangle has 3", "The target is 100 points. First we count the points",
-     "We need 42. " + "Then we think about many other things at length and never conclude. " * 3],
+    [
+        "so 3 + 4 =",
+        "Is it 42? Let me think about it",
+        "we compute 2^{10",
+        "the value is not 5",
+        "Let me think. First, the triangle has 3",
+        "The target is 100 points. First we count the points",
+        "We need 42. " + "Then we think about many other things at length and never conclude. " * 3,
+    ],
 )
 def test_final_number_only_when_it_plainly_ends_the_text(text):
     assert extract_answers(text) == []
 
 
-@pytest.mark.parametrize(("text", "expected"), [("27", "27"), ("think\n27", "27"), ("so 3 + 4 = 7", "7"),
-                                                ("That makes 12 in total.", "12"), ("$\\frac{1}{2}$", "\\frac{1}{2}")])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("27", "27"),
+        ("think\n27", "27"),
+        ("so 3 + 4 = 7", "7"),
+        ("That makes 12 in total.", "12"),
+        ("$\\frac{1}{2}$", "\\frac{1}{2}"),
+    ],
+)
 def test_final_number_that_ends_the_text(text, expected):
     assert extract_answer(text) == expected

@@ -85,8 +85,15 @@ def test_huge_completion(mv):
 
 @pytest.mark.parametrize(
     "completion",
-    ["\\boxed{" * 10000, "{" * 100_000, "\\frac{" * 5000, "9" * 100_000, "\\boxed{" + "(" * 3000 + "}",
-     "\x00\x01\ufffd \\boxed{\x00}", "\\boxed{\\left(\\right.}"],
+    [
+        "\\boxed{" * 10000,
+        "{" * 100_000,
+        "\\frac{" * 5000,
+        "9" * 100_000,
+        "\\boxed{" + "(" * 3000 + "}",
+        "\x00\x01\ufffd \\boxed{\x00}",
+        "\\boxed{\\left(\\right.}",
+    ],
 )
 def test_adversarial_completions_give_a_verdict(mv, completion):
     t0 = time.monotonic()
@@ -166,9 +173,16 @@ def test_restating_one_answer_is_not_a_hedge(mv):
     assert _one(mv, "The answer is 18.\n#### 18", "18").passed is True
 
 
-@pytest.mark.parametrize(("completion", "gold"), [("That is 50%.", "50"), ("\\boxed{50\\%}", "50"),
-                                                  ("That is 50%.", "50\\%"), ("\\boxed{50\\%}", "50%"),
-                                                  ("The answer is 50 percent", "50")])
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [
+        ("That is 50%.", "50"),
+        ("\\boxed{50\\%}", "50"),
+        ("That is 50%.", "50\\%"),
+        ("\\boxed{50\\%}", "50%"),
+        ("The answer is 50 percent", "50"),
+    ],
+)
 def test_percent_is_consistent(mv, completion, gold):
     assert _one(mv, completion, gold).passed is True
 

@@ -51,14 +51,23 @@ class RayCrashingVerifier:
 
 
 def _item(key, completion, answer, *, verifier=None, domain="math", tests=None):
-    return {"key": key, "verifier": verifier, "domain": domain, "completion": completion, "answer": answer,
-            "tests": tests}
+    return {
+        "key": key,
+        "verifier": verifier,
+        "domain": domain,
+        "completion": completion,
+        "answer": answer,
+        "tests": tests,
+    }
 
 
 def test_results_by_key_and_dedup(ray_session, tmp_path):
     log = tmp_path / "calls.txt"
     answers = ["12", "12", "13", "12", "", "14", "12", "13"]
-    items = [_item(("t1", i), a, "12", verifier="test-ray-count", tests=str(log)) for i, a in enumerate(answers * 8)]
+    items = [
+        _item(("t1", i), a, "12", verifier="test-ray-count", tests=str(log))
+        for i, a in enumerate(answers * 8)
+    ]
     stats = VerifyStats()
     out = verify_on_ray(items, num_tasks=4, timeout_s=5.0, stats=stats)
     assert set(out) == {it["key"] for it in items}
@@ -76,8 +85,9 @@ def test_math_on_ray(ray_session):
     items = [_item(f"k{i}", comps[i % len(comps)], "18", domain="math") for i in range(96)]
     stats = VerifyStats()
     out = verify_on_ray(items, timeout_s=5.0, stats=stats)
-    assert [out[f"k{i}"][0].passed for i in range(96)] == [comps[i % len(comps)] not in ("So 17.", "")
-                                                           for i in range(96)]
+    assert [out[f"k{i}"][0].passed for i in range(96)] == [
+        comps[i % len(comps)] not in ("So 17.", "") for i in range(96)
+    ]
     assert stats.unique == 4  # 18, 17, no answer, \frac{36}{2}
 
 
@@ -97,8 +107,11 @@ def test_dead_worker_chunk_is_split_and_only_the_culprit_errors(ray_session):
 
 
 def test_hang_and_process_death_inside_a_worker_are_error_verdicts(ray_session):
-    items = [_item("hang", "\\boxed{9^{9^{9^{9}}}}", "5"), _item("ok", "The answer is 5", "5"),
-             _item("ok2", "#### 4", "5")]
+    items = [
+        _item("hang", "\\boxed{9^{9^{9^{9}}}}", "5"),
+        _item("ok", "The answer is 5", "5"),
+        _item("ok2", "#### 4", "5"),
+    ]
     out = verify_on_ray(items, timeout_s=1.0)
     assert out["hang"][0].passed is None and out["hang"][0].error.startswith("timeout")
     assert out["ok"][0].passed is True and out["ok2"][0].passed is False
@@ -128,8 +141,15 @@ def test_local_fallback_without_ray(tmp_path):
         "                  'unique': st.unique, 'chunks': st.chunks}))\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                         cwd=tmp_path, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got == {"init": False, "passed": [True, True, False, True], "unique": 3, "chunks": 0}

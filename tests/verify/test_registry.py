@@ -94,31 +94,62 @@ class MathImpostor(ToyVerifier):
 
 
 def _seed(store):
-    store.append("tasks", [{"task_id": t, "source": "unit", "domain": "math", "prompt": f"q {t}", "answer": a}
-                           for t, a in (("t0", "12"), ("t1", "34"))])
+    store.append(
+        "tasks",
+        [
+            {"task_id": t, "source": "unit", "domain": "math", "prompt": f"q {t}", "answer": a}
+            for t, a in (("t0", "12"), ("t1", "34"))
+        ],
+    )
     comps = {"t0": ["21", "12", "it is 21"], "t1": ["43", "34", ""]}
-    store.append("trajectories", [
-        {"traj_id": f"{t}/{i}", "task_id": t, "run_id": "r1", "sample_idx": i, "model": "m", "policy_version": 0,
-         "params_hash": "p", "completion": c, "completion_tokens": 2}
-        for t, cs in comps.items() for i, c in enumerate(cs)])
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": f"{t}/{i}",
+                "task_id": t,
+                "run_id": "r1",
+                "sample_idx": i,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+                "completion": c,
+                "completion_tokens": 2,
+            }
+            for t, cs in comps.items()
+            for i, c in enumerate(cs)
+        ],
+    )
 
 
 def test_rldata_verify_takes_a_module_class_verifier(store, registry, capsys):
     """The toy class runs in rldata's verifier child process (shipped by value) through `rldata verify`."""
     _seed(store)
-    code = main(["--store", store.root, "verify", "--verifier", f"{__name__}:ToyVerifier", "--format", "json"])
+    code = main(
+        ["--store", store.root, "verify", "--verifier", f"{__name__}:ToyVerifier", "--format", "json"]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     summary = json.loads(out)[0]
     assert summary["verifiers"] == "toy-backwards@1" and summary["verified"] == 6 and summary["correct"] == 3
-    rows = store.sql("SELECT traj_id, verifier, verifier_version, passed FROM verifications ORDER BY traj_id").fetchall()
-    assert rows == [("t0/0", "toy-backwards", "1", True), ("t0/1", "toy-backwards", "1", False),
-                    ("t0/2", "toy-backwards", "1", True), ("t1/0", "toy-backwards", "1", True),
-                    ("t1/1", "toy-backwards", "1", False), ("t1/2", "toy-backwards", "1", False)]
+    rows = store.sql(
+        "SELECT traj_id, verifier, verifier_version, passed FROM verifications ORDER BY traj_id"
+    ).fetchall()
+    assert rows == [
+        ("t0/0", "toy-backwards", "1", True),
+        ("t0/1", "toy-backwards", "1", False),
+        ("t0/2", "toy-backwards", "1", True),
+        ("t1/0", "toy-backwards", "1", True),
+        ("t1/1", "toy-backwards", "1", False),
+        ("t1/2", "toy-backwards", "1", False),
+    ]
     ledger = store.sql("SELECT task_id, n, n_correct FROM passrates ORDER BY task_id").fetchall()
     assert ledger == [("t0", 3, 2), ("t1", 3, 1)]
     # a second run finds everything verified under the toy's version: nothing to do
-    assert main(["--store", store.root, "verify", "--verifier", f"{__name__}:ToyVerifier", "--format", "json"]) == 0
+    assert (
+        main(["--store", store.root, "verify", "--verifier", f"{__name__}:ToyVerifier", "--format", "json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)[0]["noop"] is True
 
     code = main(["--store", store.root, "verify", "--verifier", "nope"])

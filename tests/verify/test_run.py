@@ -94,8 +94,10 @@ def test_identical_pairs_are_verified_once(tmp_path):
 
 def test_math_dedup_merges_equal_extractions():
     stats = VerifyStats()
-    items = [("math", c, {"answer": "1,234"}) for c in
-             ["#### 1234", "The answer is 1,234.", "\\boxed{1234}", "so 1,234.", "#### 1235", "no idea"]]
+    items = [
+        ("math", c, {"answer": "1,234"})
+        for c in ["#### 1234", "The answer is 1,234.", "\\boxed{1234}", "so 1,234.", "#### 1235", "no idea"]
+    ]
     out = verify_many(items, timeout_s=5.0, stats=stats)
     assert [vs[0].passed for vs in out] == [True, True, True, True, False, False]
     assert stats.unique == 3  # "1234", "1235", no answer
@@ -126,8 +128,13 @@ def test_misbehaving_verifier_gives_error_verdicts_and_the_rest_pass():
 def test_verify_many_from_threads():
     def job(i):
         assert threading.current_thread() is not threading.main_thread()
-        return verify_many([("math", f"The answer is {i}", {"answer": str(i)}),
-                            ("test-misbehave", "hang" if i == 0 else "ok", {"answer": "x"})], timeout_s=1.0)
+        return verify_many(
+            [
+                ("math", f"The answer is {i}", {"answer": str(i)}),
+                ("test-misbehave", "hang" if i == 0 else "ok", {"answer": "x"}),
+            ],
+            timeout_s=1.0,
+        )
 
     with ThreadPoolExecutor(3) as ex:
         results = list(ex.map(job, range(3)))
@@ -194,8 +201,15 @@ def test_verifier_process_dies_with_its_parent(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     err = tmp_path / "stderr.txt"
     with open(err, "w") as f:  # not a pipe: the verifier process inherits it
-        res = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=f, text=True,
-                             timeout=120, env=env, check=False)
+        res = subprocess.run(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=f,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
     assert res.returncode == -signal.SIGKILL, err.read_text()[-2000:]
     child = int(res.stdout.split()[0])
     deadline = time.monotonic() + 10
