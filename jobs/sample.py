@@ -515,7 +515,12 @@ def _job_counts(
 def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
     """Draw in rounds: after each, every unsettled task gets its next draws (rldata.adaptive), until
     none is left.  Task i's round starts at sample index n_drawn, with the per-sample seeds a single
-    N-sample draw would use, so exact stopping agrees with fixed N on the very same samples."""
+    N-sample draw would use, so exact stopping agrees with fixed N on the very same samples.
+
+    Within a round the batches are pipelined: a batch is verified and committed in a worker thread
+    while the engines generate the next one (at most one commit in flight, in order).  A round's
+    decisions wait for all of its commits: they read the counts those commits add."""
+    from concurrent.futures import Future, ThreadPoolExecutor
     from dataclasses import replace
 
     from rldata.rollout import EpisodeStats, Renderer, generate
@@ -526,45 +531,60 @@ def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
     renderer = Renderer.for_model(ctx.model_path) if episodic else None
     ctx.episodes = EpisodeStats()
     active = len(rows)
-    while True:
-        frame = decide_frame(
-            pl.DataFrame(
-                [
-                    {
-                        "task_id": t,
-                        "n": ctx.counts[t][0],
-                        "n_correct": ctx.counts[t][1],
-                        "n_error": ctx.counts[t][2],
-                    }
-                    for t in rows
-                ]
-            ),
-            ctx.adaptive,
-            n_max=spec.n,
-        )
-        nxt = frame.filter(pl.col("next_draws") > 0)
-        bar.advance(active - nxt.height)
-        active = nxt.height
-        if not active:
-            break
-        ctx.summary.adaptive_rounds += 1
-        for (k,), part in nxt.group_by("next_draws", maintain_order=True):
-            ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
-            for i in range(0, len(ids), job.batch_tasks):
-                bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
-                brows = [rows[t] for t in bid]
-                out = generate(
-                    engines,
-                    brows,
-                    [spec.request_seed(t) for t in bid],
-                    replace(spec, n=int(k)),
-                    bindings=[ctx.bindings.get(t) for t in bid],
-                    renderer=renderer,
-                    max_model_len=ctx.max_model_len,
-                    stats=ctx.episodes,
-                    first_index=offsets,
+    pending: Future | None = None
+
+    def settle() -> None:  # wait for the commit in flight; its error is this job's error
+        nonlocal pending
+        if pending is not None:
+            done, pending = pending, None
+            done.result()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rldata-commit") as pool:
+        try:
+            while True:
+                settle()
+                frame = decide_frame(
+                    pl.DataFrame(
+                        [
+                            {
+                                "task_id": t,
+                                "n": ctx.counts[t][0],
+                                "n_correct": ctx.counts[t][1],
+                                "n_error": ctx.counts[t][2],
+                            }
+                            for t in rows
+                        ]
+                    ),
+                    ctx.adaptive,
+                    n_max=spec.n,
                 )
-                _commit_batch(ctx, pl.DataFrame(brows, schema=todo.schema), out, offsets=offsets)
+                nxt = frame.filter(pl.col("next_draws") > 0)
+                bar.advance(active - nxt.height)
+                active = nxt.height
+                if not active:
+                    break
+                ctx.summary.adaptive_rounds += 1
+                for (k,), part in nxt.group_by("next_draws", maintain_order=True):
+                    ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
+                    for i in range(0, len(ids), job.batch_tasks):
+                        bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
+                        brows = [rows[t] for t in bid]
+                        out = generate(
+                            engines,
+                            brows,
+                            [spec.request_seed(t) for t in bid],
+                            replace(spec, n=int(k)),
+                            bindings=[ctx.bindings.get(t) for t in bid],
+                            renderer=renderer,
+                            max_model_len=ctx.max_model_len,
+                            stats=ctx.episodes,
+                            first_index=offsets,
+                        )
+                        settle()  # the previous batch's commit, overlapped with this generate
+                        batch = pl.DataFrame(brows, schema=todo.schema)
+                        pending = pool.submit(_commit_batch, ctx, batch, out, offsets=offsets)
+        finally:
+            settle()
 
 
 def _commit_batch(
