@@ -5,25 +5,14 @@ recipe's entry point in a real (temporary) installed distribution."""
 from __future__ import annotations
 
 import json
-import re
 import sys
-import textwrap
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from rldata.cli import main
 from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "contributing.md"
-
-
-def recipe_blocks(section: str, lang: str) -> list[str]:
-    """The ``lang`` code blocks of a section of docs/contributing.md, dedented."""
-    body = DOC.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    block = re.compile(rf"^( *)```{lang}\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
-    return [textwrap.dedent(m.group(2)) for m in block.finditer(body)]
+from tests.plugin_helpers import install_distribution, recipe_blocks
 
 
 @pytest.fixture
@@ -95,18 +84,7 @@ def test_the_recipe_verifier_through_its_entry_point(store, tmp_path, monkeypatc
     (toml,) = recipe_blocks("Add a verifier", "toml")
     eps = tomllib.loads(toml)["project"]["entry-points"]
     assert eps == {"rldata.verifiers": {"palindrome": "mypkg.verifiers:Palindrome"}}
-    site = tmp_path / "site"
-    (site / "mypkg").mkdir(parents=True)
-    (site / "mypkg" / "__init__.py").write_text("")
-    (site / "mypkg" / "verifiers.py").write_text(code)
-    info = site / "mypkg-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "".join(
-            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()
-        )
-    )
-    monkeypatch.syspath_prepend(str(site))
+    files = {"mypkg/__init__.py": "", "mypkg/verifiers.py": code}
+    monkeypatch.syspath_prepend(str(install_distribution(tmp_path / "site", "mypkg", files, eps)))
     _seed(store)
     _verify(store, "palindrome", capsys)

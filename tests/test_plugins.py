@@ -14,6 +14,7 @@ from rldata.envs import base as envs_base
 from rldata.interop import formats, lineage
 from rldata.plugins import PluginError, entry_point_names
 from rldata.verify import base as verify_base
+from tests.plugin_helpers import install_distribution
 
 MODULE = '''
 import pyarrow as pa
@@ -65,12 +66,9 @@ ids = rldata_toyplug:IDS
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    info = site / "rldata_toyplug-0.1.dist-info"
-    info.mkdir(parents=True)
-    (site / "rldata_toyplug.py").write_text(MODULE)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rldata-toyplug\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    site = install_distribution(
+        tmp_path / "site", "rldata-toyplug", {"rldata_toyplug.py": MODULE}, ENTRY_POINTS
+    )
     monkeypatch.syspath_prepend(str(site))
     saved = [
         (d, dict(d))

@@ -7,34 +7,6 @@
 See docs/adaptive.md.
 """
 
-from rldata.adaptive.rules import (
-    DECIDED,
-    MAX_N,
-    PRIOR,
-    RULES,
-    AdaptiveSpec,
-    Decision,
-    band_text,
-    decide,
-    decide_frame,
-    ledger_columns,
-    parse_band_text,
-    rule_table,
-    settle_distance,
-)
-
-__all__ = [
-    "DECIDED",
-    "MAX_N",
-    "PRIOR",
-    "RULES",
-    "AdaptiveSpec",
-    "Decision",
-    "band_text",
-    "decide",
-    "decide_frame",
-    "ledger_columns",
-    "parse_band_text",
-    "rule_table",
-    "settle_distance",
-]
+# the names of rules.py's __all__, listed once there
+from rldata.adaptive.rules import *
+from rldata.adaptive.rules import __all__  # noqa: F401

@@ -7,32 +7,6 @@
 - :mod:`rldata.ingest.gym`: tasks from a reasoning-gym dataset (imports reasoning_gym only when used).
 """
 
-from rldata.ingest.files import (
-    PRESETS,
-    SAMPLES,
-    Fields,
-    IngestSummary,
-    contaminated,
-    eval_ngrams,
-    ingest,
-    load_tasks,
-    normalize_text,
-    preset,
-    sample_path,
-    task_id,
-)
-
-__all__ = [
-    "PRESETS",
-    "SAMPLES",
-    "Fields",
-    "IngestSummary",
-    "contaminated",
-    "eval_ngrams",
-    "ingest",
-    "load_tasks",
-    "normalize_text",
-    "preset",
-    "sample_path",
-    "task_id",
-]
+# the names of files.py's __all__, listed once there
+from rldata.ingest.files import *
+from rldata.ingest.files import __all__  # noqa: F401

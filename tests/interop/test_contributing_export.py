@@ -6,26 +6,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import sys
-import textwrap
 import tomllib
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from rldata.cli import main
 from rldata.interop import formats, lineage
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "contributing.md"
-
-
-def recipe_blocks(section: str, lang: str) -> list[str]:
-    """The ``lang`` code blocks of a section of docs/contributing.md, dedented."""
-    body = DOC.read_text().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    block = re.compile(rf"^( *)```{lang}\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
-    return [textwrap.dedent(m.group(2)) for m in block.finditer(body)]
+from tests.plugin_helpers import install_distribution, recipe_blocks
 
 
 @pytest.fixture
@@ -105,18 +94,7 @@ def test_the_recipe_format_through_its_entry_point(store, tmp_path, monkeypatch,
     (toml,) = recipe_blocks("Add an export format", "toml")
     eps = tomllib.loads(toml)["project"]["entry-points"]
     assert eps == {"rldata.exports": {"alpaca": "mypkg.export:ALPACA"}}
-    site = tmp_path / "site"
-    (site / "mypkg").mkdir(parents=True)
-    (site / "mypkg" / "__init__.py").write_text("")
-    (site / "mypkg" / "export.py").write_text(code)
-    info = site / "mypkg-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "".join(
-            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in names.items()) for group, names in eps.items()
-        )
-    )
-    monkeypatch.syspath_prepend(str(site))
+    files = {"mypkg/__init__.py": "", "mypkg/export.py": code}
+    monkeypatch.syspath_prepend(str(install_distribution(tmp_path / "site", "mypkg", files, eps)))
     _seed(store)
     _export_and_read_back(store, tmp_path / "out", capsys)
