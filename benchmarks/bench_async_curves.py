@@ -1,7 +1,8 @@
 """Issue 14 §4 "Learning": held-out accuracy curves of sync against async K=1/2/4, and async K=2
 without the behaviour weight, over several seeds, through the real CLI on the bundled tiny model.
 
-    nice -n 10 python benchmarks/bench_async_curves.py [--steps 60] [--eval-every 20] [--seeds 0,1,2]
+    nice -n 10 python benchmarks/bench_async_curves.py [--steps 40] [--eval-every 20] [--seeds 0,1,2] [--tag T]
+    python benchmarks/bench_async_curves.py --report   # merge every tag's runs, print the table
 
 1. ingest the bundled arith tasks and their held-out split (once, into benchmarks/_work/async_curves);
 2. for every config and seed: ``rldata train --where <training split> --eval-heldout`` with the same
@@ -205,6 +206,35 @@ def write_report(args, extra: dict | None = None) -> dict:
     return summary
 
 
+def markdown(summary: dict) -> str:
+    """The RESULTS.md table: accuracy per eval step (mean, min..max over seeds), and per-step means."""
+    steps = next(iter(summary["mean_over_seeds"].values()), {})
+    head = " / ".join(steps)
+    lines = [
+        (
+            f"| config | seeds | held-out accuracy at step {head}: mean (min..max) | "
+            "gain at the last step, mean (min..max) | staleness | rho mean | TIS frac | mismatch KL | wall s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, per_step in summary["mean_over_seeds"].items():
+        rs = [r for r in summary["runs"] if r["config"] == name]
+        acc = " / ".join(f"{v['mean']:.3f} ({v['min']:.3f}..{v['max']:.3f})" for v in per_step.values())
+        gains = [r["curve"][-1][1] - r["curve"][0][1] for r in rs]
+        gain = f"{sum(gains) / len(gains):+.3f} ({min(gains):+.3f}..{max(gains):+.3f})"
+
+        def avg(key, rs=rs):
+            vals = [r["per_step_mean"].get(key) for r in rs if r["per_step_mean"].get(key) is not None]
+            return sum(vals) / len(vals) if vals else float("nan")
+
+        wall = " / ".join(f"{r['wall_s']:.0f}" for r in rs)
+        lines.append(
+            f"| {name} | {len(rs)} | {acc} | {gain} | {avg('staleness'):.2f} | {avg('rho_mean'):.3f} | "
+            f"{avg('tis_frac'):.4f} | {avg('mismatch_kl'):.4f} | {wall} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=40)
@@ -221,7 +251,7 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only merge the recorded runs into JSON + PNG")
     args = ap.parse_args()
     if args.report:
-        print(json.dumps(write_report(args)["mean_over_seeds"], indent=2))
+        print(markdown(write_report(args)))
         return
     global WORK
     if args.tag:
