@@ -90,6 +90,7 @@ class TrainConfig:
     behav_weight_cap: float = (
         2.0  # C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling)
     )
+    behav_weight: bool = True  # False: no behaviour correction, weight 1 (ablation only)
     # --- sync / async -------------------------------------------------------------------------
     mode: str = "sync"  # "sync": generate, then update; "async": engines generate ahead while learners update
     max_staleness: int = 1  # async: K, generation runs at most K policy versions ahead of the learners

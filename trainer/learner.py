@@ -121,6 +121,7 @@ class Learner:
                     mb.loss_mask,
                     behav_logp=mb.old_logp,
                     behav_cap=cfg.behav_weight_cap,
+                    behav_weight=cfg.behav_weight,
                     eps_low=cfg.eps_low,
                     eps_high=cfg.eps_high,
                     kl_coef=cfg.kl_coef,

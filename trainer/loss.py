@@ -14,7 +14,8 @@ Three policies meet here (decoupled PPO, as in AReaL):
 
 The behaviour weight corrects both staleness (async rollouts from older versions) and the numeric
 mismatch between the engine and the learner; it is not clipped by the PPO range, so it must be
-truncated, and it carries no gradient.
+truncated, and it carries no gradient.  ``behav_weight=False`` sets w = 1 (plain PPO-clip on the
+proximal ratio) while still reporting rho: an ablation, to measure what the correction buys.
 
 All tensors are in "completion coordinates": row b is one sampled completion, column t one of its
 tokens, and ``mask`` marks the real (non-padding) tokens.  Padded positions are replaced with
@@ -69,6 +70,7 @@ def grpo_loss(
     eps_high: float,
     behav_logp: torch.Tensor | None = None,
     behav_cap: float = 2.0,
+    behav_weight: bool = True,
     kl_coef: float = 0.0,
     agg: Literal["token", "sequence"] = "token",
     denom: float | torch.Tensor | None = None,
@@ -76,7 +78,8 @@ def grpo_loss(
     """The loss to minimise, and detached stats (masked means over this call's tokens).
 
     logp, prox_logp, ref_logp, behav_logp, mask: [B, T]; advantages: [B].  ``behav_logp`` None means
-    the rollouts came from the proximal policy itself (weight 1).  ``ref_logp`` may be None only when
+    the rollouts came from the proximal policy itself (weight 1); ``behav_weight=False`` ignores it in
+    the loss (weight 1) but keeps it in the stats (ablation only).  ``ref_logp`` may be None only when
     ``kl_coef == 0``.  ``denom`` defaults to this batch's token count (``agg="token"``) or sequence
     count (``agg="sequence"``).
     """
@@ -99,7 +102,8 @@ def grpo_loss(
     per_token = torch.maximum(-adv * ratio, -adv * clipped)  # [B, T] pessimistic surrogate
     if behav_logp is not None:
         w, rho = behaviour_weight(prox, clean(behav_logp), behav_cap)  # [B, T] each
-        per_token = w * per_token  # [B, T]
+        if behav_weight:
+            per_token = w * per_token  # [B, T]
     else:
         rho = torch.ones_like(ratio)  # [B, T]
     kl = k3_kl(logp, clean(ref_logp)) if ref_logp is not None else torch.zeros_like(logp)  # [B, T]
@@ -121,7 +125,8 @@ def grpo_loss(
         # A token is clipped when the clamp cut its gradient: ratio out of range on the side
         # the advantage pushes towards.  It is truncated when its behaviour weight hit the cap.
         is_clipped = real & (((ratio < 1.0 - eps_low) & (adv < 0)) | ((ratio > 1.0 + eps_high) & (adv > 0)))
-        is_truncated = real & (rho > behav_cap)  # [B, T]
+        # Without the weight nothing is truncated; rho stays in the stats as the uncorrected mismatch.
+        is_truncated = real & (rho > behav_cap) & behav_weight  # [B, T]
         count = tokens.sum().clamp(min=1.0)
 
         def mean(x: torch.Tensor) -> torch.Tensor:

@@ -135,3 +135,20 @@ def test_behaviour_weight_stats_from_the_engine_logprobs(tiny_model_dir):
     wide = combine_stats([Learner(tiny_model_dir, _cfg(behav_weight_cap=1e9)).step(batch)])
     assert wide["tis_frac"] == 0.0 and wide["rho_mean"] == pytest.approx(s["rho_mean"], rel=1e-6)
     assert wide["loss"] != pytest.approx(s["loss"], rel=1e-6)  # the cap changed the update
+
+
+def test_behaviour_weight_off_updates_as_if_the_rollouts_were_on_policy(tiny_model_dir):
+    """``behav_weight=False`` (ablation): the step ignores the engine's log-probs in the loss, so it
+    gives the loss and gradients of the same batch without behaviour log-probs; with the default it
+    does not, and rho is still reported."""
+    p, c, o, a = make_rollouts(5, rows=16)
+    weighted, unweighted = collate(p, c, advantages=a, old_logps=o), collate(p, c, advantages=a)
+    off = Learner(tiny_model_dir, _cfg(behav_weight=False))
+    s_off = combine_stats([off.step(weighted)])
+    ref = Learner(tiny_model_dir, _cfg())
+    s_ref = combine_stats([ref.step(unweighted)])
+    assert s_off["loss"] == pytest.approx(s_ref["loss"], rel=1e-6)
+    _same_grads(off.get_grads(), ref.get_grads())
+    assert s_off["rho_mean"] != pytest.approx(1.0) and s_off["tis_frac"] == 0.0
+    on = combine_stats([Learner(tiny_model_dir, _cfg()).step(weighted)])
+    assert on["loss"] != pytest.approx(s_off["loss"], rel=1e-6)

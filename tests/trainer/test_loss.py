@@ -230,6 +230,31 @@ def test_behaviour_weight_scales_the_surrogate_and_is_truncated_at_the_cap():
     assert st["mismatch_kl"].item() == pytest.approx(sum(k3) / 5, abs=1e-12)
 
 
+def test_behaviour_weight_off_is_plain_ppo_clip_on_the_proximal_ratio():
+    """The ablation switch: with ``behav_weight=False`` the same batch (rho = 0.5, 1.5, 4, 1, 3) gives
+    the unweighted PPO-clip surrogate on pi_theta / pi_prox, and its gradient; rho is still reported,
+    nothing counts as truncated.  With the switch on, the same inputs give the weighted loss."""
+    _, prox, adv, mask = _case()
+    logp = _case()[0].clone().requires_grad_(True)
+    behav = prox - torch.tensor(
+        [[math.log(0.5), math.log(1.5), math.log(4.0)], [0.0, math.log(3.0), 0.0]], dtype=torch.float64
+    )
+    kw = {"behav_logp": behav, "behav_cap": 2.0, "eps_low": EPS_LOW, "eps_high": EPS_HIGH}
+    off, st = grpo_loss(logp, prox, None, adv, mask, behav_weight=False, **kw)
+    # row 0 (A=+1): -1, -min(1.5, 1.28), -0.5 ; row 1 (A=-2): 2 * 1.1, 2 * max(0.7, 0.8), masked
+    plain = (-1.0 - 1.28 - 0.5 + 2.2 + 1.6) / 5
+    assert off.item() == pytest.approx(plain, abs=1e-12)
+    off.backward()
+    # d/dlogp of -A r is -A r where the clip does not bind, 0 where it does (row 0 t1, row 1 t1)
+    grad = torch.tensor([[-1.0, 0.0, -0.5], [2.2, 0.0, 0.0]], dtype=torch.float64) / 5
+    assert torch.allclose(logp.grad, grad, atol=1e-12)
+    assert st["rho_mean"].item() == pytest.approx((0.5 + 1.5 + 4.0 + 1.0 + 3.0) / 5)
+    assert st["tis_frac"].item() == 0.0 and st["clip_or_tis_frac"].item() == pytest.approx(2 / 5)
+    on, _ = grpo_loss(logp, prox, None, adv, mask, **kw)  # the default: behav_weight=True
+    assert on.item() == pytest.approx((-0.5 - 1.5 * 1.28 - 2 * 0.5 + 2.2 + 2 * 1.6) / 5, abs=1e-12)
+    assert on.item() != pytest.approx(plain, abs=1e-6)
+
+
 def test_behaviour_weight_carries_no_gradient():
     logp = torch.tensor([[math.log(1.1)]], dtype=torch.float64, requires_grad=True)
     prox = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)

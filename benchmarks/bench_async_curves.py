@@ -1,0 +1,286 @@
+"""Issue 14 §4 "Learning": held-out accuracy curves of sync against async K=1/2/4, and async K=2
+without the behaviour weight, over several seeds, through the real CLI on the bundled tiny model.
+
+    nice -n 10 python benchmarks/bench_async_curves.py [--steps 40] [--eval-every 20] [--seeds 0,1,2] [--tag T]
+    python benchmarks/bench_async_curves.py --report   # merge every tag's runs, print the table
+
+1. ingest the bundled arith tasks and their held-out split (once, into benchmarks/_work/async_curves);
+2. for every config and seed: ``rldata train --where <training split> --eval-heldout`` with the same
+   steps, prompts per step and group size, and no dynamic sampling, so every run generates and
+   trains on exactly steps x prompts x G rollouts;
+3. the held-out accuracy curve of each run from the metrics table; the mean over seeds with its
+   min-max band per config -> benchmarks/bench_async_curves.json and .png.
+
+Runs already recorded in the work dir's runs.json are skipped, so an interrupted benchmark
+resumes; ``--only CONFIG`` runs one config (e.g. to time one run first).  ``--tag T`` uses its own
+work dir and store (benchmarks/_work/async_curves-T), so two invocations can share the machine's
+cores (e.g. ``--seeds 0`` and ``--seeds 1``); ``--report`` merges every work dir's runs into the
+JSON and PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "_work" / "async_curves"  # + "-<tag>" with --tag
+RLDATA = str(Path(sys.executable).parent / "rldata")
+TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
+
+# name -> the TrainConfig fields that differ; everything else is shared by all runs.
+CONFIGS = {
+    "sync": {"mode": "sync"},
+    "async K=1": {"mode": "async", "max_staleness": 1},
+    "async K=2": {"mode": "async", "max_staleness": 2},
+    "async K=4": {"mode": "async", "max_staleness": 4},
+    "async K=2, no behaviour weight": {"mode": "async", "max_staleness": 2, "behav_weight": False},
+}
+
+
+def sh(*argv: str) -> str:
+    t0 = time.monotonic()
+    env = {**os.environ, "RLDATA_STORE": str(WORK / "store")}
+    p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
+    tail = "\n".join(p.stderr.strip().splitlines()[-2:])
+    print(
+        f"$ rldata {' '.join(argv)[:140]}  [{time.monotonic() - t0:.0f}s]\n{tail}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if p.returncode:
+        raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p.stdout
+
+
+def sql(q: str) -> list[dict]:
+    return json.loads(sh("sql", q, "--format", "json"))
+
+
+def slug(name: str, seed: int) -> str:
+    s = name.replace("async K=", "async-k").replace(", no behaviour weight", "-nobw")
+    return f"curves-{s}-s{seed}"
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def curve_of(run_id: str) -> list[tuple[int, float]]:
+    rows = sql(
+        f"SELECT step, value FROM metrics WHERE run_id = '{run_id}' AND name = 'eval/accuracy' ORDER BY step"
+    )
+    return [(r["step"], r["value"]) for r in rows]
+
+
+def step_means(run_id: str) -> dict[str, float]:
+    rows = sql(
+        f"SELECT name, avg(value) AS v FROM metrics WHERE run_id = '{run_id}' AND name IN "
+        "('reward_mean', 'samples', 'staleness', 'rho_mean', 'tis_frac', 'mismatch_kl', "
+        "'clip_frac', 'time/step') GROUP BY name"
+    )
+    return {r["name"]: r["v"] for r in rows}
+
+
+def train(args, name: str, seed: int) -> dict:
+    run_id = slug(name, seed)
+    fields = {
+        "prompts_per_step": args.prompts,
+        "group_size": args.group,
+        "max_tokens": args.max_tokens,
+        "lr": args.lr,
+        "micro_batch": args.prompts * args.group,
+        "dynamic_sampling": False,  # every step trains on exactly prompts x G rollouts
+        "eval_size": args.eval_size,
+        "eval_n": args.eval_n,
+        **CONFIGS[name],
+    }
+    cfg = WORK / f"{run_id}.yaml"
+    cfg.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in fields.items()))
+    before = load()
+    t0 = time.monotonic()
+    sh(
+        "train",
+        "--config",
+        str(cfg),
+        "--steps",
+        str(args.steps),
+        "--seed",
+        str(seed),
+        "--where",
+        TRAIN_SPLIT,
+        "--eval-every",
+        str(args.eval_every),
+        "--eval-heldout",
+        "--run-id",
+        run_id,
+        "--out",
+        str(WORK / "runs"),
+        "--format",
+        "json",
+    )
+    wall = round(time.monotonic() - t0, 1)
+    means = step_means(run_id)
+    return {
+        "config": name,
+        "seed": seed,
+        "run_id": run_id,
+        "fields": fields,
+        "curve": curve_of(run_id),
+        "rollouts": round(means.get("samples", 0) * args.steps),
+        "per_step_mean": means,
+        "wall_s": wall,
+        "load_before": before,
+        "load_after": load(),
+    }
+
+
+def summarise(runs: list[dict]) -> dict:
+    out = {}
+    for name in CONFIGS:
+        rs = [r for r in runs if r["config"] == name]
+        if not rs:
+            continue
+        steps = [s for s, _ in rs[0]["curve"]]
+        per_step = {}
+        for i, s in enumerate(steps):
+            vals = [r["curve"][i][1] for r in rs if len(r["curve"]) > i]
+            per_step[str(s)] = {
+                "mean": sum(vals) / len(vals),
+                "min": min(vals),
+                "max": max(vals),
+                "n": len(vals),
+            }
+        out[name] = per_step
+    return out
+
+
+def plot(summary: dict, path: Path, eval_n: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.8), dpi=100)
+    for name, per_step in summary.items():
+        xs = [int(s) for s in per_step]
+        mean = [v["mean"] for v in per_step.values()]
+        line = ax.plot(xs, mean, marker="o", label=name, linestyle="--" if "no behaviour" in name else "-")[0]
+        ax.fill_between(
+            xs,
+            [v["min"] for v in per_step.values()],
+            [v["max"] for v in per_step.values()],
+            color=line.get_color(),
+            alpha=0.12,
+        )
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"held-out accuracy (N={eval_n})")
+    ax.set_title("mean over seeds, band = min..max", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def write_report(args, extra: dict | None = None) -> dict:
+    """Every run of every work dir (all tags) -> bench_async_curves.json and .png."""
+    runs = []
+    for f in sorted((HERE / "_work").glob("async_curves*/runs.json")):
+        runs += json.loads(f.read_text())
+    runs.sort(key=lambda r: (r["seed"], list(CONFIGS).index(r["config"])))
+    summary = {
+        "args": {k: v for k, v in vars(args).items() if k not in ("only", "tag", "report", "seeds")},
+        "rollouts_per_run": args.steps * args.prompts * args.group,
+        "machine": {"cpus": os.cpu_count()},
+        "mean_over_seeds": summarise(runs),
+        "runs": runs,
+        **(extra or {}),
+    }
+    (HERE / "bench_async_curves.json").write_text(json.dumps(summary, indent=2, default=str))
+    plot(summary["mean_over_seeds"], HERE / "bench_async_curves.png", args.eval_n)
+    return summary
+
+
+def markdown(summary: dict) -> str:
+    """The RESULTS.md table: accuracy per eval step (mean, min..max over seeds), and per-step means."""
+    steps = next(iter(summary["mean_over_seeds"].values()), {})
+    head = " / ".join(steps)
+    lines = [
+        (
+            f"| config | seeds | held-out accuracy at step {head}: mean (min..max) | "
+            "gain at the last step, mean (min..max) | staleness | rho mean | TIS frac | mismatch KL | wall s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, per_step in summary["mean_over_seeds"].items():
+        rs = [r for r in summary["runs"] if r["config"] == name]
+        acc = " / ".join(f"{v['mean']:.3f} ({v['min']:.3f}..{v['max']:.3f})" for v in per_step.values())
+        gains = [r["curve"][-1][1] - r["curve"][0][1] for r in rs]
+        gain = f"{sum(gains) / len(gains):+.3f} ({min(gains):+.3f}..{max(gains):+.3f})"
+
+        def avg(key, rs=rs):
+            vals = [r["per_step_mean"].get(key) for r in rs if r["per_step_mean"].get(key) is not None]
+            return sum(vals) / len(vals) if vals else float("nan")
+
+        wall = " / ".join(f"{r['wall_s']:.0f}" for r in rs)
+        lines.append(
+            f"| {name} | {len(rs)} | {acc} | {gain} | {avg('staleness'):.2f} | {avg('rho_mean'):.3f} | "
+            f"{avg('tis_frac'):.4f} | {avg('mismatch_kl'):.4f} | {wall} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--eval-every", type=int, default=20)
+    ap.add_argument("--eval-size", type=int, default=200)
+    ap.add_argument("--eval-n", type=int, default=8)
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--only", action="append", choices=list(CONFIGS), help="run only these configs")
+    ap.add_argument("--tag", help="own work dir and store: benchmarks/_work/async_curves-TAG")
+    ap.add_argument("--report", action="store_true", help="only merge the recorded runs into JSON + PNG")
+    args = ap.parse_args()
+    if args.report:
+        print(markdown(write_report(args)))
+        return
+    global WORK
+    if args.tag:
+        WORK = WORK.with_name(f"async_curves-{args.tag}")
+    WORK.mkdir(parents=True, exist_ok=True)
+    record = WORK / "runs.json"
+    if not (WORK / "store").exists() or not sql("SELECT count(*) AS n FROM tasks")[0]["n"]:
+        sh("ingest", "--sample", "arith")
+        sh("ingest", "--sample", "arith-heldout")
+    runs = json.loads(record.read_text()) if record.exists() else []
+    done = {r["run_id"] for r in runs}
+    seeds = [int(s) for s in args.seeds.split(",")]
+    names = args.only or list(CONFIGS)
+    # Seed-major order: every config gets its first seed's run before any second-seed run, so a
+    # partial benchmark still compares all configs.
+    for seed in seeds:
+        for name in names:
+            if slug(name, seed) in done:
+                continue
+            r = train(args, name, seed)
+            runs.append(r)
+            record.write_text(json.dumps(runs, indent=2, default=str))
+            write_report(args)
+            print(
+                f"{r['run_id']}: curve {r['curve']} rollouts {r['rollouts']} wall {r['wall_s']}s "
+                f"load {r['load_before']} -> {r['load_after']}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
