@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["Result", "frozen", "plain"]
+__all__ = [
+    "ExportResult",
+    "ReportResult",
+    "Result",
+    "SampleResult",
+    "TrainResult",
+    "VerifyResult",
+    "frozen",
+    "plain",
+]
 
 
 def plain(v: Any) -> Any:
@@ -45,3 +54,102 @@ class Result:
     def of(cls, summary: Any):
         """The frozen result holding the fields of a job's summary (which it accumulates while running)."""
         return cls(**{f.name: frozen(getattr(summary, f.name)) for f in fields(cls)})
+
+
+# ---- results of the long-running jobs (their summaries are accumulated while they run) ---------
+@dataclass(frozen=True)
+class SampleResult(Result):
+    """What one ``sample`` job did (see :class:`rldata.jobs.sample.SampleSummary` for each field)."""
+
+    run_id: str | None
+    model: str
+    params_hash: str
+    tasks: int
+    tasks_already_done: int
+    tasks_sampled: int
+    samples: int
+    correct: int
+    errors: int
+    no_answer: int
+    seconds: float
+    noop: bool
+    prompt_too_long: int
+    samples_skipped: int
+    stop_rule: str
+    adaptive_rounds: int
+    stopped_early: int
+    reward_mean: float | None
+    env_errors: int
+    episode_rounds: int
+    engine_busy_frac: float | None
+    tool_call_frac: float | None
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "samples_per_s": round(self.samples_per_s, 2)}
+
+
+@dataclass(frozen=True)
+class VerifyResult(Result):
+    """What one ``verify`` job did (see :class:`rldata.jobs.verify.VerifySummary`)."""
+
+    run_id: str | None
+    verifiers: tuple[str, ...]
+    trajectories: int
+    already_verified: int
+    verified: int
+    correct: int
+    errors: int
+    no_answer: int
+    ledger_rows: int
+    seconds: float
+    noop: bool
+
+
+@dataclass(frozen=True)
+class TrainResult(Result):
+    """What one ``train`` invocation did (see :class:`rldata.trainer.driver.TrainSummary`)."""
+
+    run_id: str
+    model: str
+    steps: int
+    last_step: int
+    policy_version: int
+    checkpoint: str | None
+    samples: int
+    groups_kept: int
+    groups_dropped: int
+    evals: tuple  # ({"step", "model", "accuracy", "tasks"}, ...)
+    seconds: float
+    time: Mapping[str, float]
+
+    @property
+    def eval_first(self) -> float | None:
+        return min(self.evals, key=lambda e: e["step"])["accuracy"] if self.evals else None
+
+    @property
+    def eval_last(self) -> float | None:
+        return max(self.evals, key=lambda e: e["step"])["accuracy"] if self.evals else None
+
+
+@dataclass(frozen=True)
+class ExportResult(Result):
+    """Where an export went and its manifest (lineage, content hash, files)."""
+
+    out: str
+    rows: int
+    files: tuple[str, ...]  # paths relative to out (the manifest has their sizes and hashes)
+    manifest: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ReportResult(Result):
+    """The files a report wrote: ``html`` is the page to open; ``files`` maps each name to its path."""
+
+    out: str
+    html: str
+    files: Mapping[str, str]
+    selection: str | None
