@@ -150,7 +150,7 @@ def test_training_page_screenshot_in_headless_chromium(store, tmp_path):
     _run(store, "a", tag="t")
     _run(store, "b", tag="t", offset=0.1)
     files = render_training(store, ["a", "b"], tmp_path / "rep", group_by="tag")
-    script = Path(__file__).resolve().parents[1] / "docs" / "img" / "screenshot.sh"
+    script = Path(__file__).resolve().parents[2] / "docs" / "img" / "screenshot.sh"
     png = tmp_path / "page.png"
     dom = subprocess.run(
         ["bash", str(script), str(files["training_html"]), str(png)],
