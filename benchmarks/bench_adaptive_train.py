@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from _cli_runs import band_summary, plot_bands, rldata, sql
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "adaptive_train"
-RLDATA = str(Path(sys.executable).parent / "rldata")
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
 BAND = "0.1,0.9"
 RULES = {
@@ -46,25 +45,6 @@ def store_of(rule: str) -> Path:
     return WORK / ("store-" + rule.split()[0])
 
 
-def sh(store: Path, *argv: str) -> str:
-    t0 = time.monotonic()
-    env = {**os.environ, "RLDATA_STORE": str(store)}
-    p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
-    tail = "\n".join(p.stderr.strip().splitlines()[-2:])
-    print(
-        f"$ rldata {' '.join(argv)[:140]}  [{time.monotonic() - t0:.0f}s]\n{tail}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if p.returncode:
-        raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
-    return p.stdout
-
-
-def sql(store: Path, q: str) -> list[dict]:
-    return json.loads(sh(store, "sql", q, "--format", "json"))
-
-
 def prepare(args, rule: str) -> dict:
     """Sample and filter one rule's store (skipped where already done); its kept task ids."""
     store = store_of(rule)
@@ -72,20 +52,20 @@ def prepare(args, rule: str) -> dict:
     if done.exists():
         return json.loads(done.read_text())
     if not store.exists():
-        sh(store, "ingest", "--sample", "arith")
-        sh(store, "ingest", "--sample", "arith-heldout")
+        rldata(store, "ingest", "--sample", "arith")
+        rldata(store, "ingest", "--sample", "arith-heldout")
     where = (
         f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id LIMIT {args.tasks})"
     )
     t0 = time.monotonic()
-    sh(store, "sample", "--n", "16", "--where", where, "--max-tokens", "8", "--seed", "0", *RULES[rule])
+    rldata(store, "sample", "--n", "16", "--where", where, "--max-tokens", "8", "--seed", "0", *RULES[rule])
     wall = time.monotonic() - t0
     base = sql(
         store,
         "SELECT model, count(*) AS tasks, sum(n + n_error) AS samples, avg(pass_rate) AS mean "
         "FROM passrates GROUP BY model ORDER BY tasks DESC LIMIT 1",
     )[0]
-    sh(store, "filter", "--band", BAND, "--name", "band", "--model", base["model"])
+    rldata(store, "filter", "--band", BAND, "--name", "band", "--model", base["model"])
     rows = sql(store, "SELECT task_id, decision FROM selections WHERE selection = 'band' ORDER BY task_id")
     out = {
         "model": base["model"],
@@ -114,7 +94,7 @@ def train(args, rule: str, seed: int) -> dict | None:
         f"eval_size: {args.eval_size}\neval_n: {args.eval_n}\n"
     )
     load0, t0 = os.getloadavg()[0], time.monotonic()
-    out = sh(
+    out = rldata(
         store,
         "train",
         "--config",
@@ -177,46 +157,7 @@ def overlap(prep: dict) -> dict:
 
 def summarize(runs: dict) -> dict:
     """Per rule and eval step: mean, min and max held-out accuracy over the seeds run."""
-    out = {}
-    for rule, by_seed in runs.items():
-        steps = sorted({s for r in by_seed.values() for s, _ in r["curve"]})
-        out[rule] = {
-            str(s): {
-                "mean": sum(v) / len(v),
-                "min": min(v),
-                "max": max(v),
-                "seeds": len(v),
-            }
-            for s in steps
-            if (v := [dict(r["curve"])[s] for r in by_seed.values() if s in dict(r["curve"])])
-        }
-    return out
-
-
-def plot(summary: dict, path: Path, eval_n: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=100)
-    for rule, pts in summary.items():
-        xs = [int(s) for s in pts]
-        line = ax.plot(xs, [p["mean"] for p in pts.values()], marker="o", label=rule)[0]
-        ax.fill_between(
-            xs,
-            [p["min"] for p in pts.values()],
-            [p["max"] for p in pts.values()],
-            color=line.get_color(),
-            alpha=0.15,
-        )
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"held-out accuracy (N={eval_n})")
-    ax.set_title("mean over seeds, band = min-max", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
+    return {rule: band_summary(r["curve"] for r in by_seed.values()) for rule, by_seed in runs.items()}
 
 
 def main() -> None:
@@ -273,7 +214,7 @@ def main() -> None:
         "runs": runs,
     }
     Path(args.json).write_text(json.dumps(out, indent=1, default=str))
-    plot(summary, Path(args.json).with_suffix(".png"), args.eval_n)
+    plot_bands(summary, Path(args.json).with_suffix(".png"), eval_n=args.eval_n)
     print(json.dumps({k: out[k] for k in ("sampling", "selections", "summary")}, indent=1))
 
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from _cli_runs import band_summary, plot_bands, rldata
+from _cli_runs import sql as _sql
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "async_curves"  # + "-<tag>" with --tag
-RLDATA = str(Path(sys.executable).parent / "rldata")
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
 
 # name -> the TrainConfig fields that differ; everything else is shared by all runs.
@@ -44,22 +44,11 @@ CONFIGS = {
 
 
 def sh(*argv: str) -> str:
-    t0 = time.monotonic()
-    env = {**os.environ, "RLDATA_STORE": str(WORK / "store")}
-    p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
-    tail = "\n".join(p.stderr.strip().splitlines()[-2:])
-    print(
-        f"$ rldata {' '.join(argv)[:140]}  [{time.monotonic() - t0:.0f}s]\n{tail}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if p.returncode:
-        raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
-    return p.stdout
+    return rldata(WORK / "store", *argv)
 
 
 def sql(q: str) -> list[dict]:
-    return json.loads(sh("sql", q, "--format", "json"))
+    return _sql(WORK / "store", q)
 
 
 def slug(name: str, seed: int) -> str:
@@ -141,50 +130,9 @@ def train(args, name: str, seed: int) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    out = {}
-    for name in CONFIGS:
-        rs = [r for r in runs if r["config"] == name]
-        if not rs:
-            continue
-        steps = [s for s, _ in rs[0]["curve"]]
-        per_step = {}
-        for i, s in enumerate(steps):
-            vals = [r["curve"][i][1] for r in rs if len(r["curve"]) > i]
-            per_step[str(s)] = {
-                "mean": sum(vals) / len(vals),
-                "min": min(vals),
-                "max": max(vals),
-                "n": len(vals),
-            }
-        out[name] = per_step
-    return out
-
-
-def plot(summary: dict, path: Path, eval_n: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.8), dpi=100)
-    for name, per_step in summary.items():
-        xs = [int(s) for s in per_step]
-        mean = [v["mean"] for v in per_step.values()]
-        line = ax.plot(xs, mean, marker="o", label=name, linestyle="--" if "no behaviour" in name else "-")[0]
-        ax.fill_between(
-            xs,
-            [v["min"] for v in per_step.values()],
-            [v["max"] for v in per_step.values()],
-            color=line.get_color(),
-            alpha=0.12,
-        )
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"held-out accuracy (N={eval_n})")
-    ax.set_title("mean over seeds, band = min..max", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
+    """Per config and eval step: mean, min and max held-out accuracy over the seeds run."""
+    groups = {name: [r["curve"] for r in runs if r["config"] == name] for name in CONFIGS}
+    return {name: band_summary(curves) for name, curves in groups.items() if curves}
 
 
 def write_report(args, extra: dict | None = None) -> dict:
@@ -202,7 +150,12 @@ def write_report(args, extra: dict | None = None) -> dict:
         **(extra or {}),
     }
     (HERE / "bench_async_curves.json").write_text(json.dumps(summary, indent=2, default=str))
-    plot(summary["mean_over_seeds"], HERE / "bench_async_curves.png", args.eval_n)
+    plot_bands(
+        summary["mean_over_seeds"],
+        HERE / "bench_async_curves.png",
+        eval_n=args.eval_n,
+        style=lambda name: "--" if "no behaviour" in name else "-",
+    )
     return summary
 
 

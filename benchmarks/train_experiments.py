@@ -19,35 +19,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from _cli_runs import rldata
+from _cli_runs import sql as _sql
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "train_exp"  # + "-<tag>" with --tag
-RLDATA = str(Path(sys.executable).parent / "rldata")
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
 
 
 def sh(*argv: str) -> str:
-    t0 = time.monotonic()
-    env = {**os.environ, "RLDATA_STORE": str(WORK / "store")}
-    p = subprocess.run([RLDATA, *argv], capture_output=True, text=True, env=env, check=False)
-    tail = "\n".join(p.stderr.strip().splitlines()[-3:])
-    print(
-        f"$ rldata {' '.join(argv)[:160]}  [{time.monotonic() - t0:.0f}s]\n{tail}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if p.returncode:
-        raise SystemExit(f"failed ({p.returncode}): {p.stderr[-2000:]}")
-    return p.stdout
+    return rldata(WORK / "store", *argv, tail=3)
 
 
 def sql(q: str) -> list[dict]:
-    return json.loads(sh("sql", q, "--format", "json"))
+    return _sql(WORK / "store", q)
 
 
 def prepare(args) -> dict:
