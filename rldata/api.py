@@ -23,7 +23,6 @@ would bind the verb).
 
 from __future__ import annotations
 
-import builtins
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
@@ -388,7 +387,7 @@ def export(
             )
         spec = ExportSpec(selection=selection, format=format, **options)
         m = export_selection(st, spec=spec, out=out)
-    files = tuple(f["path"] if isinstance(f, Mapping) else str(f) for f in m["files"])
+    files = tuple(f["path"] for f in m["files"])  # write_export_dir lists {path, bytes, sha256}
     return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 
 
@@ -417,7 +416,7 @@ def report(
             f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by"
         )
     st = _open(store, create=False)
-    runs = builtins.list(runs or ())
+    runs = list(runs or ())
     if runs and selection is None and st.scan("selections").select("selection").head(1).collect().height == 0:
         files = render_training(st, runs, out, group_by=group_by)
         return ReportResult(
