@@ -198,8 +198,8 @@ def _run_child(which: str, length: str, n_tasks: int) -> dict:
 
 
 def _summarise(rows: list[dict]) -> dict:
-    def med(xs):
-        return {"median": round(statistics.median(xs), 1), "min": round(min(xs), 1), "max": round(max(xs), 1)}
+    def med(xs, nd=1):
+        return {"median": round(statistics.median(xs), nd), "min": round(min(xs), nd), "max": round(max(xs), nd)}
 
     out = {}
     for length in sorted({r["length"] for r in rows}):
@@ -222,9 +222,9 @@ def _summarise(rows: list[dict]) -> dict:
             for c in ("bare", "bare1", "bare2"):
                 pairs = list(zip(rs, by[c]))
                 if pairs:
-                    s["rldata"][f"ratio_e2e_vs_{c}"] = med([b["e2e_s"] / r["e2e_s"] for r, b in pairs])
+                    s["rldata"][f"ratio_e2e_vs_{c}"] = med([b["e2e_s"] / r["e2e_s"] for r, b in pairs], 3)
                     s["rldata"][f"ratio_e2e_no_ray_vs_{c}"] = med(
-                        [b["e2e_s"] / r["e2e_no_ray_s"] for r, b in pairs]
+                        [b["e2e_s"] / r["e2e_no_ray_s"] for r, b in pairs], 3
                     )
         s["samples"] = here[0]["samples"]
         s["mean_completion_tokens"] = round(here[0]["tokens"] / max(1, here[0]["samples"]), 2)
