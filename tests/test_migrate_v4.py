@@ -221,3 +221,19 @@ def test_several_processes_opening_one_v4_store_all_succeed(v4, tmp_path):
     assert all(table_version(store.table(n)) == ts.version for n, ts in schemas.TABLES.items())
     for name, ts in schemas.TABLES.items():
         assert _sorted(store.read(name), ts.key) == want[name], name
+
+
+def test_passrates_waits_for_damaged_trajectories(v4):
+    # the new hashes come from the trajectories: with their log damaged, passrates is not upgraded
+    # (nor written to) and says why; the first open after the repair upgrades both
+    commit = v4 / "trajectories" / "_delta_log" / f"{1:020d}.json"
+    saved = commit.read_bytes()
+    commit.write_bytes(b"")
+    store = open_store(v4)
+    assert set(store.damaged) == {"trajectories", "passrates"}
+    assert "trajectories is damaged" in store.damaged["passrates"]
+    assert table_version(DeltaTable(str(v4 / "passrates"))) == 4
+    commit.write_bytes(saved)
+    store = open_store(v4)
+    assert not store.damaged and store.count("passrates") == 6
+    assert table_version(store.table("passrates")) == schemas.get("passrates").version
