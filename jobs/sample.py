@@ -11,9 +11,15 @@ Tasks in an environment (their own ``env_id``, or the job's ``env``) run as epis
 conversation and their ledger rows are keyed by the environment version.
 
 Resumable and idempotent: trajectory ids are a hash of (model, params hash, seed, task, sample
-index, and the environment version for episodes), so a re-run after a kill regenerates exactly the missing samples (the per-request seed
-makes them the same samples), re-verifies stored samples that lost their verification, and
-finally rebuilds the ledger rows of every task in the job from what is stored.
+index, and the environment version for episodes), so a re-run after a kill regenerates exactly the
+missing samples (the per-request seed makes them the same samples), re-verifies stored samples that
+lost their verification, and finally rebuilds the ledger rows of every task in the job from what is
+stored.
+
+Evidence pools across N: the params hash leaves N out and sample j of a task is the same sample
+whatever N is (vLLM seeds child j with seed + j), so a task is done once samples 0..N-1 of the job's
+seed are stored and verified, whichever job drew them, and a job with a larger N draws only the
+missing indices (``first``: the first one not stored, drawn as samples first..N-1 of one request).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import polars as pl
 import pyarrow as pa
@@ -181,17 +187,22 @@ def _status(
     model: str,
     params_hash: str,
     seed: int | None,
+    n: int,
     vkeys,
     ekeys: dict[str, str],
 ) -> pl.DataFrame:
-    """Per task: stored sample count ``k`` and verified sample count ``kv`` for this job's key."""
+    """Per task: how many of samples 0..n-1 are stored (``k``) and verified (``kv``) for this job's key.
+
+    Indices, not rows: an upgraded store can hold one sample twice (two jobs of an earlier release
+    with different N drew it under two traj_ids), and samples past n (a larger job's) do not count."""
     ids = _ids_table(task_ids, ekeys)
     seed_cond = "t.seed IS NULL" if seed is None else "t.seed = $seed"
-    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys)} | (
+    params = {"model": model, "ph": params_hash, "vkeys": sorted(vkeys), "n": n} | (
         {} if seed is None else {"seed": seed}
     )
     return store.sql(
-        "SELECT t.task_id, count(DISTINCT t.sample_idx) AS k, count(DISTINCT v.traj_id) AS kv "
+        "SELECT t.task_id, count(DISTINCT t.sample_idx) FILTER (WHERE t.sample_idx < $n) AS k, "
+        "count(DISTINCT t.sample_idx) FILTER (WHERE t.sample_idx < $n AND v.traj_id IS NOT NULL) AS kv "
         "FROM trajectories t JOIN _ids USING (task_id) "
         "LEFT JOIN (SELECT DISTINCT traj_id FROM verifications "
         "           WHERE verifier || '@' || verifier_version IN (SELECT unnest($vkeys))) v "
@@ -205,7 +216,8 @@ def _status(
 def _stored_samples(
     store: Store, task_ids: list[str], *, model: str, params_hash: str, seed, vkeys, ekeys: dict[str, str]
 ) -> dict:
-    """task_id -> {sample_idx: (traj_id, completion, verified)} for partially done tasks."""
+    """task_id -> {sample_idx: (traj_id, completion, verified)} for partially done tasks (of two stored
+    copies of one sample, the verified one)."""
     if not task_ids:
         return {}
     ids = _ids_table(task_ids, ekeys)
@@ -223,9 +235,15 @@ def _stored_samples(
         extra=ids,
     ).fetchall()
     out: dict[str, dict] = {}
-    for task_id, idx, tid, completion, verified in rows:
-        out.setdefault(task_id, {})[idx] = (tid, completion, bool(verified))
+    for task_id, idx, tid, completion, verified in sorted(rows, key=lambda r: (bool(r[4]), r[2])):
+        out.setdefault(task_id, {})[idx] = (tid, completion, bool(verified))  # verified copies last: kept
     return out
+
+
+def _first_missing(have: dict, n: int) -> int:
+    """The first of sample indices 0..n-1 not stored and verified: the job draws first..n-1 (stored ones
+    among them are kept, and verified if they lost their verification)."""
+    return next((i for i in range(n) if not (i in have and have[i][2])), n)
 
 
 def run_sample(store: Store, job: SampleJob) -> SampleSummary:
@@ -254,7 +272,9 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     )
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
 
-    status = _status(store, task_ids, model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys)
+    status = _status(
+        store, task_ids, model=model, params_hash=ph, seed=spec.seed, n=spec.n, vkeys=vkeys, ekeys=ekeys
+    )
     adaptive = job.adaptive if job.adaptive is not None and job.adaptive.rule != "fixed" else None
     counts = None
     if adaptive is not None:  # evidence already in the store (any run, any seed) counts toward the decision
@@ -311,9 +331,14 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         summary.run_id = run.run_id
         t0 = time.monotonic()
         if todo.height:
-            log(f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done)")
             stored = _stored_samples(
                 store, sorted(partial), model=model, params_hash=ph, seed=spec.seed, vkeys=vkeys, ekeys=ekeys
+            )
+            first = {t: f for t, have in stored.items() if 0 < (f := _first_missing(have, spec.n)) < spec.n}
+            log(
+                f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done"
+                + (f", {len(first)} topped up from the samples stored" if first and adaptive is None else "")
+                + ")"
             )
             ctx = _Ctx(
                 store,
@@ -329,6 +354,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 model_path=path,
                 adaptive=adaptive,
                 counts=counts or {},
+                first=first,
             )
             _generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()
@@ -396,7 +422,9 @@ class _Ctx:
     tool_episodes: tuple = (0, 0)  # (episodes that called a tool, episodes)
     adaptive: object = None  # the job's AdaptiveSpec when it samples in rounds
     counts: dict = field(default_factory=dict)  # adaptive: task_id -> [n verified, n_correct, n_error]
+    first: dict = field(default_factory=dict)  # fixed N: task_id -> first sample index to draw (default 0)
     sampled: set = field(default_factory=set)  # task ids this run drew samples for
+    too_long: set = field(default_factory=set)  # task ids whose prompt does not fit the context
 
 
 def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
@@ -442,19 +470,18 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     ]
     text_tasks = todo.filter(pl.col("task_id").is_in(plain))
     env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
-    batches = deque(
-        text_tasks.slice(i, job.batch_tasks) for i in range(0, text_tasks.height, job.batch_tasks)
-    )
+    batches = deque(_batches(text_tasks, ctx.first, job.batch_tasks))
     inflight: dict = {}
     load = [0] * len(engines)
 
     def submit() -> None:
         while batches and min(load) < 2:  # two batches per engine: one running, one queued
             i = load.index(min(load))
-            b = batches.popleft()
-            seeds = [spec.request_seed(t) for t in b["task_id"].to_list()]
-            ref = engines[i].generate.remote(b["prompt"].to_list(), spec, seeds, True)
-            inflight[ref] = (b, i)
+            b, f = batches.popleft()
+            # samples f..N-1 of an N-request are the children of a request for N-f with seed + f
+            seeds = [_shift(spec.request_seed(t), f) for t in b["task_id"].to_list()]
+            ref = engines[i].generate.remote(b["prompt"].to_list(), replace(spec, n=spec.n - f), seeds, True)
+            inflight[ref] = (b, i, f)
             load[i] += 1
 
     try:
@@ -463,11 +490,13 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
             submit()
             while inflight:
                 ready, _ = ray.wait(list(inflight), num_returns=1)
-                b, i = inflight.pop(ready[0])
+                b, i, f = inflight.pop(ready[0])
                 load[i] -= 1
                 samples = ray.get(ready[0])
                 submit()  # engines keep generating while this batch is verified and committed
-                _commit_batch(ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples])
+                _commit_batch(
+                    ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples], offsets=[f] * b.height
+                )
                 rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
             if env_tasks.height:
@@ -495,26 +524,26 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
     spec, job = ctx.job.spec, ctx.job
     renderer = Renderer.for_model(ctx.model_path)
     ctx.episodes = EpisodeStats()
-    for i in range(0, todo.height, job.batch_tasks):
-        b = todo.slice(i, job.batch_tasks)
+    for b, f in _batches(todo, ctx.first, job.batch_tasks):
         rows = b.to_dicts()
         seeds = [spec.request_seed(r["task_id"]) for r in rows]
         rollouts = generate(
             engines,
             rows,
             seeds,
-            spec,
+            replace(spec, n=spec.n - f),
             bindings=[ctx.bindings[r["task_id"]] for r in rows],
             renderer=renderer,
             max_model_len=ctx.max_model_len,
             stats=ctx.episodes,
+            first_index=[f] * len(rows),
         )
         flat = [r for g in rollouts for r in g]
         ctx.tool_episodes = (
             ctx.tool_episodes[0] + sum(r.num_tool_calls > 0 for r in flat),
             ctx.tool_episodes[1] + len(flat),
         )
-        _commit_batch(ctx, b, rollouts)
+        _commit_batch(ctx, b, rollouts, offsets=[f] * b.height)
         rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
         bar.advance(b.height, samples_per_s=f"{rate:.0f}")
     es = ctx.episodes
@@ -525,6 +554,20 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
         f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
         f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)"
     )
+
+
+def _batches(todo: pl.DataFrame, first: dict, size: int):
+    """(batch, f) of at most ``size`` tasks that all start at sample index f (0 unless a task has
+    samples stored: a larger N tops it up), in task order within each f."""
+    f = todo.select(pl.col("task_id").replace_strict(first, default=0, return_dtype=pl.Int64).alias("f"))
+    for (k,), part in todo.with_columns(f).group_by("f", maintain_order=True):
+        part = part.drop("f")
+        for i in range(0, part.height, size):
+            yield part.slice(i, size), int(k)
+
+
+def _shift(seed: int | None, f: int) -> int | None:
+    return None if seed is None else seed + f
 
 
 def _job_counts(
@@ -552,7 +595,6 @@ def _adaptive_rounds(ctx: _Ctx, engines, todo: pl.DataFrame, bar) -> None:
     while the engines generate the next one (at most one commit in flight, in order).  A round's
     decisions wait for all of its commits: they read the counts those commits add."""
     from concurrent.futures import Future, ThreadPoolExecutor
-    from dataclasses import replace
 
     from rldata.rollout import EpisodeStats, Renderer, generate
 
@@ -634,10 +676,11 @@ def _commit_batch(
         ekey = binding.ledger_key if binding is not None else ""
         first = offsets[b_i] if offsets is not None else 0
         for idx, smp in enumerate(group, start=first):
-            tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx, ekey)
-            if idx in have:  # stored by an earlier, killed attempt: keep what is stored
+            if idx in have:  # stored by an earlier (killed, or smaller-N) job: keep what is stored
+                tid = have[idx][0]  # its own id: an upgraded store's old samples keep theirs
                 completion, verified = have[idx][1], have[idx][2]
             else:
+                tid = traj_id(ctx.model, spec.params_hash, spec.seed, task_id, idx, ekey)
                 completion, verified = smp.text, False
                 traj_rows.append(
                     {
@@ -660,8 +703,9 @@ def _commit_batch(
                 too_long[tid] = bad
                 meta[tid] = (task_id, row["domain"])
                 fresh[tid] = (row, smp)
-                if idx == 0 and smp.finish_reason == "prompt_too_long":
-                    s.prompt_too_long += 1
+                if smp.finish_reason == "prompt_too_long":  # a task, once, whatever index it starts at
+                    ctx.too_long.add(task_id)
+                    s.prompt_too_long = len(ctx.too_long)
                 s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
                 items.append(

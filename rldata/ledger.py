@@ -3,8 +3,8 @@
 Rows are derived from ``trajectories`` joined with ``verifications``, never typed in by hand, so
 the ledger can always be rebuilt.  A sample counts as correct when every verification layer
 passed; as an error (excluded from ``n``) when any layer errored (crash or timeout).  Samples
-from runs with different seeds but the same sampling distribution pool together, because the
-params hash leaves the seed out.
+from runs with different seeds or N but the same sampling distribution pool together, because the
+params hash leaves the seed and N out; a sample two jobs drew (same seed and index) counts once.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ import pyarrow as pa
 
 from rldata.store import Store
 
-__all__ = ["env_ledger_key", "passrate_row", "recompute_passrates", "rows_from_outcomes", "verifier_key"]
+__all__ = [
+    "SAMPLE_ID",
+    "counts_sql",
+    "env_ledger_key",
+    "passrate_row",
+    "recompute_passrates",
+    "rows_from_outcomes",
+    "verifier_key",
+]
 
 
 def verifier_key(name: str, version: str) -> str:
@@ -101,25 +109,46 @@ def rows_from_outcomes(
     ]
 
 
-_RECOMPUTE = """
-WITH per_sample AS (
-    SELECT v.task_id, v.traj_id, v.verifier || '@' || v.verifier_version AS vkey,
+# One sample, whichever job drew it: a seeded sample is (task, seed, sample index) within its model,
+# params hash and environment, because the engine gives child j of an n-request the seed seed + j, so
+# an N=8 and an N=16 job draw the same samples 0..7.  Stores upgraded from releases whose params hash
+# included N hold such samples twice, under two traj_ids (rldata.rehash): they count once.  An unseeded
+# sample is only itself (its traj_id).
+SAMPLE_ID = "coalesce(t.seed::VARCHAR || ':' || t.sample_idx::VARCHAR, t.traj_id)"
+
+
+def counts_sql(*, where: str, joins: str = "", params_hash: str = "t.params_hash") -> str:
+    """DuckDB SQL of the ledger counts (task_id, model, params_hash, vkey, ekey, n, n_correct, n_error)
+    of the samples joined by ``joins`` and kept by ``where`` (over ``trajectories t``, ``verifications
+    v``), one count per distinct sample (:data:`SAMPLE_ID`).  ``params_hash``: the expression the rows
+    are keyed by (the upgrade step keys old rows by their new hash)."""
+    return f"""
+WITH per_traj AS (
+    SELECT v.task_id, t.model, {params_hash} AS params_hash, v.traj_id,
+           v.verifier || '@' || v.verifier_version AS vkey,
            coalesce(t.env_id || '@' || t.env_version, '') AS ekey,
+           {SAMPLE_ID} AS sample,
            bool_or(v.passed IS NULL OR v.error IS NOT NULL) AS err,
            bool_and(coalesce(v.passed, false)) AS ok
     FROM verifications v
     JOIN trajectories t ON t.traj_id = v.traj_id
-    {join_ids}
-    WHERE t.model = $model AND t.params_hash = $params_hash
-    GROUP BY 1, 2, 3, 4
+    {joins}
+    WHERE {where}
+    GROUP BY ALL
+), per_sample AS (
+    -- copies of one sample are the same completion; a verifier error on one copy (a timeout) does
+    -- not outvote a verdict on another
+    SELECT task_id, model, params_hash, vkey, ekey, sample, bool_and(err) AS errored,
+           arg_min(ok, (err, traj_id)) AS passed
+    FROM per_traj
+    GROUP BY ALL
 )
-SELECT task_id, vkey, ekey,
-       count(*) FILTER (WHERE NOT err) AS n,
-       count(*) FILTER (WHERE ok AND NOT err) AS n_correct,
-       count(*) FILTER (WHERE err) AS n_error
+SELECT task_id, model, params_hash, vkey, ekey,
+       count(*) FILTER (WHERE NOT errored) AS n,
+       count(*) FILTER (WHERE passed AND NOT errored) AS n_correct,
+       count(*) FILTER (WHERE errored) AS n_error
 FROM per_sample
-WHERE vkey IN (SELECT unnest($vkeys))
-GROUP BY 1, 2, 3
+GROUP BY ALL
 """
 
 
@@ -134,7 +163,8 @@ def recompute_passrates(
     write: bool = True,
     stop=None,
 ) -> list[dict]:
-    """Rebuild ledger rows from the stored samples (all seeds and runs pooled) and upsert them.
+    """Rebuild ledger rows from the stored samples (all seeds, runs and N pooled, each distinct sample
+    once: :data:`SAMPLE_ID`) and upsert them.
 
     One row per environment version the samples ran in (never pooled).  ``stop(task_id)``, when
     given, returns the stopping-rule columns of that task's row (``stop_rule``, ``alpha``, ...)."""
@@ -143,8 +173,12 @@ def recompute_passrates(
     if task_ids is not None:
         extra = {"_ids": pa.table({"task_id": pa.array(sorted(set(task_ids)), pa.string())})}
         join_ids = "JOIN _ids ON _ids.task_id = v.task_id"
+    where = (
+        "t.model = $model AND t.params_hash = $params_hash "
+        "AND v.verifier || '@' || v.verifier_version IN (SELECT unnest($vkeys))"
+    )
     rel = store.sql(
-        _RECOMPUTE.format(join_ids=join_ids),
+        f"SELECT task_id, vkey, ekey, n, n_correct, n_error FROM ({counts_sql(where=where, joins=join_ids)})",
         params={"model": model, "params_hash": params_hash, "vkeys": sorted(set(verifier_keys))},
         extra=extra,
     )

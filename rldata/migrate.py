@@ -11,6 +11,11 @@ the table is renamed whole or not at all.
 
 Each step is idempotent: a process killed between a step's commits, or two processes opening the same
 old store at once, re-run it harmlessly (columns already present, or already renamed, are skipped).
+
+Most steps see only their own table.  One that derives values from other tables (the params hash
+without N, :mod:`rldata.rehash`, reads the trajectories' sampling params) is marked with
+:func:`_with_store` and gets the store too; tables are upgraded in ``schemas.TABLES`` order, and such
+a step must work whether the tables it reads were upgraded yet or not.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from deltalake.schema import Field
 
 from rldata import schemas
 from rldata.errors import RldataError
+from rldata.rehash import rehash_passrates, rehash_trajectories
 
 __all__ = ["RENAMED", "STEPS", "VERSION_KEY", "renamed_since", "table_version", "upgrade"]
 
 VERSION_KEY = "rldata.schema_version"  # the same key rldata.store writes
 
-Step = Callable[[DeltaTable], None]
+Step = Callable[..., None]  # step(dtable), or step(dtable, store) for a step marked _with_store
 
 
 def table_version(dtable: DeltaTable) -> int:
@@ -110,6 +116,11 @@ def renamed_since(table: str) -> dict[str, str]:
     return {new: old for (t, _), (old, new) in RENAMED.items() if t == table}
 
 
+def _with_store(step: Step) -> Step:
+    step.needs_store = True  # upgrade() passes it the store: it reads other tables
+    return step
+
+
 STEPS: dict[tuple[str, int], Step] = {
     ("tasks", 1): _env_columns("tasks"),
     ("trajectories", 1): _env_columns("trajectories"),
@@ -117,14 +128,18 @@ STEPS: dict[tuple[str, int], Step] = {
     ("trajectories", 2): _episode_columns,
     ("passrates", 2): _passrates_stopping,
     **{(t, v): _rename(t, old, new) for (t, v), (old, new) in RENAMED.items()},
+    # the params hash leaves N out: old rows get the new hash, ledger rows that now share a key merge
+    ("trajectories", 3): rehash_trajectories,
+    ("passrates", 4): _with_store(rehash_passrates),
 }
 
 
-def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
+def upgrade(dtable: DeltaTable, table: str, *, store=None, tries: int = 10) -> int:
     """Bring ``table`` up to this rldata's schema version; return the version it was at.
 
     Several processes may open the same old store at once: a step that loses the race to another
     upgrader (a conflicting metadata commit) re-reads the table and carries on from where it is.
+    ``store``: the store being opened, for the steps that read other tables (:func:`_with_store`).
     """
     target = schemas.get(table).version
     found = table_version(dtable)
@@ -132,7 +147,11 @@ def upgrade(dtable: DeltaTable, table: str, *, tries: int = 10) -> int:
         try:
             for v in range(table_version(dtable), target):
                 step = STEPS.get((table, v))
-                if step is not None:  # a table may keep its layout while its version moves with a release
+                if getattr(step, "needs_store", False):
+                    if store is None:
+                        raise RldataError(f"table {table!r}: upgrading from version {v} needs the store")
+                    step(dtable, store)
+                elif step is not None:  # a table may keep its layout while its version moves with a release
                     step(dtable)
             # recorded once, after every step: an intermediate version recorded on a table whose step
             # was missing would make the fixed code skip that step (steps re-run harmlessly instead)

@@ -1,8 +1,12 @@
 """Sampling parameters: one frozen value shared by `rldata sample`, the trainer and the ledger.
 
 ``params_hash`` identifies the distribution being sampled (temperature, top-p, max tokens, ...)
-and excludes the seed, so pass rates from runs with different seeds but the same distribution
-pool together in the ledger, while a different temperature never mixes with them.
+and excludes the seed and N: pass rates from runs with different seeds or different N but the same
+distribution pool together in the ledger, while a different temperature never mixes with them.
+N is how many samples a job draws, not what they are drawn from: sample j of a task is the same
+sample whatever N is (vLLM seeds child j of an n-request with seed + j), so an N=32 job after an
+N=16 one draws only samples 16..31.  Earlier releases hashed N too (trajectories schema version 3,
+passrates 4): :mod:`rldata.rehash` upgrades their stores.
 """
 
 from __future__ import annotations
@@ -14,7 +18,17 @@ from functools import cached_property
 
 from rldata.errors import ConfigError
 
-__all__ = ["SamplingSpec"]
+__all__ = ["NOT_HASHED", "SamplingSpec", "params_hash_of"]
+
+# how many samples are drawn, and from which seed, say nothing about the distribution
+NOT_HASHED = ("n", "seed")
+
+
+def params_hash_of(params: dict) -> str:
+    """The params hash of a ``SamplingSpec.to_dict()``-shaped dict (one definition for the spec and
+    for :mod:`rldata.rehash`, which recomputes it from the JSON stored with each trajectory)."""
+    blob = json.dumps({k: v for k, v in params.items() if k not in NOT_HASHED}, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -55,9 +69,8 @@ class SamplingSpec:
 
     @cached_property
     def params_hash(self) -> str:
-        """Hash of everything but the seed (see module docstring)."""
-        blob = json.dumps(self.to_dict(with_seed=False), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        """Hash of everything but the seed and N (see module docstring)."""
+        return params_hash_of(self.to_dict())
 
     def request_seed(self, task_id: str) -> int | None:
         """A per-task seed: reproducible for (seed, task) whatever the batching or engine count."""

@@ -92,7 +92,7 @@ class Store:
         if found < ts.version:  # written by an older rldata: add the new columns, keep every row
             from rldata.migrate import upgrade
 
-            upgrade(dtable, name)
+            upgrade(dtable, name, store=self)
 
     def table(self, name: str, *, version: int | str | dt.datetime | None = None) -> DeltaTable:
         """The Delta table ``name``, at its current version or at ``version`` (int or timestamp)."""

@@ -98,7 +98,8 @@ ENVIRONMENTS = TableSchema(
 
 TRAJECTORIES = TableSchema(
     "trajectories",
-    3,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes)
+    4,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes);
+    # 4: params_hash leaves N out (rldata.rehash rewrote the old rows' hashes; the layout is unchanged)
     pa.schema(
         [
             _f(
@@ -113,6 +114,7 @@ TRAJECTORIES = TableSchema(
             _f("model", pa.string(), True, "model id (path or name)"),
             _f("model_revision", pa.string(), doc="content hash of the weights, or a hub revision"),
             _f("policy_version", pa.int64(), True, "0 = the model as loaded; +1 per optimizer step"),
+            # since v4 N is left out too (rldata.params); the doc stays as stored (see finish_reason)
             _f("params_hash", pa.string(), True, "hash of the sampling params (seed excluded)"),
             _f("sampling_params", pa.string(), doc="JSON of the sampling params"),
             _f("seed", pa.int64()),
@@ -186,8 +188,9 @@ VERIFICATIONS = TableSchema(
 
 PASSRATES = TableSchema(
     "passrates",
-    4,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
-    # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version)
+    5,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
+    # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version);
+    # 5: params_hash leaves N out: rows of one task under several N merged, recounted (rldata.rehash)
     pa.schema(
         [
             _f("task_id", pa.string(), True),

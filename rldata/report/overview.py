@@ -142,14 +142,18 @@ def histogram(sel: pl.DataFrame) -> pl.DataFrame:
 def _savings(
     store, sel: pl.DataFrame, key: dict, group_size: int, tokens_per_sample: float | None
 ) -> Savings:
+    from rldata.rehash import current_hash
+
     rated = sel.filter(pl.col("reason").is_in(["too_easy", "too_hard", "in_band"]))
+    # a selection made before the params hash left N out keeps the old hash; its samples have the new one
+    ph = key.get("params_hash") and current_hash(store, key["params_hash"])
     traj = read_where(
         store,
         "trajectories",
         columns=["task_id", "completion_tokens"],
         where=pads.field("step").is_null(),
         model=key.get("model"),
-        params_hash=key.get("params_hash"),
+        params_hash=ph,
     )
     per_task = (
         traj.group_by("task_id")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import polars as pl
 import pytest
 
 from rldata import open_store
@@ -100,22 +101,31 @@ def test_evidence_in_the_store_is_pooled(store, ray_session):
         ),
     )
     assert seq.noop and seq.samples == 0  # another seed: the 16 stored samples per task already settle it
-    # half the evidence from one seed, the rest drawn by another: the second job draws only what is missing
-    store2 = open_store(store.root + "-2")
-    _tasks(store2, 20)
-    first = run_sample(store2, SampleJob(spec=SamplingSpec(n=8, max_tokens=8, seed=0)))
-    store2.delete("passrates", "true")  # n=8 is another params hash: copy its samples under n=16's key
-    t = store2.read("trajectories").with_columns()
-    import polars as pl
 
-    ph = SPEC.params_hash
-    moved = t.with_columns(pl.lit(ph).alias("params_hash"), (pl.col("traj_id") + "-16").alias("traj_id"))
-    v = store2.read("verifications").with_columns((pl.col("traj_id") + "-16").alias("traj_id"))
-    store2.append("trajectories", moved.drop("created_at").to_dicts())
-    store2.append("verifications", v.drop("created_at").to_dicts())
-    seq2 = run_sample(store2, SampleJob(spec=SamplingSpec(n=N, max_tokens=8, seed=1), adaptive=EXACT))
-    drawn = store2.sql(f"SELECT max(n + n_error) FROM passrates WHERE params_hash = '{ph}'").fetchall()[0][0]
-    assert first.samples == 160 and seq2.samples <= 20 * (N - 8) and drawn <= N
+
+def test_an_adaptive_job_after_a_smaller_fixed_n_counts_its_samples(store, ray_session):
+    # N is not part of the params hash: the 8 samples per task of a fixed N=8 job are evidence for
+    # an adaptive N=16 job, which draws on from sample index 8 (the samples an N=16 job would draw)
+    _tasks(store, 20)
+    first = run_sample(store, SampleJob(spec=SamplingSpec(n=8, max_tokens=8, seed=0)))
+    assert first.samples == 20 * 8
+    s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
+    assert not s.noop and 0 < s.samples < 20 * (N - 8)
+    rows = store.sql(
+        "SELECT task_id, count(*) AS k, count(DISTINCT sample_idx) AS d, min(sample_idx) AS lo, "
+        "max(sample_idx) AS hi, count(*) FILTER (WHERE run_id = $1) AS new, "
+        "min(sample_idx) FILTER (WHERE run_id = $1) AS new_lo FROM trajectories GROUP BY 1",
+        params=[s.run_id],
+    ).pl()
+    assert (rows["k"] == rows["d"]).all() and (rows["lo"] == 0).all()  # no sample drawn twice
+    assert rows["k"].min() >= 8 and rows["hi"].max() <= N - 1 and rows["new"].sum() == s.samples
+    drawn = rows.filter(pl.col("new") > 0)
+    assert drawn.height and (drawn["new_lo"] == 8).all()  # rounds start after the stored samples
+    # the ledger: one row per task, counting the stored 8 and what the rounds added
+    led = dict(store.sql("SELECT task_id, n + n_error FROM passrates WHERE stop_rule = 'exact'").fetchall())
+    assert led == dict(zip(rows["task_id"], rows["k"])) and store.count("passrates") == 20
+    settled = [t for t, k in led.items() if k == 8]
+    assert settled and s.stopped_early >= len(settled)  # settled by the fixed job's samples alone
 
 
 def test_kill_9_mid_round_and_resume(store, ray_session):

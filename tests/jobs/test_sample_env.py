@@ -98,6 +98,30 @@ def test_sample_env_calculator_registers_the_bundled_spec(store, ray_session):
     assert roles == [("system", "user")]
 
 
+def test_a_larger_n_tops_up_episodes_with_the_episodes_a_single_job_draws(store, ray_session, tmp_path):
+    # episodes pool across N too: an N=2 then an N=4 calculator job end with what one N=4 job draws
+    from rldata import open_store
+
+    def spec(n):
+        return SamplingSpec(n=n, max_tokens=8, seed=0)
+
+    single = open_store(tmp_path / "single")
+    for s in (store, single):
+        _tasks(s, 3)
+    run_sample(store, SampleJob(spec=spec(2), env="calculator"))
+    q = "SELECT traj_id, messages FROM trajectories"
+    before = dict(store.sql(q).fetchall())
+    more = run_sample(store, SampleJob(spec=spec(4), env="calculator"))
+    after = dict(store.sql(q).fetchall())
+    assert more.samples == 3 * 2 and {t: after[t] for t in before} == before
+    idx = store.sql("SELECT DISTINCT sample_idx FROM trajectories WHERE run_id = $1", params=[more.run_id])
+    assert sorted(i for (i,) in idx.fetchall()) == [2, 3]
+    assert store.sql("SELECT DISTINCT n + n_error FROM passrates").fetchall() == [(4,)]
+    run_sample(single, SampleJob(spec=spec(4), env="calculator"))
+    q = "SELECT traj_id, sample_idx, messages FROM trajectories ORDER BY 1"
+    assert store.sql(q).fetchall() == single.sql(q).fetchall()
+
+
 def test_reasoning_gym_tasks_sample_through_their_own_environment(store, ray_session):
     pytest.importorskip("reasoning_gym")
     from rldata.ingest.gym import ingest_gym
