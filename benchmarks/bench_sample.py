@@ -19,7 +19,9 @@ that no side always runs first on a cold or warm cache:
 - ``bare1`` / ``bare2``: the same loop with ``OMP_NUM_THREADS=1`` / ``2`` (on this machine the
   faster of the two is the bare loop at its best);
 - ``rldata``: ``run_sample`` into a fresh store: Ray start, engine actor start, generation,
-  verification, Delta commits of trajectories and verifications, the ledger and the run record.
+  verification, Delta commits of trajectories and verifications, the ledger and the run record;
+- ``rldata_before`` (with ``--before DIR``): the same job with another checkout's code (a worktree of
+  an earlier commit with its own ``.venv``), for before/after rows in one run.
 
 Reported per contender: samples/s end to end (from process start: imports, Ray, engine load,
 everything) and of the generate loop alone; for rldata also end to end without the Ray start (a
@@ -49,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "bench_sample"
 LENGTHS = {"short": 8, "long": 64}  # max tokens per completion
 BATCH = 128
-CONTENDERS = ("bare", "bare1", "bare2", "rldata")
+CONTENDERS = ("bare", "bare1", "bare2", "rldata", "rldata_before")
 
 
 def _tasks(n: int) -> list[dict]:
@@ -143,6 +145,74 @@ def bare(length: str, n_tasks: int) -> dict:
     }
 
 
+class CpuMeter:
+    """CPU seconds of this process and its descendants (Ray's raylet, workers, actors, the verifier
+    child), by kind, sampled every ``every_s`` (a process's last interval before it exits is lost)."""
+
+    def __init__(self, every_s: float = 1.0):
+        import threading
+
+        import psutil
+
+        self._psutil, self.every_s, self.seen = psutil, every_s, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def kind(cmdline: str, me: bool) -> str:
+        if me:
+            return "driver"
+        for key, name in (  # a Ray worker's title says what it runs now (ray::IDLE between tasks)
+            ("EngineActor", "engine"),
+            ("rldata.verify.isolate", "verifier child"),
+            ("_verify_chunk", "ray verify tasks"),
+            ("ray::", "other ray workers"),
+            ("default_worker", "other ray workers"),
+            ("gcs_server", "ray system"),
+            ("raylet", "ray system"),
+        ):
+            if key in cmdline:
+                return name
+        return "other"
+
+    _GENERIC = ("other ray workers", "other")
+
+    def _sample(self) -> None:
+        me = self._psutil.Process()
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+                key = (p.pid, p.create_time())
+                kind = self.kind(" ".join(p.cmdline()), p.pid == me.pid)
+                entry = self.seen.setdefault(key, [kind, 0.0])
+                if entry[0] in self._GENERIC:  # a worker is counted as what it was last seen doing
+                    entry[0] = kind
+                entry[1] = t.user + t.system
+            except self._psutil.Error:
+                pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def __enter__(self):
+        self._sample()
+        self.base = {k: v[1] for k, v in self.seen.items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def by_kind(self) -> dict:
+        out: dict = {}
+        for key, (kind, cpu) in self.seen.items():
+            out[kind] = out.get(kind, 0.0) + cpu - self.base.get(key, 0.0)
+        return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
 def rldata_job(length: str, n_tasks: int) -> dict:
     import ray
 
@@ -159,7 +229,8 @@ def rldata_job(length: str, n_tasks: int) -> dict:
     setup = t_ray - t_setup
     ensure_ray(None)
     t0 = time.perf_counter()
-    s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH))
+    with CpuMeter() as cpu:
+        s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH))
     t1 = time.perf_counter()
     tokens = store.sql("SELECT sum(completion_tokens) FROM trajectories").fetchall()[0][0]
     ray.shutdown()
@@ -174,22 +245,29 @@ def rldata_job(length: str, n_tasks: int) -> dict:
         "ray_start_s": t0 - t_ray,
         "job_s": t1 - t0,
         "split": {k: v for k, v in d.items() if k.startswith("time_") or k == "engine_busy_frac"},
+        "cpu_s": cpu.by_kind(),
     }
 
 
 def _child(which: str, length: str, n_tasks: int) -> dict:
     out = bare(length, n_tasks) if which.startswith("bare") else rldata_job(length, n_tasks)
+    out["rldata_source"] = __import__("rldata").__file__
     return {"contender": which, "length": length, **out}
 
 
-def _run_child(which: str, length: str, n_tasks: int) -> dict:
+def _run_child(which: str, length: str, n_tasks: int, before: str = "") -> dict:
+    """One contender in a fresh process.  ``rldata_before`` is the rldata job of another checkout
+    (``--before DIR``: a worktree of an earlier commit with its own .venv), for before/after rows."""
     env = dict(os.environ)
     env.pop("OMP_NUM_THREADS", None)
     if which in ("bare1", "bare2"):
         env["OMP_NUM_THREADS"] = which[-1]
+    python, cwd = sys.executable, None
+    if which == "rldata_before":
+        python, cwd = str(Path(before) / ".venv" / "bin" / "python"), before
     load = os.getloadavg()[0]
-    cmd = [sys.executable, __file__, "--child", which, "--length", length, "--tasks", str(n_tasks)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    cmd = [python, __file__, "--child", which, "--length", length, "--tasks", str(n_tasks)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, check=False)
     if p.returncode != 0:
         raise SystemExit(f"{which} {length} failed:\n{p.stderr[-3000:]}")
     row = json.loads(p.stdout.strip().splitlines()[-1])
@@ -199,7 +277,11 @@ def _run_child(which: str, length: str, n_tasks: int) -> dict:
 
 def _summarise(rows: list[dict]) -> dict:
     def med(xs, nd=1):
-        return {"median": round(statistics.median(xs), nd), "min": round(min(xs), nd), "max": round(max(xs), nd)}
+        return {
+            "median": round(statistics.median(xs), nd),
+            "min": round(min(xs), nd),
+            "max": round(max(xs), nd),
+        }
 
     out = {}
     for length in sorted({r["length"] for r in rows}):
@@ -212,18 +294,24 @@ def _summarise(rows: list[dict]) -> dict:
         for c, rs in by.items():
             if c.startswith("bare") and rs:
                 s[c]["loop_samples_per_s"] = med([r["samples"] / r["loop_s"] for r in rs])
-        if by["rldata"]:
-            rs = by["rldata"]
-            s["rldata"]["e2e_no_ray_samples_per_s"] = med([r["samples"] / r["e2e_no_ray_s"] for r in rs])
-            s["rldata"]["split_median"] = {
-                k: round(statistics.median(r["split"][k] for r in rs), 3) for k in rs[0]["split"]
+        for job in ("rldata", "rldata_before"):
+            rs = by[job]
+            if not rs:
+                continue
+            s[job]["e2e_no_ray_samples_per_s"] = med([r["samples"] / r["e2e_no_ray_s"] for r in rs])
+            s[job]["split_median"] = {
+                k: round(statistics.median(r["split"][k] or 0 for r in rs), 3) for k in rs[0]["split"]
             }
-            # ratios per repeat, rldata against each bare contender of the same repeat
+            kinds = sorted({k for r in rs for k in r["cpu_s"]})
+            s[job]["cpu_s_median"] = {
+                k: round(statistics.median(r["cpu_s"].get(k, 0.0) for r in rs), 2) for k in kinds
+            }
+            # ratios per repeat, the job against each bare contender of the same repeat
             for c in ("bare", "bare1", "bare2"):
                 pairs = list(zip(rs, by[c]))
                 if pairs:
-                    s["rldata"][f"ratio_e2e_vs_{c}"] = med([b["e2e_s"] / r["e2e_s"] for r, b in pairs], 3)
-                    s["rldata"][f"ratio_e2e_no_ray_vs_{c}"] = med(
+                    s[job][f"ratio_e2e_vs_{c}"] = med([b["e2e_s"] / r["e2e_s"] for r, b in pairs], 3)
+                    s[job][f"ratio_e2e_no_ray_vs_{c}"] = med(
                         [b["e2e_s"] / r["e2e_no_ray_s"] for r, b in pairs], 3
                     )
         s["samples"] = here[0]["samples"]
@@ -255,6 +343,9 @@ def main() -> None:
     ap.add_argument("--lengths", default="short,long")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--before", default="", help="a checkout (with .venv) whose rldata job runs as rldata_before"
+    )
     ap.add_argument("--out", default=str(HERE / "bench_sample.json"))
     ap.add_argument("--rss", default="", help="comma-separated task counts for the driver RSS runs")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -268,7 +359,7 @@ def main() -> None:
         print(json.dumps(_child(a.child, a.length, a.tasks)), flush=True)
         return
     lengths = [x for x in a.lengths.split(",") if x]
-    contenders = [x for x in a.contenders.split(",") if x]
+    contenders = [x for x in a.contenders.split(",") if x and (x != "rldata_before" or a.before)]
     if "long" in lengths:
         long_model()  # made once, outside any timed child
     rows, started = [], time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
@@ -277,7 +368,7 @@ def main() -> None:
             n = a.tasks if length == "short" else a.long_tasks
             order = contenders[rep % len(contenders) :] + contenders[: rep % len(contenders)]
             for c in order:
-                row = _run_child(c, length, n)
+                row = _run_child(c, length, n, a.before)
                 row["repeat"] = rep
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
