@@ -51,6 +51,7 @@ class Store:
         self.storage_options = storage_options
         self._conns: deque = deque(maxlen=8)  # keep recent DuckDB connections alive for their relations
         self.damaged: dict[str, str] = {}  # table -> why its log cannot be read (the others still work)
+        self.last_merge: dict = {}  # delta-rs's counters of this store's last keyed write
         if _is_local(self.root):
             Path(self.root).mkdir(parents=True, exist_ok=True)
         for name in schemas.TABLES:
@@ -157,7 +158,7 @@ class Store:
 
     def _merge(self, name: str, table: pa.Table, *, update: bool) -> int:
         ts = schemas.get(name)
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key) + _prune_term(ts, table)
         last: Exception | None = None
         for _ in range(_COMMIT_RETRIES):  # merges conflict with concurrent writers: re-read and retry
             if _:
@@ -167,6 +168,9 @@ class Store:
                 if update:
                     merger = merger.when_matched_update_all()
                 stats = merger.when_not_matched_insert_all().execute()
+                self.last_merge = (
+                    stats  # delta-rs's counters (files scanned, skipped, ...): tests, benchmarks
+                )
                 return int(stats.get("num_target_rows_inserted", 0)) + int(
                     stats.get("num_target_rows_updated", 0) if update else 0
                 )
@@ -412,6 +416,30 @@ def damaged_commit(log_dir: Path) -> tuple[int, Path, str] | None:
             if not isinstance(action, dict):
                 return version, path, f"holds a non-action at line {i}"
     return None
+
+
+def _prune_term(ts: schemas.TableSchema, table: pa.Table) -> str:
+    """`` AND t.col BETWEEN lo AND hi`` over the table's ``prune_by`` column, or ''.
+
+    A literal range on a target column lets delta-rs skip every file whose statistics lie outside
+    it (a join term alone reads the whole table: a 2,048-row keyed write into 2M rows took 0.26 s
+    against 0.04 s with the range, and grows with the table).  Sound because the key determines the
+    column: a stored row with the same key has the same value, so it lies inside the new rows' range.
+    """
+    col = ts.prune_by
+    if col is None or table.num_rows == 0 or not pa.types.is_string(table.schema.field(col).type):
+        return ""
+    import pyarrow.compute as pc
+
+    mm = pc.min_max(table[col])
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is None or hi is None:
+        return ""
+
+    def lit(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    return f" AND t.{col} >= {lit(lo)} AND t.{col} <= {lit(hi)}"
 
 
 def _unique(table: pa.Table, key: Iterable[str], keep: str = "first") -> pa.Table:

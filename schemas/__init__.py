@@ -44,6 +44,10 @@ class TableSchema:
     key: tuple[str, ...]  # columns that identify a row: re-writing the same key never duplicates it
     defaults_now: tuple[str, ...] = field(default=("created_at",))  # filled with the write time
     defaults: tuple[tuple[str, object], ...] = ()  # (column, value) filled where a writer leaves it null
+    # A required string column that a row's key determines (or that is in the key): a keyed write
+    # only looks for matches among the files whose statistics overlap the new rows' min..max of it,
+    # so its cost stays flat as the table grows when writers append in its order (jobs go task by task).
+    prune_by: str | None = None
 
     @property
     def required(self) -> list[str]:
@@ -79,6 +83,7 @@ TASKS = TableSchema(
         ]
     ),
     key=("task_id",),
+    prune_by="task_id",
 )
 
 ENVIRONMENTS = TableSchema(
@@ -153,6 +158,7 @@ TRAJECTORIES = TableSchema(
         ]
     ),
     key=("traj_id",),
+    prune_by="task_id",  # a traj_id hashes its task_id: one traj_id, one task_id
 )
 
 VERIFICATIONS = TableSchema(
@@ -184,6 +190,7 @@ VERIFICATIONS = TableSchema(
         "verifier_version",
         "layer",
     ),  # a new verifier version adds rows, never replaces
+    prune_by="task_id",  # the sample's task: its traj_id determines it
 )
 
 PASSRATES = TableSchema(
@@ -219,6 +226,7 @@ PASSRATES = TableSchema(
         ]
     ),
     key=("task_id", "model", "params_hash", "verifier_key", "env_version"),
+    prune_by="task_id",
     defaults_now=("updated_at",),
     defaults=(("env_version", ""), ("stop_rule", "fixed")),
 )
@@ -265,6 +273,7 @@ SELECTIONS = TableSchema(
         ]
     ),
     key=("selection", "task_id"),
+    prune_by="task_id",
 )
 
 METRICS = TableSchema(

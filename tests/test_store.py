@@ -79,6 +79,40 @@ def test_append_counts_and_dedupe_is_insert_if_absent(store):
     assert store.append("tasks", []) == 0
 
 
+def test_keyed_writes_read_only_the_files_in_the_new_rows_task_range(store):
+    """trajectories are keyed by traj_id, a hash: the merge is bounded by the rows' task_id range
+    (prune_by), so it skips files of other tasks and still finds every stored copy in range."""
+
+    def trajs(task: str, n: int) -> list[dict]:
+        return [
+            {
+                "traj_id": f"{task}-{i}",
+                "task_id": task,
+                "run_id": "r",
+                "sample_idx": i,
+                "model": "m",
+                "policy_version": 0,
+                "params_hash": "p",
+                "completion": "1",
+            }
+            for i in range(n)
+        ]
+
+    names = ["a'1", "b", "c", "d", "e'5"]  # quotes must survive the literal range
+    for t in names:  # one file per task, as a job writes batch by batch
+        store.append("trajectories", trajs(t, 4))
+    assert store.append("trajectories", trajs("c", 6), dedupe=True) == 2  # c-0..c-3 are stored
+    assert store.last_merge["num_target_files_scanned"] == 1
+    assert store.last_merge["num_target_files_skipped_during_scan"] == len(names) - 1
+    # a batch spanning two tasks (quotes included) reads those two files, and inserts only new keys
+    assert store.append("trajectories", trajs("a'1", 5) + trajs("b", 4), dedupe=True) == 1
+    assert store.last_merge["num_target_files_scanned"] == 2
+    assert store.upsert("trajectories", trajs("e'5", 2)) == 2  # an update in range is found
+    assert store.last_merge["num_target_files_scanned"] == 1
+    df = store.read("trajectories")
+    assert df.height == df["traj_id"].n_unique() == 4 * len(names) + 2 + 1
+
+
 def test_upsert_replaces_by_key_and_keeps_the_last_copy(store):
     store.append("tasks", tasks(3))
     n = store.upsert(
