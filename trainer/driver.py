@@ -5,7 +5,8 @@ Per step (sync mode; async mode runs the first line ahead in a producer thread, 
     sampler.next_batch(P) -> engines generate G samples per prompt (with behaviour log-probs)
       -> verify on Ray -> rewards -> group advantages -> zero-variance groups dropped and replaced
          (up to max_resample rounds) -> collate kept groups -> LearnerGroup.step
-      -> new weights into every engine in place (reload_weights), policy_version += 1
+      -> new weights into every engine in place (one flat buffer, copied into vLLM's parameters),
+         policy_version += 1
       -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
 
@@ -373,7 +374,7 @@ def _train_steps(
                 state.version += 1
                 # The ref resolves to the weights after this update (the actor runs calls in order);
                 # the producer loads them before its next generate call.
-                weights.publish(state.version, learners.actors[0].get_weights.remote())
+                weights.publish(state.version, learners.actors[0].flat_weights.remote())
             # The ledger row of a policy version counts all its samples: one step's, or several when the
             # same version generated more than one (async mode, or an update skipped for want of a kept group).
             if gen_version != ledger_version:
