@@ -1,17 +1,31 @@
-"""`rldata sample` end to end against a bare vLLM generate loop, side by side in one run.
+"""`rldata sample` end to end against bare vLLM generate loops, side by side, at two completion lengths.
 
-Same prompts (the bundled arith tasks, then generated 2-digit 3-operand ones if more are asked
-for), same SamplingParams (n=16, temperature 1, max_tokens 8, per-task seeds), same bundled model:
+    python benchmarks/bench_sample.py [--tasks 3500] [--long-tasks 500] [--repeats 3]
+                                      [--lengths short,long] [--rss 1000,4000,16000]
 
-- baseline: one in-process `rldata.engine.Engine` (vLLM `LLM.generate` with `SamplingParams(n=16)`),
-  batches of the same size, generation only;
-- rldata: `run_sample` into a fresh store: Ray engine actor start, generation, verification on Ray
-  tasks, Delta commits of trajectories, verifications and the ledger.
+Same prompts (the bundled arith tasks, then generated 2-digit 3-operand ones if more are asked for),
+same sampling (n=16, temperature 1, per-task seeds, log-probs on), same model weights:
 
-Two ratios: end to end (both sides count their engine load; rldata also its Ray actor start), and
-steady state (the baseline without its load time against rldata's whole job).  Also the driver's
-peak RSS for a growing number of tasks (it must stream: RSS should not grow with the task count).
-Run: `python benchmarks/bench_sample.py --tasks 3500 --rss 1000,4000,16000`.
+- ``short``: the bundled model as shipped, at most 8 tokens (its answers end on eos after a few);
+- ``long``: the same weights with an eos id the model cannot emit (a copy of the model directory
+  made under ``benchmarks/_work``), at most 64 tokens, so every completion is 64 tokens long.
+
+Contenders, each in a fresh child process (imports, engine load and all), in a rotating order so
+that no side always runs first on a cold or warm cache:
+
+- ``bare``: one in-process ``rldata.engine.Engine`` (vLLM ``LLM.generate`` with
+  ``SamplingParams(n=16)``), batches of 128 prompts, generation only, OpenMP left as vLLM sets it
+  (what a user's script gets);
+- ``bare1`` / ``bare2``: the same loop with ``OMP_NUM_THREADS=1`` / ``2`` (on this machine the
+  faster of the two is the bare loop at its best);
+- ``rldata``: ``run_sample`` into a fresh store: Ray start, engine actor start, generation,
+  verification, Delta commits of trajectories and verifications, the ledger and the run record.
+
+Reported per contender: samples/s end to end (from process start: imports, Ray, engine load,
+everything) and of the generate loop alone; for rldata also end to end without the Ray start (a
+cluster's Ray is already up) and the job's own time split (``SampleSummary.time_*``, the engines'
+busy share).  Medians over ``--repeats`` runs, with min..max.  ``--rss``: the driver's peak RSS for
+growing task counts (it must stream).
 """
 
 from __future__ import annotations
@@ -20,12 +34,22 @@ import argparse
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+T_PROCESS = time.perf_counter()  # a child's clock starts before its heavy imports
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "_work" / "bench_sample"
+LENGTHS = {"short": 8, "long": 64}  # max tokens per completion
+BATCH = 128
+CONTENDERS = ("bare", "bare1", "bare2", "rldata")
 
 
 def _tasks(n: int) -> list[dict]:
@@ -53,16 +77,53 @@ def _tasks(n: int) -> list[dict]:
     ]
 
 
-def bare(tasks: list[dict], spec, batch: int) -> tuple[float, float]:
-    """(samples/s counting the engine load, samples/s of the generate loop alone)."""
-    from rldata.engine import Engine
+def long_model() -> Path:
+    """The bundled weights with an eos id beyond the vocabulary: every completion runs to the cap."""
+    from transformers import AutoTokenizer
 
+    from rldata.engine import default_model_path
+
+    path = WORK / "tiny-arith-noeos"
+    if (path / "config.json").exists():
+        return path
+    src = default_model_path()
+    tmp = WORK / "tiny-arith-noeos.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    cfg = json.loads((src / "config.json").read_text())
+    vocab = cfg["vocab_size"]
+    tok = AutoTokenizer.from_pretrained(src)
+    tok.add_special_tokens({"eos_token": "<eos-unreachable>"})  # id == vocab: never sampled
+    assert tok.eos_token_id == vocab, (tok.eos_token_id, vocab)
+    tok.save_pretrained(tmp)
+    for name in ("config.json", "generation_config.json"):
+        c = json.loads((tmp / name).read_text())
+        c["eos_token_id"] = vocab
+        (tmp / name).write_text(json.dumps(c, indent=2))
+    tmp.rename(path)
+    return path
+
+
+def _spec(length: str):
+    from rldata.params import SamplingSpec
+
+    return SamplingSpec(n=16, temperature=1.0, max_tokens=LENGTHS[length], seed=0)
+
+
+def _model(length: str) -> str | None:
+    return None if length == "short" else str(long_model())
+
+
+def bare(length: str, n_tasks: int) -> dict:
+    from rldata.engine import Engine, model_context, model_identity
+
+    tasks, spec, model = _tasks(n_tasks), _spec(length), _model(length)
     t_load = time.perf_counter()
-    eng = Engine(None, seed=0)
+    eng = Engine(model, seed=0, max_model_len=model_context(model_identity(model).path))
     t0 = time.perf_counter()
-    done = 0
-    for i in range(0, len(tasks), batch):
-        chunk = tasks[i : i + batch]
+    done = tokens = 0
+    for i in range(0, len(tasks), BATCH):
+        chunk = tasks[i : i + BATCH]
         out = eng.generate(
             [t["prompt"] for t in chunk],
             spec,
@@ -70,34 +131,110 @@ def bare(tasks: list[dict], spec, batch: int) -> tuple[float, float]:
             logprobs=True,
         )
         done += sum(len(g) for g in out)
+        tokens += sum(s.completion_tokens for g in out for s in g)
     t1 = time.perf_counter()
     eng.close()
-    return done / (t1 - t_load), done / (t1 - t0)
+    return {
+        "samples": done,
+        "tokens": tokens,
+        "e2e_s": t1 - T_PROCESS,
+        "loop_s": t1 - t0,
+        "load_s": t0 - t_load,
+    }
 
 
-def rldata_job(tasks: list[dict], spec, batch: int) -> tuple[float, float]:
+def rldata_job(length: str, n_tasks: int) -> dict:
     import ray
 
     from rldata import open_store
     from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
 
-    ensure_ray(None)
-    store = open_store(tempfile.mkdtemp(prefix="bench-sample-"))
+    tasks, spec, model = _tasks(n_tasks), _spec(length), _model(length)
+    t_setup = time.perf_counter()  # the store and its tasks are the job's input, not its work
+    root = tempfile.mkdtemp(prefix="bench-sample-")
+    store = open_store(root)
     store.append("tasks", tasks)
+    t_ray = time.perf_counter()
+    setup = t_ray - t_setup
+    ensure_ray(None)
     t0 = time.perf_counter()
-    s = run_sample(store, SampleJob(spec=spec, batch_tasks=batch))
-    wall = time.perf_counter() - t0
+    s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH))
+    t1 = time.perf_counter()
+    tokens = store.sql("SELECT sum(completion_tokens) FROM trajectories").fetchall()[0][0]
     ray.shutdown()
-    return s.samples / wall, s.samples / s.seconds
+    shutil.rmtree(root, ignore_errors=True)
+    d = s.to_dict()
+    return {
+        "samples": s.samples,
+        "tokens": int(tokens or 0),
+        "e2e_s": t1 - T_PROCESS - setup,
+        "e2e_no_ray_s": t1 - T_PROCESS - setup - (t0 - t_ray),
+        "setup_s": setup,
+        "ray_start_s": t0 - t_ray,
+        "job_s": t1 - t0,
+        "split": {k: v for k, v in d.items() if k.startswith("time_") or k == "engine_busy_frac"},
+    }
+
+
+def _child(which: str, length: str, n_tasks: int) -> dict:
+    out = bare(length, n_tasks) if which.startswith("bare") else rldata_job(length, n_tasks)
+    return {"contender": which, "length": length, **out}
+
+
+def _run_child(which: str, length: str, n_tasks: int) -> dict:
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    if which in ("bare1", "bare2"):
+        env["OMP_NUM_THREADS"] = which[-1]
+    load = os.getloadavg()[0]
+    cmd = [sys.executable, __file__, "--child", which, "--length", length, "--tasks", str(n_tasks)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"{which} {length} failed:\n{p.stderr[-3000:]}")
+    row = json.loads(p.stdout.strip().splitlines()[-1])
+    row["load_before"], row["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
+    return row
+
+
+def _summarise(rows: list[dict]) -> dict:
+    def med(xs):
+        return {"median": round(statistics.median(xs), 1), "min": round(min(xs), 1), "max": round(max(xs), 1)}
+
+    out = {}
+    for length in sorted({r["length"] for r in rows}):
+        here = [r for r in rows if r["length"] == length]
+        by = {c: [r for r in here if r["contender"] == c] for c in CONTENDERS}
+        rate = {
+            c: [r["samples"] / r["e2e_s"] for r in rs] for c, rs in by.items() if rs
+        }  # samples/s end to end
+        s = {c: {"e2e_samples_per_s": med(v)} for c, v in rate.items()}
+        for c, rs in by.items():
+            if c.startswith("bare") and rs:
+                s[c]["loop_samples_per_s"] = med([r["samples"] / r["loop_s"] for r in rs])
+        if by["rldata"]:
+            rs = by["rldata"]
+            s["rldata"]["e2e_no_ray_samples_per_s"] = med([r["samples"] / r["e2e_no_ray_s"] for r in rs])
+            s["rldata"]["split_median"] = {
+                k: round(statistics.median(r["split"][k] for r in rs), 3) for k in rs[0]["split"]
+            }
+            # ratios per repeat, rldata against each bare contender of the same repeat
+            for c in ("bare", "bare1", "bare2"):
+                pairs = list(zip(rs, by[c]))
+                if pairs:
+                    s["rldata"][f"ratio_e2e_vs_{c}"] = med([b["e2e_s"] / r["e2e_s"] for r, b in pairs])
+                    s["rldata"][f"ratio_e2e_no_ray_vs_{c}"] = med(
+                        [b["e2e_s"] / r["e2e_no_ray_s"] for r, b in pairs]
+                    )
+        s["samples"] = here[0]["samples"]
+        s["mean_completion_tokens"] = round(here[0]["tokens"] / max(1, here[0]["samples"]), 2)
+        out[length] = s
+    return out
 
 
 def rss_child(n_tasks: int) -> None:
     """Run a job of n_tasks in this process and print the driver's peak RSS (MiB)."""
-    from rldata.params import SamplingSpec
-
-    spec = SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0)
-    rldata_job(_tasks(n_tasks), spec, 256)
+    rldata_job("short", n_tasks)
     print(json.dumps({"tasks": n_tasks, "samples": n_tasks * 16, "peak_rss_mib": round(_vm_hwm_mib(), 1)}))
 
 
@@ -113,36 +250,46 @@ def _vm_hwm_mib() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", type=int, default=3500)
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--tasks", type=int, default=3500, help="tasks for the short completions")
+    ap.add_argument("--long-tasks", type=int, default=500, help="tasks for the 64-token completions")
+    ap.add_argument("--lengths", default="short,long")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=str(HERE / "bench_sample.json"))
     ap.add_argument("--rss", default="", help="comma-separated task counts for the driver RSS runs")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--length", default="short", help=argparse.SUPPRESS)
     ap.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rss_child:
         rss_child(a.rss_child)
         return
-    from rldata.params import SamplingSpec
-
-    spec = SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0)
-    tasks = _tasks(a.tasks)
-    base_e2e, base_loop = bare(tasks, spec, a.batch)
-    e2e, job = rldata_job(tasks, spec, a.batch)
-    print(
-        json.dumps(
-            {
-                "tasks": a.tasks,
-                "samples": a.tasks * 16,
-                "load_avg_1m": round(os.getloadavg()[0], 2),
-                "bare_vllm_samples_per_s_with_load": round(base_e2e, 1),
-                "bare_vllm_samples_per_s_loop": round(base_loop, 1),
-                "rldata_end_to_end_samples_per_s": round(e2e, 1),
-                "rldata_job_phase_samples_per_s": round(job, 1),
-                "ratio_end_to_end": round(e2e / base_e2e, 3),
-                "ratio_vs_bare_loop": round(e2e / base_loop, 3),
-            }
-        ),
-        flush=True,
-    )
+    if a.child:
+        print(json.dumps(_child(a.child, a.length, a.tasks)), flush=True)
+        return
+    lengths = [x for x in a.lengths.split(",") if x]
+    contenders = [x for x in a.contenders.split(",") if x]
+    if "long" in lengths:
+        long_model()  # made once, outside any timed child
+    rows, started = [], time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    for rep in range(a.repeats):
+        for length in lengths:
+            n = a.tasks if length == "short" else a.long_tasks
+            order = contenders[rep % len(contenders) :] + contenders[: rep % len(contenders)]
+            for c in order:
+                row = _run_child(c, length, n)
+                row["repeat"] = rep
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+    result = {
+        "started": started,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": f"{os.cpu_count()} CPUs",
+        "summary": _summarise(rows),
+        "runs": rows,
+    }
+    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["summary"], indent=1))
     for n in [int(x) for x in a.rss.split(",") if x]:
         out = subprocess.run(
             [sys.executable, __file__, "--rss-child", str(n)], capture_output=True, text=True, check=False

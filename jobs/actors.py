@@ -8,6 +8,7 @@ engine costs a reload, not the job.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -87,6 +88,18 @@ class EngineActor:
         from rldata.engine import Engine
 
         self.engine = Engine(model, seed=seed, **engine_kwargs)
+        self.busy_s = 0.0  # seconds spent inside generate calls: a job's engine idle share is 1 - busy / wall
+
+    def _timed(self, fn, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.busy_s += time.perf_counter() - t
+
+    def busy(self) -> float:
+        """Seconds this engine has spent generating since it started."""
+        return self.busy_s
 
     def info(self) -> dict[str, Any]:
         return {
@@ -109,11 +122,11 @@ class EngineActor:
         seeds: Sequence[int | None] | None = None,
         logprobs: bool = False,
     ):
-        return self.engine.generate(prompts, spec, seeds=seeds, logprobs=logprobs)
+        return self._timed(self.engine.generate, prompts, spec, seeds=seeds, logprobs=logprobs)
 
     def generate_ids(self, prompt_ids, spec: SamplingSpec, seeds, max_tokens=None, logprobs: bool = False):
-        return self.engine.generate_ids(
-            prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs
+        return self._timed(
+            self.engine.generate_ids, prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs
         )
 
     def reload_weights(self, weights: Iterable[tuple[str, Any]], direct: bool = True) -> str:

@@ -103,15 +103,26 @@ class SampleSummary:
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
     episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
-    engine_busy_frac: float | None = None  # episode batches: share of their time the engines were generating
+    engine_busy_frac: float | None = None  # share of the sampling time the engines were generating
     tool_call_frac: float | None = None  # episodes that called a tool at least once
+    # Where the wall time went (seconds).  Verify and commit run in the driver while the engines
+    # generate the next batches, so they only cost wall time when the engines wait for them.
+    time_engine_start_s: float = 0.0  # engine actors started and their model loaded
+    time_sampling_s: float = 0.0  # first generate call to the last commit
+    time_verify_s: float = 0.0  # the driver waiting for verdicts
+    time_commit_s: float = 0.0  # rows built and committed (trajectories, verifications, ledger)
+    time_ledger_s: float = 0.0  # the final ledger rebuild
 
     @property
     def samples_per_s(self) -> float:
         return self.samples / self.seconds if self.seconds else 0.0
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "samples_per_s": round(self.samples_per_s, 2)}
+        d = asdict(self)
+        return {
+            **{k: round(v, 3) if k.startswith("time_") else v for k, v in d.items()},
+            "samples_per_s": round(self.samples_per_s, 2),
+        }
 
 
 def traj_id(
@@ -349,6 +360,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
             }
             summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
             stop = cols.get
+        t_ledger = time.monotonic()
         recompute_passrates(
             store,
             model=model,
@@ -358,6 +370,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
             run_id=run.run_id,
             stop=stop,
         )
+        summary.time_ledger_s = round(time.monotonic() - t_ledger, 3)
         run.summary = summary.to_dict()
     return summary
 
@@ -390,9 +403,12 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
     import ray
 
     from rldata.jobs.actors import ensure_ray, start_engines
+    from rldata.verify.parallel import warm_driver_verifiers
 
     spec, job = ctx.job.spec, ctx.job
     ensure_ray(job.address)
+    warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
+    t_start = time.monotonic()
     engines = start_engines(
         job.engines,
         job.model,
@@ -400,6 +416,7 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
     )
+    ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
     if job.reward.needs_judge(todo["domain"].unique().to_list()):
         from rldata.jobs.actors import RemoteEngine
         from rldata.rewards.judge import Judge
@@ -407,8 +424,10 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         ctx.judge = Judge(RemoteEngine(engines[0]))
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
         try:
+            t0 = time.monotonic()
             with progress("sampling", total=todo.height, unit="tasks") as bar:
                 _adaptive_rounds(ctx, engines, todo, bar)
+            _engine_time(ctx, engines, t0)
         finally:
             for a in engines:
                 ray.kill(a)
@@ -453,9 +472,21 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
             if env_tasks.height:
                 _run_episode_batches(ctx, engines, env_tasks, bar, t0)
+        _engine_time(ctx, engines, t0)
     finally:
         for a in engines:
             ray.kill(a)
+
+
+def _engine_time(ctx: _Ctx, engines, t0: float) -> None:
+    """The sampling phase's wall time and the engines' busy share of it (their own clocks)."""
+    import ray
+
+    s = ctx.summary
+    s.time_sampling_s = round(time.monotonic() - t0, 3)
+    busy = sum(ray.get([a.busy.remote() for a in engines]))
+    if s.time_sampling_s > 0:
+        s.engine_busy_frac = round(min(1.0, busy / (s.time_sampling_s * len(engines))), 4)
 
 
 def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
@@ -487,7 +518,7 @@ def _run_episode_batches(ctx: _Ctx, engines, todo: pl.DataFrame, bar, t0: float)
         rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
         bar.advance(b.height, samples_per_s=f"{rate:.0f}")
     es = ctx.episodes
-    ctx.summary.episode_rounds, ctx.summary.engine_busy_frac = es.rounds, round(es.engine_busy_frac, 4)
+    ctx.summary.episode_rounds = es.rounds
     if ctx.tool_episodes[1]:
         ctx.summary.tool_call_frac = ctx.tool_episodes[0] / ctx.tool_episodes[1]
     log(
@@ -647,7 +678,10 @@ def _commit_batch(
                 meta[tid] = (task_id, row["domain"])
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
+    t_verify = time.monotonic()
     verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    t_rows = time.monotonic()
+    s.time_verify_s += t_rows - t_verify
     verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
     ver_rows, outcomes = [], []
     for tid, (task_id, domain) in meta.items():
@@ -693,6 +727,7 @@ def _commit_batch(
     ctx.sampled.update(batch["task_id"].to_list())
     s.tasks_sampled = len(ctx.sampled)
     s.samples += len(traj_rows)
+    s.time_commit_s += time.monotonic() - t_rows
 
 
 def _written_by(ctx: _Ctx, traj_ids: list[str]) -> set[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 from rldata.errors import ConfigError
 
@@ -44,10 +45,15 @@ class SamplingSpec:
             d.pop("seed")
         return d
 
-    def to_json(self) -> str:
+    # Cached: a job stamps both on every sample it writes (the fields are frozen, so they cannot go stale).
+    @cached_property
+    def _json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
-    @property
+    def to_json(self) -> str:
+        return self._json
+
+    @cached_property
     def params_hash(self) -> str:
         """Hash of everything but the seed (see module docstring)."""
         blob = json.dumps(self.to_dict(with_seed=False), sort_keys=True).encode()

@@ -83,6 +83,11 @@ class SampleResult(Result):
     episode_rounds: int
     engine_busy_frac: float | None
     tool_call_frac: float | None
+    time_engine_start_s: float
+    time_sampling_s: float
+    time_verify_s: float
+    time_commit_s: float
+    time_ledger_s: float
 
     @property
     def samples_per_s(self) -> float:

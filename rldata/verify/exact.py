@@ -55,6 +55,7 @@ class ExactVerifier:
     name = "exact"
     version = "rldata2"
     in_process = True  # string compares cannot hang: no child process needed
+    cheap = True  # verify_on_ray checks it in the driver, never in a Ray task
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
         return _candidate(completion, normalize_text)
@@ -86,6 +87,7 @@ class RegexVerifier:
     version = f"regex-{_pkg_version('regex')}+rldata2"
     match_timeout_s = 2.0
     in_process = True  # the regex engine's own timeout bounds the match
+    cheap = True
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
         return _candidate(completion)

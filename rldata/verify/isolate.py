@@ -167,6 +167,14 @@ class Isolate:
         with self._lock:
             return self._run(list(units), dict(factories or {}), timeout_s)
 
+    def warm(self, factories: Mapping[str, Callable]) -> str | None:
+        """Start the child and prepare ``factories``' verifiers (imports) now, not on the first
+        batch; the reason when no child could start.  A job calls it while its engines load."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return None
+            return self._hand_over([], dict(factories), None)
+
     def _run(self, units: list, factories: dict, timeout_s: float | None) -> list[list[Verdict]]:
         results: list[list[Verdict]] = []
         hard = kill_after_s(timeout_s)
@@ -269,7 +277,7 @@ def _child_main() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the parent, which fails these units
             _send(out, f"cannot load the verifiers: {type(e).__name__}: {str(e)[:200]}")
             continue
-        prepare_verifiers({u.verifier for u in units}, factories)
+        prepare_verifiers(set(factories) | {u.verifier for u in units}, factories)
         _send(out, "ready")
         for u in units:
             _send(out, run_units_here([u], timeout_s=timeout_s, factories=factories)[0])

@@ -91,6 +91,7 @@ class MathVerifier:
     """``passed`` when the extracted answer is equivalent to ``task["answer"]`` under math-verify."""
 
     name = "math"
+    cheap = True  # well under a millisecond per distinct answer: checked in the driver, not a Ray task
     # Bump the +rldataN suffix whenever extraction or gold handling changes what passes.
     version = f"math-verify-{_pkg_version('math-verify')}+rldata2"
 

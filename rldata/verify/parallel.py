@@ -14,6 +14,16 @@ Failure handling, so one bad sample never takes a job down and never becomes a s
   in halves and resubmitted, down to the single unit that fails; that unit is retried
   ``max_retries`` more times and then gets an error verdict.  The others pass normally.
 
+Where the distinct units run (``where``): ``"ray"`` sends them out as Ray tasks; ``"driver"`` checks
+them in this process's persistent verifier child (:func:`~rldata.verify.isolate.shared_isolate`,
+started once, killable, the same guards) with no Ray task at all; ``"auto"`` (the default) picks
+the driver when every verifier involved declares ``cheap = True`` (math, exact, regex,
+reasoning-gym: well under a millisecond per distinct answer once extracted) and Ray otherwise (code
+runs tests in a sandbox).  A Ray task per batch costs scheduling, a worker process and a pickled
+round trip: more than the whole check for a batch of short answers, and on a small machine those
+workers compete with the engines for the cores.  Pass ``where="ray"`` when a job's cheap checks
+outgrow one core (many engines on a large cluster).
+
 Without an initialized Ray (``ray.is_initialized()`` false), everything runs on this machine
 through :func:`~rldata.verify.run.verify_many`'s code path: the same results, no parallelism.
 """
@@ -24,7 +34,7 @@ import pickle
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.verify.base import REGISTRY, Verdict
 from rldata.verify.isolate import dump_factories
 from rldata.verify.run import (
@@ -38,9 +48,10 @@ from rldata.verify.run import (
     run_units,
 )
 
-__all__ = ["MIN_CHUNK", "verify_on_ray"]
+__all__ = ["MIN_CHUNK", "WHERE", "verify_on_ray", "warm_driver_verifiers"]
 
 MIN_CHUNK = 16  # units per Ray task at least: a task costs ~1 ms of scheduling, a unit ~0.5 ms
+WHERE = ("auto", "driver", "ray")  # where distinct units are checked (module docstring)
 
 
 def _requests(items: Sequence[Mapping[str, Any]]) -> tuple[list[Hashable], list[tuple[str, Any, dict]]]:
@@ -77,35 +88,65 @@ def verify_on_ray(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     max_retries: int = 1,
     stats: VerifyStats | None = None,
+    where: str = "auto",
 ) -> dict[Hashable, list[Verdict]]:
     """Verify items on the current Ray cluster (or locally without one); ``{key: verdicts}``.
 
     ``num_tasks``: how many Ray tasks to split the distinct work into (default: 4 per cluster
     CPU, at least :data:`MIN_CHUNK` units each).  ``timeout_s``: soft limit per distinct check.
-    Raises :class:`RldataError` on malformed items (missing key, duplicate key, unknown verifier or
-    domain) before any work starts; verifier failures never raise.
+    ``where``: ``auto`` | ``driver`` | ``ray``, where the distinct units are checked (module
+    docstring).  Raises :class:`RldataError` on malformed items (missing key, duplicate key, unknown
+    verifier or domain) or an unknown ``where`` before any work starts; verifier failures never raise.
     """
     import ray
 
+    if where not in WHERE:
+        raise ConfigError(f"where must be one of {', '.join(WHERE)}, got {where!r}", field="where")
     keys, requests = _requests(items)
     names = {r[0] for r in requests}
     factories = {n: REGISTRY[n] for n in names}  # shipped: verifiers registered at run time work too
-    units, where = plan(requests, factories=factories)
+    units, slots = plan(requests, factories=factories)
     st = stats if stats is not None else VerifyStats()
     st.items += len(items)
     st.unique += len(units)
+    here = where == "driver" or (where == "auto" and all(_cheap(factories[n]) for n in names))
     if not units:
         results: list[list[Verdict]] = []
-    elif not ray.is_initialized():
+    elif here or not ray.is_initialized():
         results = run_units(units, timeout_s=timeout_s, factories=factories)
         st.computed += len(units)
+        st.in_driver += len(units)
     else:
         results = _run_on_ray(
             units, factories, num_tasks=num_tasks, timeout_s=timeout_s, max_retries=max_retries, st=st
         )
-    out = expand(where, results)
+    out = expand(slots, results)
     st.errors += count_errors(out)
     return dict(zip(keys, out))
+
+
+def warm_driver_verifiers(names: Sequence[str]) -> None:
+    """Start this process's verifier child and import the cheap verifiers among ``names`` in a
+    background thread, so that a job's first batch does not wait for it (math-verify's import takes
+    a second or two).  Verifiers that run in this process or on Ray need nothing."""
+    import threading
+
+    from rldata.verify.isolate import shared_isolate
+
+    factories = {}
+    for n in names:
+        f = REGISTRY.get(resolve_verifier(n))
+        if f is not None and _cheap(f) and getattr(f, "in_process", False) is not True:
+            factories[n] = f
+    if factories:
+        threading.Thread(
+            target=shared_isolate().warm, args=(factories,), name="rldata-verify-warm", daemon=True
+        ).start()
+
+
+def _cheap(factory: Callable) -> bool:
+    """A verifier class that says its checks are cheap (``cheap = True``); others go to Ray."""
+    return getattr(factory, "cheap", False) is True
 
 
 def _chunks(n: int, num_tasks: int) -> list[list[int]]:

@@ -123,6 +123,7 @@ class ReasoningGymVerifier:
     # "+1": this module's extraction and guard rules; bump it when they change
     version = f"rg{rg_version() or '-none'}+1"
     uses_metadata = True  # the verify plumbing carries the task's metadata to check()
+    cheap = True  # score_answer is a string/number compare; it still runs in the killable child
 
     def prepare(self) -> None:
         """Import reasoning-gym outside any deadline (an import cut by a timeout stays half-done)."""

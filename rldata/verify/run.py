@@ -57,6 +57,7 @@ class VerifyStats:
     chunks: int = 0  # Ray tasks submitted, retries included
     retried: int = 0  # of those, resubmissions after a failed chunk
     worker_failures: int = 0  # chunks lost to a dead worker or a task-level error
+    in_driver: int = 0  # units checked in this process's verifier child, not in a Ray task
 
 
 class Unit(NamedTuple):

@@ -90,6 +90,14 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     assert m["reward/r_vr/math"] == pytest.approx(n_ok / len(rv)) == pytest.approx(m["reward/total"])
     assert m["reward/n/math"] == len(rv) and m["reward/length_penalty/math"] == 0.0
     assert summary.reward_mean == pytest.approx(n_ok / len(rv))
+    # where the time went: the engines' own clock against the sampling phase, the driver's stages
+    assert summary.time_engine_start_s > 0 and summary.time_sampling_s > 0
+    assert 0 < summary.engine_busy_frac <= 1
+    assert 0 < summary.time_verify_s + summary.time_commit_s <= summary.time_sampling_s
+    assert (
+        summary.time_engine_start_s + summary.time_sampling_s <= summary.seconds and summary.time_ledger_s > 0
+    )
+    assert json.loads(run["summary"])["time_sampling_s"] == round(summary.time_sampling_s, 3)
 
     # same command again: a no-op that writes nothing
     versions = store.versions()

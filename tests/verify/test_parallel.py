@@ -80,15 +80,32 @@ def test_results_by_key_and_dedup(ray_session, tmp_path):
     assert all(int(line.split()[0]) != os.getpid() for line in lines)  # checked away from the driver
 
 
-def test_math_on_ray(ray_session):
+@pytest.mark.parametrize("where", ["auto", "driver", "ray"])
+def test_math_on_ray(ray_session, where):
     comps = ["The answer is 18.", "#### 18", "\\boxed{18}", "So 17.", "", "\\boxed{\\frac{36}{2}}"]
     items = [_item(f"k{i}", comps[i % len(comps)], "18", domain="math") for i in range(96)]
     stats = VerifyStats()
-    out = verify_on_ray(items, timeout_s=5.0, stats=stats)
+    out = verify_on_ray(items, timeout_s=5.0, stats=stats, where=where)
     assert [out[f"k{i}"][0].passed for i in range(96)] == [
         comps[i % len(comps)] not in ("So 17.", "") for i in range(96)
     ]
     assert stats.unique == 4  # 18, 17, no answer, \frac{36}{2}
+    # math is cheap: auto checks it in the driver's verifier child, with no Ray task
+    local = where != "ray"
+    assert (stats.in_driver, stats.chunks > 0) == ((4, False) if local else (0, True))
+
+
+def test_auto_sends_verifiers_that_are_not_cheap_to_ray(ray_session, tmp_path):
+    log = tmp_path / "calls.txt"
+    items = [_item(i, a, "12", verifier="test-ray-count", tests=str(log)) for i, a in enumerate("1213")]
+    stats = VerifyStats()
+    verify_on_ray(items, timeout_s=5.0, stats=stats)
+    assert stats.in_driver == 0 and stats.chunks >= 1
+    stats = VerifyStats()
+    verify_on_ray(items, timeout_s=5.0, stats=stats, where="driver")
+    assert stats.in_driver == 3 and stats.chunks == 0
+    with pytest.raises(RldataError, match="where must be one of"):
+        verify_on_ray(items, where="gpu")
 
 
 def test_dead_worker_chunk_is_split_and_only_the_culprit_errors(ray_session):
@@ -106,13 +123,14 @@ def test_dead_worker_chunk_is_split_and_only_the_culprit_errors(ray_session):
     assert stats.worker_failures == 4 and stats.errors == 1 and stats.computed == 7
 
 
-def test_hang_and_process_death_inside_a_worker_are_error_verdicts(ray_session):
+@pytest.mark.parametrize("where", ["driver", "ray"])
+def test_hang_and_process_death_inside_a_worker_are_error_verdicts(ray_session, where):
     items = [
         _item("hang", "\\boxed{9^{9^{9^{9}}}}", "5"),
         _item("ok", "The answer is 5", "5"),
         _item("ok2", "#### 4", "5"),
     ]
-    out = verify_on_ray(items, timeout_s=1.0)
+    out = verify_on_ray(items, timeout_s=1.0, where=where)
     assert out["hang"][0].passed is None and out["hang"][0].error.startswith("timeout")
     assert out["ok"][0].passed is True and out["ok2"][0].passed is False
 
