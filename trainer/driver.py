@@ -402,6 +402,10 @@ def _train_steps(
             observations.push(step, wb.bucket_accuracy(groups))
             if k == 0 or hold(step):
                 observations.apply()  # the producer is waiting for this step: the sampler is ours
+            if not hold(step):
+                # The next generation needs only the published weights and the observations: let it
+                # start now, while this step's metrics are built (sync mode: off the critical path).
+                pipe.consumed(step)
             idle_now = pipe.engine_idle()
             times = {
                 "generate": rt.generate,
@@ -444,7 +448,7 @@ def _train_steps(
                 summary.checkpoint = str(path)
                 if eval_due(step):
                     run_eval(step, path)
-            pipe.consumed(step)
+                pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)
 
