@@ -307,7 +307,10 @@ def child(
 def rldata_version(python: str | None) -> str:
     """The git commit of the rldata that ``python`` imports (for the record)."""
     code = "import rldata, subprocess, pathlib; d = pathlib.Path(rldata.__file__).parent; print(subprocess.run(['git', '-C', str(d), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip(), d)"
-    p = subprocess.run([python or sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    # from a neutral directory: a checkout root on sys.path would shadow the installed rldata
+    p = subprocess.run(
+        [python or sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd="/"
+    )
     return p.stdout.strip()
 
 
@@ -325,6 +328,7 @@ def main() -> None:
         help="also run every rldata mode with this interpreter (e.g. another checkout's venv), side by side",
     )
     ap.add_argument("--no-trl", action="store_true", help="skip TRL (rldata rows only)")
+    ap.add_argument("--out", default=str(HERE / "bench_grpo_vs_trl.json"), help="results file (accumulates)")
     ap.add_argument(
         "--learner-cpus",
         type=int,
@@ -341,7 +345,7 @@ def main() -> None:
         )
         print(json.dumps(got))
         return
-    out = HERE / "bench_grpo_vs_trl.json"
+    out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {}  # sizes run separately accumulate
     for size in args.sizes.split(","):
         os.environ["BENCH_LEARNER_CPUS"] = str(args.learner_cpus)
