@@ -2,6 +2,7 @@
 
     python benchmarks/bench_grpo_vs_trl.py [--sizes tiny,scaled] [--steps 6] [--warmup 2]
                                            [--modes sync,async1,async2,async4]
+                                           [--baseline-python /path/to/other/checkout/.venv/bin/python]
 
 Same model, same prompts (the bundled arith tasks), same G=16, 4 prompts per step (batch 64), same
 completion cap, temperature 1, one optimizer step per batch, no KL term, token-level loss, clip
@@ -14,8 +15,14 @@ architecture at ~27M parameters (hidden 512, 8 layers), random init, 64-token an
 token the model cannot emit, so every answer runs to the cap in both systems).
 
 Samples/s = 64 x timed steps / wall time of those steps (warm-up steps excluded: engine/Ray start,
-first-call compilation).  Each side runs in its own child process, one after the other.  rldata
-runs once per mode: ``sync`` (the default trainer) and ``asyncK`` (``mode: async``, max_staleness K).
+first-call compilation).  TRL's wall runs from the end of the last warm-up step to the end of the
+last step; rldata's is the sum of the timed steps' ``time/step`` (the learner loop's wall: waiting
+for rollouts, the update, bookkeeping; the background write-back is not in it, as it is not on the
+step's path; until 2026-12-02 the metrics rows' commit times were used, which batched commits no
+longer give; the two agreed within 3%).  Each side runs in its own child process, one after the
+other.  rldata runs once per mode: ``sync`` (the default trainer) and ``asyncK`` (``mode: async``,
+max_staleness K); with ``--baseline-python`` each mode also runs with another checkout's rldata
+(e.g. main's venv) right before, for a before/after side by side.
 Also reported for rldata: the learners' and the engine's idle fractions, the mean time split per step
 and the mean staleness.
 """
@@ -44,10 +51,12 @@ def _tasks(n: int) -> list[dict]:
     return rows[:n]
 
 
-def scaled_model() -> Path:
-    """~27M-parameter Llama with the tiny model's tokenizer, random init; eos = a token beyond the
-    model's vocabulary, so generation always runs to the cap."""
-    path = WORK / "scaled-llama"
+def scaled_model(*, stops: bool = False) -> Path:
+    """~27M-parameter Llama with the tiny model's tokenizer, random init (seed 0).  ``stops=False``:
+    eos = a token beyond the model's vocabulary, so generation always runs to the cap.  ``stops=True``:
+    the same weights with the tokenizer's own eos, which the random model samples with probability
+    ~1/27 per token, so completion lengths spread from 1 token to the cap (bench_async_varlen.py)."""
+    path = WORK / ("varlen-llama" if stops else "scaled-llama")
     if (path / "config.json").exists():
         return path
     import torch
@@ -57,7 +66,9 @@ def scaled_model() -> Path:
 
     tok = build_tokenizer()
     vocab = len(tok)
-    tok.add_special_tokens({"eos_token": "<eos64>"})  # id == vocab: never sampled
+    if not stops:
+        tok.add_special_tokens({"eos_token": "<eos64>"})  # id == vocab: never sampled
+    eos = tok.eos_token_id
     tok.model_max_length = 128
     torch.manual_seed(0)
     cfg = LlamaConfig(
@@ -69,12 +80,12 @@ def scaled_model() -> Path:
         num_key_value_heads=8,
         max_position_embeddings=128,
         bos_token_id=1,
-        eos_token_id=vocab,
+        eos_token_id=eos,
         pad_token_id=0,
         tie_word_embeddings=False,
     )
     model = LlamaForCausalLM(cfg)
-    model.generation_config.eos_token_id = vocab
+    model.generation_config.eos_token_id = eos
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
@@ -87,7 +98,13 @@ def model_for(size: str) -> str:
 
 
 # ---- rldata ----------------------------------------------------------------------------------------
-def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
+def run_rldata(
+    size: str, steps: int, warmup: int, mode: str = "sync", *, model: str | None = None, lengths: bool = False
+) -> dict:
+    """One rldata run; samples/s over the timed steps.  The wall time of the timed steps is the sum of
+    their ``time/step`` (the learner loop's wall per step: waiting for rollouts, update, bookkeeping;
+    the write-back runs in its own thread and is not in it), the same measure on every version of
+    the trainer.  ``lengths``: also the completion lengths of the timed steps' rollouts."""
     from rldata import open_store
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
@@ -108,7 +125,7 @@ def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
         ],
     )
     cfg = TrainConfig(
-        model=model_for(size),
+        model=model or model_for(size),
         run_id="bench",
         output_dir=str(tmp / "runs"),
         steps=steps + warmup,
@@ -126,21 +143,45 @@ def run_rldata(size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
     t0 = time.monotonic()
     train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
     total = time.monotonic() - t0
-    m = store.sql(
-        "SELECT step, name, value, epoch_us(created_at) / 1e6 AS t FROM metrics WHERE run_id = 'bench'"
-    ).pl()
-    at = {r["step"]: r["t"] for r in m.filter(m["name"] == "samples").iter_rows(named=True)}
-    wall = at[steps + warmup] - at[warmup]
+    m = store.sql("SELECT step, name, value FROM metrics WHERE run_id = 'bench'").pl()
     timed = m.filter(m["step"] > warmup)
+    step_s = timed.filter(timed["name"] == "time/step").sort("step")["value"].to_list()
+    if len(step_s) != steps:
+        raise RuntimeError(f"expected {steps} timed steps, the store has {len(step_s)}")
+    wall = sum(step_s)
 
     def mean(name):
         v = timed.filter(timed["name"] == name)["value"]
         return float(v.mean()) if len(v) else None
 
+    extra = {}
+    if lengths:
+        rows = store.sql(
+            "SELECT step, completion_tokens FROM trajectories WHERE run_id = 'bench' AND step > $1",
+            params=[warmup],
+        ).pl()
+        import polars as pl
+
+        tokens = pl.col("completion_tokens")
+        per = rows.group_by("step").agg(tokens.mean().alias("mean"), tokens.max().alias("max"))
+        q = rows["completion_tokens"]
+        extra["lengths"] = {
+            "p10": float(q.quantile(0.1)),
+            "p50": float(q.quantile(0.5)),
+            "p90": float(q.quantile(0.9)),
+            "min": int(q.min()),
+            "max": int(q.max()),
+            "mean": float(q.mean()),
+            "at_cap_frac": float((q >= SIZES[size]).mean()),
+            "step_mean": sorted(round(float(x), 1) for x in per["mean"]),
+            "step_max": sorted(int(x) for x in per["max"]),
+        }
     return {
         "samples_per_s": PROMPTS * G * steps / wall,
         "wall_s": wall,
+        "step_s": step_s,
         "total_s": total,
+        **extra,
         "learner_idle_frac": mean("learner_idle_frac"),
         "engine_idle_frac": mean("engine_idle_frac"),
         "staleness_mean": mean("staleness"),
@@ -231,12 +272,17 @@ def run_trl(size: str, steps: int, warmup: int) -> dict:
 
 
 # ---- driver ----------------------------------------------------------------------------------------
-def child(which: str, size: str, steps: int, warmup: int, mode: str = "sync") -> dict:
+def child(
+    which: str, size: str, steps: int, warmup: int, mode: str = "sync", *, python=None, script=None
+) -> dict:
+    """One measurement in a fresh process: ``python`` (default: this interpreter) runs ``script``
+    (default: this file) with ``--child``.  Another interpreter is how the baseline runs: its
+    environment imports another checkout of rldata."""
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TOKENIZERS_PARALLELISM": "false"}
     p = subprocess.run(
         [
-            sys.executable,
-            __file__,
+            python or sys.executable,
+            script or __file__,
             "--child",
             which,
             "--sizes",
@@ -258,6 +304,16 @@ def child(which: str, size: str, steps: int, warmup: int, mode: str = "sync") ->
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def rldata_version(python: str | None) -> str:
+    """The git commit of the rldata that ``python`` imports (for the record)."""
+    code = "import rldata, subprocess, pathlib; d = pathlib.Path(rldata.__file__).parent; print(subprocess.run(['git', '-C', str(d), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip(), d)"
+    # from a neutral directory: a checkout root on sys.path would shadow the installed rldata
+    p = subprocess.run(
+        [python or sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd="/"
+    )
+    return p.stdout.strip()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="tiny,scaled")
@@ -267,6 +323,12 @@ def main() -> None:
     ap.add_argument(
         "--modes", default="sync", help="rldata modes: sync, asyncK (K = max_staleness), comma-separated"
     )
+    ap.add_argument(
+        "--baseline-python",
+        help="also run every rldata mode with this interpreter (e.g. another checkout's venv), side by side",
+    )
+    ap.add_argument("--no-trl", action="store_true", help="skip TRL (rldata rows only)")
+    ap.add_argument("--out", default=str(HERE / "bench_grpo_vs_trl.json"), help="results file (accumulates)")
     ap.add_argument(
         "--learner-cpus",
         type=int,
@@ -283,14 +345,19 @@ def main() -> None:
         )
         print(json.dumps(got))
         return
-    out = HERE / "bench_grpo_vs_trl.json"
+    out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {}  # sizes run separately accumulate
     for size in args.sizes.split(","):
         os.environ["BENCH_LEARNER_CPUS"] = str(args.learner_cpus)
-        trl = child("trl", size, args.steps, args.warmup)
+        trl = {"error": "skipped"} if args.no_trl else child("trl", size, args.steps, args.warmup)
         for mode in args.modes.split(","):
             load = [round(x, 2) for x in os.getloadavg()]
+            base = None
+            if args.baseline_python:
+                base = child("rldata", size, args.steps, args.warmup, mode, python=args.baseline_python)
+                base["version"] = rldata_version(args.baseline_python)
             ours = child("rldata", size, args.steps, args.warmup, mode)
+            ours["version"] = rldata_version(None)
             ratio = (
                 ours["samples_per_s"] / trl["samples_per_s"]
                 if "error" not in ours and "error" not in trl
@@ -306,10 +373,16 @@ def main() -> None:
                 "mode": mode,
                 "load_avg_before": load,
                 "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             }
+            if base is not None:
+                results[key]["baseline"] = base
+                if "error" not in base and "error" not in trl:
+                    results[key]["baseline_ratio"] = base["samples_per_s"] / trl["samples_per_s"]
             print(
-                f"{size} {mode}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s, "
-                f"TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
+                f"{size} {mode}: rldata {ours.get('samples_per_s', float('nan')):.1f} samples/s"
+                + (f" (baseline {base.get('samples_per_s', float('nan')):.1f})" if base else "")
+                + f", TRL {trl.get('samples_per_s', float('nan')):.1f} samples/s, ratio {ratio or float('nan'):.2f}; "
                 f"learner idle {ours.get('learner_idle_frac') or float('nan'):.0%}, engine idle "
                 f"{ours.get('engine_idle_frac') or float('nan'):.0%}; load {load}",
                 flush=True,

@@ -129,8 +129,9 @@ class EngineActor:
             self.engine.generate_ids, prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs
         )
 
-    def reload_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        self.engine.reload_weights(weights)
+    def reload_weights(self, weights: Iterable[tuple[str, Any]], direct: bool = True) -> str:
+        """New weights in place (rldata.engine.Engine.reload_weights); returns how they were loaded."""
+        return self.engine.reload_weights(weights, direct=direct)
 
     def ping(self) -> int:
         return os.getpid()

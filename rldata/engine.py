@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rldata.engine_weights import FlatWeights
 from rldata.errors import RldataError
 from rldata.params import SamplingSpec
 
@@ -195,6 +196,7 @@ class Engine:
             **{**kwargs, **llm_kwargs},
         )
         self.max_model_len = max_model_len
+        self._direct_refused: str | None = None  # why direct weight loads do not apply here
 
     @property
     def llm(self):
@@ -299,15 +301,37 @@ class Engine:
                 result[i] = _sample(out, out.outputs[0], logprobs)
         return result
 
-    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Load new weights (HF names, e.g. a ``state_dict().items()``) into the running engine.
+    def reload_weights(
+        self, weights: Iterable[tuple[str, torch.Tensor]] | FlatWeights, *, direct: bool = True
+    ) -> str:
+        """Load new weights (HF names, e.g. a ``state_dict().items()``, or a :class:`FlatWeights`)
+        into the running engine; returns how: ``"direct"`` or ``"reload_weights"``.
 
+        ``direct`` (the default) copies them straight into vLLM's parameters where the names map
+        (rldata.engine_weights, several times faster); where they do not, or with ``direct=False``,
+        vLLM's own ``reload_weights`` loads them.  The first refusal is logged once.
         The prefix cache is dropped afterwards: its KV blocks were computed with the old weights
         (vLLM's reload leaves them in place, and a prompt sharing a cached block would reuse them).
         """
-        weights = [(name, t.detach()) for name, t in weights]
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        from rldata.engine_weights import direct_load
+
+        how = "reload_weights"
+        if direct and self._direct_refused is None:
+            flat = weights if isinstance(weights, FlatWeights) else FlatWeights.pack(weights)
+            reasons = [r for r in self.llm.collective_rpc(direct_load, args=(flat,)) if r is not None]
+            if reasons:
+                self._direct_refused = reasons[0]
+                from rldata.console import log
+
+                log(f"engine: weights load through vLLM's reload_weights ({reasons[0]})")
+            else:
+                how = "direct"
+            weights = flat
+        if how != "direct":
+            pairs = [(name, t.detach()) for name, t in weights]
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": pairs})
         self.llm.reset_prefix_cache()
+        return how
 
     def close(self) -> None:
         """Stop the engine and free its memory; a new Engine can then start in this process."""

@@ -5,7 +5,8 @@ Per step (sync mode; async mode runs the first line ahead in a producer thread, 
     sampler.next_batch(P) -> engines generate G samples per prompt (with behaviour log-probs)
       -> verify on Ray -> rewards -> group advantages -> zero-variance groups dropped and replaced
          (up to max_resample rounds) -> collate kept groups -> LearnerGroup.step
-      -> new weights into every engine in place (reload_weights), policy_version += 1
+      -> new weights into every engine in place (one flat buffer, copied into vLLM's parameters),
+         policy_version += 1
       -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,6 +45,7 @@ from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
 from rldata.trainer.rollout import collect_step, load_reward
 from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
+from rldata.trainer.writer import Writer
 
 __all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
 
@@ -62,6 +65,10 @@ class DriverOptions:
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
     tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
     tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
+    # Steps' rows are committed together at most this often (rldata.trainer.writer): a commit costs
+    # about the same for one step's rows as for ten, and on a small machine it competes with the
+    # engine and the learner for the cores.  Checkpoints (and the end) always commit at once.
+    writeback_interval_s: float = 2.0
 
     def __post_init__(self):
         from rldata.trackers import check_tracker
@@ -71,6 +78,8 @@ class DriverOptions:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
             raise RldataError("kv_cache_gib and verify_timeout_s must be > 0")
+        if self.writeback_interval_s < 0:
+            raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
 
 
 @dataclass
@@ -261,7 +270,18 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     reward = load_reward(cfg)
     learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
     engines = []
-    writer = wb.Writer()
+    writer = Writer(
+        partial(
+            _commit,
+            store,
+            total=cfg.steps,
+            summary=summary,
+            tracker=state.tracker,
+            params_hash=cfg.sampling_spec().params_hash,
+            run_id=run_id,
+        ),
+        interval_s=opts.writeback_interval_s,
+    )
     try:
         engines = start_engines(
             cfg.num_engines,
@@ -322,7 +342,7 @@ def _train_steps(
     """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back;
     ``state.version`` follows the learners' updates."""
     k = cfg.staleness_bound
-    run_id, start, summary, tracker = state.run_id, state.start, state.summary, state.tracker
+    run_id, start, summary = state.run_id, state.start, state.summary
     base_name, revision = state.base.name, state.base.revision
     weights, observations = Weights(state.version), Observations(ctx.sampler)
 
@@ -373,7 +393,7 @@ def _train_steps(
                 state.version += 1
                 # The ref resolves to the weights after this update (the actor runs calls in order);
                 # the producer loads them before its next generate call.
-                weights.publish(state.version, learners.actors[0].get_weights.remote())
+                weights.publish(state.version, learners.actors[0].flat_weights.remote())
             # The ledger row of a policy version counts all its samples: one step's, or several when the
             # same version generated more than one (async mode, or an update skipped for want of a kept group).
             if gen_version != ledger_version:
@@ -382,6 +402,10 @@ def _train_steps(
             observations.push(step, wb.bucket_accuracy(groups))
             if k == 0 or hold(step):
                 observations.apply()  # the producer is waiting for this step: the sampler is ours
+            if not hold(step):
+                # The next generation needs only the published weights and the observations: let it
+                # start now, while this step's metrics are built (sync mode: off the critical path).
+                pipe.consumed(step)
             idle_now = pipe.engine_idle()
             times = {
                 "generate": rt.generate,
@@ -415,22 +439,7 @@ def _train_steps(
                 revision=revision,
                 version=gen_version,
             )
-            writer.submit(
-                partial(
-                    _commit,
-                    store,
-                    step,
-                    cfg.steps,
-                    dict(metrics),
-                    summary,
-                    rows,
-                    tracker,
-                    ledger_outcomes=ledger,
-                    model=model,
-                    params_hash=ctx.spec.params_hash,
-                    run_id=run_id,
-                )
-            )
+            writer.submit(_StepRows(step, dict(metrics), rows, model, ledger))
             _accumulate(summary, metrics, groups)
             summary.last_step, summary.policy_version = step, state.version
             if hold(step):
@@ -439,7 +448,7 @@ def _train_steps(
                 summary.checkpoint = str(path)
                 if eval_due(step):
                     run_eval(step, path)
-            pipe.consumed(step)
+                pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)
 
@@ -451,18 +460,46 @@ def _rows(groups, ctx, *, run_id, step, model, revision, version) -> tuple[list[
     return traj, wb.verification_rows(groups, ctx.verifier_for, ctx.judge)
 
 
+@dataclass(frozen=True)
+class _StepRows:
+    """One step's write-back, waiting in the writer's queue."""
+
+    step: int
+    metrics: dict
+    rows: Callable[[], tuple[list[dict], list[dict]]]  # (trajectories, verifications), built in the writer
+    model: str  # the ledger name of the policy version that generated the step
+    ledger: list  # ALL outcomes of that version so far (its ledger rows are recounted whole)
+
+
 def _commit(
-    store, step: int, total: int, metrics: dict, summary: TrainSummary, rows, tracker, **ledger
+    store,
+    items: list[_StepRows],
+    *,
+    total: int,
+    summary: TrainSummary,
+    tracker,
+    params_hash: str,
+    run_id: str,
 ) -> None:
-    """One step's write-back (in the writer thread): rollouts, verifications, ledger, then metrics."""
+    """The write-back of one or more steps (in the writer thread), one commit per table: rollouts,
+    verifications, ledger (each version's latest counts), then the metrics, last, so a step whose
+    metrics landed has all its rows.  Each step's ``time/writeback`` is its share of the commit."""
     t0 = time.monotonic()
-    traj, ver = rows()
-    wb.write_step(store, traj=traj, ver=ver, **ledger)
-    metrics["time/writeback"] = time.monotonic() - t0
-    store.append("metrics", wb.metric_rows(ledger["run_id"], step, metrics))
-    tracker.log(step, metrics)  # after the store: the tracker mirrors rows that landed
-    summary.time["writeback"] = summary.time.get("writeback", 0.0) + metrics["time/writeback"]
-    _log_step(step, total, metrics)
+    traj, ver, ledgers = [], [], {}
+    for it in items:
+        t, v = it.rows()
+        traj += t
+        ver += v
+        ledgers[it.model] = it.ledger  # a later step of the same version counts all of its samples
+    wb.write_steps(store, traj=traj, ver=ver, ledgers=ledgers, params_hash=params_hash, run_id=run_id)
+    share = (time.monotonic() - t0) / len(items)
+    for it in items:
+        it.metrics["time/writeback"] = share
+    store.append("metrics", [r for it in items for r in wb.metric_rows(run_id, it.step, it.metrics)])
+    for it in items:
+        tracker.log(it.step, it.metrics)  # after the store: the tracker mirrors rows that landed
+        summary.time["writeback"] = summary.time.get("writeback", 0.0) + share
+        _log_step(it.step, total, it.metrics)
 
 
 def _accumulate(summary: TrainSummary, m: dict, groups) -> None:

@@ -24,7 +24,7 @@ class Weights:
         self.engine_version = version
 
     def publish(self, version: int, ref) -> None:
-        """After an update: ``ref`` resolves to the weights of ``version`` (rank 0's get_weights)."""
+        """After an update: ``ref`` resolves to the weights of ``version`` (rank 0's flat_weights)."""
         self._latest = (version, ref)
 
     def load(self, engines: Sequence) -> float:

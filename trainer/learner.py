@@ -29,6 +29,7 @@ import torch.distributed as dist
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rldata.engine_weights import FlatWeights
 from rldata.trainer.checkpoint import load_model, load_optimizer, save_model_state
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.loss import grpo_loss
@@ -149,6 +150,11 @@ class Learner:
         """(name, tensor) pairs in HF naming, on CPU: what an engine's ``reload_weights`` takes."""
         return [(k, v.detach().to("cpu")) for k, v in self.model.state_dict().items()]
 
+    def flat_weights(self) -> FlatWeights:
+        """The same tensors packed into one buffer: what the driver ships to the engines (one object
+        for Ray to store and for the engine to read in place, instead of one pickle per tensor)."""
+        return FlatWeights.pack(self.model.state_dict().items())
+
     def get_grads(self) -> list[tuple[str, torch.Tensor]]:
         """The last step's gradients (after the all-reduce and clipping), on CPU, for diagnostics."""
         return [
@@ -232,6 +238,9 @@ class _LearnerActor:
 
     def get_weights(self) -> list[tuple[str, torch.Tensor]]:
         return self.learner.get_weights()
+
+    def flat_weights(self) -> FlatWeights:
+        return self.learner.flat_weights()
 
     def get_grads(self) -> list[tuple[str, torch.Tensor]]:
         return self.learner.get_grads()

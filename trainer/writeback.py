@@ -9,10 +9,8 @@ revision stay readable in front.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -24,7 +22,6 @@ from rldata.verify.base import verdict_rows
 
 __all__ = [
     "LEARNER_STATS",
-    "Writer",
     "bucket_accuracy",
     "discard_after",
     "ledger_model",
@@ -38,6 +35,7 @@ __all__ = [
     "verification_rows",
     "write_ledger",
     "write_step",
+    "write_steps",
 ]
 
 
@@ -135,9 +133,32 @@ def write_step(
 ) -> None:
     """Commit a step's rollouts.  Order matters for resume: samples, their verifications, then the ledger
     (the caller appends the metrics last)."""
+    write_steps(
+        store, traj=traj, ver=ver, ledgers={model: ledger_outcomes}, params_hash=params_hash, run_id=run_id
+    )
+
+
+def write_steps(
+    store: Store,
+    *,
+    traj: list[dict],
+    ver: list[dict],
+    ledgers: Mapping[str, Sequence],
+    params_hash: str,
+    run_id: str,
+) -> None:
+    """Commit the rollouts of one or more steps, one commit per table: samples, their verifications,
+    then the ledger rows of every policy version in ``ledgers`` (model -> ALL its outcomes so far).
+    The caller appends the metrics last."""
     store.append("trajectories", traj, dedupe=True)  # keyed: a second writer of the same step adds nothing
     store.append("verifications", ver, dedupe=True)
-    write_ledger(store, ledger_outcomes, model=model, params_hash=params_hash, run_id=run_id)
+    rows = [
+        r
+        for model, outcomes in ledgers.items()
+        for r in rows_from_outcomes(outcomes, model=model, params_hash=params_hash, run_id=run_id)
+    ]
+    if rows:
+        store.upsert("passrates", rows)
 
 
 def metric_rows(run_id: str, step: int, values: dict[str, float]) -> list[dict]:
@@ -297,46 +318,3 @@ def pending_outcomes(
         params={"run": run_id, "model": model, "step": step},
     ).fetchall()
     return [(task, vkey, None if err else bool(ok), ekey) for task, _, vkey, ekey, err, ok in rows]
-
-
-class Writer:
-    """Runs commit functions one after another in a background thread, so a step's write-back
-    overlaps the next step's generation.  After a failure the remaining commits are skipped (the
-    order is what makes resume safe) and the error is raised by the next ``submit`` or ``flush``."""
-
-    def __init__(self):
-        self._q: queue.Queue = queue.Queue()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="rldata-writeback", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            fn = self._q.get()
-            try:
-                if fn is None:
-                    return
-                if self._error is None:
-                    fn()
-            except BaseException as e:  # noqa: BLE001 - handed to the main thread by flush()
-                self._error = e
-            finally:
-                self._q.task_done()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def submit(self, fn: Callable[[], None]) -> None:
-        self._raise()
-        self._q.put(fn)
-
-    def flush(self) -> None:
-        """Wait until every submitted commit is done; raise the first failure."""
-        self._q.join()
-        self._raise()
-
-    def close(self) -> None:
-        self._q.put(None)
-        self._thread.join()
-        self._raise()

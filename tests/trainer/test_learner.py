@@ -78,6 +78,8 @@ def test_weights_are_hf_named_cpu_tensors(tiny_model_dir):
     w = dict(lrn.get_weights())
     assert "model.embed_tokens.weight" in w and "lm_head.weight" in w
     assert all(t.device.type == "cpu" and not t.requires_grad for t in w.values())
+    flat = lrn.flat_weights()  # what the driver ships to the engines: the same tensors, one buffer
+    assert [n for n, _ in flat] == list(w) and all(torch.equal(t, w[n]) for n, t in flat)
 
 
 @pytest.mark.slow
