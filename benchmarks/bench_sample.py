@@ -81,13 +81,13 @@ def _tasks(n: int) -> list[dict]:
 
 def long_model() -> Path:
     """The bundled weights with an eos id beyond the vocabulary: every completion runs to the cap."""
+    path = WORK / "tiny-arith-noeos"
+    if (path / "config.json").exists():
+        return path  # made once by the parent: no child pays for importing transformers here
     from transformers import AutoTokenizer
 
     from rldata.engine import default_model_path
 
-    path = WORK / "tiny-arith-noeos"
-    if (path / "config.json").exists():
-        return path
     src = default_model_path()
     tmp = WORK / "tiny-arith-noeos.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
