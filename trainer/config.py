@@ -102,6 +102,9 @@ class TrainConfig:
     num_learners: int = 1  # W: DDP ranks, one Ray actor each (gloo on CPU, NCCL on GPU)
     micro_batch: int = 16  # sequences per forward/backward on one learner (gradients accumulate)
     cpus_per_learner: float = 1.0  # CPU cores reserved per learner in its placement group bundle
+    # torch threads per learner on CPU; 0 = cpus_per_learner, except in sync mode, where the engines
+    # wait during the update: there the learners share all of their node's cores
+    learner_threads: int = 0
     # --- checkpoints, curriculum, eval --------------------------------------------------------
     checkpoint_every: int = 0  # save every K steps; 0 = only at the end (always saved at the end)
     curriculum: str | None = None  # buckets.yaml; None = tasks drawn uniformly
@@ -170,6 +173,7 @@ class TrainConfig:
             f"must be >= 1 (0 is sync mode), got {self.max_staleness}",
         )
         _need(self.cpus_per_learner > 0, "cpus_per_learner", f"must be > 0, got {self.cpus_per_learner}")
+        _need(self.learner_threads >= 0, "learner_threads", f"must be >= 0, got {self.learner_threads}")
         _need(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
             "adam_betas",

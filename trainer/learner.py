@@ -35,7 +35,7 @@ from rldata.trainer.config import TrainConfig
 from rldata.trainer.loss import grpo_loss
 from rldata.trainer.policy import RolloutBatch, token_logprobs
 
-__all__ = ["Learner", "LearnerGroup", "combine_stats"]
+__all__ = ["Learner", "LearnerGroup", "combine_stats", "learner_threads"]
 
 # Token means of grpo_loss's stats: each rank sums stat * tokens, combine_stats divides by all tokens.
 _MEAN_STATS = ("clip_frac", "tis_frac", "clip_or_tis_frac", "kl", "ratio_mean", "rho_mean", "mismatch_kl")
@@ -192,6 +192,20 @@ def combine_stats(per_rank: list[dict[str, float]]) -> dict[str, float]:
 
 
 # --- Ray ------------------------------------------------------------------------------------------
+def learner_threads(cfg: TrainConfig, *, cores: int) -> int:
+    """Torch threads for one learner on a node with ``cores`` cores (config ``learner_threads``).
+
+    In sync mode the engines sit idle while the learners update, so by default the learners take the
+    node's cores between them (at the scaled size this made a sync step 1.5x faster on 2 cores); in
+    async mode the engines generate meanwhile, and a learner keeps to the cores it reserved."""
+    if cfg.learner_threads:
+        return cfg.learner_threads
+    reserved = max(1, int(cfg.cpus_per_learner))
+    if cfg.mode != "sync":
+        return reserved
+    return max(reserved, cores // cfg.num_learners)
+
+
 @ray.remote
 class _LearnerActor:
     """A Learner in its own process, one DDP rank."""
@@ -216,7 +230,7 @@ class _LearnerActor:
         resume: bool,
         timeout_s: float,
     ) -> int:
-        torch.set_num_threads(max(1, int(cfg.cpus_per_learner)))
+        torch.set_num_threads(learner_threads(cfg, cores=len(os.sched_getaffinity(0))))
         device = "cuda" if use_gpu else "cpu"
         if use_gpu:
             torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU

@@ -35,6 +35,7 @@ def test_defaults_and_derived_sizes():
         ({"behav_weight_cap": 0.5}, "behav_weight_cap"),
         ({"mode": "overlap"}, "mode"),
         ({"mode": "async", "max_staleness": 0}, "max_staleness"),
+        ({"learner_threads": -1}, "learner_threads"),
         ({"adam_betas": (0.9,)}, "adam_betas"),
         ({"steps": "ten"}, "steps"),
         ({"steps": True}, "steps"),

@@ -8,7 +8,7 @@ import torch
 from trainer_helpers import make_rollouts
 
 from rldata.trainer.config import TrainConfig
-from rldata.trainer.learner import Learner, LearnerGroup, combine_stats
+from rldata.trainer.learner import Learner, LearnerGroup, combine_stats, learner_threads
 from rldata.trainer.policy import collate, token_logprobs
 
 
@@ -154,3 +154,14 @@ def test_behaviour_weight_off_updates_as_if_the_rollouts_were_on_policy(tiny_mod
     assert s_off["rho_mean"] != pytest.approx(1.0) and s_off["tis_frac"] == 0.0
     on = combine_stats([Learner(tiny_model_dir, _cfg()).step(weighted)])
     assert on["loss"] != pytest.approx(s_off["loss"], rel=1e-6)
+
+
+def test_learner_threads_take_the_idle_engines_cores_in_sync_mode_only():
+    sync, asyn = TrainConfig(), TrainConfig(mode="async")
+    assert learner_threads(sync, cores=8) == 8  # the engines wait during a sync update
+    assert learner_threads(TrainConfig(num_learners=2), cores=8) == 4  # shared by the node's learners
+    assert learner_threads(TrainConfig(num_learners=4), cores=2) == 1
+    assert learner_threads(asyn, cores=8) == 1  # async: the engines generate meanwhile
+    assert learner_threads(TrainConfig(mode="async", cpus_per_learner=3), cores=8) == 3
+    assert learner_threads(TrainConfig(learner_threads=2), cores=8) == 2  # set: as given, either mode
+    assert learner_threads(TrainConfig(mode="async", learner_threads=2), cores=8) == 2
