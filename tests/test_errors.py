@@ -130,6 +130,7 @@ ALLOWED = {
     ("jobs/tiny_report.py", "ValueError"): "an internal invariant of a report record",
     ("trainer/advantages.py", "ValueError"): "reward-array invariants: the driver builds the array",
     ("trainer/checkpoint.py", "TypeError"): "an internal invariant: the driver writes only JSON values",
+    ("trainer/writer.py", "RuntimeError"): "an internal invariant: the trainer submits only before close",
     ("trainer/pipeline.py", "ValueError"): "an internal invariant: steps are consumed in order",
     ("trainer/policy.py", "ValueError"): "batch-shape invariants: the learner builds the batch",
     ("rldata/interop/formats.py", "TypeError"): "a plugin passing a non-callable: a programming error",

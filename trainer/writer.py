@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rldata.errors import ConfigError
+
 __all__ = ["Writer"]
 
 
@@ -31,7 +33,7 @@ class Writer:
 
     def __init__(self, commit: Callable[[list[Any]], None], *, interval_s: float = 0.0):
         if interval_s < 0:
-            raise ValueError(f"interval_s must be >= 0, got {interval_s}")
+            raise ConfigError(f"interval_s must be >= 0, got {interval_s}", field="interval_s")
         self._commit, self.interval_s = commit, interval_s
         self._cond = threading.Condition()
         self._pending: list[Any] = []
