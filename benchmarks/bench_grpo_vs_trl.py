@@ -3,6 +3,7 @@
     python benchmarks/bench_grpo_vs_trl.py [--sizes tiny,scaled] [--steps 6] [--warmup 2]
                                            [--modes sync,async1,async2,async4]
                                            [--baseline-python /path/to/other/checkout/.venv/bin/python]
+                                           [--learner-cpus 1] [--engines 1]
 
 Same model, same prompts (the bundled arith tasks), same G=16, 4 prompts per step (batch 64), same
 completion cap, temperature 1, one optimizer step per batch, no KL term, token-level loss, clip
@@ -137,6 +138,7 @@ def run_rldata(
         lr=1e-5,
         seed=0,
         cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")),
+        num_engines=int(os.environ.get("BENCH_ENGINES", "1")),
         mode="sync" if mode == "sync" else "async",
         max_staleness=int(mode[5:] or 1) if mode != "sync" else 1,
     )
@@ -335,6 +337,7 @@ def main() -> None:
         default=1,
         help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)",
     )
+    ap.add_argument("--engines", type=int, default=1, help="rldata's vLLM engine actors (num_engines)")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.child:
@@ -349,6 +352,7 @@ def main() -> None:
     results = json.loads(out.read_text()) if out.exists() else {}  # sizes run separately accumulate
     for size in args.sizes.split(","):
         os.environ["BENCH_LEARNER_CPUS"] = str(args.learner_cpus)
+        os.environ["BENCH_ENGINES"] = str(args.engines)
         trl = {"error": "skipped"} if args.no_trl else child("trl", size, args.steps, args.warmup)
         for mode in args.modes.split(","):
             load = [round(x, 2) for x in os.getloadavg()]
@@ -364,6 +368,7 @@ def main() -> None:
                 else None
             )
             key = f"{size}/{mode}" + (f"/learner-cpus-{args.learner_cpus}" if args.learner_cpus != 1 else "")
+            key += f"/engines-{args.engines}" if args.engines != 1 else ""
             results[key] = {
                 "rldata": ours,
                 "trl": trl,

@@ -20,6 +20,8 @@ that no side always runs first on a cold or warm cache:
   faster of the two is the bare loop at its best);
 - ``rldata``: ``run_sample`` into a fresh store: Ray start, engine actor start, generation,
   verification, Delta commits of trajectories and verifications, the ledger and the run record;
+- ``rldata1``: the same job with one engine actor (``engines=1``, the CPU default before
+  ``default_engines`` started one per core);
 - ``rldata_before`` (with ``--before DIR``): the same job with another checkout's code (a worktree of
   an earlier commit with its own ``.venv``), for before/after rows in one run.
 
@@ -51,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "bench_sample"
 LENGTHS = {"short": 8, "long": 64}  # max tokens per completion
 BATCH = 128
-CONTENDERS = ("bare", "bare1", "bare2", "rldata", "rldata_before")
+CONTENDERS = ("bare", "bare1", "bare2", "rldata", "rldata1", "rldata_before")
 
 
 def _tasks(n: int) -> list[dict]:
@@ -213,7 +215,7 @@ class CpuMeter:
         return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
-def rldata_job(length: str, n_tasks: int) -> dict:
+def rldata_job(length: str, n_tasks: int, engines: int | None = None) -> dict:
     import ray
 
     from rldata import open_store
@@ -230,7 +232,7 @@ def rldata_job(length: str, n_tasks: int) -> dict:
     ensure_ray(None)
     t0 = time.perf_counter()
     with CpuMeter() as cpu:
-        s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH))
+        s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH, engines=engines))
     t1 = time.perf_counter()
     tokens = store.sql("SELECT sum(completion_tokens) FROM trajectories").fetchall()[0][0]
     ray.shutdown()
@@ -250,7 +252,10 @@ def rldata_job(length: str, n_tasks: int) -> dict:
 
 
 def _child(which: str, length: str, n_tasks: int) -> dict:
-    out = bare(length, n_tasks) if which.startswith("bare") else rldata_job(length, n_tasks)
+    if which.startswith("bare"):
+        out = bare(length, n_tasks)
+    else:
+        out = rldata_job(length, n_tasks, engines=1 if which == "rldata1" else None)
     out["rldata_source"] = __import__("rldata").__file__
     return {"contender": which, "length": length, **out}
 
@@ -294,7 +299,7 @@ def _summarise(rows: list[dict]) -> dict:
         for c, rs in by.items():
             if c.startswith("bare") and rs:
                 s[c]["loop_samples_per_s"] = med([r["samples"] / r["loop_s"] for r in rs])
-        for job in ("rldata", "rldata_before"):
+        for job in ("rldata", "rldata1", "rldata_before"):
             rs = by[job]
             if not rs:
                 continue

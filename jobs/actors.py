@@ -16,7 +16,7 @@ import ray
 
 from rldata.params import SamplingSpec
 
-__all__ = ["EngineActor", "RemoteEngine", "ensure_ray", "start_engines"]
+__all__ = ["CPU_ENGINES_MAX", "EngineActor", "RemoteEngine", "default_engines", "ensure_ray", "start_engines"]
 
 _WORKER_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine lives in the actor's process: fast start
@@ -137,6 +137,37 @@ class EngineActor:
         return os.getpid()
 
 
+CPU_ENGINES_MAX = 4  # each CPU engine holds its own weights and KV cache (kv_cache_gib)
+
+
+def default_engines(
+    resources: dict[str, float], *, tensor_parallel_size: int = 1, batches: int | None = None
+) -> int:
+    """How many engine actors a job starts when it is not told: one per GPU group; on CPU one per
+    core, at most ``CPU_ENGINES_MAX``; never more than the job has batches to hand out.
+
+    Why one single-thread engine per core on CPU: vLLM's CPU forward pass at this project's model
+    sizes gains little from a second OpenMP thread (the bare loop: 1.14-1.25x at two threads), and
+    its threads meet at a barrier every layer, so a thread that loses its core to the driver stalls
+    the others.  Single-thread engines share nothing: one that loses its core for a moment only
+    slows itself.  Measured on 2 cores (benchmarks/RESULTS.md, issue 15): two engines sample 1.46-1.54x
+    faster than one (1.27-1.36x end to end), as fast as the bare two-thread loop.  The trainer keeps
+    its own ``num_engines`` (default 1): at its step sizes a second engine did not pay for its
+    weight loads.
+    """
+    gpus = int(resources.get("GPU", 0))
+    if gpus:
+        k = max(1, gpus // tensor_parallel_size)
+    else:
+        cpus = int(resources.get("CPU", 0)) or os.cpu_count() or 1
+        if _STARTED_LOCAL:  # a local Ray may have more logical CPUs than this machine has cores
+            cpus = min(cpus, os.cpu_count() or 1)
+        k = max(1, min(cpus, CPU_ENGINES_MAX))
+    if batches is not None:
+        k = max(1, min(k, batches))
+    return k
+
+
 def start_engines(
     k: int | None,
     model: str | None,
@@ -146,12 +177,14 @@ def start_engines(
     engine_kwargs: dict[str, Any] | None = None,
     max_restarts: int = 3,
     name_prefix: str | None = None,
+    batches: int | None = None,
 ) -> list:
-    """Start ``k`` engine actors (default: one per GPU group, else one) and wait until they load."""
+    """Start ``k`` engine actors and wait until they load; ``k=None``: :func:`default_engines`
+    (``batches``: how many engine calls the caller has, a bound on the engines worth starting)."""
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     if k is None:
-        k = max(1, gpus // tensor_parallel_size) if gpus else 1
+        k = default_engines(resources, tensor_parallel_size=tensor_parallel_size, batches=batches)
     engine_kwargs = dict(engine_kwargs or {})
     if gpus >= k * tensor_parallel_size and gpus > 0:
         engine_kwargs.setdefault("tensor_parallel_size", tensor_parallel_size)

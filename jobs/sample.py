@@ -55,7 +55,9 @@ class SampleJob:
     model: str | None = None  # HF model dir; None = the bundled tiny-arith model
     where: str | None = None  # SQL predicate over `tasks`
     selection: str | None = None  # a named selection (its `keep` rows)
-    engines: int | None = None  # engine actors; None = one per GPU, else one
+    engines: int | None = (
+        None  # engine actors; None = one per GPU, else one per core up to 4 (jobs.actors.default_engines)
+    )
     address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
     batch_tasks: int = 128  # tasks per engine call and per commit
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
@@ -109,6 +111,7 @@ class SampleSummary:
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
     episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
+    engines: int = 0  # engine actors the job started (jobs.actors.default_engines when not told)
     engine_busy_frac: float | None = None  # share of the sampling time the engines were generating
     tool_call_frac: float | None = None  # episodes that called a tool at least once
     # Where the wall time went (seconds).  Verify and commit run in the driver while the engines
@@ -443,8 +446,10 @@ def _generate_and_verify(ctx: _Ctx, todo: pl.DataFrame) -> None:
         seed=spec.seed or 0,
         engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
+        batches=-(-todo.height // job.batch_tasks),
     )
     ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
+    ctx.summary.engines = len(engines)
     if job.reward.needs_judge(todo["domain"].unique().to_list()):
         from rldata.jobs.actors import RemoteEngine
         from rldata.rewards.judge import Judge

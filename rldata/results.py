@@ -81,6 +81,7 @@ class SampleResult(Result):
     reward_mean: float | None
     env_errors: int
     episode_rounds: int
+    engines: int
     engine_busy_frac: float | None
     tool_call_frac: float | None
     time_engine_start_s: float

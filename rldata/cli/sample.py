@@ -24,7 +24,10 @@ def sample(
     max_tokens: int = typer.Option(16, "--max-tokens", help="Completion length cap, in tokens."),
     seed: int = typer.Option(0, help="Base seed; each task's requests get a seed derived from it."),
     address: str = typer.Option(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray)."),
-    engines: int = typer.Option(None, help="Engine actors (default: one per GPU, else one)."),
+    engines: int = typer.Option(
+        None,
+        help="Engine actors (default: one per GPU; on CPU one per core, at most 4, at most one per batch).",
+    ),
     batch_tasks: int = typer.Option(128, "--batch-tasks", help="Tasks per engine call and per store commit."),
     max_model_len: int = typer.Option(
         None, "--max-model-len", help="Engine context length (prompt + completion). Default: the model's."

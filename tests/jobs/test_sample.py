@@ -50,6 +50,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=0)
     summary = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
     assert summary.tasks_sampled == 24 and summary.samples == 24 * 8
+    assert summary.engines == 2  # three batches, two cores: one single-thread engine per core
     rows, distinct, tasks = _counts(store)
     assert (rows, distinct, tasks) == (24 * 8, 24 * 8, 24)
     # every sample is verified once by the math verifier, version recorded
@@ -157,8 +158,11 @@ def test_seeded_runs_reproduce(tmp_path, ray_session):
     for s in (a, b):
         s.append("tasks", tasks)
     spec = SamplingSpec(n=4, max_tokens=8, seed=7)
-    run_sample(a, SampleJob(spec=spec, batch_tasks=6))
-    run_sample(b, SampleJob(spec=spec, batch_tasks=2))  # different batching, same samples
+    sa = run_sample(a, SampleJob(spec=spec, batch_tasks=6))
+    sb = run_sample(b, SampleJob(spec=spec, batch_tasks=2))  # different batching, same samples
+    # one batch: one engine; three batches on the session's 2-CPU Ray: one engine per core.  The
+    # samples are the same: every request carries its own seed, whichever engine serves it.
+    assert (sa.engines, sb.engines) == (1, 2)
     q = "SELECT traj_id, completion FROM trajectories ORDER BY traj_id"
     assert a.sql(q).fetchall() == b.sql(q).fetchall()
 
