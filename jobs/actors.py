@@ -16,7 +16,15 @@ import ray
 
 from rldata.params import SamplingSpec
 
-__all__ = ["CPU_ENGINES_MAX", "EngineActor", "RemoteEngine", "default_engines", "ensure_ray", "start_engines"]
+__all__ = [
+    "CPU_ENGINES_MAX",
+    "EngineActor",
+    "RemoteEngine",
+    "default_engines",
+    "ensure_ray",
+    "node_cores",
+    "start_engines",
+]
 
 _WORKER_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine lives in the actor's process: fast start
@@ -74,6 +82,11 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
     return ray.cluster_resources()
 
 
+def node_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class EngineActor:
     """A Ray actor around :class:`rldata.engine.Engine`."""
 
@@ -82,7 +95,7 @@ class EngineActor:
             os.environ.setdefault(k, v)
         # The thread count was sized from Ray's logical CPUs, which may exceed this node's cores (a
         # local Ray given more CPUs than the machine has): more OpenMP threads than cores only thrash.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = node_cores()
         if int(os.environ.get("OMP_NUM_THREADS", "0") or 0) > cores:
             os.environ["OMP_NUM_THREADS"] = str(cores)
         from rldata.engine import Engine
@@ -147,7 +160,7 @@ def default_engines(
     core, at most ``CPU_ENGINES_MAX``; never more than the job has batches to hand out.
 
     Why one single-thread engine per core on CPU: vLLM's CPU forward pass at this project's model
-    sizes gains little from a second OpenMP thread (the bare loop: 1.14-1.25x at two threads), and
+    sizes gains little from a second OpenMP thread (the bare loop: 1.14-1.29x at two threads), and
     its threads meet at a barrier every layer, so a thread that loses its core to the driver stalls
     the others.  Single-thread engines share nothing: one that loses its core for a moment only
     slows itself.  Measured on 2 cores (benchmarks/RESULTS.md, issue 15): two engines sample 1.46-1.54x
@@ -161,7 +174,7 @@ def default_engines(
     else:
         cpus = int(resources.get("CPU", 0)) or os.cpu_count() or 1
         if _STARTED_LOCAL:  # a local Ray may have more logical CPUs than this machine has cores
-            cpus = min(cpus, os.cpu_count() or 1)
+            cpus = min(cpus, node_cores())
         k = max(1, min(cpus, CPU_ENGINES_MAX))
     if batches is not None:
         k = max(1, min(k, batches))

@@ -55,9 +55,7 @@ class SampleJob:
     model: str | None = None  # HF model dir; None = the bundled tiny-arith model
     where: str | None = None  # SQL predicate over `tasks`
     selection: str | None = None  # a named selection (its `keep` rows)
-    engines: int | None = (
-        None  # engine actors; None = one per GPU, else one per core up to 4 (jobs.actors.default_engines)
-    )
+    engines: int | None = None  # engine actors; None = jobs.actors.default_engines
     address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
     batch_tasks: int = 128  # tasks per engine call and per commit
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result

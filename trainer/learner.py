@@ -30,6 +30,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rldata.engine_weights import FlatWeights
+from rldata.jobs.actors import node_cores
 from rldata.trainer.checkpoint import load_model, load_optimizer, save_model_state
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.loss import grpo_loss
@@ -230,7 +231,7 @@ class _LearnerActor:
         resume: bool,
         timeout_s: float,
     ) -> int:
-        torch.set_num_threads(learner_threads(cfg, cores=len(os.sched_getaffinity(0))))
+        torch.set_num_threads(learner_threads(cfg, cores=node_cores()))
         device = "cuda" if use_gpu else "cpu"
         if use_gpu:
             torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU

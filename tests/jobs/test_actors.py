@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from rldata.jobs import actors
-from rldata.jobs.actors import CPU_ENGINES_MAX, default_engines
+from rldata.jobs.actors import CPU_ENGINES_MAX, default_engines, node_cores
 
 
 def test_one_engine_per_gpu_group():
@@ -33,6 +31,6 @@ def test_never_more_engines_than_batches(monkeypatch):
 def test_a_local_ray_with_more_slots_than_cores_is_capped_at_the_cores(monkeypatch):
     # ensure_ray may start a local Ray with more logical CPUs than the machine has (the trainer's
     # slots); engines beyond the cores would only take turns on them.
-    cores = os.cpu_count() or 1
+    cores = node_cores()
     monkeypatch.setattr(actors, "_STARTED_LOCAL", {"num_cpus": cores + 8})
     assert default_engines({"CPU": cores + 8}) == min(cores, CPU_ENGINES_MAX)
