@@ -720,6 +720,7 @@ def _commit_batch(
                         "answer": row["answer"],
                         "tests": row["tests"],
                         "metadata": row.get("metadata"),
+                        "prompt": row.get("prompt"),
                     }
                 )
                 meta[tid] = (task_id, row["domain"])

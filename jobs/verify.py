@@ -205,6 +205,7 @@ def _verify_batch(
             "answer": r["answer"],
             "tests": r["tests"],
             "metadata": r["metadata"],
+            "prompt": r.get("prompt"),
         }
         for r in rows
     ]

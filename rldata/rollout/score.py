@@ -60,6 +60,7 @@ def verify_rollouts(
                 "answer": task["answer"],
                 "tests": task["tests"],
                 "metadata": task.get("metadata"),
+                "prompt": task.get("prompt"),
             }
         )
     if items:

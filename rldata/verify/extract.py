@@ -12,8 +12,21 @@ Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 4. ``Answer: 42``; ``A: 42`` only at the start of a line and only when nothing above is stated
    (an option list "A: red / B: blue" is not a set of answers)
 
+5. ``**42**`` (markdown bold; ``__42__``) alone on its line or ending the text; the bold markers are
+   dropped first, so ``**Answer:** 42`` is ``Answer: 42``
+
+\\phantom{..} shows nothing and is dropped.  A box holding a blank to fill in (``\\boxed{\\quad}``,
+``\\boxed{?}``) is no answer, and neither is a box quoted from the task's prompt (same content, and
+either no number in it or the same words before it).
+
 Every stated answer counts: :func:`extract_answers` returns all distinct ones (the caller decides
-whether they are equivalent; several distinct final answers are a hedge, never a pass).  One
+whether they are equivalent; several distinct final answers are a hedge, never a pass), except
+after a revision: a marker ("wait", "actually", "no,", "I made a mistake", "let me recheck", ...)
+after a stated answer retracts what came before it, and the answers after the last one stand
+(``The answer is 7. Wait, actually it is 8.`` states 8).  A revision that still offers
+alternatives (a hedge word in the marker's or the final answer's sentence: ``7, or actually 8``,
+``Actually, it could also be 8``) and a chain of more than :data:`MAX_REVISED` distinct answers
+keep every answer, which fails as a hedge.  One
 statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
 each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
 final number of the text is the answer, but only when it plainly ends the text: not inside an
@@ -105,6 +118,8 @@ _SUPERSCRIPT_RUN = re.compile(f"[{_SUPERSCRIPTS}]+")
 _SUPER_TO_ASCII = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _LATEX_THIN_SPACE = re.compile(r"(?<=\d)\\[,;:! ](?=\d)")
+# \phantom{..} takes space but shows nothing: what it holds is not written (one level of braces inside)
+_PHANTOM = re.compile(r"\\[hv]?phantom\s*\{(?:[^{}]|\{[^{}]*\})*\}")
 
 
 def normalize(text: str) -> str:
@@ -113,6 +128,7 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     text = text.replace("\u2212", "-").replace("\u2044", "/").replace("{,}", ",")
     text = _LATEX_THIN_SPACE.sub(" ", text)
+    text = _PHANTOM.sub("", text) if "phantom" in text else text
     return _CONTROL.sub(" ", text)
 
 
@@ -165,18 +181,19 @@ def _box_spans(s: str) -> list[tuple[int, int, int]]:
     return spans
 
 
-def _boxes(s: str) -> list[str]:
-    """Contents of the outermost closed boxes in ``s``, in order; ``\\boxed{\\boxed{3}}`` is ``3``."""
+def _boxes(s: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of the outermost closed boxes in ``s``, in order; ``\\boxed{\\boxed{3}}`` is
+    ``3``.  Empty boxes and blanks to fill in (``\\boxed{\\quad}``, ``\\boxed{?}``) are left out."""
     out = []
-    for _, a, b in _box_spans(s)[-MAX_MARKERS:]:
+    for start, a, b in _box_spans(s)[-MAX_MARKERS:]:
         content = s[a:b].strip()
         for _ in range(8):  # bounded: adversarial nesting
             inner = _box_spans(content)
             if len(inner) != 1 or inner[0][0] != 0 or inner[0][2] != len(content) - 1:
                 break
             content = content[inner[0][1] : inner[0][2]].strip()
-        if content:
-            out.append(content)
+        if content and not _PLACEHOLDER.fullmatch(content):
+            out.append((start, b + 1, content))
     return out
 
 
@@ -227,19 +244,36 @@ def _after_marker(rest: str, numeric: bool) -> list[str]:
     return _from_statement(rest[: end.start()] if end else rest, numeric)
 
 
-def _stated(tail: str, numeric: bool) -> list[str]:
-    """Every stated answer, highest-priority rule first, within a rule the last occurrence first."""
-    out: list[str] = []
-    for box in reversed(_boxes(tail)):
+Statement = tuple[tuple[int, int], int, list[str]]  # (rank, end in the tail, answers)
+
+
+def _stated(tail: str, numeric: bool, bold: list[tuple[int, int]], quoted: Quoted) -> list[Statement]:
+    """Every stated answer with its rank (rule first, then the last occurrence first) and where it
+    ends in the tail."""
+    out: list[Statement] = []
+    for start, end, box in _boxes(tail):
+        if _is_quoted(tail, start, box, quoted):
+            continue
         num = clean_number(box)
-        out.extend([num] if num is not None else _box_answers(box, numeric))
-    for pattern in (_HASHES, _ANSWER_IS, _ANSWER_COLON):
-        for m in list(pattern.finditer(tail))[-MAX_MARKERS:][::-1]:
-            out.extend(_after_marker(tail[m.end() : m.end() + MAX_LINE], numeric))
-    if not out:
-        for m in list(_A_COLON.finditer(tail))[-MAX_MARKERS:][::-1]:
-            out.extend(_after_marker(tail[m.end() : m.end() + MAX_LINE], numeric))
-    return out
+        out.append(((0, -start), end, [num] if num is not None else _box_answers(box, numeric)))
+    for rule, pattern in enumerate((_HASHES, _ANSWER_IS, _ANSWER_COLON), 1):
+        for m in list(pattern.finditer(tail))[-MAX_MARKERS:]:
+            rest = tail[m.end() : m.end() + MAX_LINE]
+            out.append(((rule, -m.start()), m.end() + _statement_len(rest), _after_marker(rest, numeric)))
+    if numeric:
+        out.extend(_bold_answers(tail, bold))
+    if not any(answers for _, _, answers in out):
+        for m in list(_A_COLON.finditer(tail))[-MAX_MARKERS:]:
+            rest = tail[m.end() : m.end() + MAX_LINE]
+            out.append(((5, -m.start()), m.end() + _statement_len(rest), _after_marker(rest, numeric)))
+    return [st for st in out if st[2]]
+
+
+def _statement_len(rest: str) -> int:
+    """How far a marker's statement reads into ``rest``: to its sentence end (or line end)."""
+    line = rest.split("\n", 1)[0]
+    end = _SENTENCE_END.search(line)
+    return end.end() if end else len(line)
 
 
 def _box_answers(box: str, numeric: bool) -> list[str]:
@@ -251,8 +285,11 @@ def _box_answers(box: str, numeric: bool) -> list[str]:
     return [box]
 
 
-def _final_number(tail: str) -> list[str]:
-    """The fallback: the final number (or final $...$ / \\frac) when it plainly ends the text."""
+def _final_number(tail: str, *, revised: bool = False) -> list[str]:
+    """The fallback: the final number (or final $...$ / \\frac) when it plainly ends the text.
+
+    ``revised``: ``tail`` is what follows a revision marker ("Wait, actually 8"): the number need not
+    end a sentence."""
     last = None
     for last in NUMBER.finditer(tail):
         pass
@@ -286,7 +323,7 @@ def _final_number(tail: str) -> list[str]:
     # completion: it counts when a sentence ends after it, when it follows "=", or when it is
     # alone on its line (a bare completion such as "27").
     line = tail[tail.rfind("\n", 0, m.start()) + 1 : m.start()]
-    if not (rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
+    if not (revised or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
         return []
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1 : end]
@@ -296,31 +333,206 @@ def _final_number(tail: str) -> list[str]:
     return [_canon(m)]
 
 
-def extract_answers(text: str | None, *, numeric: bool = True) -> list[str]:
+# ---- markdown bold ------------------------------------------------------------------------------
+# "**42**" / "__42__" as markdown: the markers go (so "**Answer:** 42" reads "Answer: 42"), and a
+# bold number or $...$ that ends the text or stands alone on its line is a stated answer.  The
+# flanking rules keep Python's "2**3" a power.
+_BOLD = re.compile(
+    r"(?<![\w*\\])\*\*(?=[^\s*])([^*\n]{1,200}?)(?<=[^\s*\\])\*\*(?![\w*])"
+    r"|(?<![\w\\])__(?=[^\s_])([^_\n]{1,200}?)(?<=[^\s_\\])__(?!\w)"
+)
+
+
+def _unbold(tail: str) -> tuple[str, list[tuple[int, int]]]:
+    """The tail without markdown bold markers, and the spans of the bold texts in it."""
+    if "**" not in tail and "__" not in tail:
+        return tail, []
+    parts, spans, pos, n = [], [], 0, 0
+    for m in _BOLD.finditer(tail):
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        parts.append(tail[pos : m.start()])
+        n += m.start() - pos
+        spans.append((n, n + len(inner)))
+        parts.append(inner)
+        n += len(inner)
+        pos = m.end()
+    parts.append(tail[pos:])
+    return "".join(parts), spans[-MAX_MARKERS:]
+
+
+def _bold_answers(tail: str, spans: list[tuple[int, int]]) -> list[Statement]:
+    out: list[Statement] = []
+    for i, (a, b) in enumerate(spans):
+        text = tail[a:b].strip()
+        seg = _MATH_SEGMENT.fullmatch(text)
+        inner = next((g for g in seg.groups() if g is not None), "").strip() if seg else text
+        value = clean_number(inner) or (inner if seg or _BARE_FRAC.fullmatch(inner) else None)
+        if not value:
+            continue
+        line_start = tail.rfind("\n", 0, a) + 1
+        line_end = tail.find("\n", b)
+        alone = not tail[line_start:a].strip() and not tail[
+            b : len(tail) if line_end < 0 else line_end
+        ].strip(" .")
+        if alone:
+            out.append(((4, -a), b, [value]))
+        elif i == len(spans) - 1 and _ends_text(tail, a, b):
+            sentence = tail[_sentence_start(tail, a) : b]
+            if not (tail[b:].strip().endswith((".", "!")) or tail[:a].rstrip().endswith("=")):
+                continue  # "**7** **8**": the text stops on it, it does not state it
+            nums = _numbers(sentence)
+            hedge = len(nums) > 1 and _HEDGE.search(sentence)
+            out.append(((4, -a), b, [_canon(x) for x in nums] if hedge else [value]))
+    return out
+
+
+def _ends_text(tail: str, start: int, end: int) -> bool:
+    """Whether what spans start..end plainly ends the text: a short remainder, no number, question or
+    operator after it, no operator before it."""
+    remainder = tail[end:]
+    rest = remainder.strip()
+    if len(rest) > MAX_REMAINDER or "?" in remainder or _OPERATOR_AFTER.match(remainder):
+        return False
+    if _NEW_SENTENCE.search(rest) or any(c.isdigit() for c in rest):
+        return False
+    return not _OPERATOR_BEFORE.search(tail[max(0, start - 12) : start])
+
+
+def _sentence_start(tail: str, pos: int) -> int:
+    return max(
+        tail.rfind("\n", 0, pos),
+        *(m.end() for m in _SENTENCE_BREAK.finditer(tail, max(0, pos - 400), pos)),
+        0,
+    )
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?;](?!\d)\s")
+
+
+# ---- boxes quoted from the problem statement ----------------------------------------------------
+# A blank to fill in is never an answer.  A box that repeats one of the prompt's boxes is quoted
+# when it holds no number ("\boxed{A} + \boxed{B} = 10") or is copied with the words before it: a
+# number the model boxes in its own words ("so the sum is \boxed{15}") is its answer, even when the
+# prompt boxed the same number.
+_PLACEHOLDER = re.compile(
+    r"(?:\s|~|\?|\.|\\[,;:! ]|\\$|\\q?quad\b|\\(?:square|Box|blacksquare|ldots|cdots|dots|dotsc)\b|\\?_"
+    r"|\\hspace\s*\*?\{[^{}]*\}|\\(?:text|mathrm|mbox|underline)\s*\{\s*\}|\{\s*\})*"
+)
+Quoted = dict[str, set[str]]  # a prompt box's content -> the words just before it
+
+
+def _context(s: str, start: int) -> str:
+    return re.sub(r"[\s$]", "", s[max(0, start - 40) : start])[-12:]
+
+
+def _key(content: str) -> str:
+    return re.sub(r"\s+", "", content)
+
+
+def quoted_boxes(prompt: str | None) -> Quoted:
+    """The boxes of a task's prompt, for :func:`extract_answers` to recognise quotes of them."""
+    if not prompt or ("\\boxed" not in prompt and "\\fbox" not in prompt):
+        return {}
+    text = normalize(prompt[-TAIL_CHARS:])
+    out: Quoted = {}
+    for start, _, content in _boxes(text):
+        out.setdefault(_key(content), set()).add(_context(text, start))
+    return out
+
+
+def _is_quoted(tail: str, start: int, content: str, quoted: Quoted) -> bool:
+    contexts = quoted.get(_key(content))
+    if contexts is None:
+        return False
+    mine = _context(tail, start)  # copied words may start the completion: a suffix of the prompt's
+    return clean_number(content) is None or any(
+        c == mine or (len(mine) >= 4 and c.endswith(mine)) for c in contexts
+    )
+
+
+# ---- revisions ----------------------------------------------------------------------------------
+# "The answer is 7. Wait, actually it is 8." states 8: the answers before the last revision marker
+# are retracted, and the answers after it are judged (they must agree, like any others).  It stays
+# a hedge when the revision still offers alternatives (a hedge word in the marker's sentence or in
+# the final answer's: "7, or actually 8", "Actually, it could also be 8"), and a chain of more than
+# MAX_REVISED distinct answers is a spray: all of them count, so it fails like a hedge.
+MAX_REVISED = 3
+_REVISION = re.compile(
+    r"\b(?:wait|actually|oops|correction|on\s+second\s+thought|scratch\s+that|hold\s+on|mistake|wrong"
+    r"|incorrect|error|i\s+was\s+wrong|mis(?:read|count|counted|calculated|computed)"
+    r"|re-?(?:check|comput|calculat|count|do|examin|consider|evaluat|think)\w*|double[- ]check\w*)\b"
+    r"|(?:^|(?<=[.!?;:]\s)|(?<=\n))[ \t]*no\b[ \t]*[,.!:;]",
+    re.IGNORECASE | re.MULTILINE,
+)
+_REVISION_HEDGE = re.compile(
+    r"\b(?:or|either|maybe|perhaps|possibl[ey]|might|may|could|unless|otherwise|alternatively|depending"
+    r"|probably|not\s+sure|unsure|as\s+well|also\s+(?:be|works?|valid|possible|correct|right|an?))\b"
+    r"|\btoo\s*(?:[.!,;)]|$)",
+    re.IGNORECASE,
+)
+
+
+def _sentence(tail: str, pos: int) -> str:
+    end = _SENTENCE_END.search(tail, pos)
+    return tail[_sentence_start(tail, pos) : end.end() if end else len(tail)]
+
+
+def _revised(tail: str, stmts: list[Statement], numeric: bool) -> list[Statement]:
+    """The statements that stand once revisions are applied (all of them when nothing is revised)."""
+    marks = list(_REVISION.finditer(tail))[-4 * MAX_MARKERS :]
+    if not marks:
+        return stmts
+    bounds = [0, *(m.start() for m in marks), len(tail)]
+    chain: list[list[Statement]] = []
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        seg = [st for st in stmts if lo < st[1] <= hi]
+        if not seg and numeric:
+            fallback = _final_number(tail[marks[i - 1].end() if i else 0 : hi], revised=i > 0)
+            seg = [((9, -hi), hi, fallback)] if fallback else []
+        if seg:
+            chain.append(seg)
+    if len(chain) < 2:
+        return stmts if stmts else (chain[0] if chain else [])
+    everything = [st for seg in chain for st in seg]
+    final = chain[-1]
+    cut = max(m.start() for m in marks if m.start() < min(st[1] for st in final))
+    region = _sentence(tail, cut) + " ".join(_sentence(tail, max(0, st[1] - 1)) for st in final)
+    distinct = {a for st in everything for a in st[2]}
+    if _REVISION_HEDGE.search(region) or len(distinct) > MAX_REVISED:
+        return everything
+    return final
+
+
+def extract_answers(text: str | None, *, numeric: bool = True, prompt: str | None = None) -> list[str]:
     """Every distinct answer the completion states, the one that ranks first first (see module doc).
 
-    Empty: no answer.  More than one: the completion hedges (or corrected itself after stating an
-    answer), unless the caller finds them all equivalent (``0.5`` and ``\\frac{1}{2}``).
+    Empty: no answer.  More than one: the completion hedges, unless the caller finds them all
+    equivalent (``0.5`` and ``\\frac{1}{2}``).  ``prompt``: the task's prompt, whose boxes are
+    quotes when the completion repeats them, not answers.
     """
     if not text:
         return []
     if not isinstance(text, str):
         text = str(text)
-    tail = normalize(text[-TAIL_CHARS:])
-    found = _stated(tail, numeric)
-    if not found and numeric:
+    tail, bold = _unbold(normalize(text[-TAIL_CHARS:]))
+    stmts = _stated(tail, numeric, bold, quoted_boxes(prompt))
+    stmts = _revised(tail, stmts, numeric)
+    if not stmts and numeric:
         found = _final_number(tail)
+        stmts = [((9, 0), len(tail), found)] if found else []
     out: list[str] = []
-    for a in found:
-        if a and a not in out:
-            out.append(a)
+    for _, _, answers in sorted(stmts, key=lambda st: st[0]):
+        for a in answers:
+            if a and a not in out:
+                out.append(a)
     return out[:MAX_ANSWERS]
 
 
-def extract_answer(text: str | None, *, numeric: bool = True) -> str | None:
+def extract_answer(text: str | None, *, numeric: bool = True, prompt: str | None = None) -> str | None:
     """The first-ranked answer (a boxed one before ``####`` before ``answer is`` before ``Answer:``).
 
     Use :func:`extract_answers` to see a hedge: this returns one answer even when there are several.
     """
-    found = extract_answers(text, numeric=numeric)
+    found = extract_answers(text, numeric=numeric, prompt=prompt)
     return found[0] if found else None

@@ -93,7 +93,7 @@ class MathVerifier:
     name = "math"
     cheap = True  # well under a millisecond per distinct answer: checked in the driver, not a Ray task
     # Bump the +rldataN suffix whenever extraction or gold handling changes what passes.
-    version = f"math-verify-{_pkg_version('math-verify')}+rldata2"
+    version = f"math-verify-{_pkg_version('math-verify')}+rldata3"
 
     def prepare(self) -> None:
         """Import and warm math-verify (rldata.verify.run calls this outside any deadline)."""
@@ -102,7 +102,8 @@ class MathVerifier:
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
         """The answer; several stated answers come joined by :data:`HEDGE_SEP` for :meth:`check`."""
-        found = extract_answers(completion)
+        prompt = task.get("prompt")
+        found = extract_answers(completion, prompt=prompt if isinstance(prompt, str) else None)
         return HEDGE_SEP.join(found) if found else None
 
     def check(self, extracted: str | None, task: Mapping[str, Any]) -> list[Verdict]:

@@ -1,7 +1,7 @@
 """Verification on Ray: deduplicate in the driver, check chunks of distinct work in Ray tasks.
 
 ``verify_on_ray(items)`` takes dicts ``{"key", "verifier", "domain", "completion", "answer",
-"tests"}`` (and ``"metadata"``, read by verifiers with ``uses_metadata``) and returns ``{key: [Verdict, ...]}``.  Answers are extracted in the driver (cheap,
+"tests"}`` (and ``"metadata"``, read by verifiers with ``uses_metadata``, and ``"prompt"``, whose quoted boxes the math verifier skips) and returns ``{key: [Verdict, ...]}``.  Answers are extracted in the driver (cheap,
 bounded), identical (verifier, extracted answer, gold, tests) units are verified once, and the
 distinct units go out in chunks as plain Ray tasks (``num_cpus=1``), outside the engine actors.
 
@@ -75,7 +75,12 @@ def _requests(items: Sequence[Mapping[str, Any]]) -> tuple[list[Hashable], list[
             (
                 name,
                 it.get("completion"),
-                {"answer": it.get("answer"), "tests": it.get("tests"), "metadata": it.get("metadata")},
+                {
+                    "answer": it.get("answer"),
+                    "tests": it.get("tests"),
+                    "metadata": it.get("metadata"),
+                    "prompt": it.get("prompt"),  # math: boxes quoted from it are not answers
+                },
             )
         )
     return keys, requests

@@ -170,7 +170,8 @@ def test_numbers_are_read_whole(text, expected):
         ("Answer: 20 degrees or 30 degrees", ["20", "30"]),
         ("\\boxed{41 \\text{ or } 42}", ["41", "42"]),
         ("The answer is either 3 or 4.", ["3", "4"]),
-        ("The answer is 5. Wait, the answer is 7.", ["7", "5"]),
+        ("The answer is 5. Wait, the answer is 7.", ["7"]),  # a revision: its final answer stands
+        ("The answer is 5. Wait, it may be 7.", ["5", "7"]),  # a revision that still offers both
         ("It is 41 or maybe 42.", ["41", "42"]),
         ("The answer is 5. Check: \\boxed{6}", ["6", "5"]),
         ("Final answer: \\boxed{5}", ["5"]),  # the marker points at the box: one answer
@@ -209,3 +210,55 @@ def test_final_number_only_when_it_plainly_ends_the_text(text):
 )
 def test_final_number_that_ends_the_text(text, expected):
     assert extract_answer(text) == expected
+
+
+# ---- issue 29: revisions, markdown bold, quoted boxes ---------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is 7. But wait… Actually the answer is 8.", ["8"]),
+        ("The answer is 7. Wait, no: it's 8.", ["8"]),
+        ("\\boxed{9}. Wait, 2 * 3 = 6, so \\boxed{6}. Actually no, it is \\boxed{9}.", ["9"]),  # back again
+        ("The answer is 7, or actually 8.", ["7", "8"]),  # "actually" inside a hedge
+        ("It is 7. Actually, it could also be 8.", ["8", "7"]),
+        ("The answer is 8. Actually, 7 works too.", ["8", "7"]),
+        (
+            "Answer: 1. Wait, actually 2. Wait, actually 3. Wait, actually the answer is 4.",
+            ["4", "1", "3", "2"],
+        ),
+        ("The answer is 7. Wait, let me recheck: 3 + 4 = 7. The answer is 7.", ["7"]),
+    ],
+)
+def test_revisions(text, expected):
+    assert extract_answers(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("**42**", ["42"]),
+        ("The answer is **42**.", ["42"]),
+        ("**Answer:** 42", ["42"]),
+        ("So the farmer has **42** sheep.", ["42"]),
+        ("We find **41** here, then **42** in total.", ["42"]),
+        ("\\boxed{42}\n\nSo the answer is **41**.", ["42", "41"]),  # a bold answer competes
+        ("It is **5** or **6**.", ["5", "6"]),
+        ("**7** **8**", []),  # stops on a number, states none
+        ("2**3 = 8", ["8"]),  # a power, not bold
+    ],
+)
+def test_markdown_bold(text, expected):
+    assert extract_answers(text) == expected
+
+
+def test_blank_and_quoted_boxes_are_not_answers():
+    assert extract_answers("$2 + 2 = \\boxed{\\phantom{2}}$, so \\boxed{4}") == ["4"]
+    assert extract_answers("\\boxed{\\phantom{4}}") == []  # shows nothing
+    assert extract_answers("\\boxed{4\\phantom{5}}") == ["4"]  # shows 4
+    for blank in ("\\quad", "?", "\\ ", "\\square", "\\_\\_"):
+        assert extract_answers(f"$3 + \\boxed{{{blank}}} = 7$ gives \\boxed{{4}}") == ["4"], blank
+    prompt = "In $\\boxed{A} + \\boxed{B} = 10$, $A - B = 4$. Tom says $\\boxed{6}$ is $A$. Find $A$."
+    assert extract_answers("From $\\boxed{A} + \\boxed{B} = 10$: \\boxed{7}", prompt=prompt) == ["7"]
+    assert extract_answers("From $\\boxed{A} + \\boxed{B} = 10$: \\boxed{7}") == ["7", "B", "A"]
+    assert "6" not in extract_answers("Tom says $\\boxed{6}$ is $A$.", prompt=prompt)  # a copied sentence
+    assert extract_answers("So $A$ is \\boxed{6}.", prompt=prompt) == ["6"]  # its own words

@@ -158,7 +158,7 @@ def test_numbers_are_not_cut_short(mv, completion, wrong_gold, right_gold):
         ("\\boxed{41} or maybe \\boxed{42}", "42"),
         ("Answer: 20 degrees or 30 degrees", "20"),
         ("\\boxed{41 \\text{ or } 42}", "41"),
-        ("The answer is 5. Wait, the answer is 7.", "7"),
+        ("The answer is 5. Wait, it could also be 7.", "7"),
         ("It is either 41 or 42.", "42"),
     ],
 )
@@ -192,5 +192,5 @@ def test_percent_is_not_a_fraction(mv):
     assert _one(mv, "That is 50%.", "0.5").passed is False
 
 
-def test_version_moved_past_rldata1(mv):
-    assert mv.version.endswith("+rldata2")
+def test_version_moved_past_rldata2(mv):
+    assert mv.version.endswith("+rldata3")  # revisions, markdown bold and quoted boxes changed extraction
