@@ -45,7 +45,8 @@ __all__ = [
     "same_value",
 ]
 
-VERSION = "2"  # 2: the rule layer no longer rejects YES/NO outputs or eval() of assembled expressions
+VERSION = "3"  # 2: the rule layer no longer rejects YES/NO outputs or eval() of assembled expressions;
+# 3: hard-coding compares outputs only with literals the code can return (not dict keys, indices, comparisons)
 
 
 # ---- test layers -------------------------------------------------------------------------------

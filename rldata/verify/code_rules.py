@@ -263,12 +263,18 @@ def _eval_problems(call: ast.Call, tree: ast.AST, rules: CodeRules, allowed: tup
     return []
 
 
-def _literals(tree: ast.AST) -> list[Any]:
-    """Every constant and literal container in the code (tuples as lists, like JSON), docstrings aside."""
+def _literals(tree: ast.AST, *, outputs: bool = False) -> list[Any]:
+    """Every constant and literal container in the code (tuples as lists, like JSON), docstrings aside.
+
+    ``outputs``: only the literals the code could return as a whole, the ones compared with public
+    outputs: a dict key, a subscript index or an operand of a comparison is looked up or tested, not
+    returned (``{"one": 1}`` keyed by the answer word is a vocabulary, not a hard-coded output).
+    """
     docs = _docstrings(tree)
+    skip = _key_positions(tree) if outputs else set()
     out = []
     for node in ast.walk(tree):
-        if id(node) in docs:
+        if id(node) in docs or id(node) in skip:
             continue
         if isinstance(node, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp)):
             try:  # UnaryOp: negative numbers (-4 is USub applied to 4)
@@ -276,6 +282,19 @@ def _literals(tree: ast.AST) -> list[Any]:
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 continue
     return out
+
+
+def _key_positions(tree: ast.AST) -> set[int]:
+    """ids of the nodes in key positions: dict keys, subscript indices, comparison operands."""
+    roots: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            roots += [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Subscript):
+            roots.append(node.slice)
+        elif isinstance(node, ast.Compare):
+            roots += [node.left, *node.comparators]
+    return {id(n) for root in roots for n in ast.walk(root)}
 
 
 def _as_json(v: Any) -> Any:
@@ -319,22 +338,23 @@ def _strong(v: Any) -> bool:
     return True
 
 
-def _hardcoded_function(lits: list[Any], tests: CodeTests) -> tuple[list[int], bool]:
+def _hardcoded_function(lits: list[Any], outs: list[Any], tests: CodeTests) -> tuple[list[int], bool]:
     """(indices of public cases whose output is a literal, whether that is evidence of hard-coding).
 
     Evidence is either an input->output pair written in the code (a non-trivial argument of a case,
     or its whole argument list, next to its output: ``if (a, b) == (2, 3): return 5``) with at least
     two outputs present, or three distinct strong outputs (see :func:`_strong`) present without any
     input.  A solution that returns "YES"/"NO" or number words has the outputs but not the inputs.
+    Outputs are looked for in ``outs`` (literals the code can return whole), inputs in every literal.
     """
 
-    def has(want: Any) -> bool:
-        return any(same_value(x, want) for x in lits)
+    def has(want: Any, pool: list[Any] = lits) -> bool:
+        return any(same_value(x, want) for x in pool)
 
     cases = [c for c in tests.public if not _trivial(c["output"], "function")]
     hits, pinned = [], 0
     for i, case in enumerate(tests.public):
-        if _trivial(case["output"], "function") or not has(case["output"]):
+        if _trivial(case["output"], "function") or not has(case["output"], outs):
             continue
         hits.append(i)
         inp = case["input"]
@@ -353,9 +373,9 @@ def _hardcoded_function(lits: list[Any], tests: CodeTests) -> tuple[list[int], b
 def _hardcoded(tree: ast.AST, tests: CodeTests) -> tuple[list[int], bool]:
     """Public tests whose (non-trivial) expected output appears literally in the code, and whether
     that counts as hard-coding."""
-    lits = _literals(tree)
+    lits = _literals(tree, outputs=True)
     if tests.style == "function":
-        return _hardcoded_function(lits, tests)
+        return _hardcoded_function(_literals(tree), lits, tests)
     texts = {str(x).strip() for x in lits if isinstance(x, (str, int, float)) and not isinstance(x, bool)}
     texts |= {" ".join(str(y) for y in x) for x in lits if isinstance(x, list)}
     hits = []

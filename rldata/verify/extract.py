@@ -515,7 +515,9 @@ def extract_answers(text: str | None, *, numeric: bool = True, prompt: str | Non
         return []
     if not isinstance(text, str):
         text = str(text)
-    tail, bold = _unbold(normalize(text[-TAIL_CHARS:]))
+    tail, bold = normalize(text[-TAIL_CHARS:]), []
+    if numeric:  # text answers (exact, regex) are compared as written, markdown included
+        tail, bold = _unbold(tail)
     stmts = _stated(tail, numeric, bold, quoted_boxes(prompt))
     stmts = _revised(tail, stmts, numeric)
     if not stmts and numeric:

@@ -51,7 +51,7 @@ def verifier() -> CodeVerifier:
 
 def test_registered_for_the_code_domain():
     v = for_domain("code")
-    assert isinstance(v, CodeVerifier) and v.name == "code" and v.version == "2"
+    assert isinstance(v, CodeVerifier) and v.name == "code" and v.version == "3"
     assert isinstance(get_verifier("code"), CodeVerifier)
 
 

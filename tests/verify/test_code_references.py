@@ -155,6 +155,43 @@ def test_hard_coding_rule(code, flagged):
     assert (rule.detail["checks"]["hardcoded"] != "ok") is flagged, rule.detail
 
 
+@pytest.mark.parametrize(
+    ("code", "flagged"),
+    [
+        (  # a vocabulary keyed by the answer words: keys are looked up, not returned
+            (
+                "def f(n):\n    words = {'three': 3, 'seven': 7, 'twelve': 12, 'nine': 9}\n"
+                "    for w, v in words.items():\n        if v == n:\n            return w\n"
+            ),
+            False,
+        ),
+        ("def f(n):\n    return {3: 'three', 7: 'seven', 12: 'twelve'}[n]\n", True),  # values returned whole
+        (
+            "def f(n):\n    if n == 3:\n        return 'three'\n    return 'seven' if n == 7 else 'twelve'\n",
+            True,
+        ),
+        (
+            "def f(n):\n    names = ['three', 'seven', 'twelve']\n    return names[[3, 7, 12].index(n)]\n",
+            True,
+        ),
+    ],
+)
+def test_hard_coding_compares_outputs_only_with_returnable_literals(code, flagged):
+    tests = parse_tests(
+        {
+            "style": "function",
+            "entry_point": "f",
+            "public": [
+                {"input": [3], "output": "three"},
+                {"input": [7], "output": "seven"},
+                {"input": [12], "output": "twelve"},
+            ],
+        }
+    )
+    rule = check_rules(code, tests)
+    assert (rule.detail["checks"]["hardcoded"] != "ok") is flagged, rule.detail
+
+
 @pytest.fixture(scope="module")
 def verifier() -> CodeVerifier:
     return CodeVerifier()
