@@ -71,15 +71,16 @@ class VerifySummary:
 
 
 def select_trajectories(store: Store, *, run_id: str | None = None, where: str | None = None) -> pl.DataFrame:
-    """traj_id, task_id, model, params_hash, completion, domain, answer, tests, metadata of the selected
-    trajectories."""
+    """traj_id, task_id, model, params_hash, completion, domain, answer, tests, metadata and prompt (the
+    math verifier skips boxes quoted from it) of the selected trajectories."""
     conds = [f"({where})"] if where else []
     params = {}
     if run_id:
         conds.append("t.run_id = $run")
         params["run"] = run_id
     q = (
-        "SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests, k.metadata "
+        "SELECT t.traj_id, t.task_id, t.model, t.params_hash, t.completion, k.domain, k.answer, k.tests, k.metadata, "
+        "k.prompt "
         "FROM trajectories t JOIN tasks k USING (task_id)"
         + (" WHERE " + " AND ".join(conds) if conds else "")
         + " ORDER BY t.traj_id"
@@ -205,7 +206,7 @@ def _verify_batch(
             "answer": r["answer"],
             "tests": r["tests"],
             "metadata": r["metadata"],
-            "prompt": r.get("prompt"),
+            "prompt": r["prompt"],
         }
         for r in rows
     ]

@@ -194,3 +194,19 @@ def test_percent_is_not_a_fraction(mv):
 
 def test_version_moved_past_rldata2(mv):
     assert mv.version.endswith("+rldata3")  # revisions, markdown bold and quoted boxes changed extraction
+
+
+def test_the_prompt_reaches_the_verifier_and_its_boxes_are_quotes():
+    """Through verify_on_ray's items (as sample, verify and the trainer send them): a box quoted from
+    the prompt is no competing answer; without the prompt it is one (a hedge)."""
+    from rldata.verify.parallel import verify_on_ray
+
+    prompt = "In the puzzle $\\boxed{A} + \\boxed{B} = 10$ and $A - B = 4$. What is $A$?"
+    completion = "From $\\boxed{A} + \\boxed{B} = 10$ and $A - B = 4$: $2A = 14$, so \\boxed{7}."
+    items = [
+        {"key": k, "verifier": "math", "completion": completion, "answer": "7", "prompt": p}
+        for k, p in (("with", prompt), ("without", None))
+    ]
+    out = verify_on_ray(items, where="driver")
+    assert out["with"][0].passed is True
+    assert out["without"][0].passed is False and out["without"][0].detail["reason"] == "hedged"
