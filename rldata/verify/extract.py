@@ -65,6 +65,7 @@ MAX_MARKERS = 16  # occurrences of one marker tried, from the last
 MAX_LINE = 256  # what follows a marker ("The answer is ...") is read up to here
 MAX_ANSWERS = 8  # distinct stated answers kept (more is a hedge all the same)
 MAX_REMAINDER = 80  # text allowed after a fallback final number
+MAX_REVISION_TAIL = 40  # a revision this short ("Wait, actually 8") need not end its sentence
 HEDGE_SEP = "\x1e"  # joins several answers in one extracted string; control chars are removed from input
 
 # A number.  The separator forms come before plain digits so "10 000" is one number; the final
@@ -288,8 +289,9 @@ def _box_answers(box: str, numeric: bool) -> list[str]:
 def _final_number(tail: str, *, revised: bool = False) -> list[str]:
     """The fallback: the final number (or final $...$ / \\frac) when it plainly ends the text.
 
-    ``revised``: ``tail`` is what follows a revision marker ("Wait, actually 8"): the number need not
-    end a sentence."""
+    ``revised``: ``tail`` is what follows a revision marker: when that is short and names one number
+    ("Wait, actually 8") the number need not end a sentence; an unfinished recomputation ("3 + 4 = 7,
+    times 2 is 14, plus") may be cut off."""
     last = None
     for last in NUMBER.finditer(tail):
         pass
@@ -323,7 +325,8 @@ def _final_number(tail: str, *, revised: bool = False) -> list[str]:
     # completion: it counts when a sentence ends after it, when it follows "=", or when it is
     # alone on its line (a bare completion such as "27").
     line = tail[tail.rfind("\n", 0, m.start()) + 1 : m.start()]
-    if not (revised or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
+    short = revised and len(tail.strip()) <= MAX_REVISION_TAIL and last is m and len(_numbers(tail)) == 1
+    if not (short or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
         return []
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1 : end]

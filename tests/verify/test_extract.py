@@ -227,6 +227,11 @@ def test_final_number_that_ends_the_text(text, expected):
             ["4", "1", "3", "2"],
         ),
         ("The answer is 7. Wait, let me recheck: 3 + 4 = 7. The answer is 7.", ["7"]),
+        ("The answer is 7.\n\n**Wait, actually 8**", ["8"]),  # short: need not end a sentence
+        ("The answer is 7. Wait, let me recompute: 3 + 4 = 7, times 2 is 14, plus", ["7"]),  # cut off
+        ("The answer is 7 — wait, maybe 8.", ["7", "8"]),
+        ("\\boxed{1}. Wait, \\boxed{2}. Wait, \\boxed{3}. Wait, \\boxed{4}.", ["4", "3", "2", "1"]),  # spray
+        ("**42** is wrong; the answer is 41.", ["41"]),
     ],
 )
 def test_revisions(text, expected):
