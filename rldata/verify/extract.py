@@ -1,8 +1,8 @@
 """Pull the final answer(s) out of a model's completion.
 
-The text is first normalized: NFKC (full-width ``４２`` is ``42``, no-break and thin spaces are
-spaces), superscript exponents become ``^{..}`` (before NFKC would glue ``10²³`` into ``1023``),
-the unicode minus is ``-``, LaTeX ``{,}`` is ``,`` and ``\\,`` between digits is a space.
+The text is first normalized (:func:`rldata.verify.numbers.normalize`: NFKC, superscripts, the
+unicode minus, ``\\phantom`` dropped), and numbers are read whole and normalized
+(:mod:`rldata.verify.numbers`: ``1,000`` is ``1000``, ``6.02 x 10^23`` is ``6.02*10^(23)``).
 
 Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 
@@ -11,11 +11,10 @@ Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 3. ``The answer is 42`` / ``The final answer is $\\frac{1}{2}$.`` (case-insensitive; also ``答案是``)
 4. ``Answer: 42``; ``A: 42`` only at the start of a line and only when nothing above is stated
    (an option list "A: red / B: blue" is not a set of answers)
-
 5. ``**42**`` (markdown bold; ``__42__``) alone on its line or ending the text; the bold markers are
    dropped first, so ``**Answer:** 42`` is ``Answer: 42``
 
-\\phantom{..} shows nothing and is dropped.  A box holding a blank to fill in (``\\boxed{\\quad}``,
+A box holding a blank to fill in (``\\boxed{\\quad}``,
 ``\\boxed{?}``) is no answer, and neither is a box quoted from the task's prompt (same content, and
 either no number in it or the same words before it).
 
@@ -26,19 +25,14 @@ after a stated answer retracts what came before it, and the answers after the la
 (``The answer is 7. Wait, actually it is 8.`` states 8).  A revision that still offers
 alternatives (a hedge word in the marker's or the final answer's sentence: ``7, or actually 8``,
 ``Actually, it could also be 8``) and a chain of more than :data:`MAX_REVISED` distinct answers
-keep every answer, which fails as a hedge.  One
-statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
+keep every answer, which fails as a hedge.  One statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
 each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
 final number of the text is the answer, but only when it plainly ends the text: not inside an
 unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), followed
 only by a short remainder that ends the sentence (``12 in total.``), unless it follows ``=`` or
-stands alone on the last line (``27``): a text that merely stops on a number may be cut off.  A final ``$...$`` segment or bare ``\\frac{a}{b}`` is
-taken whole (``$\\dfrac{3}{4}$`` is ``\\dfrac{3}{4}``, not ``4``).
-
-Numbers are read whole: ``.5``, ``1.5e3``, ``6.02 x 10^23``, thousands separators ``1,000``,
-``1 000``, ``1'000``, ``1.000.000`` and Indian ``1,00,000``; they come out normalized
-(``1000``, ``0.5``, ``6.02*10^(23)``).  A single ``1.000`` is the decimal 1.000, and ``1,5`` is
-left as written (a list or a decimal comma: ambiguous, so it never equals a plain number).
+stands alone on the last line (``27``): a text that merely stops on a number may be cut off.  A
+final ``$...$`` segment or bare ``\\frac{a}{b}`` is taken whole (``$\\dfrac{3}{4}$`` is
+``\\dfrac{3}{4}``, not ``4``).
 
 Work is bounded whatever the input: only the tail is scanned, every pattern is linear, and brace
 matching is one pass over brace tokens, so a 10 MB completion or ``"\\boxed{" * 10000`` costs the
@@ -48,7 +42,8 @@ same as a normal one.
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from rldata.verify.numbers import NUMBER, canon, clean_number, normalize
 
 __all__ = [
     "HEDGE_SEP",
@@ -68,27 +63,6 @@ MAX_REMAINDER = 80  # text allowed after a fallback final number
 MAX_REVISION_TAIL = 40  # a revision this short ("Wait, actually 8") need not end its sentence
 HEDGE_SEP = "\x1e"  # joins several answers in one extracted string; control chars are removed from input
 
-# A number.  The separator forms come before plain digits so "10 000" is one number; the final
-# (?!\d) makes the regex back off a separator form that does not end cleanly ("1,2345").
-_GROUPED = (
-    r"\d{1,3}(?:,\d{3})+"  # 1,234,567
-    r"|\d{1,2}(?:,\d{2})+,\d{3}"  # 1,00,000 (Indian)
-    r"|\d{1,3}(?:['’]\d{3})+"  # 1'000 (Swiss)
-    r"|\d{1,3}(?:\.\d{3}){2,}"  # 1.000.000 (one group "1.000" is a decimal)
-    r"|\d{1,3}(?: \d{3})+"  # 10 000 (SI; NFKC made thin and no-break spaces plain)
-)
-_EXP = (
-    r"[eE][-+]?\d+"
-    r"|[ \t]*(?:\\times|\\cdot|×|·|\*|x)[ \t]*10[ \t]*\^[ \t]*(?:\{[ \t]*[-+]?\d+[ \t]*\}|\([ \t]*[-+]?\d+[ \t]*\)|[-+]?\d+)"
-)
-# A minus counts as a sign only when no digit, letter or closing bracket precedes it: the final
-# number of "10-3" is "3", not "-3".
-NUMBER = re.compile(
-    rf"(?:(?<![\w)\]}}.])-)?"
-    rf"(?:(?<![\d.])(?P<lead>\.\d+)|(?:(?P<grp>{_GROUPED})|(?P<amb>\d+(?:,\d+)+)|(?P<plain>\d+))(?P<dec>\.\d+)?)"
-    rf"(?:(?P<exp>{_EXP})|/(?P<den>\d+))?(?!\d)"
-)
-_FULL_NUMBER = re.compile(rf"\s*(?:\\\$|\$)?\s*(?P<num>{NUMBER.pattern})\s*(?:\\%|%|percent)?\s*\.?\s*")
 
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
 _HASHES = re.compile(r"####[ \t]*")
@@ -113,49 +87,6 @@ _PLAIN_AFTER = re.compile(
 )
 _OPERATOR_BEFORE = re.compile(r"(?:[-+*/×÷^_({]|\\[a-zA-Z]+|\bnot|n't|\bnever)\s*$")
 _OPERATOR_AFTER = re.compile(r"\s*(?:[-+*/×÷^_=<>?]|\\(?!text|mathrm|mbox|%|\$|\]|\)))")
-
-_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
-_SUPERSCRIPT_RUN = re.compile(f"[{_SUPERSCRIPTS}]+")
-_SUPER_TO_ASCII = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_LATEX_THIN_SPACE = re.compile(r"(?<=\d)\\[,;:! ](?=\d)")
-# \phantom{..} takes space but shows nothing: what it holds is not written (one level of braces inside)
-_PHANTOM = re.compile(r"\\[hv]?phantom\s*\{(?:[^{}]|\{[^{}]*\})*\}")
-
-
-def normalize(text: str) -> str:
-    """NFKC plus the fixes it needs (see the module docstring)."""
-    text = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group().translate(_SUPER_TO_ASCII) + "}", text)
-    text = unicodedata.normalize("NFKC", text)
-    text = text.replace("\u2212", "-").replace("\u2044", "/").replace("{,}", ",")
-    text = _LATEX_THIN_SPACE.sub(" ", text)
-    text = _PHANTOM.sub("", text) if "phantom" in text else text
-    return _CONTROL.sub(" ", text)
-
-
-def _canon(m: re.Match) -> str:
-    """A NUMBER match in normal form: "1,234.50" -> "1234.50", "6.02 x 10^23" -> "6.02*10^(23)"."""
-    if m["amb"] is not None:  # "1,5": a list or a decimal comma; math-verify reads it as a set
-        return m.group().strip()
-    sign = "-" if m.group().startswith("-") else ""
-    if m["lead"] is not None:
-        mant = "0" + m["lead"]
-    else:
-        whole = m["grp"] if m["grp"] is not None else m["plain"]
-        mant = re.sub(r"[,'’. ]", "", whole) + (m["dec"] or "")
-    if m["exp"] is not None:
-        power = int(re.findall(r"[-+]?\d+", m["exp"])[-1])
-        return f"{sign}{mant}*10^({power})"
-    if m["den"] is not None:
-        return f"{sign}{mant}/{m['den']}"
-    return sign + mant
-
-
-def clean_number(s: str) -> str | None:
-    """``"$1,234."`` -> ``"1234"``, ``"50\\%"`` -> ``"50"``; None if ``s`` is not a single number."""
-    m = _FULL_NUMBER.fullmatch(normalize(s))
-    num = NUMBER.fullmatch(m["num"]) if m is not None else None
-    return _canon(num) if num is not None and num["amb"] is None else None
 
 
 def _box_spans(s: str) -> list[tuple[int, int, int]]:
@@ -210,7 +141,7 @@ def _from_statement(stmt: str, numeric: bool) -> list[str]:
         return [num]
     nums = _numbers(stmt) if numeric else []
     if len(nums) > 1 and _HEDGE.search(stmt):
-        return [_canon(m) for m in nums]
+        return [canon(m) for m in nums]
     if not numeric:
         return [stmt] if stmt else []
     if stmt.startswith("\\") or not nums:  # undelimited LaTeX: "is \frac{1}{2}."; or no number at all
@@ -220,7 +151,7 @@ def _from_statement(stmt: str, numeric: bool) -> list[str]:
     if _PLAIN_AFTER.match(negated, first.end()) and not _OPERATOR_BEFORE.search(
         negated[: first.start()][-12:]
     ):
-        return [_canon(first)]
+        return [canon(first)]
     return [stmt]  # "2\pi", "5x": math-verify reads the whole statement
 
 
@@ -282,7 +213,7 @@ def _box_answers(box: str, numeric: bool) -> list[str]:
     plain = re.sub(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}", r" \1 ", box)
     nums = _numbers(plain) if numeric else []
     if len(nums) > 1 and _HEDGE.search(plain):
-        return [_canon(m) for m in nums]
+        return [canon(m) for m in nums]
     return [box]
 
 
@@ -332,8 +263,8 @@ def _final_number(tail: str, *, revised: bool = False) -> list[str]:
     sentence = tail[start + 1 : end]
     nums = _numbers(sentence)
     if len(nums) > 1 and (_HEDGE.search(sentence) or _LIST_BEFORE.search(tail[: m.start()])):
-        return [_canon(x) for x in nums]
-    return [_canon(m)]
+        return [canon(x) for x in nums]
+    return [canon(m)]
 
 
 # ---- markdown bold ------------------------------------------------------------------------------
@@ -385,7 +316,7 @@ def _bold_answers(tail: str, spans: list[tuple[int, int]]) -> list[Statement]:
                 continue  # "**7** **8**": the text stops on it, it does not state it
             nums = _numbers(sentence)
             hedge = len(nums) > 1 and _HEDGE.search(sentence)
-            out.append(((4, -a), b, [_canon(x) for x in nums] if hedge else [value]))
+            out.append(((4, -a), b, [canon(x) for x in nums] if hedge else [value]))
     return out
 
 
