@@ -61,12 +61,10 @@ def check_output_path(path, *, store, name: str, directory: bool = False) -> Pat
 def write_output(path, data: str | bytes, *, name: str) -> None:
     """Write ``data`` to ``path``; a failed write (a full disk, ``/dev/full``, a directory) is one
     error naming ``name`` and the path, never a silent success."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     try:
-        with open(
-            path,
-            "wb" if isinstance(data, bytes) else "w",
-            **({} if isinstance(data, bytes) else {"encoding": "utf-8"}),
-        ) as f:
+        with open(path, "wb") as f:
             f.write(data)
             f.flush()  # a full device refuses here or at close: both inside the try
     except OSError as e:
