@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rldata.errors import ConfigError, RldataError
+from rldata.outputs import check_output_path
 from rldata.results import ExportResult, ReportResult, SampleResult, TrainResult, VerifyResult, frozen
 from rldata.store import Store, open_store
 
@@ -316,6 +317,9 @@ def train(
             "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
             field="where",
         )
+    st = _open(store, create=True)
+    check_output_path(cfg.output_dir, store=st, name="output_dir")
+    check_output_path(tracker_dir, store=st, name="tracker_dir")
     opts = DriverOptions(
         sampler=sampler,
         tasks_where=where,
@@ -327,7 +331,7 @@ def train(
         tracker=tracker,
         tracker_dir=None if tracker_dir is None else str(tracker_dir),
     )
-    return TrainResult.of(run_train(_open(store, create=True), cfg, opts))
+    return TrainResult.of(run_train(st, cfg, opts))
 
 
 def export(
@@ -416,6 +420,7 @@ def report(
             f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}", field="group_by"
         )
     st = _open(store, create=False)
+    check_output_path(out, store=st, name="out")
     runs = list(runs or ())
     if runs and selection is None and st.scan("selections").select("selection").head(1).collect().height == 0:
         files = render_training(st, runs, out, group_by=group_by)

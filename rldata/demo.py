@@ -69,6 +69,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.ingest import ingest, sample_path
     from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.outputs import check_output_path
     from rldata.params import SamplingSpec
     from rldata.report.overview import gather
     from rldata.report.page import render
@@ -77,7 +78,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.trainer.driver import DriverOptions, train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
-    out = Path(cfg.out)
+    out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
     out.mkdir(parents=True, exist_ok=True)
     # One local Ray for every stage, with the logical CPUs the trainer schedules (engine, learner,
     # verification, evaluation); the phases alternate, so two physical cores are enough.

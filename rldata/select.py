@@ -36,6 +36,7 @@ from rldata._read import first_match, read_where
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
 from rldata.curriculum.config import check_writable
 from rldata.errors import ConfigError, RldataError
+from rldata.outputs import check_output_path
 from rldata.results import Result
 from rldata.schemas import SELECTIONS
 
@@ -451,8 +452,9 @@ def stratify_store(
     """Bucket the kept tasks of ``selection`` (one commit) and write the curriculum file ``out``."""
     if (buckets is None) == (quantiles is None):
         raise ConfigError("give exactly one of buckets and quantiles", field="buckets")
-    if out is not None:
-        check_writable(out)  # before the commit below: a bad path must not leave buckets half-done
+    if out is not None:  # before the commit below: a bad path must not leave buckets half-done
+        check_output_path(out, store=store, name="curriculum")
+        check_writable(out)
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)
     kept = sel.filter(pl.col("decision") == "keep")
     if buckets is None:

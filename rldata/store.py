@@ -234,11 +234,18 @@ class Store:
         dict.  ``params``: values for ``$1``/``$name`` placeholders.  ``extra``: more Arrow tables or
         frames to expose by name (e.g. a list of ids to join on).  Returns a DuckDB relation
         (``.pl()``, ``.to_arrow_table()``, ``.fetchall()``).
+
+        The query sees these tables and nothing else: no file, URL, extension or environment
+        variable (:func:`rldata.sql_guard.lock_down`).
         """
+        from rldata.sql_guard import lock_down, sql_error
+
         con = duckdb.connect()
         self._conns.append(con)
         for name, obj in (extra or {}).items():
             con.register(name, obj)
+        files: list[str] = []
+        dirs: list[str] = []
         for name in schemas.TABLES:
             if not re.search(rf"\b{name}\b", query, flags=re.IGNORECASE):
                 continue
@@ -251,14 +258,19 @@ class Store:
                 if version is None:
                     raise
                 raise RldataError(f"table {name!r} has no version {version}: {e}") from None
-            self._expose(con, name, dtable)
+            read = self._expose(con, name, dtable)
+            if read:
+                files += read
+                dirs.append(self.uri(name))
+        lock_down(con, files=files, directories=dirs)
         try:
             return con.sql(query, params=params) if params is not None else con.sql(query)
         except duckdb.Error as e:
-            raise RldataError(f"SQL error: {str(e).splitlines()[0]}") from None
+            raise sql_error(e) from None
 
-    def _expose(self, con: duckdb.DuckDBPyConnection, name: str, dtable: DeltaTable) -> None:
-        """Make ``name`` a DuckDB view of exactly the files of ``dtable``'s version.
+    def _expose(self, con: duckdb.DuckDBPyConnection, name: str, dtable: DeltaTable) -> list[str]:
+        """Make ``name`` a DuckDB view of exactly the files of ``dtable``'s version; returns the local
+        files the view has DuckDB read (the only ones :meth:`sql` then lets a query open).
 
         Plain local Parquet is read by DuckDB's own reader, which decodes in parallel and prunes
         columns and row groups (several times faster than scanning a pyarrow dataset from DuckDB).
@@ -279,7 +291,7 @@ class Store:
                 con.execute(
                     f'CREATE VIEW "{name}" AS SELECT {cols} FROM read_parquet([{paths}], union_by_name = true)'
                 )
-                return
+                return files
             except duckdb.Error:
                 gone = [f for f in files if not os.path.exists(f)]
                 if gone:
@@ -293,6 +305,7 @@ class Store:
             con.register(name, pads.dataset(schemas.get(name).schema.empty_table()))
         else:
             con.register(name, dtable.to_pyarrow_dataset())
+        return []
 
     # ---- maintenance --------------------------------------------------------------------------
     def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:

@@ -227,6 +227,9 @@ def open_tracker(
 
 def replay(store: Store, run_id: str, name: str, out: str | os.PathLike) -> dict[str, int]:
     """Write a stored run's metrics, step by step, and its config into tracker ``name`` under ``out``."""
+    from rldata.outputs import check_output_path
+
+    check_output_path(out, store=store, name="out")
     runs = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()
     rows = store.sql(
         "SELECT step, name, value FROM metrics WHERE run_id = $1 AND value IS NOT NULL ORDER BY step, name",

@@ -12,6 +12,7 @@ import polars as pl
 import typer
 
 from rldata.errors import RldataError
+from rldata.outputs import write_output
 
 __all__ = [
     "FIELD_FLAGS",
@@ -23,6 +24,7 @@ __all__ = [
     "flag_for",
     "get_store",
     "int_list",
+    "out_path_check",
 ]
 
 
@@ -43,7 +45,34 @@ class OnError(str, Enum):
 FORMAT_OPT = typer.Option(
     Format.table, "--format", "-f", help="How to print rows: table, csv, json or parquet."
 )
-OUT_OPT = typer.Option(None, "--out", "-o", help="Write the rows to this file instead of stdout.")
+
+
+def _store_of(ctx) -> object:
+    """The store this command names (opened or not): its Store, its --store root, or None (default)."""
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    return obj.get("store_obj") or obj.get("store")
+
+
+def out_path_check(name: str, *, directory: bool = False):
+    """An option callback that refuses an output path inside the store before the command runs
+    (``rldata.outputs.check_output_path``; ``name`` is the field the error names)."""
+
+    def check(ctx: typer.Context, value):
+        from rldata.outputs import check_output_path
+
+        return check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
+
+    return check
+
+
+OUT_OPT = typer.Option(
+    None,
+    "--out",
+    "-o",
+    help="Write the rows to this file instead of stdout.",
+    callback=out_path_check("out"),
+)
 
 
 def int_list(text: str | None, what: str) -> list[int] | None:
@@ -160,10 +189,13 @@ def emit(df: pl.DataFrame, fmt: Format | str = Format.table, out: Path | None = 
     if fmt is Format.parquet:
         if out is None and sys.stdout.isatty():
             raise RldataError("--format parquet writes binary: give --out FILE or redirect stdout")
-        target = out if out is not None else sys.stdout.buffer
-        df.write_parquet(target)
         if out is None:
+            df.write_parquet(sys.stdout.buffer)
             sys.stdout.buffer.flush()
+            return
+        buf = io.BytesIO()
+        df.write_parquet(buf)
+        write_output(out, buf.getvalue(), name="out")
         return
     if fmt is Format.csv:
         text = _flatten_nested(df).write_csv()
@@ -172,7 +204,7 @@ def emit(df: pl.DataFrame, fmt: Format | str = Format.table, out: Path | None = 
     else:
         text = _rich_table(df)
     if out is not None:
-        Path(out).write_text(text)
+        write_output(out, text, name="out")
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

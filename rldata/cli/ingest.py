@@ -10,9 +10,10 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store
+from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store, out_path_check
 from rldata.console import log
 from rldata.errors import RldataError
+from rldata.outputs import write_output
 
 _MAX_LISTED = 50  # rejects printed on stderr; --rejects FILE keeps them all
 
@@ -41,7 +42,9 @@ _ON_ERROR_OPT = typer.Option(
     "rejects are listed.",
 )
 _DECONTAMINATE_OPT = typer.Option(None, help="Eval file: drop tasks sharing a word n-gram with its prompts.")
-_REJECTS_OPT = typer.Option(None, "--rejects", help="Write every reject to this JSON-lines file.")
+_REJECTS_OPT = typer.Option(
+    None, "--rejects", help="Write every reject to this JSON-lines file.", callback=out_path_check("rejects")
+)
 _FORMAT_OPT = typer.Option(
     None, "--format", "-f", help="Also print the summary row on stdout: table, csv, json or parquet."
 )
@@ -138,18 +141,17 @@ def ingest(
     if len(summary.rejects) > _MAX_LISTED:
         more = "; --rejects FILE lists them all" if rejects is None else ""
         log(f"... and {len(summary.rejects) - _MAX_LISTED} more rejects{more}")
-    if rejects is not None:
-        with open(rejects, "w") as f:
-            for r in summary.rejects:
-                f.write(
-                    json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason})
-                    + "\n"
-                )
     verb = "would add" if dry_run else "added"
-    log(
+    log(  # before --rejects is written: if that write fails, what the ingest did is still said
         f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"
     )
+    if rejects is not None:
+        lines = (
+            json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason}) + "\n"
+            for r in summary.rejects
+        )
+        write_output(rejects, "".join(lines), name="rejects")
     if fmt is not None:
         emit(pl.DataFrame([summary.row()]), fmt, out)
 

@@ -38,11 +38,16 @@ def sql(
     limit: int = typer.Option(None, help="Print at most this many rows."),
 ) -> None:
     """Run a SQL query over the store and print the rows."""
-    from rldata.sql_guard import check_read_only
+    import duckdb
+
+    from rldata.sql_guard import check_read_only, sql_error
 
     check_read_only(query)
     rel = get_store(ctx).sql(query, as_of=_parse_as_of(as_of))
-    df = pl.from_arrow(rel.to_arrow_table()) if rel is not None else pl.DataFrame()
+    try:  # a relation runs when fetched: errors of the run (a refused file, a bad cast) come here
+        df = pl.from_arrow(rel.to_arrow_table()) if rel is not None else pl.DataFrame()
+    except duckdb.Error as e:
+        raise sql_error(e) from None
     if isinstance(df, pl.Series):
         df = df.to_frame()
     if limit is not None:

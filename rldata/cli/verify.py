@@ -81,7 +81,9 @@ def audit(
     if fmt is Format.json:
         text = json.dumps(res.to_dict(), default=str, ensure_ascii=False) + "\n"
         if out is not None:
-            out.write_text(text)
+            from rldata.outputs import write_output
+
+            write_output(out, text, name="out")
         else:
             sys.stdout.write(text)
     elif fmt is Format.table:

@@ -388,6 +388,11 @@ def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
         curriculum.to_dict(), sort_keys=False, default_flow_style=False
     )
     check_writable(path)
+    if path.exists() and not path.is_file():  # a device or pipe (/dev/stdout): written, never replaced
+        from rldata.outputs import write_output
+
+        write_output(path, text, name="curriculum")
+        return path
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # same directory: os.replace stays atomic
     try:
         tmp.write_text(text)

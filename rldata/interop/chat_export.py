@@ -122,7 +122,7 @@ def export_conversations(
         schema=CHAT_SCHEMA,
     )
     out = Path(out).absolute()
-    _check_out(out)
+    _check_out(out, store=store)
     spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
     if layout.build is not None:  # a rollouts format may reshape the conversation table
         table = layout.build(table, spec)

@@ -362,7 +362,10 @@ def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
 
 
 # ---- putting the directory in place -----------------------------------------------------------
-def _check_out(out: Path) -> None:
+def _check_out(out: Path, *, store) -> None:
+    from rldata.outputs import check_output_path
+
+    check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
     if out.is_file():
         raise RldataError(f"{out}: --out must be a directory, and a file exists there")
     if out.is_dir() and any(out.iterdir()) and not (out / lineage.MANIFEST_NAME).is_file():
@@ -414,7 +417,7 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
 def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict[str, Any]:
     """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest."""
     out = Path(out).absolute()
-    _check_out(out)
+    _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
     fmt = get_format(spec.format)

@@ -143,7 +143,7 @@ def export_preferences(
         layout = get_format(fmt, "preferences")
     except UnknownFormat as e:
         raise RldataError(str(e)) from None
-    _check_out(out)
+    _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("verifications", "trajectories", "tasks")}
     pairs = _pairs(store, kinds)
     table = pairs.to_arrow().cast(PREFERENCE_SCHEMA)
