@@ -20,7 +20,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-__all__ = ["describe", "hint", "root_cause", "write_trace"]
+__all__ = ["describe", "hint", "import_hint", "root_cause", "write_trace"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _WHERE = re.compile(r"ray::([\w.]+)\(\)")
@@ -121,3 +121,23 @@ def write_trace(exc: BaseException, argv: list[str] | None = None) -> Path | Non
         return path
     except OSError:
         return None
+
+
+def import_hint(exc: BaseException) -> str:
+    """For a ``module:Class`` that does not import: how to make it importable ("" when not a missing
+    module).  rldata does not add the working directory to the import path itself: Ray's workers
+    and the sandbox import the class too, and they see ``PYTHONPATH``, not the driver's ``sys.path``."""
+    name = getattr(exc, "name", None)
+    if not isinstance(exc, ModuleNotFoundError) or not name:
+        return ""
+    top = name.split(".")[0]
+    here = Path.cwd()
+    if (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file():
+        return (
+            f" ({top!r} is in the working directory, which is not on Python's import path: run with "
+            "PYTHONPATH=. so that rldata and its Ray workers import it)"
+        )
+    return (
+        f" (make {top!r} importable: pip install the package that holds it, or add its parent "
+        "directory to PYTHONPATH)"
+    )
