@@ -17,6 +17,7 @@ import ray
 from rldata.params import SamplingSpec
 
 __all__ = [
+    "ATTACH_ENV",
     "CPU_ENGINES_MAX",
     "EngineActor",
     "RemoteEngine",
@@ -60,6 +61,8 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
     if not ray.is_initialized():
         # No address: always a fresh local Ray ("local"), never a cluster that happens to run here.
         address = address or os.environ.get("RAY_ADDRESS") or "local"
+        if address == "auto" and os.environ.get(ATTACH_ENV) != "1":
+            _refuse_auto()
         kwargs: dict[str, Any] = {
             "address": address,
             "include_dashboard": False,
@@ -70,16 +73,120 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
         for attempt in range(3):
             try:
-                ray.init(**kwargs)
+                info = ray.init(**kwargs)
                 if address == "local":
                     _STARTED_LOCAL["num_cpus"] = kwargs["num_cpus"]
+                    _start_reaper()
+                else:
+                    _say_attached(address, info)
                 break
             except Exception as e:
+                if address != "local" and not ray.is_initialized():
+                    _connect_failed(address, e)
                 # Ray waits a fixed 30 s for its raylet; on a loaded machine that can pass: retry.
                 if "timed out during startup" not in str(e) or attempt == 2:
                     raise
                 ray.shutdown()
     return ray.cluster_resources()
+
+
+_REAPER: list = []  # the watchdog of this process's local Ray (one per process)
+
+
+def _start_reaper() -> None:
+    """Start rldata/_reaper.py beside this driver: if the driver is killed, it ends the Ray agents
+    that would outlive it (Linux only; once per process; best effort)."""
+    if _REAPER or not os.path.isdir("/proc") or os.environ.get("RLDATA_NO_REAPER") == "1":
+        return
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rldata.runs import _pid_start
+
+    start = _pid_start(os.getpid())
+    import rldata
+
+    script = Path(rldata.__file__).with_name("_reaper.py")
+    if start is None or not script.is_file():
+        return
+    try:
+        _REAPER.append(
+            subprocess.Popen(
+                [sys.executable, str(script), str(os.getpid()), start],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C to the driver's group must not stop it first
+                close_fds=True,
+            )
+        )
+    except OSError:
+        pass
+
+
+# ``auto`` means "whichever Ray cluster started last on this host", which on a shared machine can be
+# another user's job: rldata attaches to it only when this is set to 1.
+ATTACH_ENV = "RLDATA_RAY_AUTO"
+
+
+def _latest_cluster() -> str | None:
+    """The cluster Ray's ``auto`` would pick here (the last ``ray start``), if Ray can say."""
+    try:
+        from ray._private.services import find_bootstrap_address
+
+        return find_bootstrap_address(None)
+    except Exception:  # noqa: BLE001 - a private helper of Ray's: only the message is at stake
+        return None
+
+
+def _refuse_auto() -> None:
+    from rldata.errors import ConfigError
+
+    found = _latest_cluster()
+    where = f" (here: {found})" if found else ""
+    raise ConfigError(
+        f"address 'auto' attaches to whichever Ray cluster started last on this machine{where}, which "
+        f"may be another user's: give the cluster's address (host:port), or set {ATTACH_ENV}=1 to "
+        "attach to it anyway",
+        field="address",
+    )
+
+
+def _say_attached(address: str, info) -> None:
+    """One stderr line naming the cluster a job attached to (``auto`` names no cluster by itself)."""
+    from rldata.console import log
+
+    try:
+        gcs = info.address_info.get("gcs_address") or address
+        res = ray.cluster_resources()
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    except Exception:  # noqa: BLE001 - the line is informational
+        log(f"attached to the Ray cluster at {address}")
+        return
+    gpus = f", {res.get('GPU', 0):g} GPUs" if res.get("GPU") else ""
+    log(f"attached to the Ray cluster at {gcs} ({nodes} node(s), {res.get('CPU', 0):g} CPUs{gpus})")
+
+
+def _connect_failed(address: str, exc: BaseException) -> None:
+    """A connection refused for want of an auth token says which settings Ray needs (Ray 2.60 runs
+    ``ray start`` clusters with token authentication; a client without the token only retries)."""
+    from rldata.errors import ConfigError
+
+    text = str(exc)
+    auth = type(exc).__name__ == "AuthenticationError" or "auth" in text.lower()
+    if not (auth or "Failed to connect" in text or "Unable to connect" in text):
+        return
+    mode = os.environ.get("RAY_AUTH_MODE")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    raise ConfigError(
+        f"cannot connect to the Ray cluster at {address} ({first}). If it runs with token "
+        "authentication (RAY_AUTH_MODE=token at `ray start`), set RAY_AUTH_MODE=token here too"
+        + (f" (it is {mode!r})" if mode and mode != "token" else "")
+        + " and give the cluster's token: RAY_AUTH_TOKEN, or a file named by RAY_AUTH_TOKEN_PATH, "
+        "or ~/.ray/auth_token (see docs/cluster.md)",
+        field="address",
+    ) from exc
 
 
 def node_cores() -> int:

@@ -136,10 +136,13 @@ def looks_moe(model: str) -> bool:
 def run_tokens(
     store, *, run_id: str | None = None, model: str | None = None, params_hash: str | None = None
 ) -> pl.DataFrame:
-    """Measured token counts of stored sampling runs, one row per run_id.
+    """Measured token counts of stored sampling runs, one row per run_id; a training run too when
+    ``run_id`` names one (its rollouts; ``model``/``params_hash`` alone select sampling runs only).
 
     Columns: run_id, model, params_hash, tasks, samples, prompt_tokens (summed over samples: an
-    upper bound, since vLLM's prefix cache prefills a prompt once per group), completion_tokens.
+    upper bound, since vLLM's prefix cache prefills a prompt once per group), completion_tokens,
+    steps (training steps whose rollouts are counted; 0 for a sampling run), trained_tokens (prompt
+    and completion tokens of the rollouts a training run learned from: its kept groups; 0 otherwise).
     """
     equals = {
         k: v for k, v in (("run_id", run_id), ("model", model), ("params_hash", params_hash)) if v is not None
@@ -147,8 +150,18 @@ def run_tokens(
     traj = read_where(
         store,
         "trajectories",
-        where=pads.field("step").is_null(),  # sampling, not training rollouts
-        columns=["run_id", "model", "params_hash", "task_id", "prompt_tokens", "completion_tokens"],
+        # sampling, not training rollouts, unless the run asked for is a training run
+        where=None if run_id is not None else pads.field("step").is_null(),
+        columns=[
+            "run_id",
+            "model",
+            "params_hash",
+            "task_id",
+            "prompt_tokens",
+            "completion_tokens",
+            "step",
+            "kept",
+        ],
         **equals,
     )
     out = (
@@ -158,12 +171,18 @@ def run_tokens(
             pl.len().alias("samples"),
             pl.col("prompt_tokens").cast(pl.Int64).sum().alias("prompt_tokens"),
             pl.col("completion_tokens").cast(pl.Int64).sum().alias("completion_tokens"),
+            pl.col("step").drop_nulls().n_unique().alias("steps"),
+            (pl.col("prompt_tokens").cast(pl.Int64) + pl.col("completion_tokens").cast(pl.Int64))
+            .filter(pl.col("step").is_not_null() & pl.col("kept").fill_null(False))
+            .sum()
+            .alias("trained_tokens"),
         )
-        .sort("run_id")
+        .sort("run_id", "model")
     )
     if out.height == 0:
         what = ", ".join(
             f"{k} {v!r}" for k, v in (("run", run_id), ("model", model), ("params", params_hash)) if v
         )
-        raise RldataError(f"no sampling trajectories{' for ' + what if what else ''} in the store")
+        kind = "trajectories" if run_id is not None else "sampling trajectories"
+        raise RldataError(f"no {kind}{' for ' + what if what else ''} in the store")
     return out

@@ -25,6 +25,19 @@ class RldataError(Exception):
         if field is not None:
             self.field = field
 
+    def __reduce__(self):
+        # Subclasses take other arguments than ``args``: pickle (Ray hands an actor's error to the
+        # driver pickled) rebuilds from args and attributes, or the driver gets Ray's
+        # "UnserializableException" instead of the message.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class ConfigError(RldataError, ValueError):
     """A bad parameter or config value; ``field`` names it.  A ValueError too, for older callers."""

@@ -112,6 +112,24 @@ class _Heartbeat(threading.Thread):
             self.done.set()
 
 
+def _refused(store: Store, exc: BaseException, base: dict[str, Any]) -> bool:
+    """Whether a run's error was a refusal of its input or configuration (ConfigError, InputError,
+    UnknownNameError, also when an engine raised it) before it wrote anything: such a command did
+    not run, and records no run.  Any table other than ``runs`` that moved since the start (this
+    job's writes, or another job's: the check cannot tell) keeps the failed row."""
+    from rldata.causes import root_cause
+    from rldata.errors import ConfigError, InputError, UnknownNameError
+
+    if not isinstance(root_cause(exc), (ConfigError, InputError, UnknownNameError)):
+        return False
+    try:
+        before = json.loads(base["store_versions"])
+        now = store.versions()
+    except Exception:  # noqa: BLE001 - unsure: keep the failed row
+        return False
+    return all(now.get(t) == v for t, v in before.items() if t != "runs")
+
+
 @contextmanager
 def record_run(
     store: Store,
@@ -146,8 +164,13 @@ def record_run(
         beat.stop()
         end = dt.datetime.now(dt.UTC)
         from rldata._remote import redact  # an object-store error may quote a credential
+        from rldata.causes import describe
 
-        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else redact(f"{type(e).__name__}: {e}")
+        if _refused(store, e, base):
+            rid = handle.run_id.replace("'", "''")
+            store.delete("runs", f"run_id = '{rid}'")
+            raise
+        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else redact(describe(e))
         store.upsert(
             "runs",
             [

@@ -477,15 +477,30 @@ def open_store(
     creating an empty one at a mistyped path.
     """
     root = root or os.environ.get("RLDATA_STORE") or DEFAULT_STORE
-    check_store_root(root, create=create)
+    check_store_root(root, create=create, storage_options=storage_options)
     return Store(root, storage_options=storage_options)
 
 
 # ---- reliability guards (issue 11): where a store may be opened or created ----------------------
-def check_store_root(root: str | os.PathLike, *, create: bool) -> None:
-    """Refuse a local root that is a file, or (``create=False``) one that holds no store."""
+def check_store_root(
+    root: str | os.PathLike, *, create: bool, storage_options: dict[str, str] | None = None
+) -> None:
+    """Refuse a local root that is a file, or (``create=False``) a root, local or remote, that holds no
+    store: a mistyped ``s3://`` prefix must not become a new empty store either."""
     root = str(root)
     if not _is_local(root):
+        if create:
+            return
+        base = root.rstrip("/")
+        if not any(
+            DeltaTable.is_deltatable(f"{base}/{name}", storage_options=storage_options)
+            for name in schemas.TABLES
+        ):
+            raise ConfigError(
+                f"no store at {base}: it holds none of its tables (commands that write, such as ingest, "
+                "create one)",
+                field="root",
+            )
         return
     path = Path(root.removeprefix("file://"))
     if path.exists() and not path.is_dir():

@@ -55,8 +55,9 @@ def test_parse_count_rejects_garbage():
         parse_count("seven billion", what="--params")
 
 
-def _traj(run, task, i, *, prompt=5, completion=10, step=None, model="m"):
+def _traj(run, task, i, *, prompt=5, completion=10, step=None, model="m", kept=None):
     return {
+        "kept": kept,
         "traj_id": f"{run}/{task}/{i}/{step}",
         "task_id": task,
         "run_id": run,
@@ -80,5 +81,23 @@ def test_run_tokens_measures_stored_sampling_runs(store):
     assert got["r1"]["tasks"] == 3 and got["r1"]["samples"] == 12
     assert got["r1"]["prompt_tokens"] == 60 and got["r1"]["completion_tokens"] == 4 * (10 + 11 + 12)
     assert run_tokens(store, model="other")["run_id"].to_list() == ["r2"]
-    with pytest.raises(RldataError, match="no sampling trajectories for run 'zz'"):
+    with pytest.raises(RldataError, match="no trajectories for run 'zz'"):
         run_tokens(store, run_id="zz")
+
+
+def test_cost_of_a_training_run_prices_rollouts_and_updates(store, capsys):
+    import json
+
+    from rldata.cli import main
+
+    rows = [_traj("tr", f"t{t}", i, step=s, kept=t != 2) for s in (1, 2) for t in range(3) for i in range(2)]
+    store.append("trajectories", rows, dedupe=True)
+    (got,) = run_tokens(store, run_id="tr").to_dicts()
+    assert (got["steps"], got["samples"], got["prompt_tokens"], got["completion_tokens"]) == (2, 12, 60, 120)
+    assert got["trained_tokens"] == 8 * 15  # kept groups only: tasks t0, t1 at both steps
+    code = main(
+        ["--store", store.root, "cost", "--params", "1e9", "--run", "tr", "--gpu", "h100", "-f", "json"]
+    )
+    out = {r["scenario"]: r for r in json.loads(capsys.readouterr().out)}
+    assert code == 0 and set(out) == {"run tr", "run tr updates"}
+    assert out["run tr"]["flops"] == 2 * 1e9 * 180 and out["run tr updates"]["flops"] == 6 * 1e9 * 120

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
 from rldata.params import SamplingSpec
@@ -68,7 +69,7 @@ class TrainConfig:
     output_dir: str = "runs"  # checkpoints go to <output_dir>/<run_id>/checkpoints/step-NNNNNN
     seed: int = 0  # seeds python, numpy, torch and the engines' per-request seeds
     # --- schedule -----------------------------------------------------------------------------
-    steps: int = 100  # optimizer steps (= policy versions after the initial one)
+    steps: int = DEFAULT_TRAIN_STEPS  # optimizer steps (= policy versions after the initial one)
     prompts_per_step: int = 16  # prompts (groups) in one rollout batch
     group_size: int = 8  # G: samples per prompt
     # --- rollout ------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase
+from rldata.console import log
+from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
 from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
@@ -118,6 +119,13 @@ def build_sampler(
         if not cur.selection:
             raise RldataError(
                 f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection"
+            )
+        late = late_phases(cur, cfg.steps)
+        if late:
+            log(
+                f"warning: {cfg.curriculum}: phase(s) {', '.join(late)} start after step {cfg.steps} unless a "
+                "promotion rule fires first: this run may never train on them (more steps, or "
+                "until_step values below the run's steps, e.g. rldata stratify --phase-steps)"
             )
         rows = store.sql(
             "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "

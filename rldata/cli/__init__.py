@@ -118,14 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if debug:
             raise
-        from rldata._remote import (
-            one_line,
-            redact,
-        )  # a store error may quote its settings: never print a secret
+        # a store error may quote its settings: never print a secret
+        from rldata._remote import one_line, redact
+        from rldata.causes import describe, root_cause, write_trace
 
+        cause = root_cause(e)  # an engine's or learner's error arrives wrapped by Ray
+        if isinstance(cause, RldataError):
+            e = cause
         reason = redact(one_line(str(e))) if str(e).strip() else type(e).__name__
         if not isinstance(e, (RldataError, OSError)):
-            reason = f"{type(e).__name__}: {reason}"
+            # not one of ours: the root cause on the line, the whole trace in a log file
+            reason = redact(describe(e))
+            trace = write_trace(e, argv)
+            reason += f" (full trace: {trace})" if trace else ""
         elif isinstance(e, RldataError) and not isinstance(e, (InputError, SchemaError)):
             # the library names its field; here the option that set it is known (InputError and
             # SchemaError name a file's or a table's field, not an option)

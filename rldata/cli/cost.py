@@ -46,7 +46,10 @@ def cost(
     ),
     gpus: int = typer.Option(None, "--gpus", help="GPUs in parallel: adds wall-clock hours."),
     run: str = typer.Option(
-        None, "--run", help="Price a stored sampling run's measured tokens (generation)."
+        None,
+        "--run",
+        help="Price a stored run's measured tokens: a sampling run's generation, or a training run's "
+        "rollouts (generation) and updates (training).",
     ),
     model: str = typer.Option(None, "--model", help="Price every stored sampling run of this model."),
     scale_tasks: str = typer.Option(
@@ -122,6 +125,8 @@ def cost(
             measured = float(r["prompt_tokens"] + r["completion_tokens"])
             info = {"tasks": r["tasks"], "samples": r["samples"], "completion_tokens": r["completion_tokens"]}
             add(f"run {r['run_id']}", measured, GEN_FLOPS_PER_PARAM_TOKEN, **info)
+            if r["steps"]:  # a training run: its updates too, over the rollouts it learned from
+                add(f"run {r['run_id']} updates", float(r["trained_tokens"]), TRAIN_FLOPS_PER_PARAM_TOKEN)
             if target is not None and r["tasks"]:
                 f = target / r["tasks"]
                 add(

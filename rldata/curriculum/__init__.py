@@ -1,6 +1,7 @@
 """Curriculum: the ``buckets.yaml`` config (``config``) and the sampler that follows it (``sampler``)."""
 
 from rldata.curriculum.config import (
+    DEFAULT_TRAIN_STEPS,
     METRICS,
     SCHEMA_VERSION,
     Bucket,
@@ -11,12 +12,14 @@ from rldata.curriculum.config import (
     check_buckets,
     default_phases,
     from_dict,
+    late_phases,
     load,
     save,
 )
 from rldata.curriculum.sampler import SAMPLERS, CurriculumSampler, register_sampler
 
 __all__ = [
+    "DEFAULT_TRAIN_STEPS",
     "METRICS",
     "SAMPLERS",
     "SCHEMA_VERSION",
@@ -29,6 +32,7 @@ __all__ = [
     "check_buckets",
     "default_phases",
     "from_dict",
+    "late_phases",
     "load",
     "register_sampler",
     "save",

@@ -29,6 +29,7 @@ import yaml
 from rldata.errors import InputError, RldataError
 
 __all__ = [
+    "DEFAULT_TRAIN_STEPS",
     "METRICS",
     "SCHEMA_VERSION",
     "Bucket",
@@ -39,6 +40,7 @@ __all__ = [
     "check_buckets",
     "default_phases",
     "from_dict",
+    "late_phases",
     "load",
     "save",
 ]
@@ -250,6 +252,19 @@ class Curriculum:
         }
 
 
+DEFAULT_TRAIN_STEPS = 100  # the trainer's default run length (TrainConfig.steps)
+
+
+def late_phases(cur: Curriculum, steps: int) -> list[str]:
+    """Phases a run of ``steps`` steps reaches only if a promotion rule fires: the phase before
+    each ends at no fixed step, or at one the run does not get to."""
+    out = []
+    for prev, p in zip(cur.phases, cur.phases[1:], strict=False):
+        if prev.until_step is None or prev.until_step >= steps:
+            out.append(p.name)
+    return out
+
+
 def default_phases(
     buckets: list[Bucket] | tuple[Bucket, ...],
     *,
@@ -263,11 +278,14 @@ def default_phases(
     the easier ones (so solved skills keep being rehearsed).  Each phase but the last ends after
     ``phase_steps[i]`` steps when given, else when the focus bucket's accuracy over ``window``
     steps reaches the bucket's upper edge (the model now solves it like the easiest tasks in it),
-    or at the latest at step ``(i + 1) * max_phase_steps`` (default ``10 * window``): a model too
-    weak to reach the edge must not stall on phase 0 forever.
+    or at the latest at step ``(i + 1) * max_phase_steps``: a model too weak to reach the edge must
+    not stall on phase 0 forever.  The default bound splits :data:`DEFAULT_TRAIN_STEPS` (the trainer's
+    default ``steps``) evenly over the phases (at least ``window`` steps each), so a run of the
+    default length reaches the last phase.
     """
-    if max_phase_steps is None:
-        max_phase_steps = 10 * window
+    buckets = list(buckets)
+    if max_phase_steps is None:  # every phase fits a default-length training run, or the last never trains
+        max_phase_steps = max(window, DEFAULT_TRAIN_STEPS // max(len(buckets), 1))
     if max_phase_steps < 1:
         raise CurriculumError("max_phase_steps", f"must be >= 1, got {max_phase_steps}")
     buckets = list(buckets)

@@ -125,7 +125,9 @@ def resolve(env: str) -> Callable[..., Environment]:
         try:
             obj = getattr(importlib.import_module(mod), attr)
         except (ImportError, AttributeError) as e:
-            raise RldataError(f"environment {env!r} does not import: {e}") from None
+            from rldata.causes import import_hint
+
+            raise RldataError(f"environment {env!r} does not import: {e}{import_hint(e)}") from None
         return _check_env_class(obj, env)
     _load_builtin()
     if env not in REGISTRY:

@@ -21,7 +21,16 @@ from rldata.envs.base import EnvSpec, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.errors import RldataError
 
-__all__ = ["env_row", "get_env", "list_envs", "load_spec_file", "register_env", "spec_of"]
+__all__ = [
+    "bundled_rows",
+    "default_spec",
+    "env_row",
+    "get_env",
+    "list_envs",
+    "load_spec_file",
+    "register_env",
+    "spec_of",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -39,14 +48,16 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def env_row(data: dict[str, Any]) -> dict[str, Any]:
-    """Validate a spec (fields, limits, that the class imports and accepts its config) into a row."""
+def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
+    """Validate a spec (fields, limits, that the class imports and accepts its config) into a row
+    (``build=False``: the row it would make, without building an environment)."""
     data = dict(data)
     name = data.pop("name", None)
     spec = EnvSpec.from_dict(data)
     cls = resolve(spec.env)
-    env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
-    guarded_close(env, timeout_s=spec.step_timeout_s)
+    if build:
+        env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
+        guarded_close(env, timeout_s=spec.step_timeout_s)
     if name is None:
         name = spec.env if ":" not in spec.env else spec.env.rpartition(":")[2]
     if not isinstance(name, str) or not _NAME.match(name):
@@ -58,6 +69,26 @@ def env_row(data: dict[str, Any]) -> dict[str, Any]:
     return {"env_id": name, "kind": spec.env, "spec": spec.to_json(), "version": f"{version}+{digest}"}
 
 
+def default_spec(name: str) -> dict[str, Any]:
+    """The bundled spec file ``sample_data/envs/NAME.yaml`` when there is one, else ``{env: NAME}``."""
+    from importlib.resources import files
+
+    path = files("rldata.sample_data").joinpath("envs", f"{name}.yaml")
+    if path.is_file():
+        return yaml.safe_load(path.read_text())
+    return {"env": name}
+
+
+def bundled_rows() -> list[dict[str, Any]]:
+    """The row each environment shipped with rldata gets when first used or registered with its
+    default spec (``created_at`` None): what ``env list`` shows before that happens."""
+    from rldata.envs.base import REGISTRY, _load_builtin
+
+    _load_builtin()
+    names = sorted(n for n, cls in REGISTRY.items() if getattr(cls, "__module__", "").startswith("rldata."))
+    return [{**env_row(default_spec(n), build=False), "created_at": None} for n in names]
+
+
 def register_env(store, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """Validate and write one environment version; return (row, whether it was new)."""
     row = env_row(data)
@@ -65,21 +96,40 @@ def register_env(store, data: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return row, bool(added)
 
 
+def _with_bundled(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` (rows of the table, ``registered`` true) and a row for each bundled environment whose
+    name has none yet (``registered`` false: it is registered with its default spec on first use)."""
+    have = set(df["env_id"].to_list())
+    extra = [r for r in bundled_rows() if r["env_id"] not in have]
+    df = df.with_columns(pl.lit(True).alias("registered"))
+    if not extra:
+        return df
+    more = pl.DataFrame(extra).with_columns(pl.lit(False).alias("registered"))
+    return pl.concat([df, more.select(df.columns).cast(df.schema)])
+
+
 def list_envs(store) -> pl.DataFrame:
+    """Every registered environment version, and the bundled environments not registered yet."""
     return (
-        store.read("environments")
-        .sort(["env_id", "created_at"])
-        .select("env_id", "version", "kind", "created_at")
+        _with_bundled(store.read("environments"))
+        .sort(["env_id", "created_at"], nulls_last=True)
+        .select("env_id", "version", "kind", "created_at", "registered")
     )
 
 
 def get_env(store, name: str) -> pl.DataFrame:
-    """Every version of environment ``name``, oldest first (RldataError if there is none)."""
-    df = store.read("environments").filter(pl.col("env_id") == name).sort("created_at")
-    if df.height == 0:
-        known = sorted(set(store.read("environments")["env_id"].to_list()))
-        raise RldataError(f"unknown environment {name!r}; registered: {', '.join(known) or '(none)'}")
-    return df
+    """Every version of environment ``name``, oldest first (RldataError if there is none); a bundled
+    environment not registered yet is its default spec's row, ``registered`` false."""
+    df = _with_bundled(store.read("environments"))
+    found = df.filter(pl.col("env_id") == name).sort("created_at", nulls_last=True)
+    if found.height == 0:
+        known = sorted(set(df.filter(pl.col("registered"))["env_id"].to_list()))
+        bundled = sorted(set(df.filter(~pl.col("registered"))["env_id"].to_list()))
+        raise RldataError(
+            f"unknown environment {name!r}; registered: {', '.join(known) or '(none)'}"
+            + (f"; bundled: {', '.join(bundled)}" if bundled else "")
+        )
+    return found
 
 
 def spec_of(row: dict[str, Any]) -> EnvSpec:

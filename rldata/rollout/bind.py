@@ -43,7 +43,7 @@ class EnvBinding:
 def env_binding(store, env: str) -> EnvBinding:
     """``NAME`` (its newest version) or ``NAME@VERSION`` from the environments table.  A bundled
     environment name that was never registered is registered with its default spec first."""
-    from rldata.envs.catalog import register_env
+    from rldata.envs.catalog import default_spec, register_env
 
     name, _, version = env.partition("@")
     rows = store.sql(
@@ -67,24 +67,12 @@ def env_binding(store, env: str) -> EnvBinding:
                 f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
                 f"and is not a bundled one ({', '.join(sorted(REGISTRY))})"
             ) from None
-        row, _ = register_env(store, _default_spec(name))
+        row, _ = register_env(store, default_spec(name))
         rows = [(row["env_id"], row["version"], row["spec"], None)]
     env_id, ver, spec, _ = rows[0]
     b = EnvBinding(env_id, ver, EnvSpec.from_dict(json.loads(spec)))
     b.check()
     return b
-
-
-def _default_spec(name: str) -> dict[str, Any]:
-    """The bundled spec file ``sample_data/envs/NAME.yaml`` when there is one, else ``{env: NAME}``."""
-    from importlib.resources import files
-
-    import yaml
-
-    path = files("rldata.sample_data").joinpath("envs", f"{name}.yaml")
-    if path.is_file():
-        return yaml.safe_load(path.read_text())
-    return {"env": name}
 
 
 def bind_envs(

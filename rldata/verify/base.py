@@ -144,7 +144,9 @@ def _import(spec: str) -> Any:
     try:
         return getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
-        raise RldataError(f"verifier {spec!r} does not import: {e}") from None
+        from rldata.causes import import_hint
+
+        raise RldataError(f"verifier {spec!r} does not import: {e}{import_hint(e)}") from None
 
 
 def _add_class(obj: Any, what: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -56,7 +57,14 @@ def test_register_list_show(root, tmp_path, capsys):
     assert code == 0
     code, out, _ = run(capsys, "--store", root, "env", "list", "-f", "json")
     rows = json.loads(out)
-    assert [r["env_id"] for r in rows] == ["calc", "calc", "single-turn"]
+    assert [(r["env_id"], r["registered"]) for r in rows] == [
+        ("calc", True),
+        ("calc", True),
+        ("calculator", False),  # bundled, registered on first use: listed before that
+        ("code-feedback", False),
+        ("reasoning-gym", False),
+        ("single-turn", True),
+    ]
     assert len({r["version"] for r in rows[:2]}) == 2
     code, out, _ = run(capsys, "--store", root, "env", "show", "calc", "-f", "csv")
     assert code == 0 and out.count("\ncalc,calculator,") == 2
@@ -119,10 +127,71 @@ def test_show_an_unknown_environment(root, capsys):
     assert (
         code != 0
         and out == ""
-        and err.strip() == "rldata: error: unknown environment 'nope'; registered: (none)"
+        and err.strip()
+        == "rldata: error: unknown environment 'nope'; registered: (none); "
+        "bundled: calculator, code-feedback, reasoning-gym, single-turn"
     )
+
+
+def test_bundled_environments_are_listed_and_shown_before_first_use(root, capsys):
+    """Unregistered, with the version first use registers (the same row, created_at aside)."""
+    from rldata.rollout import bind_envs
+
+    open_store(root)
+    code, out, _ = run(capsys, "--store", root, "env", "list", "-f", "json")
+    listed = {r["env_id"]: r for r in json.loads(out)}
+    assert code == 0 and {"calculator", "code-feedback", "single-turn"} <= set(listed)
+    assert all(not r["registered"] and r["created_at"] is None for r in listed.values())
+    code, out, _ = run(capsys, "--store", root, "env", "show", "calculator", "-f", "json")
+    (shown,) = json.loads(out)
+    assert code == 0 and not shown["registered"] and json.loads(shown["spec"])["system_prompt"] == "<tools>"
+    assert open_store(root).count("environments") == 0  # listing registers nothing
+    bind_envs(open_store(root), [{"task_id": "t"}], env="calculator")  # first use registers it
+    (row,) = get_env(open_store(root), "calculator").to_dicts()
+    assert row["registered"] and (row["version"], row["spec"]) == (shown["version"], shown["spec"])
 
 
 def test_a_missing_spec_file(root, tmp_path, capsys):
     code, _, err = run(capsys, "--store", root, "env", "register", str(tmp_path / "absent.yaml"))
     assert code != 0 and "absent.yaml: cannot read" in err
+
+
+def test_a_class_path_that_does_not_import_says_how_to_make_it_importable(
+    root, tmp_path, capsys, monkeypatch
+):
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "my_cwd_env.py").write_text(
+        "from rldata.envs import BaseEnv, StepResult\n"
+        "class Echo(BaseEnv):\n"
+        "    name, version = 'echo', '1'\n"
+        "    def step(self, msg):\n"
+        "        return StepResult([], True, {})\n"
+    )
+    spec = _spec(work, "env: my_cwd_env:Echo\n")
+    monkeypatch.chdir(work)  # the module is here, but the working directory is not on sys.path
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(work))])
+    code, _, err = run(capsys, "--store", root, "env", "register", spec)
+    assert code == 1 and err.count("\n") == 1
+    assert "No module named 'my_cwd_env' ('my_cwd_env' is in the working directory" in err
+    assert "run with PYTHONPATH=." in err
+    spec2 = _spec(work, "env: elsewhere_mod_q:Env\n", "other.yaml")
+    code, _, err = run(capsys, "--store", root, "env", "register", spec2)
+    assert code == 1 and "make 'elsewhere_mod_q' importable: pip install" in err
+    # the hint works: the same command with PYTHONPATH=. registers it
+    env = {**os.environ, "PYTHONPATH": "."}
+    p = subprocess.run(
+        # the console script: `python -m` would put the working directory on the path by itself
+        [str(Path(sys.executable).parent / "rldata"), "--store", str(root), "env", "register", spec],
+        check=False,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0 and "registered: Echo@1+" in p.stderr, p.stderr

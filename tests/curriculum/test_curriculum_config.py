@@ -66,7 +66,7 @@ def test_default_phases_go_from_easy_to_hard():
     assert phases[0].weights["hard"] == 0  # hard tasks wait for the model
     assert phases[0].promote_when == Promotion("easy", 0.9, 10) and phases[-1].promote_when is None
     # issue 12: without --phase-steps a phase waited for its promotion rule forever; now each is bounded
-    assert [p.until_step for p in phases] == [100, 200, None]
+    assert [p.until_step for p in phases] == [33, 66, None]  # a default-length run (100 steps) reaches all
     assert [p.until_step for p in default_phases(BUCKETS, window=4, max_phase_steps=7)] == [7, 14, None]
     stepped = default_phases(BUCKETS, phase_steps=[50, 150])
     assert [p.until_step for p in stepped] == [50, 150, None] and all(p.promote_when is None for p in stepped)
@@ -244,3 +244,21 @@ def test_a_file_without_edges_loads_and_an_old_one_with_edges_still_does(tmp_pat
         Bucket("easy", low=0.5)
     with pytest.raises(CurriculumError, match="default phases"):
         default_phases(new.buckets)
+
+
+def test_default_phases_fit_a_default_length_run_and_late_phases_are_named():
+    """The README tour trains 100 steps: the last (hard) phase must start within them (issue 29)."""
+    from rldata.curriculum import DEFAULT_TRAIN_STEPS, late_phases
+    from rldata.trainer.config import TrainConfig
+
+    assert TrainConfig().steps == DEFAULT_TRAIN_STEPS
+    for m in (1, 2, 3, 5):
+        bs = [Bucket(f"b{i}", i / m, (i + 1) / m) for i in range(m)]
+        cur = Curriculum(buckets=bs, phases=default_phases(bs))
+        assert late_phases(cur, DEFAULT_TRAIN_STEPS) == [], m
+        assert cur.phases[-1].until_step is None
+    cur = Curriculum(buckets=BUCKETS, phases=default_phases(BUCKETS))
+    assert late_phases(cur, 50) == ["hard"] and late_phases(cur, 66) == ["hard"]
+    assert late_phases(cur, 67) == []
+    cur = Curriculum(buckets=BUCKETS, phases=default_phases(BUCKETS, window=40))  # each phase >= window
+    assert [p.until_step for p in cur.phases] == [40, 80, None]

@@ -230,3 +230,32 @@ def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path
             scanned += 1
             assert all(SECRET not in str(v) for v in row), name
     assert scanned > 0
+
+
+def test_a_mistyped_prefix_is_refused_not_created(s3_server, s3_store, s3_uri, capsys):
+    from rldata.cli import main
+    from rldata.errors import ConfigError
+
+    typo = s3_uri + "x"  # s3://bucket/storex: the bucket exists, the prefix holds nothing
+    opts = [f"--storage-option={k}={v}" for k, v in s3_server.options.items()]
+    for cmd in (["tables"], ["sql", "SELECT count(*) FROM tasks"], ["runs"]):
+        code = main([*opts, "--store", typo, *cmd])
+        out, err = capsys.readouterr()
+        assert code == 1 and out == "" and err.count("\n") == 1, (cmd, err)
+        assert f"--store: no store at {typo}: it holds none of its tables" in err and SECRET not in err
+    bucket, prefix = typo.removeprefix("s3://").split("/", 1)
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key=SECRET,
+    )
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")
+    assert listed.get("KeyCount", 0) == 0  # nothing was created there
+    with pytest.raises(ConfigError):
+        open_store(typo, storage_options=s3_server.options, create=False)
+    # the real store opens for reading, and a writing command still creates a new one
+    assert open_store(s3_uri, storage_options=s3_server.options, create=False).count("tasks") == 0
+    assert main([*opts, "--store", typo + "-new", "ingest", "--sample", "arith"]) == 0
+    capsys.readouterr()

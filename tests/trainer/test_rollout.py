@@ -59,7 +59,7 @@ def test_uniform_run_draws_every_task_but_the_heldout_ones(store):
         build_sampler(store, TrainConfig(), tasks_where="domain = 'code'")
 
 
-def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path):
+def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path, capsys):
     _tasks(store)
     sel = [
         {
@@ -83,6 +83,20 @@ def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path):
     assert {b for _, b in s.next_batch(20)} == {"easy"}  # the phase's weights
     u, _ = build_sampler(store, TrainConfig(curriculum=str(path)), sampler="uniform", exclude=["t05"])
     assert {t for t, _ in u.next_batch(5)} == set(tasks)  # the baseline ignores the weights
+
+    # a phase the run's steps do not reach by until_step is warned about (promotion may still come)
+    capsys.readouterr()
+    late = Curriculum(
+        buckets=cur.buckets,
+        phases=(Phase("first", {"easy": 1.0}, until_step=100), Phase("then", {"hard": 1.0})),
+        selection="band",
+    )
+    late_path = save_curriculum(late, tmp_path / "late.yaml")
+    build_sampler(store, TrainConfig(curriculum=str(late_path), steps=100), exclude=["t05"])
+    err = capsys.readouterr().err
+    assert "warning:" in err and "phase(s) then start after step 100" in err
+    build_sampler(store, TrainConfig(curriculum=str(late_path), steps=101), exclude=["t05"])
+    assert "warning" not in capsys.readouterr().err
 
     bad = Curriculum(buckets=cur.buckets, phases=cur.phases, selection="nope")
     with pytest.raises(RldataError, match="no kept tasks"):
