@@ -28,11 +28,13 @@ from pathlib import Path
 import polars as pl
 
 from rldata import schemas
-from rldata.store import Store, commit_files, damaged_commit
+from rldata.damage import commit_files
+from rldata.errors import RldataError
+from rldata.store import Store
 
 __all__ = ["Finding", "doctor"]
 
-_QUARANTINE = ".rldata-doctor"
+from rldata.damage import QUARANTINE as _QUARANTINE
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
     """Run every check (repairing first what the later checks need: a readable log)."""
     found = check_logs(store, repair=repair)
     readable = [n for n in schemas.TABLES if n not in store.damaged]
+    found += check_data_files(store, readable, repair=repair)
+    readable = [n for n in readable if n not in {f.table for f in found if not f.repaired}]
     found += check_duplicates(store, readable, repair=repair)
     found += check_orphans(store, readable)
     found += check_ledger(store, readable, repair=repair)
@@ -69,29 +73,80 @@ def _log_dir(store: Store, name: str) -> Path:
     return Path(store.uri(name).removeprefix("file://")) / "_delta_log"
 
 
+def _dest(store: Store, what: str) -> Path:
+    return Path(store.root) / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / what
+
+
+def _template_log(store: Store, name: str, tmp: Path) -> Path:
+    """A fresh empty table of ``name``'s schema (its first commit rebuilds a damaged version 0)."""
+    from rldata.store import Store as _Store
+
+    _Store(tmp)  # creates every table, as a new store would
+    return tmp / name / "_delta_log"
+
+
 def check_logs(store: Store, *, repair: bool) -> list[Finding]:
+    """Checkpoint hint, checkpoint files and commit files of each (local) table's log."""
+    import tempfile
+
+    from rldata.damage import log_damage
+    from rldata.damage import repair as fix
+
+    if "://" in store.root:  # object stores: deltalake's own error names the table (Store._unreadable)
+        return [Finding("log", n, 1, why) for n, why in store.damaged.items()]
     out = []
     for name in schemas.TABLES:
-        log_dir = _log_dir(store, name)
-        bad = damaged_commit(log_dir)
-        if bad is None:
-            continue
-        version, path, why = bad
-        later = [p for v, p in commit_files(log_dir) if v >= version]
-        detail = (
-            f"version {version} ({path.name}) {why}; {len(later)} commit(s) from it on unreadable as a whole"
-        )
-        if repair:
-            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
-            dest = Path(store.root) / _QUARANTINE / stamp / name
-            dest.mkdir(parents=True, exist_ok=True)
-            for p in reversed(later):  # newest first: the log never has a gap below its head
-                shutil.move(str(p), dest / p.name)
-            store.damaged.pop(name, None)
-            if version == 0:  # nothing readable was left: the table starts again, empty, as created
+        seen: set[tuple] = set()
+        while (bad := log_damage(name, _log_dir(store, name), full=True)) is not None:
+            detail = f"{bad.path.name} {bad.why}"
+            if bad.kind == "commit":
+                later = [p for v, p in commit_files(bad.path.parent) if v > (bad.version or 0)]
+                detail = (
+                    f"version {bad.version} ({bad.path.name}) {bad.why}; {len(later)} later commit(s) intact"
+                )
+            key = (bad.kind, str(bad.path))
+            if not repair or key in seen:
+                out.append(Finding("log", name, 1, detail))
+                break
+            seen.add(key)
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    template = _template_log(store, name, Path(tmp)) if bad.version == 0 else None
+                    did = fix(bad, root=Path(store.root), dest=_dest(store, "log"), template_log=template)
+            except (OSError, RldataError) as e:
+                out.append(Finding("log", name, 1, f"{detail}; not repaired: {e}"))
+                break
+            out.append(Finding("log", name, 1, f"{detail}; {did}", True))
+        if name in store.damaged and not any(f.table == name and not f.repaired for f in out):
+            store.damaged.pop(name)
+            try:
+                store._check_log(name)
                 store._ensure(name)
-            detail += f"; moved to {dest}, table now at version {max(version - 1, 0)}"
-        out.append(Finding("log", name, 1, detail, repair))
+            except Exception as e:  # noqa: BLE001 - still unreadable: reported, the other tables go on
+                store.damaged[name] = store._unreadable(name, e)
+                out.append(Finding("log", name, 1, store.damaged[name]))
+    return out
+
+
+def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    """Data files the current version needs that are missing, truncated or not Parquet.  Repair
+    commits their removal (their rows are lost; every other row reads again) and moves them aside."""
+    from rldata.damage import data_file_damage, repair_data_files
+
+    if "://" in store.root:
+        return []
+    out = []
+    for name in tables:
+        tdir = Path(store.uri(name))
+        bad = data_file_damage(name, tdir, store.table(name), full=True)
+        if not bad:
+            continue
+        rows = sum(d.rows or 0 for d in bad)
+        detail = f"{len(bad)} data file(s) unreadable ({rows} row(s)), e.g. {bad[0].path.name} {bad[0].why}"
+        if repair:
+            detail += "; " + repair_data_files(bad, Path(store.root), _dest(store, "data"))
+            store.damaged.pop(name, None)
+        out.append(Finding("data_files", name, len(bad), detail, repair))
     return out
 
 

@@ -27,6 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
+from rldata.damage import data_file_damage, log_damage
 from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
@@ -60,6 +61,10 @@ class Store:
                 self._ensure(name)
             except DamagedTableError as e:
                 self.damaged[name] = str(e)
+            except RldataError:
+                raise
+            except Exception as e:  # noqa: BLE001 - deltalake's errors name no table: one damaged table
+                self.damaged[name] = self._unreadable(name, e)  # must not take the others down
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -104,8 +109,7 @@ class Store:
         except TableNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - deltalake's errors name no table
-            self._check_log(name)  # names the bad file when it is the log
-            raise RldataError(f"table {name!r} cannot be read: {str(e).splitlines()[0]}") from None
+            raise DamagedTableError(self._unreadable(name, e)) from None
         if version is not None:
             if isinstance(version, str) and not version.isdigit():
                 version = dt.datetime.fromisoformat(version)
@@ -198,6 +202,7 @@ class Store:
     def dataset(self, name: str, *, version: int | str | dt.datetime | None = None):
         """A pyarrow dataset over exactly the files of the table's (current or given) version."""
         dtable = self.table(name, version=version)
+        self._check_files(name, dtable)
         if not dtable.file_uris():  # an empty Delta table gives a dataset DuckDB cannot scan
             import pyarrow.dataset as pads
 
@@ -209,7 +214,9 @@ class Store:
         columns that Delta merges write, which pyarrow's dataset filters cannot compare)."""
         if isinstance(version, str):
             version = int(version) if version.isdigit() else dt.datetime.fromisoformat(version)
-        if not self.table(name, version=version).file_uris():
+        dtable = self.table(name, version=version)
+        self._check_files(name, dtable)
+        if not dtable.file_uris():
             return pl.LazyFrame(schema=pl.from_arrow(schemas.get(name).schema.empty_table()).schema)
         from rldata._remote import polars_storage_options
 
@@ -265,6 +272,7 @@ class Store:
         What needs the Delta reader (deletion vectors, column mapping, partitions, remote storage, a
         file missing a column) goes through the pyarrow dataset.
         """
+        self._check_files(name, dtable)
         files = [f.removeprefix("file://") for f in dtable.file_uris()]
         plain = (
             files
@@ -281,18 +289,34 @@ class Store:
                 )
                 return
             except duckdb.Error:
-                gone = [f for f in files if not os.path.exists(f)]
-                if gone:
-                    raise RldataError(
-                        f"table {name!r} version {dtable.version()} can no longer be read: {len(gone)} of its "
-                        f"files were removed by compact (vacuum)"
-                    ) from None
+                self._check_files(name, dtable, full=True)
         if not files:  # an empty Delta table gives a dataset DuckDB cannot scan
             import pyarrow.dataset as pads
 
             con.register(name, pads.dataset(schemas.get(name).schema.empty_table()))
         else:
             con.register(name, dtable.to_pyarrow_dataset())
+
+    def _check_files(self, name: str, dtable: DeltaTable, *, full: bool = False) -> None:
+        """Raise naming the table and file when a data file of ``dtable``'s version is gone or damaged:
+        removed by compact (vacuum) after a later commit retired it, or damaged outside rldata.
+        A stat per file (local stores); ``full`` reads each footer too."""
+        tdir = self._local_dir(name)
+        if tdir is None:
+            return
+        bad = data_file_damage(name, tdir, dtable, full=full)
+        if not bad:
+            return
+        current = self.table(name)
+        if dtable.version() < current.version():
+            live = {u.removeprefix("file://") for u in current.file_uris()}
+            if not any(str(d.path) in live for d in bad):
+                raise RldataError(
+                    f"table {name!r} version {dtable.version()} can no longer be read: {len(bad)} of its "
+                    f"files were retired by a later commit and removed by compact (vacuum), e.g. {bad[0].path}"
+                )
+        more = f" (and {len(bad) - 1} more data file(s))" if len(bad) > 1 else ""
+        raise DamagedTableError(bad[0].message() + more)
 
     # ---- maintenance --------------------------------------------------------------------------
     def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:
@@ -347,25 +371,33 @@ class Store:
             },
         )
 
-    # ---- damaged logs (issue 11): a table whose log cannot be read completely ------------------
+    # ---- damage (issues 11, 29): a table that cannot be read completely (rldata.damage) ---------
+    def _local_dir(self, name: str) -> Path | None:
+        return Path(self.uri(name).removeprefix("file://")) if _is_local(self.root) else None
+
     def _check_log(self, name: str) -> None:
-        """Raise :class:`DamagedTableError` naming the table, version and file when a commit file of
-        ``name``'s log (since its last checkpoint) is empty or not complete JSON.  Local stores only."""
-        if not _is_local(self.root):
-            return
-        bad = damaged_commit(Path(self.uri(name).removeprefix("file://")) / "_delta_log")
+        """Raise :class:`DamagedTableError` naming the table and file when its log (checkpoint hint,
+        checkpoint, commits since it) cannot be read completely.  Local stores only."""
+        tdir = self._local_dir(name)
+        bad = log_damage(name, tdir / "_delta_log") if tdir is not None else None
         if bad is not None:
-            version, path, why = bad
-            raise DamagedTableError(
-                f"table {name!r} is damaged: version {version} ({path}) {why}; see rldata doctor"
-            )
+            raise DamagedTableError(bad.message())
+
+    def _unreadable(self, name: str, error: Exception) -> str:
+        """The message for a table deltalake could not open: the damaged file when one is found."""
+        tdir = self._local_dir(name)
+        bad = log_damage(name, tdir / "_delta_log", full=True) if tdir is not None else None
+        if bad is not None:
+            return bad.message()
+        return f"table {name!r} cannot be read: {str(error).strip().splitlines()[0]}; see rldata doctor"
 
     def _check_writable(self, name: str) -> None:
-        """No write commits on top of a log that could not be read completely."""
+        """No write commits on top of a log or a data file that could not be read completely."""
         if name in self.damaged:
             raise DamagedTableError(self.damaged[name])
         try:
             self._check_log(name)
+            self._check_files(name, self.table(name))
         except DamagedTableError as e:
             self.damaged[name] = str(e)
             raise
@@ -373,49 +405,6 @@ class Store:
 
 class DamagedTableError(RldataError):
     """A table whose Delta log cannot be read completely; nothing may be written on top of it."""
-
-
-def commit_files(log_dir: Path) -> list[tuple[int, Path]]:
-    """(version, path) of the commit files in a ``_delta_log``, oldest first."""
-    if not log_dir.is_dir():
-        return []
-    out = [(int(p.name[:20]), p) for p in log_dir.iterdir() if re.fullmatch(r"\d{20}\.json", p.name)]
-    return sorted(out)
-
-
-def _last_checkpoint(log_dir: Path) -> int:
-    import json
-
-    try:
-        return int(json.loads((log_dir / "_last_checkpoint").read_text())["version"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return -1
-
-
-def damaged_commit(log_dir: Path) -> tuple[int, Path, str] | None:
-    """The first commit file after the last checkpoint that is empty or not complete JSON lines."""
-    import json
-
-    since = _last_checkpoint(log_dir)
-    for version, path in commit_files(log_dir):
-        if version <= since:
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            return version, path, f"cannot be read ({e.strerror})"
-        if not data.strip():
-            return version, path, "is an empty commit file"
-        for i, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                action = json.loads(line)
-            except ValueError:
-                return version, path, f"is not complete JSON (line {i})"
-            if not isinstance(action, dict):
-                return version, path, f"holds a non-action at line {i}"
-    return None
 
 
 def _prune_term(ts: schemas.TableSchema, table: pa.Table) -> str:
