@@ -323,3 +323,105 @@ def repair_data_files(found: list[Damage], root: Path, dest: Path) -> str:
     lost = sum(d.rows or 0 for d in found)
     where = f", moved {len(moved)} to {dest}" if moved else ""
     return f"version {version} removes {len(found)} unreadable data file(s) ({lost} row(s) lost){where}"
+
+
+# ---- writes that cannot land: a read-only directory, a full disk -----------------------------
+_ROOM = 1 << 20  # commit file, checkpoint and Parquet footers on top of the rows themselves
+
+
+def check_room(table: str, table_dir: Path, need: int = 0) -> None:
+    """Refuse (one line, naming the table and directory) a write that cannot land: a directory that
+    cannot be written (permissions, a read-only mount; probed, since root passes every access check)
+    or a disk without room for about ``need`` bytes.  Checked before a command's first commit, so a
+    write that fails here leaves nothing behind; deltalake's own failure would print a Rust panic."""
+    import shutil
+
+    from rldata.errors import RldataError
+
+    for d in (table_dir, table_dir / "_delta_log"):
+        probe = d / f".rldata-probe-{os.getpid()}"
+        try:
+            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+            probe.unlink()
+        except OSError as e:
+            raise RldataError(f"table {table!r} cannot be written: {d}: {e.strerror}") from None
+    free = shutil.disk_usage(table_dir).free
+    if free < need + _ROOM:
+        raise RldataError(
+            f"no room to write table {table!r}: {free:,} bytes free in {table_dir}, the write needs "
+            f"about {need + _ROOM:,}"
+        )
+
+
+class quiet_panics:
+    """Keep deltalake's Rust panic messages (and backtraces) off stderr during a write.
+
+    A failed write raises a Python exception that the CLI prints as one line; the panic text Rust
+    prints to file descriptor 2 on the way (a full disk, a vanished directory) is collected through
+    a pipe and dropped, while every other line written meanwhile goes back to stderr afterwards.
+    """
+
+    _depth = 0
+
+    def __enter__(self):
+        import sys
+        import threading
+
+        quiet_panics._depth += 1
+        if quiet_panics._depth > 1:
+            return self
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        r, w = os.pipe()
+        os.dup2(w, 2)
+        os.close(w)
+        self._chunks: list[bytes] = []
+
+        def drain():
+            while chunk := os.read(r, 65536):
+                self._chunks.append(chunk)
+            os.close(r)
+
+        self._thread = threading.Thread(target=drain, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+
+        quiet_panics._depth -= 1
+        if quiet_panics._depth:
+            return False
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)  # closes the pipe's last write end: the drain thread ends
+        os.close(self._saved)
+        self._thread.join(timeout=5)
+        kept = _drop_panics(b"".join(self._chunks).decode(errors="replace"))
+        if kept:
+            sys.stderr.write(kept)
+        return False
+
+
+def _drop_panics(text: str) -> str:
+    """``text`` without Rust panic reports: the header, the message, the backtrace, the final note."""
+    out, state = [], "text"
+    for line in text.splitlines(keepends=True):
+        if state == "text" and line.startswith("thread '") and " panicked at " in line:
+            state = "message"
+        elif state == "message":
+            state = (
+                "text"
+                if line.startswith("note: ")
+                else "trace"
+                if line.startswith("stack backtrace:")
+                else state
+            )
+        elif state == "trace" and (line.startswith((" ", "\t")) or not line.strip()):
+            pass
+        elif state == "trace" and line.startswith("note: "):
+            state = "text"
+        else:
+            state = "text"
+            out.append(line)
+    return "".join(out)

@@ -66,7 +66,26 @@ def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
     found += check_ledger(store, readable, repair=repair)
     found += check_stuck_runs(store, readable, repair=repair)
     found += check_stray(store, repair=repair)
+    found += check_writable(store)
     return found
+
+
+def check_writable(store: Store) -> list[Finding]:
+    """Tables whose directory cannot take a write (permissions, a read-only mount, a full disk).
+    Reported only: a person fixes the mount or frees space."""
+    from rldata.damage import check_room
+
+    if "://" in store.root:
+        return []
+    out = []
+    for name in schemas.TABLES:
+        tdir = Path(store.uri(name))
+        if tdir.is_dir():
+            try:
+                check_room(name, tdir)
+            except RldataError as e:
+                out.append(Finding("writable", name, 1, str(e)))
+    return out
 
 
 def _log_dir(store: Store, name: str) -> Path:

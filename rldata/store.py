@@ -27,7 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
-from rldata.damage import data_file_damage, log_damage
+from rldata.damage import check_room, data_file_damage, log_damage, quiet_panics
 from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
@@ -79,14 +79,15 @@ class Store:
         try:
             dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
         except TableNotFoundError:
-            DeltaTable.create(
-                self.uri(name),
-                ts.schema,
-                mode="ignore",
-                name=name,
-                description=f"{_VERSION_KEY}={ts.version}",
-                storage_options=self.storage_options,
-            )
+            with quiet_panics():
+                DeltaTable.create(
+                    self.uri(name),
+                    ts.schema,
+                    mode="ignore",
+                    name=name,
+                    description=f"{_VERSION_KEY}={ts.version}",
+                    storage_options=self.storage_options,
+                )
             return
         m = re.search(rf"{re.escape(_VERSION_KEY)}=(\d+)", dtable.metadata().description or "")
         found = int(m.group(1)) if m else 1
@@ -136,19 +137,20 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
-        self._check_writable(name)
+        self._check_writable(name, need=table.nbytes)
         if dedupe:
             table = _unique(table, ts.key)
             return self._merge(name, table, update=False)
         # appends never conflict with each other, they only race for the next version number:
         # delta-rs's default of 15 tries ran out with 4 busy writers on a loaded machine
-        write_deltalake(
-            self.uri(name),
-            table,
-            mode="append",
-            storage_options=self.storage_options,
-            commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
-        )
+        with quiet_panics():
+            write_deltalake(
+                self.uri(name),
+                table,
+                mode="append",
+                storage_options=self.storage_options,
+                commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
+            )
         return table.num_rows
 
     def upsert(self, name: str, data: Any) -> int:
@@ -157,7 +159,7 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
-        self._check_writable(name)
+        self._check_writable(name, need=table.nbytes)
         return self._merge(name, _unique(table, ts.key, keep="last"), update=True)
 
     def _merge(self, name: str, table: pa.Table, *, update: bool) -> int:
@@ -171,7 +173,8 @@ class Store:
                 merger = self.table(name).merge(table, predicate, source_alias="s", target_alias="t")
                 if update:
                     merger = merger.when_matched_update_all()
-                stats = merger.when_not_matched_insert_all().execute()
+                with quiet_panics():
+                    stats = merger.when_not_matched_insert_all().execute()
                 self.last_merge = (
                     stats  # delta-rs's counters (files scanned, skipped, ...): tests, benchmarks
                 )
@@ -187,15 +190,21 @@ class Store:
     def overwrite(self, name: str, data: Any, *, predicate: str | None = None) -> int:
         """Replace the table (or the rows matching ``predicate``, a SQL filter) with ``data``."""
         table = conform(schemas.get(name), data)
-        self._check_writable(name)
-        write_deltalake(
-            self.uri(name), table, mode="overwrite", predicate=predicate, storage_options=self.storage_options
-        )
+        self._check_writable(name, need=table.nbytes)
+        with quiet_panics():
+            write_deltalake(
+                self.uri(name),
+                table,
+                mode="overwrite",
+                predicate=predicate,
+                storage_options=self.storage_options,
+            )
         return table.num_rows
 
     def delete(self, name: str, predicate: str) -> int:
         self._check_writable(name)
-        stats = self.table(name).delete(predicate)
+        with quiet_panics():
+            stats = self.table(name).delete(predicate)
         return int(stats.get("num_deleted_rows", 0))
 
     # ---- reads --------------------------------------------------------------------------------
@@ -325,10 +334,11 @@ class Store:
         for name in schemas.TABLES:
             self._check_writable(name)
             dtable = self.table(name)
-            stats = dtable.optimize.compact()
-            removed = dtable.vacuum(
-                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
-            )
+            with quiet_panics():
+                stats = dtable.optimize.compact()
+                removed = dtable.vacuum(
+                    retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+                )
             out[name] = {
                 "files_added": int(stats.get("numFilesAdded", 0)),
                 "files_removed": int(stats.get("numFilesRemoved", 0)),
@@ -391,8 +401,9 @@ class Store:
             return bad.message()
         return f"table {name!r} cannot be read: {str(error).strip().splitlines()[0]}; see rldata doctor"
 
-    def _check_writable(self, name: str) -> None:
-        """No write commits on top of a log or a data file that could not be read completely."""
+    def _check_writable(self, name: str, *, need: int = 0) -> None:
+        """No write commits on top of a log or a data file that could not be read completely, and
+        none starts that cannot land (a read-only directory, no room for about ``need`` bytes)."""
         if name in self.damaged:
             raise DamagedTableError(self.damaged[name])
         try:
@@ -401,6 +412,17 @@ class Store:
         except DamagedTableError as e:
             self.damaged[name] = str(e)
             raise
+        tdir = self._local_dir(name)
+        if tdir is not None:
+            check_room(name, tdir, need)
+
+    def preflight(self, sizes: dict[str, int]) -> None:
+        """Before a command's first commit: every table in ``sizes`` (name -> bytes about to be
+        written) can take its write, so a command that writes several tables fails before any."""
+        for name, need in sizes.items():
+            self._check_writable(name, need=need)
+        if sizes and (tdir := self._local_dir(next(iter(sizes)))) is not None:  # all of it, on one disk
+            check_room(next(iter(sizes)), tdir, sum(sizes.values()))
 
 
 class DamagedTableError(RldataError):
