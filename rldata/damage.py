@@ -278,7 +278,7 @@ def _repair_commit(damage: Damage, root: Path, dest: Path, log_dir: Path, templa
         )
     else:
         keep = [a for a in lines if next(iter(a)) in ("protocol", "metaData")]
-        how = "its partial transaction was dropped (its data files show as stray)"
+        how = "its partial transaction was dropped (its data files show as leftover)"
     if damage.version == 0:  # the table's protocol and schema: from a fresh table's first commit
         have = {next(iter(a)) for a in keep}
         for action in _template_actions(template_log):

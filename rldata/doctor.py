@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,7 @@ class Finding:
     count: int
     detail: str
     repaired: bool = False
+    problem: bool = True  # False: listed for information (the exit status ignores it)
 
     def row(self) -> dict:
         return {
@@ -226,7 +229,7 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
     if not groups:
         return []
     stored = store.read("passrates")
-    wrong, fixes = 0, []
+    wrong, missing, fixes = 0, 0, []
     for model, params_hash in groups:
         mine = stored.filter((pl.col("model") == model) & (pl.col("params_hash") == params_hash))
         fresh = recompute_passrates(
@@ -236,19 +239,31 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
             verifier_keys=mine["verifier_key"].unique().to_list(),
             write=False,
         )
-        want = {(r["task_id"], r["verifier_key"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
-        for r in mine.iter_rows(named=True):
-            k = (r["task_id"], r["verifier_key"])
-            if k in want and want[k] != (r["n"], r["n_correct"], r["n_error"]):
+        have = {
+            (r["task_id"], r["verifier_key"], r["env_version"]): (r["n"], r["n_correct"], r["n_error"])
+            for r in mine.iter_rows(named=True)
+        }
+        for f in fresh:  # every recounted row: a stored row that disagrees, or none (lost to a kill)
+            k = (f["task_id"], f["verifier_key"], f["env_version"])
+            if k not in have:
+                missing += 1
+                fixes.append(f)
+            elif have[k] != (f["n"], f["n_correct"], f["n_error"]):
                 wrong += 1
-                fixes += [f for f in fresh if (f["task_id"], f["verifier_key"]) == k]
-    if not wrong:
-        return []
-    if repair:
+                fixes.append(f)
+    if repair and fixes:
         store.upsert("passrates", fixes)
-    return [
-        Finding("ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair)
-    ]
+    out = []
+    if wrong:
+        out.append(
+            Finding(
+                "ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair
+            )
+        )
+    if missing:
+        detail = "sampled tasks with no ledger row (a killed run's last update), from a recount"
+        out.append(Finding("ledger_missing", "passrates", missing, detail, repair))
+    return out
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
@@ -283,37 +298,117 @@ def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[F
     ]
 
 
+_DATA_FILE = re.compile(r"(.*/)?part-\d+-[0-9a-f-]{36}(-c\d+)?(\.\w+)*\.parquet")
+_IN_FLIGHT_S = 3600  # a data file younger than this may belong to a write that is committing now
+
+
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:
-    """Repair moves stray files into the quarantine directory (never deletes them)."""
-    root = Path(store.root)
-    if not root.is_dir():
+    """Files that belong to no table (``stray``: a problem) and data files no commit added.
+
+    The latter (``leftover``) are what a writer leaves when its commit loses a race and is retried
+    with new files, or when it is killed: harmless (no reader sees them), so not a problem; ``rldata
+    compact`` vacuums them.  Repair moves strays, and leftovers older than an hour (a younger one
+    may be a concurrent write's, about to be committed), into the quarantine directory.  On an
+    object store both are listed, never moved."""
+    local = "://" not in store.root
+    files = _listing(store)
+    if files is None:
         return []
     out = []
-    dest = root / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / "stray"
-    extra = sorted(p for p in root.iterdir() if p.name not in schemas.TABLES and p.name != _QUARANTINE)
-    if extra:
-        detail = "not a table: " + ", ".join(p.name for p in extra[:5])
-        if repair:
-            _move(extra, root, dest)
-            detail += f"; moved to {dest}"
-        out.append(Finding("stray", "-", len(extra), detail, repair))
-    for name in schemas.TABLES:
-        tdir = root / name
-        if not tdir.is_dir() or name in store.damaged:
-            continue
-        added = _ever_added(tdir / "_delta_log") | _current_files(store, name)
-        stray = sorted(
-            p
-            for p in tdir.rglob("*")
-            if p.is_file() and "_delta_log" not in p.parts and p.relative_to(tdir).as_posix() not in added
+    dest = _dest(store, "stray")
+    tops = {rel.split("/", 1)[0] for rel, _, _ in files}
+    extra = sorted(t for t in tops if t not in schemas.TABLES and t != _QUARANTINE)
+    if local:
+        extra = sorted(
+            p.name
+            for p in Path(store.root).iterdir()
+            if p.name not in schemas.TABLES and p.name != _QUARANTINE
         )
+    if extra:
+        detail = "not a table: " + ", ".join(extra[:5])
+        if repair and local:
+            _move([Path(store.root) / e for e in extra], Path(store.root), dest)
+            detail += f"; moved to {dest}"
+        out.append(Finding("stray", "-", len(extra), detail, repair and local))
+    now = time.time()
+    for name in schemas.TABLES:
+        if name in store.damaged:
+            continue
+        mine = [
+            (rel.split("/", 1)[1], size, mtime) for rel, size, mtime in files if rel.startswith(name + "/")
+        ]
+        mine = [f for f in mine if not f[0].startswith("_delta_log/")]
+        if not mine:
+            continue
+        added = _ever_added(store, name) | _current_files(store, name)
+        unknown = [f for f in mine if f[0] not in added]
+        stray = [f for f in unknown if not _DATA_FILE.fullmatch(f[0])]
+        left = [f for f in unknown if _DATA_FILE.fullmatch(f[0])]
         if stray:
-            detail = "files no commit added: " + ", ".join(p.relative_to(tdir).as_posix() for p in stray[:5])
-            if repair:
-                _move(stray, root, dest)
+            detail = "files no commit added: " + ", ".join(f[0] for f in stray[:5])
+            if repair and local:
+                _move([Path(store.uri(name)) / f[0] for f in stray], Path(store.root), dest)
                 detail += f"; moved to {dest}"
-            out.append(Finding("stray", name, len(stray), detail, repair))
+            out.append(Finding("stray", name, len(stray), detail, repair and local))
+        if left:
+            old = [f for f in left if now - f[2] > _IN_FLIGHT_S]
+            size = sum(f[1] for f in left)
+            detail = (
+                f"{len(left)} data file(s), {size:,} bytes, no commit added (a retried or killed write left "
+                f"them; harmless, rldata compact removes them), e.g. {left[0][0]}"
+            )
+            moved = repair and local and bool(old)
+            if moved:
+                _move([Path(store.uri(name)) / f[0] for f in old], Path(store.root), dest)
+                detail += f"; moved {len(old)} older than an hour to {dest}"
+            out.append(Finding("leftover", name, len(left), detail, moved, problem=False))
     return out
+
+
+def _listing(store: Store) -> list[tuple[str, int, float]] | None:
+    """(path relative to the store root, size, mtime) of every file under it; None if it cannot be listed."""
+    if "://" not in store.root:
+        root = Path(store.root)
+        if not root.is_dir():
+            return None
+        out = []
+        for p in root.rglob("*"):
+            rel = p.relative_to(root).as_posix()
+            if p.is_file() and not rel.startswith(_QUARANTINE + "/"):
+                st = p.stat()
+                out.append((rel, st.st_size, st.st_mtime))
+        return out
+    import pyarrow.fs as pafs
+
+    fs, base = _remote_fs(store)
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return [
+        (i.path[len(base) + 1 :], i.size or 0, i.mtime.timestamp() if i.mtime else 0.0)
+        for i in infos
+        if i.type == pafs.FileType.File
+    ]
+
+
+def _remote_fs(store: Store):
+    """A pyarrow S3 filesystem from the store's deltalake options (or the AWS_* environment)."""
+    import os
+
+    import pyarrow.fs as pafs
+
+    opts = {k.upper(): v for k, v in (store.storage_options or {}).items()}
+    get = lambda k: opts.get(k) or os.environ.get(k)
+    endpoint = get("AWS_ENDPOINT_URL") or ""
+    kwargs = {
+        "access_key": get("AWS_ACCESS_KEY_ID"),
+        "secret_key": get("AWS_SECRET_ACCESS_KEY"),
+        "session_token": get("AWS_SESSION_TOKEN"),
+        "region": get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+    }
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        kwargs.update(endpoint_override=host, scheme=scheme)
+    fs = pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v})
+    return fs, store.root.split("://", 1)[1].rstrip("/")
 
 
 def _move(paths: list[Path], root: Path, dest: Path) -> None:
@@ -328,16 +423,29 @@ def _current_files(store: Store, name: str) -> set[str]:
     from urllib.parse import unquote
 
     base = store.uri(name).removeprefix("file://").rstrip("/") + "/"
-    return {unquote(u.removeprefix("file://")).removeprefix(base) for u in store.table(name).file_uris()}
+    out = set()
+    for u in store.table(name).file_uris():
+        u = unquote(u.removeprefix("file://"))
+        out.add(u.split(base.split("://", 1)[-1], 1)[-1] if "://" in base else u.removeprefix(base))
+    return out
 
 
-def _ever_added(log_dir: Path) -> set[str]:
-    """Paths of every data file any readable commit of the log added (relative to the table)."""
+def _ever_added(store: Store, name: str) -> set[str]:
+    """Paths of every data file any readable commit of the table's log added (relative to the table)."""
     from urllib.parse import unquote
 
+    if "://" not in store.root:
+        blobs = [p.read_bytes() for _, p in commit_files(_log_dir(store, name))]
+    else:
+        fs, base = _remote_fs(store)
+        blobs = []
+        for rel, _, _ in _listing(store) or []:
+            if rel.startswith(f"{name}/_delta_log/") and re.fullmatch(r"\d{20}\.json", rel.rsplit("/", 1)[1]):
+                with fs.open_input_stream(f"{base}/{rel}") as f:
+                    blobs.append(f.read())
     paths = set()
-    for _, path in commit_files(log_dir):
-        for line in path.read_bytes().splitlines():
+    for blob in blobs:
+        for line in blob.splitlines():
             try:
                 action = json.loads(line)
             except ValueError:

@@ -165,6 +165,7 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
         ("orphans", "trajectories"): 1,
         ("orphans", "verifications"): 1,
         ("ledger", "passrates"): 1,
+        ("ledger_missing", "passrates"): 2,  # t1 and t2 were verified but have no ledger row
         ("stuck_runs", "runs"): 1,
         ("stray", "-"): 1,
     }
@@ -176,6 +177,7 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
         ("log", "environments"),
         ("duplicates", "trajectories"),
         ("ledger", "passrates"),
+        ("ledger_missing", "passrates"),
         ("stuck_runs", "runs"),
         ("stray", "-"),
     }
