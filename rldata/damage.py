@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 __all__ = [
     "Damage",
@@ -360,44 +362,54 @@ class quiet_panics:
     A failed write raises a Python exception that the CLI prints as one line; the panic text Rust
     prints to file descriptor 2 on the way (a full disk, a vanished directory) is collected through
     a pipe and dropped, while every other line written meanwhile goes back to stderr afterwards.
+    Re-entrant and shared by threads (a run's heartbeat writes while its job writes): the first to
+    enter redirects, the last to leave restores.
     """
 
-    _depth = 0
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _depth: ClassVar[int] = 0
+    _saved: ClassVar[int | None] = None
+    _thread: ClassVar[threading.Thread | None] = None
+    _chunks: ClassVar[list[bytes]] = []
 
     def __enter__(self):
         import sys
-        import threading
 
-        quiet_panics._depth += 1
-        if quiet_panics._depth > 1:
-            return self
-        sys.stderr.flush()
-        self._saved = os.dup(2)
-        r, w = os.pipe()
-        os.dup2(w, 2)
-        os.close(w)
-        self._chunks: list[bytes] = []
+        cls = quiet_panics
+        with cls._lock:
+            cls._depth += 1
+            if cls._depth > 1:
+                return self
+            sys.stderr.flush()
+            cls._saved = os.dup(2)
+            r, w = os.pipe()
+            os.dup2(w, 2)
+            os.close(w)
+            chunks: list[bytes] = []
+            cls._chunks = chunks
 
-        def drain():
-            while chunk := os.read(r, 65536):
-                self._chunks.append(chunk)
-            os.close(r)
+            def drain():
+                while chunk := os.read(r, 65536):
+                    chunks.append(chunk)
+                os.close(r)
 
-        self._thread = threading.Thread(target=drain, daemon=True)
-        self._thread.start()
+            cls._thread = threading.Thread(target=drain, daemon=True)
+            cls._thread.start()
         return self
 
     def __exit__(self, *exc):
         import sys
 
-        quiet_panics._depth -= 1
-        if quiet_panics._depth:
-            return False
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)  # closes the pipe's last write end: the drain thread ends
-        os.close(self._saved)
-        self._thread.join(timeout=5)
-        kept = _drop_panics(b"".join(self._chunks).decode(errors="replace"))
+        cls = quiet_panics
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth:
+                return False
+            sys.stderr.flush()
+            os.dup2(cls._saved, 2)  # closes the pipe's last write end: the drain thread ends
+            os.close(cls._saved)
+            cls._thread.join(timeout=5)
+            kept = _drop_panics(b"".join(cls._chunks).decode(errors="replace"))
         if kept:
             sys.stderr.write(kept)
         return False

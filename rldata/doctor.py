@@ -68,6 +68,7 @@ def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
     found += check_orphans(store, readable)
     found += check_ledger(store, readable, repair=repair)
     found += check_stuck_runs(store, readable, repair=repair)
+    found += check_partial_imports(store, readable)
     found += check_stray(store, repair=repair)
     found += check_writable(store)
     return found
@@ -300,6 +301,24 @@ def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[F
 
 _DATA_FILE = re.compile(r"(.*/)?part-\d+-[0-9a-f-]{36}(-c\d+)?(\.\w+)*\.parquet")
 _IN_FLIGHT_S = 3600  # a data file younger than this may belong to a write that is committing now
+
+
+def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
+    """Import runs that failed (or were killed) while writing: tasks, trajectories and
+    verifications are three commits, so part of it may have landed.  The compensating step is a
+    re-run on the same input (same run id; keyed writes add only what is missing, then the run
+    reads ``done``).  Reported only."""
+    from rldata.runs import effective_status
+
+    if "runs" not in tables:
+        return []
+    rows = store.sql("SELECT * FROM runs WHERE kind = 'import' AND status <> 'done'").pl().to_dicts()
+    bad = [r["run_id"] for r in rows if r["status"] == "failed" or effective_status(r) == "killed"]
+    if not bad:
+        return []
+    ids = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+    detail = f"import runs that stopped part-way ({ids}): re-run rldata import-rollouts on the same input"
+    return [Finding("partial_import", "runs", len(bad), detail)]
 
 
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:

@@ -230,3 +230,37 @@ def test_full_disk(tmp_path, capfd):
         assert "panicked" not in capfd.readouterr().err
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_import_failing_part_way_is_reported_and_completed_by_a_rerun(root, tmp_path, capsys, monkeypatch):
+    """The compensating step for a write that fails after its first commit (a disk filled by another
+    process mid-command): doctor reports the import, and re-running it completes it exactly."""
+    from rldata.store import Store
+
+    dump = _dump(tmp_path)
+    real = Store.append
+
+    def disk_fills(self, name, data, **kw):  # the fault: the second table's commit finds no space
+        if name == "trajectories":
+            raise OSError(28, "No space left on device")
+        return real(self, name, data, **kw)
+
+    monkeypatch.setattr(Store, "append", disk_fills)
+    code, _, err = run(
+        capsys, "--store", str(root), "import-rollouts", str(dump), "--format", "verl", "--model", "m"
+    )
+    assert code == 1 and "No space left on device" in one_error_line(err)
+    monkeypatch.setattr(Store, "append", real)
+    store = open_store(root)
+    assert (store.count("tasks"), store.count("trajectories")) == (923, 0)  # the tasks landed
+    code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    assert code == 1 and [f["check"] for f in json.loads(out)] == ["partial_import"]
+
+    code, _, err = run(
+        capsys, "--store", str(root), "import-rollouts", str(dump), "--format", "verl", "--model", "m"
+    )
+    assert code == 0, err
+    store = open_store(root)
+    assert (store.count("tasks"), store.count("trajectories"), store.count("verifications")) == (923, 3, 3)
+    code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    assert code == 0 and json.loads(out) == [], out
