@@ -36,6 +36,17 @@ __all__ = ["DEFAULT_STORE", "DamagedTableError", "Store", "open_store"]
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
 _COMMIT_RETRIES = 20
+# deltalake's words for a log it read but could not make sense of (on an object store, where the
+# files are not diagnosed one by one, this tells one table's damage from a store it cannot reach)
+_DAMAGE_TEXT = re.compile(r"Parquet error|Corrupt|Invalid Checkpoint|JSON|[Jj]son error")
+
+
+def _is_damage(error: Exception) -> bool:
+    """deltalake read the log but could not make sense of it (not: the store cannot be reached)."""
+    text = str(error)
+    return not isinstance(error, OSError) and "S3 error" not in text and bool(_DAMAGE_TEXT.search(text))
+
+
 _APPEND_RETRIES = 200
 
 
@@ -64,8 +75,8 @@ class Store:
             except RldataError:
                 raise
             except Exception as e:  # deltalake's errors name no table: one damaged table
-                if not _is_local(self.root):  # an object store's settings, bucket or network: not damage
-                    raise
+                if not (_is_local(self.root) or _is_damage(e)):
+                    raise  # an object store's settings, bucket or network: not one table's damage
                 self.damaged[name] = self._unreadable(name, e)  # must not take the others down
 
     def __repr__(self) -> str:

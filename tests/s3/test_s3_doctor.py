@@ -36,3 +36,18 @@ def test_doctor_lists_orphaned_objects(s3_server, s3_uri, s3_store):
     left, stray = found["leftover", "runs"], found["stray", "-"]
     assert "2,000,000 bytes" in left.detail and not left.problem and not left.repaired
     assert "dump.bin" in stray.detail and stray.problem and not stray.repaired  # listed, never moved
+
+
+def test_a_damaged_checkpoint_on_s3_takes_down_only_its_table(s3_server, s3_uri, s3_store):
+    from rldata import open_store
+
+    s3_store.append(
+        "tasks", [{"task_id": "a", "source": "s", "domain": "math", "prompt": "a?", "answer": "1"}]
+    )
+    s3_store.append("runs", [{"run_id": "ok", "kind": "x", "status": "done"}])
+    s3_store.table("tasks").create_checkpoint()
+    _put(s3_server, s3_uri, f"tasks/_delta_log/{1:020d}.checkpoint.parquet", 100)  # garbage
+    store = open_store(s3_uri, storage_options=s3_server.options)
+    assert list(store.damaged) == ["tasks"] and "'tasks'" in store.damaged["tasks"]
+    assert store.sql("SELECT count(*) FROM runs").fetchall() == [(1,)]
+    assert [(f.check, f.table) for f in doctor(store) if f.problem] == [("log", "tasks")]
