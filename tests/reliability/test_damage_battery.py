@@ -264,3 +264,26 @@ def test_import_failing_part_way_is_reported_and_completed_by_a_rerun(root, tmp_
     assert (store.count("tasks"), store.count("trajectories"), store.count("verifications")) == (923, 3, 3)
     code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
     assert code == 0 and json.loads(out) == [], out
+
+
+def test_ingest_that_cannot_record_its_run_says_what_landed(root, tmp_path, capsys, monkeypatch):
+    from rldata.store import Store
+
+    new = tmp_path / "new.jsonl"
+    new.write_text('{"prompt": "new?", "answer": "1"}\n')
+    real = Store.append
+
+    def disk_fills(self, name, data, **kw):  # the fault: the run's commit finds no space
+        if name == "runs":
+            raise OSError(28, "No space left on device")
+        return real(self, name, data, **kw)
+
+    monkeypatch.setattr(Store, "append", disk_fills)
+    code, _, err = run(capsys, "--store", str(root), "ingest", str(new))
+    line = one_error_line(err)
+    assert code == 1 and "ingested 1 task(s) (tasks version 5) but could not record the run" in line
+    assert "No space left on device" in line and "re-running the same ingest adds nothing" in line
+    monkeypatch.setattr(Store, "append", real)
+    code, _, err = run(capsys, "--store", str(root), "ingest", str(new))
+    store = open_store(root)
+    assert code == 0 and store.count("tasks") == 921 and store.count("runs") == 2, err

@@ -185,6 +185,11 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
     store = open_store(root)
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall()[0] == (4, 4)
     assert store.sql("SELECT n, n_correct FROM passrates WHERE task_id = 't0'").fetchall() == [(1, 1)]
+    assert store.sql("SELECT task_id, n, n_correct FROM passrates ORDER BY 1").fetchall() == [
+        ("t0", 1, 1),
+        ("t1", 1, 1),  # the ledger rows a kill lost, restored from the recount
+        ("t2", 1, 1),
+    ]
     assert store.sql("SELECT status FROM runs WHERE run_id = 'stuck'").fetchall() == [("failed",)]
     assert not (root / "leak.csv").exists() and store.count("environments") == 0
     code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
