@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from rldata import schemas
-from rldata.store import Store, commit_files, damaged_commit
+from rldata.damage import commit_files
+from rldata.errors import RldataError
+from rldata.store import Store
 
 __all__ = ["Finding", "doctor"]
 
-_QUARANTINE = ".rldata-doctor"
+from rldata.damage import QUARANTINE as _QUARANTINE
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Finding:
     count: int
     detail: str
     repaired: bool = False
+    problem: bool = True  # False: listed for information (the exit status ignores it)
 
     def row(self) -> dict:
         return {
@@ -57,41 +62,114 @@ def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
     """Run every check (repairing first what the later checks need: a readable log)."""
     found = check_logs(store, repair=repair)
     readable = [n for n in schemas.TABLES if n not in store.damaged]
+    found += check_data_files(store, readable, repair=repair)
+    readable = [n for n in readable if n not in {f.table for f in found if not f.repaired}]
     found += check_duplicates(store, readable, repair=repair)
     found += check_orphans(store, readable)
     found += check_ledger(store, readable, repair=repair)
     found += check_stuck_runs(store, readable, repair=repair)
+    found += check_partial_imports(store, readable)
     found += check_stray(store, repair=repair)
+    found += check_writable(store)
     return found
+
+
+def check_writable(store: Store) -> list[Finding]:
+    """Tables whose directory cannot take a write (permissions, a read-only mount, a full disk).
+    Reported only: a person fixes the mount or frees space."""
+    from rldata.damage import check_room
+
+    if "://" in store.root:
+        return []
+    out = []
+    for name in schemas.TABLES:
+        tdir = Path(store.uri(name))
+        if tdir.is_dir():
+            try:
+                check_room(name, tdir)
+            except RldataError as e:
+                out.append(Finding("writable", name, 1, str(e)))
+    return out
 
 
 def _log_dir(store: Store, name: str) -> Path:
     return Path(store.uri(name).removeprefix("file://")) / "_delta_log"
 
 
+def _dest(store: Store, what: str) -> Path:
+    return Path(store.root) / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / what
+
+
+def _template_log(store: Store, name: str, tmp: Path) -> Path:
+    """A fresh empty table of ``name``'s schema (its first commit rebuilds a damaged version 0)."""
+    from rldata.store import Store as _Store
+
+    _Store(tmp)  # creates every table, as a new store would
+    return tmp / name / "_delta_log"
+
+
 def check_logs(store: Store, *, repair: bool) -> list[Finding]:
+    """Checkpoint hint, checkpoint files and commit files of each (local) table's log."""
+    import tempfile
+
+    from rldata.damage import log_damage
+    from rldata.damage import repair as fix
+
+    if "://" in store.root:  # object stores: deltalake's own error names the table (Store._unreadable)
+        return [Finding("log", n, 1, why) for n, why in store.damaged.items()]
     out = []
     for name in schemas.TABLES:
-        log_dir = _log_dir(store, name)
-        bad = damaged_commit(log_dir)
-        if bad is None:
-            continue
-        version, path, why = bad
-        later = [p for v, p in commit_files(log_dir) if v >= version]
-        detail = (
-            f"version {version} ({path.name}) {why}; {len(later)} commit(s) from it on unreadable as a whole"
-        )
-        if repair:
-            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
-            dest = Path(store.root) / _QUARANTINE / stamp / name
-            dest.mkdir(parents=True, exist_ok=True)
-            for p in reversed(later):  # newest first: the log never has a gap below its head
-                shutil.move(str(p), dest / p.name)
-            store.damaged.pop(name, None)
-            if version == 0:  # nothing readable was left: the table starts again, empty, as created
+        seen: set[tuple] = set()
+        while (bad := log_damage(name, _log_dir(store, name), full=True)) is not None:
+            detail = f"{bad.path.name} {bad.why}"
+            if bad.kind == "commit":
+                later = [p for v, p in commit_files(bad.path.parent) if v > (bad.version or 0)]
+                detail = (
+                    f"version {bad.version} ({bad.path.name}) {bad.why}; {len(later)} later commit(s) intact"
+                )
+            key = (bad.kind, str(bad.path))
+            if not repair or key in seen:
+                out.append(Finding("log", name, 1, detail))
+                break
+            seen.add(key)
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    template = _template_log(store, name, Path(tmp)) if bad.version == 0 else None
+                    did = fix(bad, root=Path(store.root), dest=_dest(store, "log"), template_log=template)
+            except (OSError, RldataError) as e:
+                out.append(Finding("log", name, 1, f"{detail}; not repaired: {e}"))
+                break
+            out.append(Finding("log", name, 1, f"{detail}; {did}", True))
+        if name in store.damaged and not any(f.table == name and not f.repaired for f in out):
+            store.damaged.pop(name)
+            try:
+                store._check_log(name)
                 store._ensure(name)
-            detail += f"; moved to {dest}, table now at version {max(version - 1, 0)}"
-        out.append(Finding("log", name, 1, detail, repair))
+            except Exception as e:  # noqa: BLE001 - still unreadable: reported, the other tables go on
+                store.damaged[name] = store._unreadable(name, e)
+                out.append(Finding("log", name, 1, store.damaged[name]))
+    return out
+
+
+def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    """Data files the current version needs that are missing, truncated or not Parquet.  Repair
+    commits their removal (their rows are lost; every other row reads again) and moves them aside."""
+    from rldata.damage import data_file_damage, repair_data_files
+
+    if "://" in store.root:
+        return []
+    out = []
+    for name in tables:
+        tdir = Path(store.uri(name))
+        bad = data_file_damage(name, tdir, store.table(name), full=True)
+        if not bad:
+            continue
+        rows = sum(d.rows or 0 for d in bad)
+        detail = f"{len(bad)} data file(s) unreadable ({rows} row(s)), e.g. {bad[0].path.name} {bad[0].why}"
+        if repair:
+            detail += "; " + repair_data_files(bad, Path(store.root), _dest(store, "data"))
+            store.damaged.pop(name, None)
+        out.append(Finding("data_files", name, len(bad), detail, repair))
     return out
 
 
@@ -152,7 +230,7 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
     if not groups:
         return []
     stored = store.read("passrates")
-    wrong, fixes = 0, []
+    wrong, missing, fixes = 0, 0, []
     for model, params_hash in groups:
         mine = stored.filter((pl.col("model") == model) & (pl.col("params_hash") == params_hash))
         fresh = recompute_passrates(
@@ -162,19 +240,31 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
             verifier_keys=mine["verifier_key"].unique().to_list(),
             write=False,
         )
-        want = {(r["task_id"], r["verifier_key"]): (r["n"], r["n_correct"], r["n_error"]) for r in fresh}
-        for r in mine.iter_rows(named=True):
-            k = (r["task_id"], r["verifier_key"])
-            if k in want and want[k] != (r["n"], r["n_correct"], r["n_error"]):
+        have = {
+            (r["task_id"], r["verifier_key"], r["env_version"]): (r["n"], r["n_correct"], r["n_error"])
+            for r in mine.iter_rows(named=True)
+        }
+        for f in fresh:  # every recounted row: a stored row that disagrees, or none (lost to a kill)
+            k = (f["task_id"], f["verifier_key"], f["env_version"])
+            if k not in have:
+                missing += 1
+                fixes.append(f)
+            elif have[k] != (f["n"], f["n_correct"], f["n_error"]):
                 wrong += 1
-                fixes += [f for f in fresh if (f["task_id"], f["verifier_key"]) == k]
-    if not wrong:
-        return []
-    if repair:
+                fixes.append(f)
+    if repair and fixes:
         store.upsert("passrates", fixes)
-    return [
-        Finding("ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair)
-    ]
+    out = []
+    if wrong:
+        out.append(
+            Finding(
+                "ledger", "passrates", wrong, "ledger rows disagree with a recount of their samples", repair
+            )
+        )
+    if missing:
+        detail = "sampled tasks with no ledger row (a killed run's last update), from a recount"
+        out.append(Finding("ledger_missing", "passrates", missing, detail, repair))
+    return out
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
@@ -209,37 +299,136 @@ def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[F
     ]
 
 
+_DATA_FILE = re.compile(r"(.*/)?part-\d+-[0-9a-f-]{36}(-c\d+)?(\.\w+)*\.parquet")
+_IN_FLIGHT_S = 3600  # a data file younger than this may belong to a write that is committing now
+
+
+def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
+    """Import runs that failed (or were killed) while writing: tasks, trajectories and
+    verifications are three commits, so part of it may have landed.  The compensating step is a
+    re-run on the same input (same run id; keyed writes add only what is missing, then the run
+    reads ``done``).  Reported only."""
+    from rldata.runs import effective_status
+
+    if "runs" not in tables:
+        return []
+    rows = store.sql("SELECT * FROM runs WHERE kind = 'import' AND status <> 'done'").pl().to_dicts()
+    bad = [r["run_id"] for r in rows if r["status"] == "failed" or effective_status(r) == "killed"]
+    if not bad:
+        return []
+    ids = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+    detail = f"import runs that stopped part-way ({ids}): re-run rldata import-rollouts on the same input"
+    return [Finding("partial_import", "runs", len(bad), detail)]
+
+
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:
-    """Repair moves stray files into the quarantine directory (never deletes them)."""
-    root = Path(store.root)
-    if not root.is_dir():
+    """Files that belong to no table (``stray``: a problem) and data files no commit added.
+
+    The latter (``leftover``) are what a writer leaves when its commit loses a race and is retried
+    with new files, or when it is killed: harmless (no reader sees them), so not a problem; ``rldata
+    compact`` vacuums them.  Repair moves strays, and leftovers older than an hour (a younger one
+    may be a concurrent write's, about to be committed), into the quarantine directory.  On an
+    object store both are listed, never moved."""
+    local = "://" not in store.root
+    files = _listing(store)
+    if files is None:
         return []
     out = []
-    dest = root / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / "stray"
-    extra = sorted(p for p in root.iterdir() if p.name not in schemas.TABLES and p.name != _QUARANTINE)
-    if extra:
-        detail = "not a table: " + ", ".join(p.name for p in extra[:5])
-        if repair:
-            _move(extra, root, dest)
-            detail += f"; moved to {dest}"
-        out.append(Finding("stray", "-", len(extra), detail, repair))
-    for name in schemas.TABLES:
-        tdir = root / name
-        if not tdir.is_dir() or name in store.damaged:
-            continue
-        added = _ever_added(tdir / "_delta_log") | _current_files(store, name)
-        stray = sorted(
-            p
-            for p in tdir.rglob("*")
-            if p.is_file() and "_delta_log" not in p.parts and p.relative_to(tdir).as_posix() not in added
+    dest = _dest(store, "stray")
+    tops = {rel.split("/", 1)[0] for rel, _, _ in files}
+    extra = sorted(t for t in tops if t not in schemas.TABLES and t != _QUARANTINE)
+    if local:
+        extra = sorted(
+            p.name
+            for p in Path(store.root).iterdir()
+            if p.name not in schemas.TABLES and p.name != _QUARANTINE
         )
+    if extra:
+        detail = "not a table: " + ", ".join(extra[:5])
+        if repair and local:
+            _move([Path(store.root) / e for e in extra], Path(store.root), dest)
+            detail += f"; moved to {dest}"
+        out.append(Finding("stray", "-", len(extra), detail, repair and local))
+    now = time.time()
+    for name in schemas.TABLES:
+        if name in store.damaged:
+            continue
+        mine = [
+            (rel.split("/", 1)[1], size, mtime) for rel, size, mtime in files if rel.startswith(name + "/")
+        ]
+        # a write's own probe file (rldata.damage.check_room) lives for a moment: not a stray
+        mine = [f for f in mine if not f[0].startswith(("_delta_log/", ".rldata-probe-"))]
+        if not mine:
+            continue
+        added = _ever_added(store, name) | _current_files(store, name)
+        unknown = [f for f in mine if f[0] not in added]
+        stray = [f for f in unknown if not _DATA_FILE.fullmatch(f[0])]
+        left = [f for f in unknown if _DATA_FILE.fullmatch(f[0])]
         if stray:
-            detail = "files no commit added: " + ", ".join(p.relative_to(tdir).as_posix() for p in stray[:5])
-            if repair:
-                _move(stray, root, dest)
+            detail = "files no commit added: " + ", ".join(f[0] for f in stray[:5])
+            if repair and local:
+                _move([Path(store.uri(name)) / f[0] for f in stray], Path(store.root), dest)
                 detail += f"; moved to {dest}"
-            out.append(Finding("stray", name, len(stray), detail, repair))
+            out.append(Finding("stray", name, len(stray), detail, repair and local))
+        if left:
+            old = [f for f in left if now - f[2] > _IN_FLIGHT_S]
+            size = sum(f[1] for f in left)
+            detail = (
+                f"{len(left)} data file(s), {size:,} bytes, no commit added (a retried or killed write left "
+                f"them; harmless, rldata compact removes them), e.g. {left[0][0]}"
+            )
+            moved = repair and local and bool(old)
+            if moved:
+                _move([Path(store.uri(name)) / f[0] for f in old], Path(store.root), dest)
+                detail += f"; moved {len(old)} older than an hour to {dest}"
+            out.append(Finding("leftover", name, len(left), detail, moved, problem=False))
     return out
+
+
+def _listing(store: Store) -> list[tuple[str, int, float]] | None:
+    """(path relative to the store root, size, mtime) of every file under it; None if it cannot be listed."""
+    if "://" not in store.root:
+        root = Path(store.root)
+        if not root.is_dir():
+            return None
+        out = []
+        for p in root.rglob("*"):
+            rel = p.relative_to(root).as_posix()
+            if p.is_file() and not rel.startswith(_QUARANTINE + "/"):
+                st = p.stat()
+                out.append((rel, st.st_size, st.st_mtime))
+        return out
+    import pyarrow.fs as pafs
+
+    fs, base = _remote_fs(store)
+    infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    return [
+        (i.path[len(base) + 1 :], i.size or 0, i.mtime.timestamp() if i.mtime else 0.0)
+        for i in infos
+        if i.type == pafs.FileType.File
+    ]
+
+
+def _remote_fs(store: Store):
+    """A pyarrow S3 filesystem from the store's deltalake options (or the AWS_* environment)."""
+    import os
+
+    import pyarrow.fs as pafs
+
+    opts = {k.upper(): v for k, v in (store.storage_options or {}).items()}
+    get = lambda k: opts.get(k) or os.environ.get(k)
+    endpoint = get("AWS_ENDPOINT_URL") or ""
+    kwargs = {
+        "access_key": get("AWS_ACCESS_KEY_ID"),
+        "secret_key": get("AWS_SECRET_ACCESS_KEY"),
+        "session_token": get("AWS_SESSION_TOKEN"),
+        "region": get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+    }
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        kwargs.update(endpoint_override=host, scheme=scheme)
+    fs = pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v})
+    return fs, store.root.split("://", 1)[1].rstrip("/")
 
 
 def _move(paths: list[Path], root: Path, dest: Path) -> None:
@@ -254,16 +443,29 @@ def _current_files(store: Store, name: str) -> set[str]:
     from urllib.parse import unquote
 
     base = store.uri(name).removeprefix("file://").rstrip("/") + "/"
-    return {unquote(u.removeprefix("file://")).removeprefix(base) for u in store.table(name).file_uris()}
+    out = set()
+    for u in store.table(name).file_uris():
+        u = unquote(u.removeprefix("file://"))
+        out.add(u.split(base.split("://", 1)[-1], 1)[-1] if "://" in base else u.removeprefix(base))
+    return out
 
 
-def _ever_added(log_dir: Path) -> set[str]:
-    """Paths of every data file any readable commit of the log added (relative to the table)."""
+def _ever_added(store: Store, name: str) -> set[str]:
+    """Paths of every data file any readable commit of the table's log added (relative to the table)."""
     from urllib.parse import unquote
 
+    if "://" not in store.root:
+        blobs = [p.read_bytes() for _, p in commit_files(_log_dir(store, name))]
+    else:
+        fs, base = _remote_fs(store)
+        blobs = []
+        for rel, _, _ in _listing(store) or []:
+            if rel.startswith(f"{name}/_delta_log/") and re.fullmatch(r"\d{20}\.json", rel.rsplit("/", 1)[1]):
+                with fs.open_input_stream(f"{base}/{rel}") as f:
+                    blobs.append(f.read())
     paths = set()
-    for _, path in commit_files(log_dir):
-        for line in path.read_bytes().splitlines():
+    for blob in blobs:
+        for line in blob.splitlines():
             try:
                 action = json.loads(line)
             except ValueError:

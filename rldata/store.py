@@ -27,6 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
+from rldata.damage import check_room, data_file_damage, log_damage, quiet_panics
 from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
@@ -35,6 +36,17 @@ __all__ = ["DEFAULT_STORE", "DamagedTableError", "Store", "open_store"]
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
 _COMMIT_RETRIES = 20
+# deltalake's words for a log it read but could not make sense of (on an object store, where the
+# files are not diagnosed one by one, this tells one table's damage from a store it cannot reach)
+_DAMAGE_TEXT = re.compile(r"Parquet error|Corrupt|Invalid Checkpoint|JSON|[Jj]son error")
+
+
+def _is_damage(error: Exception) -> bool:
+    """deltalake read the log but could not make sense of it (not: the store cannot be reached)."""
+    text = str(error)
+    return not isinstance(error, OSError) and "S3 error" not in text and bool(_DAMAGE_TEXT.search(text))
+
+
 _APPEND_RETRIES = 200
 
 
@@ -60,6 +72,12 @@ class Store:
                 self._ensure(name)
             except DamagedTableError as e:
                 self.damaged[name] = str(e)
+            except RldataError:
+                raise
+            except Exception as e:  # deltalake's errors name no table: one damaged table
+                if not (_is_local(self.root) or _is_damage(e)):
+                    raise  # an object store's settings, bucket or network: not one table's damage
+                self.damaged[name] = self._unreadable(name, e)  # must not take the others down
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -74,14 +92,15 @@ class Store:
         try:
             dtable = DeltaTable(self.uri(name), storage_options=self.storage_options)
         except TableNotFoundError:
-            DeltaTable.create(
-                self.uri(name),
-                ts.schema,
-                mode="ignore",
-                name=name,
-                description=f"{_VERSION_KEY}={ts.version}",
-                storage_options=self.storage_options,
-            )
+            with quiet_panics():
+                DeltaTable.create(
+                    self.uri(name),
+                    ts.schema,
+                    mode="ignore",
+                    name=name,
+                    description=f"{_VERSION_KEY}={ts.version}",
+                    storage_options=self.storage_options,
+                )
             return
         m = re.search(rf"{re.escape(_VERSION_KEY)}=(\d+)", dtable.metadata().description or "")
         found = int(m.group(1)) if m else 1
@@ -104,8 +123,7 @@ class Store:
         except TableNotFoundError:
             raise
         except Exception as e:  # noqa: BLE001 - deltalake's errors name no table
-            self._check_log(name)  # names the bad file when it is the log
-            raise RldataError(f"table {name!r} cannot be read: {str(e).splitlines()[0]}") from None
+            raise DamagedTableError(self._unreadable(name, e)) from None
         if version is not None:
             if isinstance(version, str) and not version.isdigit():
                 version = dt.datetime.fromisoformat(version)
@@ -132,19 +150,20 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
-        self._check_writable(name)
+        self._check_writable(name, need=table.nbytes)
         if dedupe:
             table = _unique(table, ts.key)
             return self._merge(name, table, update=False)
         # appends never conflict with each other, they only race for the next version number:
         # delta-rs's default of 15 tries ran out with 4 busy writers on a loaded machine
-        write_deltalake(
-            self.uri(name),
-            table,
-            mode="append",
-            storage_options=self.storage_options,
-            commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
-        )
+        with quiet_panics():
+            write_deltalake(
+                self.uri(name),
+                table,
+                mode="append",
+                storage_options=self.storage_options,
+                commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
+            )
         return table.num_rows
 
     def upsert(self, name: str, data: Any) -> int:
@@ -153,7 +172,7 @@ class Store:
         table = conform(ts, data)
         if table.num_rows == 0:
             return 0
-        self._check_writable(name)
+        self._check_writable(name, need=table.nbytes)
         return self._merge(name, _unique(table, ts.key, keep="last"), update=True)
 
     def _merge(self, name: str, table: pa.Table, *, update: bool) -> int:
@@ -167,7 +186,8 @@ class Store:
                 merger = self.table(name).merge(table, predicate, source_alias="s", target_alias="t")
                 if update:
                     merger = merger.when_matched_update_all()
-                stats = merger.when_not_matched_insert_all().execute()
+                with quiet_panics():
+                    stats = merger.when_not_matched_insert_all().execute()
                 self.last_merge = (
                     stats  # delta-rs's counters (files scanned, skipped, ...): tests, benchmarks
                 )
@@ -183,21 +203,28 @@ class Store:
     def overwrite(self, name: str, data: Any, *, predicate: str | None = None) -> int:
         """Replace the table (or the rows matching ``predicate``, a SQL filter) with ``data``."""
         table = conform(schemas.get(name), data)
-        self._check_writable(name)
-        write_deltalake(
-            self.uri(name), table, mode="overwrite", predicate=predicate, storage_options=self.storage_options
-        )
+        self._check_writable(name, need=table.nbytes)
+        with quiet_panics():
+            write_deltalake(
+                self.uri(name),
+                table,
+                mode="overwrite",
+                predicate=predicate,
+                storage_options=self.storage_options,
+            )
         return table.num_rows
 
     def delete(self, name: str, predicate: str) -> int:
         self._check_writable(name)
-        stats = self.table(name).delete(predicate)
+        with quiet_panics():
+            stats = self.table(name).delete(predicate)
         return int(stats.get("num_deleted_rows", 0))
 
     # ---- reads --------------------------------------------------------------------------------
     def dataset(self, name: str, *, version: int | str | dt.datetime | None = None):
         """A pyarrow dataset over exactly the files of the table's (current or given) version."""
         dtable = self.table(name, version=version)
+        self._check_files(name, dtable)
         if not dtable.file_uris():  # an empty Delta table gives a dataset DuckDB cannot scan
             import pyarrow.dataset as pads
 
@@ -209,7 +236,9 @@ class Store:
         columns that Delta merges write, which pyarrow's dataset filters cannot compare)."""
         if isinstance(version, str):
             version = int(version) if version.isdigit() else dt.datetime.fromisoformat(version)
-        if not self.table(name, version=version).file_uris():
+        dtable = self.table(name, version=version)
+        self._check_files(name, dtable)
+        if not dtable.file_uris():
             return pl.LazyFrame(schema=pl.from_arrow(schemas.get(name).schema.empty_table()).schema)
         from rldata._remote import polars_storage_options
 
@@ -277,6 +306,7 @@ class Store:
         What needs the Delta reader (deletion vectors, column mapping, partitions, remote storage, a
         file missing a column) goes through the pyarrow dataset.
         """
+        self._check_files(name, dtable)
         files = [f.removeprefix("file://") for f in dtable.file_uris()]
         plain = (
             files
@@ -293,12 +323,7 @@ class Store:
                 )
                 return files
             except duckdb.Error:
-                gone = [f for f in files if not os.path.exists(f)]
-                if gone:
-                    raise RldataError(
-                        f"table {name!r} version {dtable.version()} can no longer be read: {len(gone)} of its "
-                        f"files were removed by compact (vacuum)"
-                    ) from None
+                self._check_files(name, dtable, full=True)
         if not files:  # an empty Delta table gives a dataset DuckDB cannot scan
             import pyarrow.dataset as pads
 
@@ -307,6 +332,27 @@ class Store:
             con.register(name, dtable.to_pyarrow_dataset())
         return []
 
+    def _check_files(self, name: str, dtable: DeltaTable, *, full: bool = False) -> None:
+        """Raise naming the table and file when a data file of ``dtable``'s version is gone or damaged:
+        removed by compact (vacuum) after a later commit retired it, or damaged outside rldata.
+        A stat per file (local stores); ``full`` reads each footer too."""
+        tdir = self._local_dir(name)
+        if tdir is None:
+            return
+        bad = data_file_damage(name, tdir, dtable, full=full)
+        if not bad:
+            return
+        current = self.table(name)
+        if dtable.version() < current.version():
+            live = {u.removeprefix("file://") for u in current.file_uris()}
+            if not any(str(d.path) in live for d in bad):
+                raise RldataError(  # retired by a later commit, then vacuumed: not damage
+                    f"table {name!r} version {dtable.version()} can no longer be read: {len(bad)} of its "
+                    f"files were removed by compact (vacuum)"
+                )
+        more = f" (and {len(bad) - 1} more data file(s))" if len(bad) > 1 else ""
+        raise DamagedTableError(bad[0].message() + more)
+
     # ---- maintenance --------------------------------------------------------------------------
     def compact(self, *, retention_hours: int = 168) -> dict[str, dict[str, int]]:
         """Optimize (bin-pack small files) and vacuum files retired more than ``retention_hours`` ago."""
@@ -314,10 +360,11 @@ class Store:
         for name in schemas.TABLES:
             self._check_writable(name)
             dtable = self.table(name)
-            stats = dtable.optimize.compact()
-            removed = dtable.vacuum(
-                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
-            )
+            with quiet_panics():
+                stats = dtable.optimize.compact()
+                removed = dtable.vacuum(
+                    retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+                )
             out[name] = {
                 "files_added": int(stats.get("numFilesAdded", 0)),
                 "files_removed": int(stats.get("numFilesRemoved", 0)),
@@ -360,75 +407,52 @@ class Store:
             },
         )
 
-    # ---- damaged logs (issue 11): a table whose log cannot be read completely ------------------
-    def _check_log(self, name: str) -> None:
-        """Raise :class:`DamagedTableError` naming the table, version and file when a commit file of
-        ``name``'s log (since its last checkpoint) is empty or not complete JSON.  Local stores only."""
-        if not _is_local(self.root):
-            return
-        bad = damaged_commit(Path(self.uri(name).removeprefix("file://")) / "_delta_log")
-        if bad is not None:
-            version, path, why = bad
-            raise DamagedTableError(
-                f"table {name!r} is damaged: version {version} ({path}) {why}; see rldata doctor"
-            )
+    # ---- damage (issues 11, 29): a table that cannot be read completely (rldata.damage) ---------
+    def _local_dir(self, name: str) -> Path | None:
+        return Path(self.uri(name).removeprefix("file://")) if _is_local(self.root) else None
 
-    def _check_writable(self, name: str) -> None:
-        """No write commits on top of a log that could not be read completely."""
+    def _check_log(self, name: str) -> None:
+        """Raise :class:`DamagedTableError` naming the table and file when its log (checkpoint hint,
+        checkpoint, commits since it) cannot be read completely.  Local stores only."""
+        tdir = self._local_dir(name)
+        bad = log_damage(name, tdir / "_delta_log") if tdir is not None else None
+        if bad is not None:
+            raise DamagedTableError(bad.message())
+
+    def _unreadable(self, name: str, error: Exception) -> str:
+        """The message for a table deltalake could not open: the damaged file when one is found."""
+        tdir = self._local_dir(name)
+        bad = log_damage(name, tdir / "_delta_log", full=True) if tdir is not None else None
+        if bad is not None:
+            return bad.message()
+        return f"table {name!r} cannot be read: {str(error).strip().splitlines()[0]}; see rldata doctor"
+
+    def _check_writable(self, name: str, *, need: int = 0) -> None:
+        """No write commits on top of a log or a data file that could not be read completely, and
+        none starts that cannot land (a read-only directory, no room for about ``need`` bytes)."""
         if name in self.damaged:
             raise DamagedTableError(self.damaged[name])
         try:
             self._check_log(name)
+            self._check_files(name, self.table(name))
         except DamagedTableError as e:
             self.damaged[name] = str(e)
             raise
+        tdir = self._local_dir(name)
+        if tdir is not None:
+            check_room(name, tdir, need)
+
+    def preflight(self, sizes: dict[str, int]) -> None:
+        """Before a command's first commit: every table in ``sizes`` (name -> bytes about to be
+        written) can take its write, so a command that writes several tables fails before any."""
+        for name, need in sizes.items():
+            self._check_writable(name, need=need)
+        if sizes and (tdir := self._local_dir(next(iter(sizes)))) is not None:  # all of it, on one disk
+            check_room(next(iter(sizes)), tdir, sum(sizes.values()))
 
 
 class DamagedTableError(RldataError):
     """A table whose Delta log cannot be read completely; nothing may be written on top of it."""
-
-
-def commit_files(log_dir: Path) -> list[tuple[int, Path]]:
-    """(version, path) of the commit files in a ``_delta_log``, oldest first."""
-    if not log_dir.is_dir():
-        return []
-    out = [(int(p.name[:20]), p) for p in log_dir.iterdir() if re.fullmatch(r"\d{20}\.json", p.name)]
-    return sorted(out)
-
-
-def _last_checkpoint(log_dir: Path) -> int:
-    import json
-
-    try:
-        return int(json.loads((log_dir / "_last_checkpoint").read_text())["version"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return -1
-
-
-def damaged_commit(log_dir: Path) -> tuple[int, Path, str] | None:
-    """The first commit file after the last checkpoint that is empty or not complete JSON lines."""
-    import json
-
-    since = _last_checkpoint(log_dir)
-    for version, path in commit_files(log_dir):
-        if version <= since:
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            return version, path, f"cannot be read ({e.strerror})"
-        if not data.strip():
-            return version, path, "is an empty commit file"
-        for i, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                action = json.loads(line)
-            except ValueError:
-                return version, path, f"is not complete JSON (line {i})"
-            if not isinstance(action, dict):
-                return version, path, f"holds a non-action at line {i}"
-    return None
 
 
 def _prune_term(ts: schemas.TableSchema, table: pa.Table) -> str:

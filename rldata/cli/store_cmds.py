@@ -53,7 +53,7 @@ def doctor(
         "repaired": pl.Boolean,
     }
     emit(pl.DataFrame([f.row() for f in found], schema=cols), fmt)
-    left = [f for f in found if not f.repaired]
+    left = [f for f in found if f.problem and not f.repaired]
     fixed = len(found) - len(left)
     log(f"doctor: {len(found)} problem(s) found in {store.root}" + (f", {fixed} repaired" if repair else ""))
     if left:

@@ -229,28 +229,31 @@ def ingest(
     added, version = 0, version_before
     if new is not None and new.height and not dry_run:
         new = with_ids(new)
-        added = store.append("tasks", new.drop(POS, "__norm").to_arrow(), dedupe=True)
+        rows = new.drop(POS, "__norm").to_arrow()
+        store.preflight({"tasks": rows.nbytes, "runs": 0})  # a full disk fails here, before any commit
+        added = store.append("tasks", rows, dedupe=True)
         dups += new.height - added  # a concurrent ingest landed some of them first
         version = store.version("tasks")
     elif new is not None and dry_run:
         added = new.height
     summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
     if record_run and not dry_run:
-        _record_run(
-            store,
-            summary,
-            started,
-            version_before,
-            {
-                "path": str(path),
-                "fields": asdict(fields or preset(None)),
-                "source": source,
-                "domain": domain,
-                "on_error": on_error,
-                "decontaminate": str(decontaminate or ""),
-                "ngram": ngram,
-            },
-        )
+        args = {
+            "path": str(path),
+            "fields": asdict(fields or preset(None)),
+            "source": source,
+            "domain": domain,
+            "on_error": on_error,
+            "decontaminate": str(decontaminate or ""),
+            "ngram": ngram,
+        }
+        try:
+            _record_run(store, summary, started, version_before, args)
+        except (RldataError, OSError) as e:  # the tasks landed: say so (a re-run adds none, records it)
+            raise RldataError(
+                f"ingested {added} task(s) (tasks version {version}) but could not record the run: {e}; "
+                "re-running the same ingest adds nothing and records it"
+            ) from None
     return summary
 
 

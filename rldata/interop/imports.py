@@ -223,6 +223,9 @@ def import_rollouts(store: Store, *, path: str | Path, spec: ImportSpec) -> Impo
     tables = {name: conform(schemas.get(name), _arrow(name, data)) for name, data in rows.items()}
     args = {"path": str(path), "format": spec.format, "on_error": spec.on_error, "model": spec.model}
     added = {}
+    # every table it writes, checked before the first commit: a full disk or a read-only table
+    # fails here with nothing written (a failure past this point: re-running completes it, keyed)
+    store.preflight({name: t.nbytes for name, t in tables.items()} | {"runs": 0})
     with record_run(store, "import", args, run_id=run_id) as run:
         for name in ("tasks", "trajectories", "verifications"):  # parents first: a crash leaves no orphans
             added[name] = store.append(name, tables[name], dedupe=True)

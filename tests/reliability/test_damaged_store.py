@@ -165,6 +165,7 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
         ("orphans", "trajectories"): 1,
         ("orphans", "verifications"): 1,
         ("ledger", "passrates"): 1,
+        ("ledger_missing", "passrates"): 2,  # t1 and t2 were verified but have no ledger row
         ("stuck_runs", "runs"): 1,
         ("stray", "-"): 1,
     }
@@ -176,6 +177,7 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
         ("log", "environments"),
         ("duplicates", "trajectories"),
         ("ledger", "passrates"),
+        ("ledger_missing", "passrates"),
         ("stuck_runs", "runs"),
         ("stray", "-"),
     }
@@ -183,7 +185,32 @@ def test_doctor_reports_then_repairs(root, tmp_path, capsys):
     store = open_store(root)
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall()[0] == (4, 4)
     assert store.sql("SELECT n, n_correct FROM passrates WHERE task_id = 't0'").fetchall() == [(1, 1)]
+    assert store.sql("SELECT task_id, n, n_correct FROM passrates ORDER BY 1").fetchall() == [
+        ("t0", 1, 1),
+        ("t1", 1, 1),  # the ledger rows a kill lost, restored from the recount
+        ("t2", 1, 1),
+    ]
     assert store.sql("SELECT status FROM runs WHERE run_id = 'stuck'").fetchall() == [("failed",)]
     assert not (root / "leak.csv").exists() and store.count("environments") == 0
     code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
     assert {f["check"] for f in json.loads(out)} == {"orphans"}
+
+
+def test_leftover_data_files_are_listed_not_problems(tmp_path, capsys):
+    """A commit that lost a race (or a killed write) leaves a data file no commit added: healthy."""
+    root = tmp_path / "healthy"
+    open_store(root).append("runs", [{"run_id": "ok", "kind": "x", "status": "done"}])
+    name = "part-00001-0123abcd-0000-4000-8000-000000000000-c000.snappy.parquet"
+    (root / "runs" / name).write_bytes(b"\0" * 100)
+    code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    assert code == 0, err
+    [f] = json.loads(out)
+    assert (f["check"], f["table"], f["count"], f["repaired"]) == ("leftover", "runs", 1, False)
+    code, out, err = run(capsys, "--store", str(root), "doctor", "--repair", "-f", "json")
+    assert code == 0 and (root / "runs" / name).exists()  # younger than an hour: maybe a write in flight
+    (root / "runs" / "notes.txt").write_text("x")  # not a data file: a stray, a problem
+    code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    assert code == 1 and {(f["check"], f["table"]) for f in json.loads(out)} == {
+        ("leftover", "runs"),
+        ("stray", "runs"),
+    }
