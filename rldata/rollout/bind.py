@@ -79,11 +79,11 @@ def _default_spec(name: str) -> dict[str, Any]:
     """The bundled spec file ``sample_data/envs/NAME.yaml`` when there is one, else ``{env: NAME}``."""
     from importlib.resources import files
 
-    import yaml
+    from rldata import yaml_safe
 
     path = files("rldata.sample_data").joinpath("envs", f"{name}.yaml")
     if path.is_file():
-        return yaml.safe_load(path.read_text())
+        return yaml_safe.safe_load(path.read_text())
     return {"env": name}
 
 
