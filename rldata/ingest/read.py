@@ -62,8 +62,9 @@ SUFFIXES = {
 _CHUNK_BYTES = 32 << 20  # JSON lines / CSV read per chunk (one progress step)
 _CHUNK_ROWS = 200_000  # Parquet / Arrow rows per chunk
 _NOT_OBJECT = re.compile(rb"(?m)^[ \t\r]*[^{\s]")  # a line that is not blank and not a JSON object
-# a number a double may not hold exactly: an exponent (1e-400 -> 0.0) or 19+ digits (2**63 and up)
-_RISKY_NUMBER = re.compile(rb"[0-9][eE][+-]?[0-9]|[0-9]{19}")
+# a number a double may not hold exactly (an exponent: 1e-400 -> 0.0; 19+ digits: 2**63 and up) or
+# NaN / Infinity, which Arrow accepts
+_RISKY_NUMBER = re.compile(rb"[0-9][eE][+-]?[0-9]|[0-9]{19}|NaN|Infinity")
 _BOM = b"\xef\xbb\xbf"
 _INT64 = 1 << 63
 
@@ -379,8 +380,10 @@ class _Refused(Exception):  # internal: becomes a Reject naming the field
 
 
 def _int(text: str):
+    if len(text) > 20:  # beyond int64 (and int() refuses over 4,300 digits): keep every digit as text
+        return ExactNumber(text)
     value = int(text)
-    return value if -_INT64 <= value < _INT64 else ExactNumber(text)  # beyond int64: keep every digit
+    return value if -_INT64 <= value < _INT64 else ExactNumber(text)
 
 
 def _settle(value, exact: bool, key: str | None = None):
