@@ -113,6 +113,8 @@ def ingest(
             cfg = json.loads(config) if config is not None else None
         except ValueError as e:
             raise RldataError(f"--config: not valid JSON: {e}") from None
+        except RecursionError:  # thousands of nested brackets: Python's parser recurses
+            raise RldataError("--config: not valid JSON: nested too deeply") from None
         if cfg is not None and not isinstance(cfg, dict):
             raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
         summary = run_ingest(
