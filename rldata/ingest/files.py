@@ -8,7 +8,8 @@ read chunks (:mod:`rldata.ingest.read`) -> map columns to task fields and reject
 answer, naming file:line and field (:mod:`rldata.ingest.mapping`, with the presets of :mod:`rldata.ingest.presets`) ->
 normalize the prompt -> drop duplicate prompts (in the file and already in the store) -> optionally
 drop prompts that share a word n-gram with an eval set -> ``task_id`` = sha256 of the normalized
-(prompt, answer, source) -> ONE ``append(dedupe=True)``.  With ``on_error="fail"`` a single bad record
+(prompt, answer, source) -> ONE insert-if-absent commit, made only if ``tasks`` is unchanged since the
+dedup read it (:func:`add_tasks`; else read again), so concurrent ingests end as serial ones.  With ``on_error="fail"`` a single bad record
 stops the ingest before anything is written; with ``"skip"`` the good records land and the rejects
 are returned.
 """
