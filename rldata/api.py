@@ -79,10 +79,12 @@ def ingest(
     ngram: int = 13,
     dry_run: bool = False,
     progress: bool = False,
+    limits=None,
 ):
     """Load tasks into ``tasks`` from one of: a file or dataset dir (``path``), a bundled sample
     (``sample``: arith, arith-heldout, gsm8k, gsm8k-test) or a reasoning-gym dataset (``gym`` with
-    ``n`` entries, its ``config`` and ``seed``).  Returns :class:`rldata.ingest.IngestSummary`."""
+    ``n`` entries, its ``config`` and ``seed``).  ``limits``: a :class:`rldata.ingest.Limits` (bounds
+    on a record's nesting, line, field and prompt size).  Returns :class:`rldata.ingest.IngestSummary`."""
     from rldata.ingest import SAMPLES, sample_path
     from rldata.ingest import ingest as ingest_file
     from rldata.ingest import preset as get_preset
@@ -121,6 +123,7 @@ def ingest(
         ngram=ngram,
         dry_run=dry_run,
         show_progress=progress,
+        limits=limits,
     )
 
 

@@ -10,6 +10,7 @@ dense model, the active ones for a mixture of experts.  The seed's worked exampl
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -63,11 +64,15 @@ _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 def parse_count(text: str | float, *, what: str = "value") -> float:
     """'7e9', '7B', '1.5T', '500M', 7000000000 -> a float; anything else is a clear error."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
-    if not m:
-        raise RldataError(f"{what}: expected a number like 7e9 or 7B, got {text!r}")
-    return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
+        value = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
+        if not m:
+            raise RldataError(f"{what}: expected a number like 7e9 or 7B, got {text!r}")
+        value = float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
+    if not math.isfinite(value):  # 1e400 parses as inf: every cost would print as inf or 0
+        raise RldataError(f"{what}: expected a finite number, got {text!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class CostSpec:
     mfu: float = 0.4
 
     def __post_init__(self):
-        if not self.tflops > 0:
+        if not (self.tflops > 0 and math.isfinite(self.tflops)):
             raise ConfigError(f"tflops must be > 0, got {self.tflops}", field="tflops")
         if not 0 < self.mfu <= 1:
             raise ConfigError(f"mfu must be in (0, 1], got {self.mfu}", field="mfu")

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rldata.names import check_name
 from rldata.store import Store
 
 __all__ = ["HEARTBEAT_S", "effective_status", "new_run_id", "owner", "record_run"]
@@ -145,7 +146,7 @@ def record_run(
     ``killed`` (its owner is gone, its heartbeat stopped), and re-running the job finishes the work
     under a new run id.
     """
-    handle = RunHandle(run_id or new_run_id(kind))
+    handle = RunHandle(check_name(run_id, field="run_id") if run_id is not None else new_run_id(kind))
     started = dt.datetime.now(dt.UTC)
     base = {
         "run_id": handle.run_id,

@@ -37,6 +37,7 @@ from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets
 from rldata.curriculum.config import check_writable
 from rldata.errors import ConfigError, RldataError
 from rldata.outputs import check_output_path
+from rldata.names import check_name as safe_name
 from rldata.results import Result
 from rldata.schemas import SELECTIONS
 
@@ -64,7 +65,6 @@ __all__ = [
 
 REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples", "not_sampled")
 KEY = ("model", "params_hash", "verifier_key")
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def _exact(x: float) -> Fraction:
@@ -162,9 +162,8 @@ def default_min_n(n: pl.Series) -> int:
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise RldataError(f"selection name must match {_NAME.pattern}, got {name!r}")
-    return name
+    """A selection name: the one rule of :mod:`rldata.names` (no separators, no ``..``, bounded length)."""
+    return safe_name(name, field="selection name")
 
 
 def _choices(df: pl.DataFrame, col: str) -> str:

@@ -31,7 +31,7 @@ from rldata.damage import check_room, data_file_damage, log_damage, quiet_panics
 from rldata.errors import ConfigError, RldataError
 from rldata.validate import conform
 
-__all__ = ["DEFAULT_STORE", "DamagedTableError", "Store", "open_store"]
+__all__ = ["DEFAULT_STORE", "DamagedTableError", "StaleReadError", "Store", "open_store"]
 
 DEFAULT_STORE = "./rldata-store"
 _VERSION_KEY = "rldata.schema_version"  # kept in the table's description (Delta refuses unknown config keys)
@@ -165,6 +165,31 @@ class Store:
                 commit_properties=CommitProperties(max_commit_retries=_APPEND_RETRIES),
             )
         return table.num_rows
+
+    def append_if_unchanged(self, name: str, data: Any, *, version: int) -> int:
+        """As ``append(dedupe=True)``, but committed only if no other writer changed the table's rows
+        since ``version``, the version the caller read to choose ``data``; else :class:`StaleReadError`
+        and nothing is written (read again and retry).  What makes a check-then-write (ingest's dedup
+        by normalized prompt, which the key cannot express) end as if the writers had run one after
+        another.  The merge reads the whole table (no pruning range), so Delta's conflict check sees
+        every concurrent change of its rows.
+        """
+        ts = schemas.get(name)
+        table = conform(ts, data)
+        if table.num_rows == 0:
+            return 0
+        self._check_writable(name)
+        table = _unique(table, ts.key)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key)
+        merger = self.table(name, version=version).merge(table, predicate, source_alias="s", target_alias="t")
+        try:
+            stats = merger.when_not_matched_insert_all().execute()
+        except Exception as e:
+            if "conflict" not in str(e).lower() and "commit" not in type(e).__name__.lower():
+                raise
+            raise StaleReadError(f"table {name!r} changed since version {version}") from None
+        self.last_merge = stats
+        return int(stats.get("num_target_rows_inserted", 0))
 
     def upsert(self, name: str, data: Any) -> int:
         """Insert rows, replacing any existing rows with the same key (one commit)."""
@@ -449,6 +474,10 @@ class Store:
             self._check_writable(name, need=need)
         if sizes and (tdir := self._local_dir(next(iter(sizes)))) is not None:  # all of it, on one disk
             check_room(next(iter(sizes)), tdir, sum(sizes.values()))
+
+
+class StaleReadError(RldataError):
+    """Another writer changed a table since the version a conditional write was based on."""
 
 
 class DamagedTableError(RldataError):

@@ -157,6 +157,21 @@ def _check_utf8(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
     return table
 
 
+def _check_finite(ts: TableSchema, table: pa.Table, row_offset: int) -> pa.Table:
+    """Refuse NaN and infinity in the columns a schema marks finite: a reward of inf or NaN would
+    rank above every real one (or poison every mean it enters)."""
+    import pyarrow.compute as pc
+
+    for name in ts.finite:
+        col = table.column(name)
+        bad = pc.invert(pc.fill_null(pc.is_finite(col), True))
+        if pc.any(bad).as_py():
+            row = pc.index(bad, True).as_py()
+            value = col[row].as_py()
+            raise SchemaError(ts.name, row + row_offset, name, f"must be a finite number, got {value}")
+    return table
+
+
 def _compatible(src: pa.DataType, dst: pa.DataType) -> bool:
     """Casts that cannot change meaning: widening numbers, string flavours, timestamp units."""
     t = pa.types
@@ -192,11 +207,12 @@ def conform(ts: TableSchema, data: Any, *, row_offset: int = 0) -> pa.Table:
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
-        return _check_utf8(ts, _from_arrow(ts, data, row_offset), row_offset)
+        return _check_finite(ts, _check_utf8(ts, _from_arrow(ts, data, row_offset), row_offset), row_offset)
     if hasattr(data, "to_arrow") and hasattr(data, "schema"):  # polars DataFrame
-        return _check_utf8(ts, _from_arrow(ts, data.to_arrow(), row_offset), row_offset)
+        table = _check_utf8(ts, _from_arrow(ts, data.to_arrow(), row_offset), row_offset)
+        return _check_finite(ts, table, row_offset)
     if isinstance(data, Mapping):
         data = [data]
     if isinstance(data, Iterable):
-        return _from_rows(ts, list(data), row_offset)
+        return _check_finite(ts, _from_rows(ts, list(data), row_offset), row_offset)
     raise TypeError(f"cannot write {type(data).__name__} to table {ts.name!r}")

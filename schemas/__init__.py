@@ -48,6 +48,7 @@ class TableSchema:
     # only looks for matches among the files whose statistics overlap the new rows' min..max of it,
     # so its cost stays flat as the table grows when writers append in its order (jobs go task by task).
     prune_by: str | None = None
+    finite: tuple[str, ...] = ()  # float columns that may hold no NaN or infinity (rewards, scores)
 
     @property
     def required(self) -> list[str]:
@@ -159,6 +160,7 @@ TRAJECTORIES = TableSchema(
     ),
     key=("traj_id",),
     prune_by="task_id",  # a traj_id hashes its task_id: one traj_id, one task_id
+    finite=("reward",),
 )
 
 VERIFICATIONS = TableSchema(
@@ -191,6 +193,7 @@ VERIFICATIONS = TableSchema(
         "layer",
     ),  # a new verifier version adds rows, never replaces
     prune_by="task_id",  # the sample's task: its traj_id determines it
+    finite=("score",),
 )
 
 PASSRATES = TableSchema(

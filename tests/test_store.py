@@ -14,6 +14,7 @@ from deltalake import DeltaTable
 
 from rldata import open_store, schemas
 from rldata.errors import RldataError, SchemaError
+from rldata.store import StaleReadError
 
 
 def tasks(n: int, start: int = 0, **kw) -> list[dict]:
@@ -77,6 +78,19 @@ def test_append_counts_and_dedupe_is_insert_if_absent(store):
     assert df.filter(pl.col("task_id") == "t9")["prompt"].to_list() == ["9+1="]  # the first copy won
     assert store.version("tasks") == v + 1
     assert store.append("tasks", []) == 0
+
+
+def test_append_if_unchanged_commits_only_on_an_unchanged_table(store):
+    v = store.version("tasks")
+    assert store.append_if_unchanged("tasks", tasks(2), version=v) == 2
+    assert store.append_if_unchanged("tasks", tasks(3), version=v + 1) == 1  # insert-if-absent by key
+    stale = store.version("tasks") - 1
+    before = store.read("tasks").height
+    # any commit since `stale`, even of rows with other keys, makes the write stale: nothing lands
+    with pytest.raises(StaleReadError, match="changed since version"):
+        store.append_if_unchanged("tasks", tasks(1, start=50), version=stale)
+    assert store.read("tasks").height == before
+    assert store.append_if_unchanged("tasks", [], version=stale) == 0
 
 
 def test_keyed_writes_read_only_the_files_in_the_new_rows_task_range(store):

@@ -161,3 +161,24 @@ def test_polars_frames_and_record_batches_are_accepted():
 def test_unsupported_input_type():
     with pytest.raises(TypeError, match="cannot write int"):
         conform(TASKS, 5)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_rewards_and_scores_must_be_finite_on_every_input_path(bad):
+    rows = [traj(0, reward=1.0), traj(1, reward=None), traj(2, reward=bad)]
+    for data in (rows, pl.DataFrame(rows), pl.DataFrame(rows).to_arrow()):
+        with pytest.raises(SchemaError) as e:
+            conform(TRAJ, data)
+        assert (e.value.table, e.value.row, e.value.field) == ("trajectories", 2, "reward")
+        assert "must be a finite number" in str(e.value)
+    score = {
+        "traj_id": "x0",
+        "task_id": "t0",
+        "verifier": "math",
+        "verifier_version": "1",
+        "layer": "answer",
+        "score": bad,
+    }
+    with pytest.raises(SchemaError, match="'score': must be a finite number"):
+        conform(schemas.get("verifications"), [score])
+    assert conform(TRAJ, rows[:2]).column("reward").to_pylist() == [1.0, None]

@@ -15,8 +15,10 @@ from typing import Any
 import yaml
 
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
+from rldata import yaml_safe
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
+from rldata.names import check_name
 from rldata.params import SamplingSpec
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
@@ -122,6 +124,11 @@ class TrainConfig:
 
     def __post_init__(self):
         _check_types(self)
+        if self.run_id is not None:  # names a directory under output_dir: no separators, no ".."
+            try:
+                check_name(self.run_id, field="run_id")
+            except _RldataConfigError as e:
+                raise ConfigError("run_id", str(e).partition(": ")[2]) from None
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
         for name in (
             "steps",
@@ -256,7 +263,7 @@ class TrainConfig:
         """Load a YAML mapping of fields; ``overrides`` (e.g. from CLI options) win over the file."""
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml_safe.safe_load(path.read_text()) or {}
         except OSError as e:
             raise InputError(str(path), None, f"cannot read: {e.strerror or e}") from None
         except yaml.YAMLError as e:

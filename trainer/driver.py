@@ -71,9 +71,12 @@ class DriverOptions:
     writeback_interval_s: float = 2.0
 
     def __post_init__(self):
+        from rldata.names import check_name
         from rldata.trackers import check_tracker
 
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
+        if self.tag is not None:
+            check_name(self.tag, field="tag")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:

@@ -45,6 +45,12 @@ _DECONTAMINATE_OPT = typer.Option(None, help="Eval file: drop tasks sharing a wo
 _REJECTS_OPT = typer.Option(
     None, "--rejects", help="Write every reject to this JSON-lines file.", callback=out_path_check("rejects")
 )
+_LIMIT_OPT = typer.Option(
+    None,
+    "--limit",
+    help="Raise or lower a bound on one record, NAME=N (repeatable): depth (JSON nesting, default 100), "
+    "line_bytes (16 MiB), field_bytes (4 MiB), prompt_chars (1,000,000).",
+)
 _FORMAT_OPT = typer.Option(
     None, "--format", "-f", help="Also print the summary row on stdout: table, csv, json or parquet."
 )
@@ -86,18 +92,21 @@ def ingest(
     ),
     seed: int = typer.Option(0, "--seed", help="--gym: the dataset's seed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read, check and count, but write nothing."),
+    limit: list[str] = _LIMIT_OPT,
     rejects: Path = _REJECTS_OPT,
     fmt: Format = _FORMAT_OPT,
     out: Path = OUT_OPT,
 ) -> None:
     """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
     from rldata.api import ingest as run_ingest
+    from rldata.ingest import Limits
 
     # the flags' combinations are checked here, in their own words; the verb checks its parameters
     if sum(x is not None for x in (path, sample, gym)) != 1:
         raise RldataError("give one of PATH, --sample NAME or --gym NAME")
     if gym is None and (n is not None or config is not None):
         raise RldataError("--n and --config go with --gym")
+    limits = Limits.parse(limit)  # before the store is opened: a bad --limit creates nothing
     if gym is not None:
         if n is None:
             raise RldataError("--gym needs --n (how many entries to generate)")
@@ -107,6 +116,8 @@ def ingest(
             cfg = json.loads(config) if config is not None else None
         except ValueError as e:
             raise RldataError(f"--config: not valid JSON: {e}") from None
+        except RecursionError:  # thousands of nested brackets: Python's parser recurses
+            raise RldataError("--config: not valid JSON: nested too deeply") from None
         if cfg is not None and not isinstance(cfg, dict):
             raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
         summary = run_ingest(
@@ -135,6 +146,7 @@ def ingest(
         ngram=ngram,
         dry_run=dry_run,
         progress=True,
+        limits=limits,
     )
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")

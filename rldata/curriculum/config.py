@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from rldata import yaml_safe
 from rldata.errors import InputError, RldataError
 
 __all__ = [
@@ -386,7 +387,7 @@ def load(path: str | os.PathLike) -> Curriculum:
     except UnicodeDecodeError as e:
         raise InputError(path, f"byte {e.start}", "not a text file (not valid UTF-8)") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml_safe.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None

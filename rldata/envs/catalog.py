@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 import yaml
 
+from rldata import yaml_safe
 from rldata.envs.base import EnvSpec, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.errors import RldataError
@@ -38,7 +39,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 def load_spec_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml_safe.safe_load(path.read_text())
     except OSError as e:
         raise RldataError(f"{path}: cannot read: {e.strerror or e}") from None
     except yaml.YAMLError as e:
@@ -75,7 +76,7 @@ def default_spec(name: str) -> dict[str, Any]:
 
     path = files("rldata.sample_data").joinpath("envs", f"{name}.yaml")
     if path.is_file():
-        return yaml.safe_load(path.read_text())
+        return yaml_safe.safe_load(path.read_text())
     return {"env": name}
 
 

@@ -8,7 +8,8 @@ read chunks (:mod:`rldata.ingest.read`) -> map columns to task fields and reject
 answer, naming file:line and field (:mod:`rldata.ingest.mapping`, with the presets of :mod:`rldata.ingest.presets`) ->
 normalize the prompt -> drop duplicate prompts (in the file and already in the store) -> optionally
 drop prompts that share a word n-gram with an eval set -> ``task_id`` = sha256 of the normalized
-(prompt, answer, source) -> ONE ``append(dedupe=True)``.  With ``on_error="fail"`` a single bad record
+(prompt, answer, source) -> ONE insert-if-absent commit, made only if ``tasks`` is unchanged since the
+dedup read it (:func:`add_tasks`; else read again), so concurrent ingests end as serial ones.  With ``on_error="fail"`` a single bad record
 stops the ingest before anything is written; with ``"skip"`` the good records land and the rejects
 are returned.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import importlib.resources
 import json
+import random
+import time
 import uuid
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -37,14 +40,16 @@ from rldata.ingest.mapping import (
     with_ids,
 )
 from rldata.ingest.presets import PRESETS, Fields, preset
-from rldata.ingest.read import POS, Reject, read_chunks
+from rldata.ingest.read import POS, Limits, Reject, read_chunks
 from rldata.results import Result
+from rldata.store import StaleReadError
 
 __all__ = [
     "PRESETS",
     "SAMPLES",
     "Fields",
     "IngestSummary",
+    "Limits",
     "contaminated",
     "eval_ngrams",
     "ingest",
@@ -56,6 +61,7 @@ __all__ = [
 ]
 
 _PROGRESS_MIN_BYTES = 16 << 20
+_INGEST_TRIES = 50  # concurrent ingests each land in turn: one retry per writer ahead of this one
 
 SAMPLES = {  # --sample NAME: bundled file (under rldata.sample_data) and its preset
     "arith": ("arith_tasks.jsonl", "default"),
@@ -74,6 +80,7 @@ def load_tasks(
     on_error: str = "fail",
     show_progress: bool = False,
     ids: bool = True,
+    limits: Limits | None = None,
 ) -> tuple[pl.DataFrame | None, list[Reject], int]:
     """Read ``path`` into task rows (columns of ``tasks`` + ``__pos``/``__norm``), rejects and records read.
 
@@ -90,8 +97,11 @@ def load_tasks(
     show = show_progress and size >= _PROGRESS_MIN_BYTES  # a bar only for files that take a while
     bar_cm = progress(f"ingest {path.name}", total=max(size >> 10, 1), unit="KiB") if show else nullcontext()
     with bar_cm as bar:
-        for chunk in read_chunks(path):
-            ok, bad = chunk_tasks(chunk, fields, source=source, domain=domain, default_source=default_source)
+        exact = [column for column, _ in fields.answer]  # answers keep a JSON number's text
+        for chunk in read_chunks(path, exact=exact, limits=limits):
+            ok, bad = chunk_tasks(
+                chunk, fields, source=source, domain=domain, default_source=default_source, limits=limits
+            )
             n_read += chunk.frame.height + len(chunk.rejects)
             if bad and on_error == "fail":
                 first = bad[0][1]
@@ -198,6 +208,7 @@ def ingest(
     dry_run: bool = False,
     show_progress: bool = False,
     record_run: bool = True,
+    limits: Limits | None = None,
 ) -> IngestSummary:
     """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring."""
     if ngram < 1:
@@ -213,29 +224,19 @@ def ingest(
         on_error=on_error,
         show_progress=show_progress,
         ids=False,
+        limits=limits,
     )
     if n_read == 0:  # an empty file is a mistake to report, not a run to record
         raise InputError(str(path), None, "no records to ingest (the file is empty)")
-    if frame is None or frame.height == 0:
-        new, dups, decont = frame, 0, 0
-    else:
-        new = _drop_known(frame.filter(pl.col("__norm").is_first_distinct()), store)
-        dups = frame.height - new.height
-        decont = 0
-        if grams:
-            mask = contaminated(new["__norm"], grams, n=ngram)
-            decont = int(mask.sum())
-            new = new.filter(~mask)
-    added, version = 0, version_before
-    if new is not None and new.height and not dry_run:
-        new = with_ids(new)
-        rows = new.drop(POS, "__norm").to_arrow()
-        store.preflight({"tasks": rows.nbytes, "runs": 0})  # a full disk fails here, before any commit
-        added = store.append("tasks", rows, dedupe=True)
-        dups += new.height - added  # a concurrent ingest landed some of them first
-        version = store.version("tasks")
-    elif new is not None and dry_run:
-        added = new.height
+    added, dups, decont, version = 0, 0, 0, version_before
+    if frame is not None and frame.height:
+        firsts = frame.filter(pl.col("__norm").is_first_distinct())
+
+        def unwanted(new: pl.DataFrame) -> pl.Series | None:
+            return contaminated(new["__norm"], grams, n=ngram) if grams else None
+
+        added, dups, decont, version = add_tasks(store, firsts, unwanted=unwanted, dry_run=dry_run)
+        dups += frame.height - firsts.height
     summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
     if record_run and not dry_run:
         args = {
@@ -257,11 +258,44 @@ def ingest(
     return summary
 
 
-def _drop_known(new: pl.DataFrame, store) -> pl.DataFrame:
-    """Rows of ``new`` whose normalized prompt is not already in the store's tasks."""
-    if store.count("tasks") == 0:
+def add_tasks(
+    store, firsts: pl.DataFrame, *, unwanted=None, dry_run: bool = False
+) -> tuple[int, int, int, int]:
+    """Add the rows of ``firsts`` (distinct ``__norm``) whose normalized prompt the store lacks, in one
+    commit; ``unwanted(new)`` may mask rows out (decontamination).  Returns (added, duplicates,
+    unwanted, tasks version).
+
+    The store is read at one version and the commit goes through only if ``tasks`` is unchanged since:
+    a concurrent ingest that landed first makes this one read again, so ingests of the same prompts at
+    once end as one after another would (the key, ``task_id``, includes the answer and cannot).
+    """
+    for _ in range(_INGEST_TRIES):
+        version = store.version("tasks")
+        new = _drop_known(firsts, store, version)
+        dups, removed = firsts.height - new.height, 0
+        mask = unwanted(new) if new.height and unwanted is not None else None
+        if mask is not None:
+            removed = int(mask.sum())
+            new = new.filter(~mask)
+        if dry_run or not new.height:
+            return (new.height if dry_run else 0), dups, removed, version
+        rows = with_ids(new).drop("__norm", *([POS] if POS in new.columns else [])).to_arrow()
+        store.preflight({"tasks": rows.nbytes, "runs": 0})  # a full disk fails here, before any commit
+        try:
+            added = store.append_if_unchanged("tasks", rows, version=version)
+        except StaleReadError:
+            time.sleep(random.uniform(0.05, 0.3))  # another writer landed first: read it and retry
+            continue
+        return added, dups + new.height - added, removed, store.version("tasks")
+    raise RldataError(f"tasks kept changing under this ingest: gave up after {_INGEST_TRIES} tries")
+
+
+def _drop_known(new: pl.DataFrame, store, version: int) -> pl.DataFrame:
+    """Rows of ``new`` whose normalized prompt is not in the store's tasks at ``version``."""
+    tasks = store.dataset("tasks", version=version)
+    if tasks.count_rows() == 0:
         return new
-    prompts = pl.from_arrow(store.dataset("tasks").to_table(columns=["prompt"]))["prompt"].unique()
+    prompts = pl.from_arrow(tasks.to_table(columns=["prompt"]))["prompt"].unique()
     # the same raw text has the same normalized text: a re-ingest needs no normalizing of the store
     new = new.join(prompts.to_frame("prompt"), on="prompt", how="anti", maintain_order="left")
     if new.height == 0:

@@ -35,8 +35,8 @@ from typing import Any
 import polars as pl
 
 from rldata.gym import DOMAIN, SOURCE, GymError, make_dataset, prompt_for, task_metadata
-from rldata.ingest.files import IngestSummary, _drop_known, _record_run
-from rldata.ingest.mapping import normalize_series, with_ids
+from rldata.ingest.files import IngestSummary, _record_run, add_tasks
+from rldata.ingest.mapping import normalize_series
 
 __all__ = ["MAX_N", "PROBE_ENTRIES", "gym_env_spec", "gym_tasks", "ingest_gym", "probes"]
 
@@ -214,17 +214,11 @@ def ingest_gym(
         r["env_id"], r["env_version"] = env["env_id"], env["version"]
     frame = pl.DataFrame(rows, schema={k: pl.String for k in rows[0]})
     frame = frame.with_columns(normalize_series(frame["prompt"]).alias("__norm"))
-    new = _drop_known(frame.filter(pl.col("__norm").is_first_distinct()), store)
-    dups, added, version = frame.height - new.height, 0, version_before
-    if dry_run:
-        added = new.height
-    else:
+    firsts = frame.filter(pl.col("__norm").is_first_distinct())
+    if not dry_run:
         store.append("environments", [env], dedupe=True)  # before its tasks: no task names a missing env
-        if new.height:
-            new = with_ids(new)
-            added = store.append("tasks", new.drop("__norm").to_arrow(), dedupe=True)
-            dups += new.height - added
-            version = store.version("tasks")
+    added, dups, _, version = add_tasks(store, firsts, dry_run=dry_run)
+    dups += frame.height - firsts.height
     summary = IngestSummary(f"reasoning-gym:{name}", n, added, dups, 0, 0, (), version)
     if record_run and not dry_run:
         _record_run(

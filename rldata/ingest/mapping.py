@@ -16,13 +16,17 @@ import duckdb
 import polars as pl
 
 from rldata.ingest.presets import Fields, last_boxed
-from rldata.ingest.read import KIND_PREFIX, POS, Chunk, Reject
+from rldata.ingest.read import KIND_PREFIX, POS, Chunk, Limits, Reject
 
 __all__ = ["chunk_tasks", "find", "normalize_series", "normalize_text", "prompt_exprs", "task_id", "with_ids"]
 
 _WS_CLASS = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _WS_RE = re.compile(f"[{_WS_CLASS}]+")
 _WS_RUN = f"[{_WS_CLASS}]{{2,}}|[{_WS_CLASS.replace(' ', '')}]"  # every run but a lone space: fewer matches
+# invisible format characters that make two equal-looking prompts differ: zero-width space/joiners,
+# word joiner, BOM, soft hyphen, and the bidirectional embeddings, overrides, isolates and marks
+_INVISIBLE = "\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_INVISIBLE_RE = re.compile(f"[{_INVISIBLE}]")
 _SEP = "\x1f"  # between the parts of a task_id key
 _MESSAGES = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
 _RECOMPUTED = {"task_id", "created_at"}  # re-ingesting an exported tasks file: these are made anew
@@ -30,9 +34,10 @@ _RECOMPUTED = {"task_id", "created_at"}  # re-ingesting an exported tasks file: 
 
 # ---- normalization and ids ----------------------------------------------------------------------
 def normalize_text(text: str) -> str:
-    """NFKC, every whitespace run -> one space, no outer spaces (what dedup and ``task_id`` compare)."""
+    """NFKC, zero-width and bidi controls removed, every whitespace run -> one space, no outer spaces
+    (what dedup and ``task_id`` compare)."""
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+        text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFKC", text))
     return _WS_RE.sub(" ", text).strip(" ")
 
 
@@ -47,7 +52,7 @@ def normalize_series(s: pl.Series) -> pl.Series:
     non_ascii = s.str.contains(r"[^\x00-\x7f]").fill_null(False)
     if non_ascii.any():
         idx = non_ascii.arg_true()
-        s = s.scatter(idx, s.gather(idx).str.normalize("NFKC"))
+        s = s.scatter(idx, s.gather(idx).str.normalize("NFKC").str.replace_all(f"[{_INVISIBLE}]", ""))
     return s.str.replace_all(_WS_RUN, " ").str.strip_chars(" ")
 
 
@@ -101,6 +106,10 @@ def _text(frame, hit, checks, *, kinds_ok=(), numbers=True, nested_json=False) -
         return expr
     if dtype == pl.Null:
         return pl.lit(None, dtype=pl.String)
+    if numbers and dtype.is_float():  # Parquet/Arrow doubles: NaN and inf are not values
+        checks.append(
+            (expr.is_nan() | expr.is_infinite(), name, pl.lit("non-finite number: numbers must be finite"))
+        )
     if numbers and (dtype.is_numeric() or dtype == pl.Boolean):
         return expr.cast(pl.String)
     if nested_json and isinstance(dtype, pl.Struct):
@@ -213,10 +222,26 @@ def _metadata(frame, fields: Fields, used: set[str]) -> pl.Expr:
     return pl.struct(parts).struct.json_encode() if parts else pl.lit(None, dtype=pl.String)
 
 
-def chunk_tasks(chunk: Chunk, fields: Fields, *, source, domain, default_source) -> tuple[pl.DataFrame, list]:
+def _size_checks(frame: pl.DataFrame, limits: Limits, checks: list) -> None:
+    """A text value over ``limits.field_bytes`` is rejected, naming its column."""
+    for name, dtype in frame.schema.items():
+        if dtype == pl.String and not name.startswith("__"):
+            why = f"text of {{}} bytes, over the limit of {limits.field_bytes} (--limit field_bytes=N)"
+            size = pl.col(name).str.len_bytes()
+            checks.append((size > limits.field_bytes, name, pl.format(why, size)))
+
+
+def chunk_tasks(
+    chunk: Chunk, fields: Fields, *, source, domain, default_source, limits: Limits | None = None
+) -> tuple[pl.DataFrame, list]:
     """Map one chunk to task rows (plus POS and the normalized prompt) and (pos, Reject) pairs."""
     frame, checks = chunk.frame, []
+    limits = limits or Limits()
+    _size_checks(frame, limits, checks)
     prompt, messages = prompt_exprs(frame, fields, checks)
+    chars = prompt.str.len_chars()
+    why = f"prompt of {{}} characters, over the limit of {limits.prompt_chars} (--limit prompt_chars=N)"
+    checks.append((chars > limits.prompt_chars, fields.prompt[0], pl.format(why, chars)))
     tests_hit = find(frame, fields.tests)
     tests = _text(frame, tests_hit, checks, kinds_ok=("object", "array"), nested_json=True)
     answer, answer_col = _answer(frame, fields, checks, tests.is_not_null())

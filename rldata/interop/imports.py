@@ -33,6 +33,7 @@ from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest import normalize_text
 from rldata.ingest import task_id as make_task_id
 from rldata.interop.readers import JSONL_FIELDS, READERS, Rollout, rollout_files
+from rldata.names import check_name
 from rldata.store import Store
 from rldata.validate import conform
 
@@ -70,6 +71,8 @@ class ImportSpec:
             )
         object.__setattr__(self, "field_map", tuple(tuple(p) for p in self.field_map))
         object.__setattr__(self, "reward_columns", tuple(self.reward_columns))
+        if self.run_id is not None:
+            check_name(self.run_id, field="run_id")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +124,13 @@ def _number(v: Any, path: Path, where: str, name: str, *, required: bool) -> flo
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _bad(path, where, name, f"expected a number, got {type(v).__name__} {v!r:.40}")
-    return float(v)
+    try:
+        x = float(v)
+    except OverflowError:  # an integer beyond a double's range
+        x = math.inf
+    if not math.isfinite(x):  # NaN, Infinity or 1e400 in the dump: a reward must be a real number
+        raise _bad(path, where, name, f"must be a finite number, got {str(v)[:40]}")
+    return x
 
 
 def _int(v: Any, path: Path, where: str, name: str) -> int | None:
@@ -147,6 +154,14 @@ def _check_text(obj: Any) -> None:
     json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
+class _NonFiniteError(ValueError):
+    """NaN / Infinity in a dump: JSON has no such numbers, and no reward or score may be one."""
+
+
+def _no_constant(name: str):
+    raise _NonFiniteError(f"non-finite number {name}: numbers must be finite")
+
+
 def _json_lines(path: Path) -> Iterator[tuple[str, str, dict | InputError]]:
     """(line number, raw line, object); a line that is not a JSON object comes as an InputError value
     instead, so ``--on-error skip`` can go on with the next line."""
@@ -157,8 +172,14 @@ def _json_lines(path: Path) -> Iterator[tuple[str, str, dict | InputError]]:
             where = f"{lineno}"
             try:
                 line = raw.decode("utf-8")
-                obj = json.loads(line)
+                obj = json.loads(line, parse_constant=_no_constant)
                 _check_text(obj)
+            except _NonFiniteError as e:
+                yield where, line, _bad(path, where, None, str(e))
+                continue
+            except RecursionError:  # thousands of nested brackets: Python's parser recurses
+                yield where, line, _bad(path, where, None, "invalid JSON (nested too deeply)")
+                continue
             except UnicodeError:
                 yield where, raw.decode("utf-8", "replace"), _bad(path, where, None, "not valid UTF-8")
                 continue

@@ -173,9 +173,11 @@ def load_reward_spec(path: str | Path) -> RewardSpec:
     """Read a YAML reward spec (see the module docstring); errors name the file and the key."""
     import yaml
 
+    from rldata import yaml_safe
+
     path = Path(path)
     try:
-        obj = yaml.safe_load(path.read_text())
+        obj = yaml_safe.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise RldataError(f"{path}: cannot read reward spec: {str(e).splitlines()[0]}") from None
     if obj is not None and not isinstance(obj, Mapping):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +53,20 @@ class Verdict:
     error: str | None = None
     detail: Mapping[str, Any] | None = None
     layer: str = "answer"  # answer | rule | public | hidden | judge
+
+    def __post_init__(self):
+        # a NaN or infinite score (a plugin's bug, a judge's parse) is a verifier error: it would rank
+        # above every real reward, and the store refuses it (schemas: finite)
+        try:
+            finite = math.isfinite(float(self.score))
+        except (TypeError, ValueError, OverflowError):
+            finite = False
+        if not finite:
+            object.__setattr__(
+                self, "error", f"non-finite score {self.score!r}" + (f"; {self.error}" if self.error else "")
+            )
+            object.__setattr__(self, "passed", None)
+            object.__setattr__(self, "score", 0.0)
 
     @classmethod
     def failure(cls, error: str, *, layer: str = "answer", extracted: str | None = None) -> Verdict:
