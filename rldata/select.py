@@ -36,8 +36,8 @@ from rldata._read import first_match, read_where
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
 from rldata.curriculum.config import check_writable
 from rldata.errors import ConfigError, RldataError
-from rldata.outputs import check_output_path
 from rldata.names import check_name as safe_name
+from rldata.outputs import check_output_path
 from rldata.results import Result
 from rldata.schemas import SELECTIONS
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata import yaml_safe
+from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
 from rldata.names import check_name
