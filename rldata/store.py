@@ -27,7 +27,7 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
-from rldata.errors import ConfigError, RldataError
+from rldata.errors import ConfigError, DamagedTableError, RldataError
 from rldata.validate import conform
 
 __all__ = ["DEFAULT_STORE", "DamagedTableError", "Store", "open_store"]
@@ -369,10 +369,6 @@ class Store:
         except DamagedTableError as e:
             self.damaged[name] = str(e)
             raise
-
-
-class DamagedTableError(RldataError):
-    """A table whose Delta log cannot be read completely; nothing may be written on top of it."""
 
 
 def commit_files(log_dir: Path) -> list[tuple[int, Path]]:

@@ -18,13 +18,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rldata import open_store, schemas
-from rldata.adaptive.filter import selection_rules
 from rldata.doctor import check_ledger
 from rldata.jobs.sample import _first_missing, _status, _stored_samples
 from rldata.ledger import recompute_passrates
 from rldata.migrate import STEPS, VERSION_KEY, table_version
 from rldata.params import SamplingSpec
 from rldata.rehash import current_hash, legacy_hash
+from rldata.select import selection_rules
 from rldata.stats import wilson_interval
 
 V4 = Path(__file__).parent / "data" / "stores" / "v4"
