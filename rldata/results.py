@@ -132,19 +132,20 @@ class SampleResult(Result):
 
 @dataclass(frozen=True)
 class VerifyResult(Result):
-    """What one ``verify`` job did (see :class:`rldata.jobs.verify.VerifySummary`)."""
+    """What one ``verify`` job did; the job fills in its mutable twin,
+    :class:`rldata.jobs.verify.VerifySummary` (:func:`accumulator`), while it runs."""
 
     run_id: str | None
-    verifiers: tuple[str, ...]
-    trajectories: int
+    verifiers: tuple[str, ...]  # name@version keys written
+    trajectories: int  # selected
     already_verified: int
-    verified: int
-    correct: int
-    errors: int
-    no_answer: int
-    ledger_rows: int
-    seconds: float
-    noop: bool
+    verified: int = 0
+    correct: int = 0
+    errors: int = 0
+    no_answer: int = 0  # parse failures: the verifier found no answer in the completion
+    ledger_rows: int = 0
+    seconds: float = 0.0
+    noop: bool = False
 
 
 @dataclass(frozen=True)

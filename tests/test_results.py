@@ -8,13 +8,23 @@ from dataclasses import dataclass, fields
 import pytest
 
 from rldata.jobs.sample import SampleSummary
-from rldata.results import Result, SampleResult, accumulator
+from rldata.jobs.verify import VerifySummary
+from rldata.results import Result, SampleResult, VerifyResult, accumulator
+
+
+def shape(cls):
+    return [(f.name, f.default) for f in fields(cls)]
+
+
+def test_verify_summary_has_exactly_the_fields_of_verify_result():
+    assert shape(VerifySummary) == shape(VerifyResult)
+    s = VerifySummary(None, ["math@1"], 3, 0)
+    s.verified += 3
+    assert s.result() == VerifyResult(None, ("math@1",), 3, 0, verified=3)
+    assert s.to_dict()["verifiers"] == ["math@1"]
 
 
 def test_sample_summary_has_exactly_the_fields_and_defaults_of_sample_result():
-    def shape(cls):
-        return [(f.name, f.default) for f in fields(cls)]
-
     assert shape(SampleSummary) == shape(SampleResult)
     s = SampleSummary(None, "m", "h", 3, 1)
     s.samples, s.seconds, s.time_commit_s = 6, 2.0, 0.123456
