@@ -21,6 +21,7 @@ LINTED = rldata schemas jobs trainer tests benchmarks sample_data
 lint: setup
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/ruff check $(LINTED)
+	VENV=$(VENV) .ci/lint-imports
 
 format:
 	$(VENV)/bin/ruff format $(LINTED)

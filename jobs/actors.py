@@ -105,10 +105,11 @@ def _start_reaper() -> None:
     from rldata.runs import _pid_start
 
     start = _pid_start(os.getpid())
-    import rldata
+    from importlib.util import find_spec
 
-    script = Path(rldata.__file__).with_name("_reaper.py")
-    if start is None or not script.is_file():
+    origin = find_spec("rldata._reaper").origin  # found, not imported: it runs as its own process
+    script = Path(origin) if origin else None
+    if start is None or script is None or not script.is_file():
         return
     try:
         _REAPER.append(

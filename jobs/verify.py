@@ -21,7 +21,7 @@ address is given, else in this process's killable child.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
@@ -29,6 +29,7 @@ import pyarrow as pa
 from rldata.console import log, progress
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, verifier_key
+from rldata.results import VerifyResult, accumulator
 from rldata.runs import record_run
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
@@ -52,22 +53,9 @@ class VerifyJob:
             raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}", field="timeout_s")
 
 
-@dataclass
-class VerifySummary:
-    run_id: str | None
-    verifiers: list[str]  # name@version keys written
-    trajectories: int  # selected
-    already_verified: int
-    verified: int = 0
-    correct: int = 0
-    errors: int = 0
-    no_answer: int = 0  # parse failures: the verifier found no answer in the completion
-    ledger_rows: int = 0
-    seconds: float = 0.0
-    noop: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+# What the job fills in while it runs; its ``result()`` is the frozen rldata.results.VerifyResult, whose
+# field list is the one declaration of both.
+VerifySummary = accumulator(VerifyResult, "VerifySummary", module=__name__)
 
 
 def select_trajectories(store: Store, *, run_id: str | None = None, where: str | None = None) -> pl.DataFrame:

@@ -177,7 +177,7 @@ def sample(
         env=env,
         adaptive=stopping,
     )
-    return SampleResult.of(run_sample(_open(store, create=True), job))
+    return run_sample(_open(store, create=True), job).result()
 
 
 def _reward_spec(reward, max_tokens: int):
@@ -207,7 +207,7 @@ def verify(
     job = VerifyJob(
         verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s, address=address
     )
-    return VerifyResult.of(run_verify(_open(store, create=False), job))
+    return run_verify(_open(store, create=False), job).result()
 
 
 def filter(
@@ -350,8 +350,8 @@ def export(
     **options: Any,
 ) -> ExportResult:
     """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
-    ``options`` are :class:`rldata.interop.export.ExportSpec` fields such as ``bucket``, ``split``,
-    ``prompt_style``), or with ``rollouts=True`` stored trajectories as chat conversations
+    ``options`` are :class:`rldata.interop.export.ExportSpec` fields: ``bucket``, ``split`` and
+    ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
     (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
     data, and swaps the directory into place only when complete."""
     st = _open(store, create=False)

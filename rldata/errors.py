@@ -7,7 +7,14 @@ the flag that feeds that field in front of the message (``--band: band must be .
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "InputError", "RldataError", "SchemaError", "UnknownNameError"]
+__all__ = [
+    "ConfigError",
+    "DamagedTableError",
+    "InputError",
+    "RldataError",
+    "SchemaError",
+    "UnknownNameError",
+]
 
 
 class RldataError(Exception):
@@ -54,6 +61,12 @@ class UnknownNameError(RldataError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class DamagedTableError(RldataError):
+    """A table whose Delta log cannot be read completely; nothing may be written on top of it.
+
+    Raised by the store (``rldata.store``, which re-exports it) and by the upgrade steps it runs."""
 
 
 class SchemaError(RldataError, ValueError):

@@ -1,4 +1,4 @@
-"""Plugins: verifiers, environments and export formats that other installed packages add.
+"""Plugins: verifiers, environments, export and import formats that other installed packages add.
 
 A package declares them as entry points in its ``pyproject.toml``::
 
@@ -8,6 +8,8 @@ A package declares them as entry points in its ``pyproject.toml``::
     maze = "mypkg.envs:Maze"                 # an environment class (reset, step, close)
     [project.entry-points."rldata.exports"]
     mylayout = "mypkg.export:MY_LAYOUT"      # an rldata.interop.formats.ExportFormat
+    [project.entry-points."rldata.imports"]
+    mydump = "mypkg.dumps:MY_DUMP"           # an rldata.interop.readers.ImportFormat
 
 The entry point's name is the name the CLI and the library accept.  Nothing is imported at start-up:
 a registry asked for a name it does not hold loads the entry point of that name, once, then keeps
@@ -23,7 +25,7 @@ from rldata.errors import ConfigError, RldataError
 
 __all__ = ["GROUPS", "PluginError", "entry_point_names", "load_entry_point"]
 
-GROUPS = ("rldata.verifiers", "rldata.envs", "rldata.exports")
+GROUPS = ("rldata.verifiers", "rldata.envs", "rldata.exports", "rldata.imports")
 
 
 class PluginError(RldataError):

@@ -36,7 +36,8 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from rldata.ledger import counts_sql
+from rldata.errors import DamagedTableError
+from rldata.ledger_sql import counts_sql
 from rldata.params import SamplingSpec, params_hash_of
 
 __all__ = ["current_hash", "hash_map", "legacy_hash", "rehash_passrates", "rehash_trajectories"]
@@ -68,8 +69,6 @@ def _new_hash(params_hash: str | None, sampling_params: str | None) -> str | Non
 def hash_map(store) -> dict[str, str]:
     """{old hash: new hash} of every complete sampling-params JSON the trajectories hold (rows already
     rehashed included: the old hash is recomputed from the JSON)."""
-    from rldata.store import DamagedTableError
-
     if "trajectories" in store.damaged:
         raise DamagedTableError(
             "passrates cannot be upgraded to its params hash without N while trajectories is damaged "

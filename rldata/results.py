@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, make_dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -15,6 +15,7 @@ __all__ = [
     "SampleResult",
     "TrainResult",
     "VerifyResult",
+    "accumulator",
     "frozen",
     "plain",
 ]
@@ -56,63 +57,95 @@ class Result:
         return cls(**{f.name: frozen(getattr(summary, f.name)) for f in fields(cls)})
 
 
+def accumulator(result: type, name: str, *, module: str | None = None) -> type:
+    """A mutable dataclass with the fields and defaults of the frozen ``result``, for a job to fill in
+    while it runs; ``result()`` returns the frozen ``result``, and ``to_dict()`` and the properties
+    are ``result``'s.  The fields are declared once, on ``result``."""
+    specs = []
+    for f in fields(result):
+        if f.default is not MISSING:
+            specs.append((f.name, f.type, field(default=f.default)))
+        elif f.default_factory is not MISSING:
+            specs.append((f.name, f.type, field(default_factory=f.default_factory)))
+        else:
+            specs.append((f.name, f.type))
+
+    def to_result(self):
+        return result.of(self)
+
+    namespace = {k: v for k, v in vars(result).items() if isinstance(v, property)}
+    namespace |= {"result": to_result, "to_dict": lambda self: to_result(self).to_dict()}
+    namespace["__doc__"] = f"The mutable twin of :class:`{result.__module__}.{result.__name__}`."
+    cls = make_dataclass(name, specs, namespace=namespace)
+    cls.__module__ = module or result.__module__  # make_dataclass takes module= only from Python 3.12
+    return cls
+
+
 # ---- results of the long-running jobs (their summaries are accumulated while they run) ---------
 @dataclass(frozen=True)
 class SampleResult(Result):
-    """What one ``sample`` job did (see :class:`rldata.jobs.sample.SampleSummary` for each field)."""
+    """What one ``sample`` job did.  The job fills in a mutable twin of it while it runs
+    (:class:`rldata.jobs.sample.SampleSummary`, made by :func:`accumulator` from these fields)."""
 
     run_id: str | None
     model: str
     params_hash: str
     tasks: int
     tasks_already_done: int
-    tasks_sampled: int
-    samples: int
-    correct: int
-    errors: int
-    no_answer: int
-    seconds: float
-    noop: bool
-    prompt_too_long: int
-    samples_skipped: int
-    stop_rule: str
-    adaptive_rounds: int
-    stopped_early: int
-    reward_mean: float | None
-    env_errors: int
-    episode_rounds: int
-    engines: int
-    engine_busy_frac: float | None
-    tool_call_frac: float | None
-    time_engine_start_s: float
-    time_sampling_s: float
-    time_verify_s: float
-    time_commit_s: float
-    time_ledger_s: float
+    tasks_sampled: int = 0
+    samples: int = 0
+    correct: int = 0
+    errors: int = 0
+    no_answer: int = 0  # parse failures: verified completions with no extractable answer
+    seconds: float = 0.0
+    noop: bool = False
+    prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
+    samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
+    stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
+    adaptive_rounds: int = 0  # rounds of draws an adaptive job made
+    stopped_early: int = 0  # tasks an adaptive job settled before N samples
+    reward_mean: float | None = None  # mean composed reward of the samples this run verified
+    env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
+    episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
+    engines: int = 0  # engine actors the job started (jobs.actors.default_engines when not told)
+    engine_busy_frac: float | None = None  # share of the sampling time the engines were generating
+    tool_call_frac: float | None = None  # episodes that called a tool at least once
+    # Where the wall time went (seconds).  Verify and commit run in the driver while the engines
+    # generate the next batches, so they only cost wall time when the engines wait for them.
+    time_engine_start_s: float = 0.0  # engine actors started and their model loaded
+    time_sampling_s: float = 0.0  # first generate call to the last commit
+    time_verify_s: float = 0.0  # the driver waiting for verdicts
+    time_commit_s: float = 0.0  # rows built and committed (trajectories, verifications, ledger)
+    time_ledger_s: float = 0.0  # the final ledger rebuild
 
     @property
     def samples_per_s(self) -> float:
         return self.samples / self.seconds if self.seconds else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "samples_per_s": round(self.samples_per_s, 2)}
+        d = super().to_dict()
+        return {
+            **{k: round(v, 3) if k.startswith("time_") else v for k, v in d.items()},
+            "samples_per_s": round(self.samples_per_s, 2),
+        }
 
 
 @dataclass(frozen=True)
 class VerifyResult(Result):
-    """What one ``verify`` job did (see :class:`rldata.jobs.verify.VerifySummary`)."""
+    """What one ``verify`` job did; the job fills in its mutable twin,
+    :class:`rldata.jobs.verify.VerifySummary` (:func:`accumulator`), while it runs."""
 
     run_id: str | None
-    verifiers: tuple[str, ...]
-    trajectories: int
+    verifiers: tuple[str, ...]  # name@version keys written
+    trajectories: int  # selected
     already_verified: int
-    verified: int
-    correct: int
-    errors: int
-    no_answer: int
-    ledger_rows: int
-    seconds: float
-    noop: bool
+    verified: int = 0
+    correct: int = 0
+    errors: int = 0
+    no_answer: int = 0  # parse failures: the verifier found no answer in the completion
+    ledger_rows: int = 0
+    seconds: float = 0.0
+    noop: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import polars as pl
 
 from rldata._read import first_match, read_where
+from rldata.adaptive.filter import ADAPTIVE_COLUMNS, decided_by_expr, default_n, redecide
+from rldata.band import Band, band_limits, decide, default_min_n
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
 from rldata.curriculum.config import check_writable
 from rldata.errors import ConfigError, RldataError
@@ -60,105 +61,12 @@ __all__ = [
     "read_selection",
     "resolve_key",
     "selection_params",
+    "selection_rules",
     "stratify_store",
 ]
 
 REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples", "not_sampled")
 KEY = ("model", "params_hash", "verifier_key")
-
-
-def _exact(x: float) -> Fraction:
-    # str() gives the shortest repr, so 0.1 -> 1/10 rather than the binary double's 3602879701896397/2**55
-    return Fraction(str(x)).limit_denominator(10**9)
-
-
-@dataclass(frozen=True)
-class Band:
-    low: float
-    high: float
-    inclusive: bool = True
-
-    def __post_init__(self):
-        if not (0.0 <= self.low <= 1.0 and 0.0 <= self.high <= 1.0):
-            raise ConfigError(f"band edges must lie in [0, 1], got {self.low},{self.high}", field="band")
-        if self.low > self.high:
-            raise ConfigError(f"band low {self.low} is above high {self.high}", field="band")
-
-    @classmethod
-    def parse(cls, text: str, *, inclusive: bool = True) -> Band:
-        """'0.1,0.9' -> Band(0.1, 0.9)."""
-        parts = [p.strip() for p in text.split(",")]
-        try:
-            lo, hi = (float(p) for p in parts)
-        except ValueError:
-            raise ConfigError(
-                f"band must be LO,HI (two numbers in [0, 1]), got {text!r}", field="band"
-            ) from None
-        return cls(lo, hi, inclusive)
-
-    def fractions(self) -> tuple[Fraction, Fraction]:
-        return _exact(self.low), _exact(self.high)
-
-
-def band_limits(band: Band, n: int) -> tuple[int, int]:
-    """The n_correct range [kmin, kmax] kept out of ``n`` samples (empty when kmin > kmax)."""
-    lo, hi = band.fractions()
-    if band.inclusive:
-        return -((-lo.numerator * n) // lo.denominator), (hi.numerator * n) // hi.denominator
-    return (lo.numerator * n) // lo.denominator + 1, -((-hi.numerator * n) // hi.denominator) - 1
-
-
-def decide(df: pl.DataFrame | pl.LazyFrame, band: Band, *, min_n: int) -> pl.DataFrame:
-    """Add ``pass_rate``, ``decision`` and ``reason`` to a frame with integer ``n`` and ``n_correct``
-    (and ``n_error``, verifier errors, when known; see the module docstring)."""
-    lo, hi = band.fractions()
-    n = pl.col("n").cast(pl.Int64)
-    # the integer forms of band_limits, vectorized (floor division; ceil(a/b) = -((-a) // b))
-    if band.inclusive:
-        kmin = -((-n * lo.numerator) // lo.denominator)
-        kmax = (n * hi.numerator) // hi.denominator
-    else:
-        kmin = (n * lo.numerator) // lo.denominator + 1
-        kmax = -((-n * hi.numerator) // hi.denominator) - 1
-    k = pl.col("n_correct")
-    cols = df.collect_schema().names() if isinstance(df, pl.LazyFrame) else df.columns
-    drawn = n + (pl.col("n_error").fill_null(0).cast(pl.Int64) if "n_error" in cols else 0)
-    min_n = max(min_n, 1)
-    reason = (
-        pl.when(drawn == 0)
-        .then(pl.lit("not_sampled"))
-        .when((drawn < min_n) | (n < (min_n + 1) // 2))
-        .then(pl.lit("insufficient_samples"))
-        .when(k < kmin)
-        .then(pl.lit("too_hard"))
-        .when(k > kmax)
-        .then(pl.lit("too_easy"))
-        .otherwise(pl.lit("in_band"))
-    )
-    return (
-        df.lazy()
-        .with_columns(
-            pl.when(n > 0).then(k / n).otherwise(None).alias("pass_rate"),
-            reason.alias("reason"),
-        )
-        .with_columns(
-            pl.when(pl.col("reason") == "in_band")
-            .then(pl.lit("keep"))
-            .otherwise(pl.lit("drop"))
-            .alias("decision")
-        )
-        .collect()
-    )
-
-
-def default_min_n(n: pl.Series) -> int:
-    """The most common sample count (ties: the larger), i.e. the N the pass-rate job used.  Give it
-    the samples drawn (``n + n_error``), so verifier errors do not lower it."""
-    n = n.drop_nulls()
-    if n.len() == 0:
-        return 1
-    counts = n.value_counts(sort=False).sort(["count", n.name], descending=True)
-    return int(counts[n.name][0])
 
 
 def check_name(name: str) -> str:
@@ -239,8 +147,6 @@ def filter_store(
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
     pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
     """
-    from rldata.adaptive.filter import ADAPTIVE_COLUMNS, default_n, redecide  # it imports this module
-
     check_name(name)
     pr_version = store.version("passrates")
     # one read of the pinned version (the version recorded is the one read); the key is picked in memory
@@ -422,6 +328,31 @@ def selection_params(store, name: str) -> dict:
     """The JSON ``params`` of a selection (one value per selection: read from its first row only)."""
     got = first_match(store, "selections", "params", key="selection", value=name)
     return json.loads(got) if got else {}
+
+
+def selection_rules(store, name: str) -> pl.DataFrame:
+    """(task_id, reason, decided_by) of a stored selection: each row's rule, read from the ledger
+    at the passrates version the selection recorded."""
+    sel = read_selection(
+        store,
+        name,
+        columns=["task_id", "reason", "model", "params_hash", "verifier_key", "passrates_version"],
+    )
+    version = int(sel["passrates_version"][0])
+    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_key")}
+    rates = read_where(
+        store,
+        "passrates",
+        version=version,
+        columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key],
+        **key,
+    )
+    rates = rates.select("task_id", decided_by_expr().alias("decided_by"))
+    return (
+        sel.select("task_id", "reason")
+        .join(rates, on="task_id", how="left")
+        .with_columns(pl.col("decided_by").fill_null("fixed"))
+    )
 
 
 # the columns worth reading: ``params`` repeats one JSON string on every row

@@ -28,7 +28,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from rldata import schemas
 from rldata.damage import check_room, data_file_damage, log_damage, quiet_panics
-from rldata.errors import ConfigError, RldataError
+from rldata.errors import ConfigError, DamagedTableError, RldataError
 from rldata.validate import conform
 
 __all__ = ["DEFAULT_STORE", "DamagedTableError", "StaleReadError", "Store", "open_store"]
@@ -478,10 +478,6 @@ class Store:
 
 class StaleReadError(RldataError):
     """Another writer changed a table since the version a conditional write was based on."""
-
-
-class DamagedTableError(RldataError):
-    """A table whose Delta log cannot be read completely; nothing may be written on top of it."""
 
 
 def _prune_term(ts: schemas.TableSchema, table: pa.Table) -> str:

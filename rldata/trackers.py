@@ -19,6 +19,7 @@ from typing import Any
 
 from rldata.console import log
 from rldata.errors import RldataError
+from rldata.registry import Registry
 from rldata.store import Store
 
 __all__ = ["TRACKERS", "Tracker", "check_tracker", "open_tracker", "replay", "tracker_names"]
@@ -184,25 +185,22 @@ def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-TRACKERS: dict[str, type[Tracker]] = {
-    "none": NoTracker,
-    "tensorboard": TensorBoardTracker,
-    "wandb": WandbTracker,
-    "mlflow": MlflowTracker,
-}
+TRACKERS: Registry = Registry("tracker", error=RldataError, sort_known=False)
+TRACKERS.register("none", NoTracker)
+TRACKERS.register("tensorboard", TensorBoardTracker)
+TRACKERS.register("wandb", WandbTracker)
+TRACKERS.register("mlflow", MlflowTracker)
 
 
 def tracker_names() -> list[str]:
-    return list(TRACKERS)
+    return TRACKERS.names()
 
 
 def check_tracker(name: str) -> None:
     """Fail now, with the install hint, when ``name`` is unknown or its library is missing."""
     import importlib.util
 
-    cls = TRACKERS.get(name)
-    if cls is None:
-        raise RldataError(f"unknown tracker {name!r}: choose one of {', '.join(TRACKERS)}")
+    cls = TRACKERS.resolve(name)
     if cls.module and importlib.util.find_spec(cls.module) is None:
         raise RldataError(f"tracker {name} needs {cls.module}: pip install 'rldata[{cls.extra}]'")
 

@@ -36,3 +36,25 @@ def install_distribution(site: Path, name: str, files: dict[str, str], entry_poi
         )
     (info / "entry_points.txt").write_text(entry_points)
     return site
+
+
+def export_registries() -> list[dict]:
+    """The export format registries (one per namespace), built-ins loaded: what a test that registers
+    a toy format saves with :func:`saved` and restores."""
+    from rldata.interop import formats
+
+    for ns in formats.NAMESPACES:
+        formats.format_names(ns, plugins=False)
+    return list(formats._REGISTRY.values())
+
+
+def saved(registries: list[dict]):
+    """Restore each registry (a dict, or an rldata.registry.Registry) to its present content."""
+    copies = [(r, dict(r)) for r in registries]
+
+    def restore() -> None:
+        for r, c in copies:
+            r.clear()
+            r.update(c)
+
+    return restore

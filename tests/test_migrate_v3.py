@@ -15,11 +15,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rldata import open_store, schemas
-from rldata.adaptive.filter import selection_rules
 from rldata.errors import RldataError
 from rldata.ledger import passrate_row, recompute_passrates
 from rldata.migrate import STEPS, table_version
-from rldata.select import Band, filter_store
+from rldata.select import Band, filter_store, selection_rules
 
 V3 = Path(__file__).parent / "data" / "stores" / "v3"
 RENAMED = {

@@ -18,13 +18,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rldata import open_store, schemas
-from rldata.adaptive.filter import selection_rules
 from rldata.doctor import check_ledger
-from rldata.jobs.sample import _first_missing, _status, _stored_samples
+from rldata.jobs.sample_stored import first_missing, stored_samples, stored_status
 from rldata.ledger import recompute_passrates
 from rldata.migrate import STEPS, VERSION_KEY, table_version
 from rldata.params import SamplingSpec
 from rldata.rehash import current_hash, legacy_hash
+from rldata.select import selection_rules
 from rldata.stats import wilson_interval
 
 V4 = Path(__file__).parent / "data" / "stores" / "v4"
@@ -161,14 +161,16 @@ def test_a_fixed_n_job_sees_the_upgraded_samples_as_its_own(v4):
     store = open_store(v4)
     ekeys = {c: "calculator@1"}
     kw = {"model": MODEL, "params_hash": NEW, "seed": 0, "vkeys": {"math@1"}, "ekeys": ekeys}
-    status = {r["task_id"]: (r["k"], r["kv"]) for r in _status(store, [a, b, c, d], n=8, **kw).to_dicts()}
+    status = {
+        r["task_id"]: (r["k"], r["kv"]) for r in stored_status(store, [a, b, c, d], n=8, **kw).to_dicts()
+    }
     # indices, not rows: A holds 12 rows for samples 0..7; an N=8 job has nothing to draw for A, B, C
     assert status == {a: (8, 8), b: (8, 8), c: (8, 8), d: (4, 4)}
-    assert _status(store, [a], n=4, **kw).to_dicts() == [{"task_id": a, "k": 4, "kv": 4}]
-    stored = _stored_samples(store, [a, d], **kw)
-    assert _first_missing(stored[a], 16) == 8 and _first_missing(stored[d], 8) == 4
+    assert stored_status(store, [a], n=4, **kw).to_dicts() == [{"task_id": a, "k": 4, "kv": 4}]
+    stored = stored_samples(store, [a, d], **kw)
+    assert first_missing(stored[a], 16) == 8 and first_missing(stored[d], 8) == 4
     assert all(v[2] for v in stored[a].values())  # of two copies of a sample, the verified one
-    seed1 = _status(store, [b], n=8, **{**kw, "seed": 1}).to_dicts()
+    seed1 = stored_status(store, [b], n=8, **{**kw, "seed": 1}).to_dicts()
     assert seed1 == [{"task_id": b, "k": 4, "kv": 4}]  # another seed's samples are other samples
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from rldata.cli import main
 from rldata.envs import base as envs_base
-from rldata.interop import formats, lineage
+from rldata.interop import lineage
 from rldata.plugins import PluginError, entry_point_names
 from rldata.verify import base as verify_base
-from tests.plugin_helpers import install_distribution
+from tests.plugin_helpers import export_registries, install_distribution, saved
 
 MODULE = '''
 import pyarrow as pa
@@ -70,14 +70,12 @@ def plugin(tmp_path, monkeypatch):
         tmp_path / "site", "rldata-toyplug", {"rldata_toyplug.py": MODULE}, ENTRY_POINTS
     )
     monkeypatch.syspath_prepend(str(site))
-    saved = [
-        (d, dict(d))
-        for d in (verify_base.REGISTRY, verify_base.DOMAIN_DEFAULTS, envs_base.REGISTRY, formats._REGISTRY)
-    ]
+    envs_base.REGISTRY.names(plugins=False)  # built-ins loaded before the snapshot
+    restore = saved(
+        [verify_base.REGISTRY, verify_base.DOMAIN_DEFAULTS, envs_base.REGISTRY, *export_registries()]
+    )
     yield site
-    for d, s in saved:
-        d.clear()
-        d.update(s)
+    restore()
     sys.modules.pop("rldata_toyplug", None)
 
 

@@ -11,19 +11,17 @@ from collections.abc import Callable
 import numpy as np
 
 from rldata.errors import ConfigError
+from rldata.registry import Registry
 
 __all__ = ["ESTIMATORS", "compute_advantages", "drgrpo", "grpo", "register", "zero_variance_groups"]
 
 Estimator = Callable[..., np.ndarray]
-ESTIMATORS: dict[str, Estimator] = {}
+ESTIMATORS: Registry = Registry("advantage estimator", error=ConfigError, field="advantage", sort_known=False)
 
 
 def register(name: str) -> Callable[[Estimator], Estimator]:
-    def deco(fn: Estimator) -> Estimator:
-        ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+    """Function decorator: ``@register("grpo")``."""
+    return ESTIMATORS.register(name)
 
 
 def _as_groups(rewards) -> np.ndarray:
@@ -57,13 +55,7 @@ def drgrpo(rewards, *, eps: float = 1e-6) -> np.ndarray:
 
 
 def compute_advantages(rewards, *, estimator: str = "grpo", eps: float = 1e-6) -> np.ndarray:
-    try:
-        fn = ESTIMATORS[estimator]
-    except KeyError:
-        raise ConfigError(
-            f"unknown advantage estimator {estimator!r}; known: {', '.join(ESTIMATORS)}", field="advantage"
-        ) from None
-    return fn(rewards, eps=eps)
+    return ESTIMATORS.resolve(estimator)(rewards, eps=eps)
 
 
 def zero_variance_groups(rewards, *, tol: float = 0.0) -> np.ndarray:

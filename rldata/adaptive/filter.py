@@ -17,7 +17,7 @@ Rows with ``stop_rule`` fixed (or null, before schema v3), and adaptive rows tha
 ``decided_by`` column of the returned frame (``fixed`` | ``exact`` | ``sequential``); the
 selection's ``params`` JSON records the counts per rule (``decided_by``), and the rule of one
 stored selection row is its ledger row's at the recorded ``passrates_version``
-(:func:`selection_rules`).  Reasons keep their names (``in_band``, ``too_hard``, ...), so every
+(:func:`rldata.select.selection_rules`).  Reasons keep their names (``in_band``, ``too_hard``, ...), so every
 existing query, report and count of a selection reads adaptive rows unchanged.
 """
 
@@ -26,10 +26,10 @@ from __future__ import annotations
 import polars as pl
 
 from rldata.adaptive.rules import AdaptiveSpec, band_text, decide_frame, parse_band_text
+from rldata.band import Band
 from rldata.errors import RldataError
-from rldata.select import Band
 
-__all__ = ["ADAPTIVE_COLUMNS", "decided_by_expr", "early_stop_expr", "redecide", "selection_rules"]
+__all__ = ["ADAPTIVE_COLUMNS", "decided_by_expr", "default_n", "early_stop_expr", "redecide"]
 
 ADAPTIVE_COLUMNS = ("stop_rule", "alpha", "n_max", "band")
 
@@ -126,31 +126,3 @@ def redecide(decided: pl.DataFrame, band: Band, *, min_n: int) -> tuple[pl.DataF
         )
     )
     return out.sort("_row").drop("_row", "_reason"), warnings
-
-
-def selection_rules(store, name: str) -> pl.DataFrame:
-    """(task_id, reason, decided_by) of a stored selection: each row's rule, read from the ledger
-    at the passrates version the selection recorded."""
-    from rldata._read import read_where
-    from rldata.select import read_selection
-
-    sel = read_selection(
-        store,
-        name,
-        columns=["task_id", "reason", "model", "params_hash", "verifier_key", "passrates_version"],
-    )
-    version = int(sel["passrates_version"][0])
-    key = {k: sel[k][0] for k in ("model", "params_hash", "verifier_key")}
-    rates = read_where(
-        store,
-        "passrates",
-        version=version,
-        columns=["task_id", "n", "n_error", *ADAPTIVE_COLUMNS, *key],
-        **key,
-    )
-    rates = rates.select("task_id", decided_by_expr().alias("decided_by"))
-    return (
-        sel.select("task_id", "reason")
-        .join(rates, on="task_id", how="left")
-        .with_columns(pl.col("decided_by").fill_null("fixed"))
-    )

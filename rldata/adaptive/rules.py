@@ -58,9 +58,9 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
+from rldata.band import Band, band_text, parse_band_text
+from rldata.band import decide as fixed_decide
 from rldata.errors import ConfigError, RldataError
-from rldata.select import Band
-from rldata.select import decide as fixed_decide
 
 __all__ = [
     "DECIDED",
@@ -85,20 +85,6 @@ MAX_N = 128  # a table holds (N+2)^3 states x 4 floats (70 MB at 128); far above
 _REASONS = ("in_band", "too_hard", "too_easy", "insufficient_samples")
 DECIDED = ("keep", "drop")
 _EPS = 1e-12  # float slack in the 1 - alpha comparison: exact probabilities summed in floats
-
-
-def band_text(band: Band) -> str:
-    """The ledger's ``band`` value: 'lo,hi' (inclusive) or '(lo,hi)' (exclusive); repr keeps 0.1 exact."""
-    text = f"{band.low!r},{band.high!r}"
-    return text if band.inclusive else f"({text})"
-
-
-def parse_band_text(text: str) -> Band:
-    """Inverse of :func:`band_text` (and the ``--band`` syntax of ``rldata filter``)."""
-    t = text.strip()
-    if t.startswith("(") and t.endswith(")"):
-        return Band.parse(t[1:-1], inclusive=False)
-    return Band.parse(t)
 
 
 @dataclass(frozen=True)

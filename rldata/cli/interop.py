@@ -14,12 +14,6 @@ from rldata.console import log
 from rldata.errors import RldataError
 
 
-class ImportFormat(str, Enum):
-    verl = "verl"
-    trl = "trl"
-    jsonl = "jsonl"
-
-
 class PromptStyle(str, Enum):
     text = "text"
     messages = "messages"
@@ -57,13 +51,51 @@ _EXPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help=_format_help(), ca
 _EXPORT_OUT_OPT = typer.Option(
     ..., "--out", "-o", help="Output directory (replaced if it holds an earlier export)."
 )
+_OPTION_OPT = typer.Option(
+    None,
+    "--option",
+    "-O",
+    help="An option of the format, KEY=VALUE, repeatable (e.g. -O answer_column=solution); "
+    "docs/interop.md lists each format's.",
+)
 _PROMPT_STYLE_OPT = typer.Option(
-    PromptStyle.text, help="trl/openrlhf: prompt as plain text or as [{role, content}] messages."
+    None, help="Deprecated: -O prompt_style=... (trl/openrlhf: plain text or [{role, content}] messages)."
 )
 _DUMP_ARG = typer.Argument(
     ..., help="A dump file, or a directory of them (veRL rollout_data_dir, TRL output_dir)."
 )
-_IMPORT_FORMAT_OPT = typer.Option(..., "--format", "-f", help="verl, trl or jsonl.")
+
+
+def _import_format_help() -> str:
+    from rldata.interop.readers import READERS
+
+    return (
+        f"{', '.join(READERS.names(plugins=False))}, or an installed plugin's "
+        "(entry point group rldata.imports)."
+    )
+
+
+def _check_import_format(value: str) -> str:
+    """A usage error (exit 2) for a name no import format has."""
+    from rldata.interop.readers import READERS
+
+    try:
+        READERS.resolve(value)
+    except RldataError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
+_IMPORT_FORMAT_OPT = typer.Option(
+    ..., "--format", "-f", help=_import_format_help(), callback=_check_import_format
+)
+_IMPORT_OPTION_OPT = typer.Option(
+    None,
+    "--option",
+    "-O",
+    help="An option of the format, KEY=VALUE, repeatable: jsonl's file key per name "
+    "(-O completion=response), trl's reward_columns (-O reward_columns=acc,fmt).",
+)
 _ON_ERROR_OPT = typer.Option(
     OnError.fail, help="fail: a bad record aborts, nothing written; skip: import the rest."
 )
@@ -73,6 +105,13 @@ _FIELD_OPT = typer.Option(
 _EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a file inside it.")
 
 
+def _deprecated(args: dict) -> dict:
+    """The deprecated per-format flags of ``export`` and their values (None: not given)."""
+    from rldata.interop.export import DEPRECATED_FLAT
+
+    return {n: args[n] for n in DEPRECATED_FLAT}
+
+
 def export(
     ctx: typer.Context,
     selection: str = typer.Option(None, "--selection", "-s", help="Selection to export (its 'keep' rows)."),
@@ -80,21 +119,14 @@ def export(
     out: Path = _EXPORT_OUT_OPT,
     bucket: str = typer.Option(None, "--bucket", "-b", help="Only tasks in this curriculum bucket."),
     split: str = typer.Option("train", help="Split name: file names and veRL's extra_info.split."),
+    option: list[str] = _OPTION_OPT,
     prompt_style: PromptStyle = _PROMPT_STYLE_OPT,
-    answer_column: str = typer.Option(
-        "solution", help="trl: column holding the answer (reward functions read it)."
-    ),
-    input_key: str = typer.Option("input", help="openrlhf: key of the prompt (OpenRLHF's --input_key)."),
-    label_key: str = typer.Option("label", help="openrlhf: key of the answer (OpenRLHF's --label_key)."),
-    data_source: str = typer.Option(
-        None, help="verl: data_source for every row (veRL picks its scorer by it)."
-    ),
-    shard_rows: int = typer.Option(100_000, help="hf/trl: rows per Parquet shard."),
-    env: str = typer.Option(
-        None,
-        "--env",
-        help="verl: the environment the tasks run in (tools_kwargs in extra_info); default: each task's own.",
-    ),
+    answer_column: str = typer.Option(None, help="Deprecated: -O answer_column=... (trl)."),
+    input_key: str = typer.Option(None, help="Deprecated: -O input_key=... (openrlhf)."),
+    label_key: str = typer.Option(None, help="Deprecated: -O label_key=... (openrlhf)."),
+    data_source: str = typer.Option(None, help="Deprecated: -O data_source=... (verl)."),
+    shard_rows: int = typer.Option(None, help="Deprecated: -O shard_rows=... (hf/trl)."),
+    env: str = typer.Option(None, "--env", help="Deprecated: -O env=NAME[@VERSION] (verl)."),
     rollouts: bool = typer.Option(
         False,
         "--rollouts",
@@ -112,11 +144,14 @@ def export(
     """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
     from rldata.api import export as run_export
+    from rldata.interop.formats import parse_option_pairs
 
     # the flags' combinations are checked here, in their own words; the verb checks its parameters
     if rollouts:
         if selection:
             raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
+        if option:
+            raise RldataError("--option goes with --selection: conversation formats have no options")
         res = run_export(
             get_store(ctx),
             out=out,
@@ -133,6 +168,9 @@ def export(
         raise RldataError("--selection is required (or --rollouts to export trajectories)")
     if run or where or correct_only:
         raise RldataError("--run, --where and --correct-only go with --rollouts")
+    given = [f"--{n.replace('_', '-')}" for n, v in _deprecated(locals()).items() if v is not None]
+    if given:
+        log(f"warning: {', '.join(given)} deprecated: use -O KEY=VALUE (e.g. -O answer_column=solution)")
     res = run_export(
         get_store(ctx),
         out=out,
@@ -140,7 +178,8 @@ def export(
         selection=selection,
         bucket=bucket,
         split=split,
-        prompt_style=prompt_style.value,
+        options=parse_option_pairs(option),
+        prompt_style=prompt_style.value if prompt_style is not None else None,
         answer_column=answer_column,
         input_key=input_key,
         label_key=label_key,
@@ -167,24 +206,28 @@ def _field_map(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 def import_rollouts_cmd(
     ctx: typer.Context,
     path: Path = _DUMP_ARG,
-    fmt: ImportFormat = _IMPORT_FORMAT_OPT,
+    fmt: str = _IMPORT_FORMAT_OPT,
     on_error: OnError = _ON_ERROR_OPT,
     model: str = typer.Option("unknown", help="Model name recorded on the trajectories."),
     domain: str = typer.Option("math", help="Domain of the tasks the import adds."),
     source: str = typer.Option(None, help="Source of added tasks (default import:<format>)."),
     run_id: str = typer.Option(None, help="Run id (default: derived from the dump's path)."),
+    option: list[str] = _IMPORT_OPTION_OPT,
     field: list[str] = _FIELD_OPT,
     reward_cols: str = typer.Option(
-        None, help="trl: comma-separated reward columns (default: all numeric ones)."
+        None,
+        help="trl: comma-separated reward columns (default: all numeric ones); same as -O reward_columns=...",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
+    from rldata.interop.formats import parse_option_pairs
     from rldata.interop.imports import ImportSpec, import_rollouts
 
     try:
         spec = ImportSpec(
-            format=fmt.value,
+            format=fmt,
+            options=parse_option_pairs(option),
             on_error=on_error.value,
             model=model,
             domain=domain,

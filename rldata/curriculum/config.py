@@ -187,9 +187,7 @@ class Curriculum:
         from rldata.curriculum.sampler import SAMPLERS  # the registry lives with the sampler
 
         if self.sampler not in SAMPLERS:
-            raise CurriculumError(
-                "sampler", f"unknown sampler {self.sampler!r} (known: {', '.join(SAMPLERS)})"
-            )
+            raise CurriculumError("sampler", str(SAMPLERS.unknown(self.sampler)))
         check_buckets(self.buckets)
         names = [b.name for b in self.buckets]
         if not self.phases:

@@ -16,20 +16,18 @@ from typing import Any
 
 from rldata.curriculum.config import Curriculum, Phase, _number
 from rldata.errors import ConfigError, RldataError
+from rldata.registry import Registry
 
 __all__ = ["SAMPLERS", "CurriculumSampler", "register_sampler"]
 
 
 DrawFn = Callable[["CurriculumSampler", int], list[tuple[str, str]]]
-SAMPLERS: dict[str, DrawFn] = {}
+SAMPLERS: Registry = Registry("sampler", field="sampler", sort_known=False)
 
 
 def register_sampler(name: str) -> Callable[[DrawFn], DrawFn]:
-    def deco(fn: DrawFn) -> DrawFn:
-        SAMPLERS[name] = fn
-        return fn
-
-    return deco
+    """Function decorator: ``@register_sampler("mixture")``."""
+    return SAMPLERS.register(name)
 
 
 @register_sampler("mixture")
@@ -79,8 +77,7 @@ class CurriculumSampler:
         self.curriculum = curriculum
         self.seed = curriculum.seed if seed is None else int(seed)
         self.sampler = sampler or curriculum.sampler
-        if self.sampler not in SAMPLERS:
-            raise RldataError(f"unknown sampler {self.sampler!r} (known: {', '.join(SAMPLERS)})")
+        SAMPLERS.resolve(self.sampler)
         unknown = [b for b in bucket_tasks if b not in curriculum.bucket_names]
         if unknown:
             raise RldataError(

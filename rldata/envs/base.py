@@ -13,7 +13,6 @@ old one in the pass-rate ledger.  The final verdict still comes from the task's 
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from rldata.errors import RldataError
+from rldata.registry import Registry
 
 __all__ = [
     "OBSERVATION_ROLES",
@@ -90,26 +90,6 @@ class BaseEnv:
         pass
 
 
-REGISTRY: dict[str, Callable[..., Environment]] = {}
-
-
-def register(name: str):
-    """Class decorator: ``@register("calculator")``."""
-
-    def deco(cls):
-        REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_builtin() -> None:
-    importlib.import_module("rldata.envs.single_turn")
-    importlib.import_module("rldata.envs.calculator")
-    importlib.import_module("rldata.envs.code_feedback")
-    importlib.import_module("rldata.envs.reasoning_gym")  # imports reasoning_gym only when built
-
-
 def _check_env_class(obj: Any, env: str) -> Any:
     for meth in ("reset", "step", "close"):
         if not callable(getattr(obj, meth, None)):
@@ -117,28 +97,21 @@ def _check_env_class(obj: Any, env: str) -> Any:
     return obj
 
 
+# Built-ins register themselves (``@register``) when rldata.envs.builtin imports their modules.
+REGISTRY: Registry = Registry(
+    "environment", group="rldata.envs", builtin="rldata.envs.builtin", paths=True, check=_check_env_class
+)
+
+
+def register(name: str):
+    """Class decorator: ``@register("calculator")``."""
+    return REGISTRY.register(name)
+
+
 def resolve(env: str) -> Callable[..., Environment]:
     """The environment class for a registered name, an importable ``module:Class`` path, or the
     name of an installed package's ``rldata.envs`` entry point (loaded on first use)."""
-    if ":" in env:
-        mod, _, attr = env.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            from rldata.causes import import_hint
-
-            raise RldataError(f"environment {env!r} does not import: {e}{import_hint(e)}") from None
-        return _check_env_class(obj, env)
-    _load_builtin()
-    if env not in REGISTRY:
-        from rldata.plugins import entry_point_names, load_entry_point
-
-        obj = load_entry_point("rldata.envs", env)
-        if obj is None:
-            known = sorted(set(REGISTRY) | set(entry_point_names("rldata.envs")))
-            raise RldataError(f"unknown environment {env!r}; known: {', '.join(known)}")
-        REGISTRY[env] = _check_env_class(obj, f"{env} (entry point rldata.envs)")
-    return REGISTRY[env]
+    return REGISTRY.resolve(env)
 
 
 def json_mapping_problem(value: Any) -> str | None:

@@ -13,7 +13,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from rldata.interop.formats import (
     ExportFormat,
     format_names,
     get_format,
+    make_options,
+    option_names,
     register_format,
     write_hf,
     write_jsonl,
@@ -35,7 +38,18 @@ from rldata.interop.formats import (
 )
 from rldata.store import Store
 
-__all__ = ["FORMATS", "VERL_SCHEMA", "ExportSpec", "export_selection", "load_selection", "write_export_dir"]
+__all__ = [
+    "FORMATS",
+    "VERL_SCHEMA",
+    "ExportSpec",
+    "HfOptions",
+    "OpenRLHFOptions",
+    "TrlOptions",
+    "VerlOptions",
+    "export_selection",
+    "load_selection",
+    "write_export_dir",
+]
 
 _PROMPT_STYLES = ("text", "messages")
 
@@ -80,45 +94,108 @@ GENERIC_SCHEMA = pa.schema(
 )
 
 
+# ---- each format's own options (``--option KEY=VALUE``; a config file's ``options`` section) -------
+def _check_prompt_style(style: str) -> None:
+    if style not in _PROMPT_STYLES:
+        raise ConfigError(f"prompt_style must be 'text' or 'messages', got {style!r}", field="prompt_style")
+
+
+def _check_shard_rows(rows: int) -> None:
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ConfigError(f"shard_rows must be >= 1, got {rows}", field="shard_rows")
+
+
+@dataclass(frozen=True)
+class VerlOptions:
+    data_source: str | None = None  # overrides each task's source (veRL picks its scorer by data_source)
+    env: str | None = None  # the environment (NAME[@VERSION]) the tasks run in; None = each task's own
+
+
+@dataclass(frozen=True)
+class TrlOptions:
+    prompt_style: str = "text"  # a plain string or a [{role, content}] list
+    answer_column: str = (
+        "solution"  # the column reward functions read (trl.rewards.accuracy_reward: solution)
+    )
+    shard_rows: int = 100_000  # rows per Parquet shard
+
+    def __post_init__(self):
+        _check_prompt_style(self.prompt_style)
+        if not self.answer_column:
+            raise ConfigError("answer_column must be non-empty", field="answer_column")
+        _check_shard_rows(self.shard_rows)
+
+
+@dataclass(frozen=True)
+class OpenRLHFOptions:
+    prompt_style: str = "text"  # a plain string or a [{role, content}] list
+    input_key: str = "input"  # OpenRLHF's --input_key
+    label_key: str = "label"  # OpenRLHF's --label_key
+
+    def __post_init__(self):
+        _check_prompt_style(self.prompt_style)
+        for name in ("input_key", "label_key"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name} must be non-empty", field=name)
+        if self.input_key == self.label_key:
+            raise ConfigError("input_key and label_key must differ", field="label_key")
+
+
+@dataclass(frozen=True)
+class HfOptions:
+    shard_rows: int = 100_000  # rows per Parquet shard
+
+    def __post_init__(self):
+        _check_shard_rows(self.shard_rows)
+
+
+# The flat keyword of each option before formats owned their options: deprecated aliases, kept for one
+# release (``ExportSpec(..., prompt_style="messages")`` is ``options={"prompt_style": "messages"}``).
+# Given for a format without that option, such a keyword is ignored, as it always was.
+DEPRECATED_FLAT = (
+    "prompt_style",
+    "answer_column",
+    "input_key",
+    "label_key",
+    "data_source",
+    "shard_rows",
+    "env",
+)
+
+
 @dataclass(frozen=True)
 class ExportSpec:
-    """What to export and how.  Options that do not apply to ``format`` are ignored."""
+    """What to export and how: the fields every format shares, and ``options``, the format's own
+    (its ``ExportFormat.options`` dataclass; the built object is ``spec.opts``)."""
 
     selection: str
     format: str  # a registered format (rldata.interop.formats)
     bucket: str | None = None  # only tasks stratify put in this bucket
     split: str = "train"  # names the files and veRL's extra_info.split
-    prompt_style: str = (
-        "text"  # trl / openrlhf: a plain string or a [{role, content}] list (veRL: always a list)
-    )
-    answer_column: str = (
-        "solution"  # trl: the column reward functions read (trl.rewards.accuracy_reward: solution)
-    )
-    input_key: str = "input"  # openrlhf: --input_key
-    label_key: str = "label"  # openrlhf: --label_key
-    data_source: str | None = (
-        None  # verl: overrides each task's source (veRL picks its scorer by data_source)
-    )
-    shard_rows: int = 100_000  # hf / trl: rows per Parquet shard
-    env: str | None = None  # verl: the environment (NAME[@VERSION]) the tasks run in; None = each task's own
+    options: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # the format's options by key (strings are parsed)
+    # deprecated aliases of options keys (DEPRECATED_FLAT): None = not given
+    prompt_style: str | None = None
+    answer_column: str | None = None
+    input_key: str | None = None
+    label_key: str | None = None
+    data_source: str | None = None
+    shard_rows: int | None = None
+    env: str | None = None
 
     def __post_init__(self):
         if not self.selection:
             raise ConfigError("selection must be a non-empty name", field="selection")
-        get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
-        if self.prompt_style not in _PROMPT_STYLES:
-            raise ConfigError(
-                f"prompt_style must be 'text' or 'messages', got {self.prompt_style!r}", field="prompt_style"
-            )
+        fmt = get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
         if not self.split or "/" in self.split:
             raise ConfigError(f"split must be a plain name, got {self.split!r}", field="split")
-        if self.shard_rows < 1:
-            raise ConfigError(f"shard_rows must be >= 1, got {self.shard_rows}", field="shard_rows")
-        for name in ("answer_column", "input_key", "label_key"):
-            if not getattr(self, name):
-                raise ConfigError(f"{name} must be non-empty", field=name)
-        if self.input_key == self.label_key:
-            raise ConfigError("input_key and label_key must differ", field="label_key")
+        if not isinstance(self.options, Mapping):
+            raise ConfigError("options must be a mapping of option names to values", field="options")
+        keys = option_names(fmt)
+        flat = {k: getattr(self, k) for k in DEPRECATED_FLAT if getattr(self, k) is not None and k in keys}
+        object.__setattr__(self, "options", {**flat, **self.options})
+        object.__setattr__(self, "opts", make_options(fmt, self.options))
 
 
 # ---- reading the selection -------------------------------------------------------------------
@@ -242,7 +319,7 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
         ]
     )
     df = frame.with_row_index("index").select(
-        data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
+        data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
         prompt=pl.col("_opening"),
         ability=pl.col("domain"),
         reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
@@ -306,7 +383,7 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     if "_env_id" in frame.columns:
         return _verl_env_table(frame, spec)
     df = frame.with_row_index("index").select(
-        data_source=pl.lit(spec.data_source) if spec.data_source else pl.col("source"),
+        data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
         prompt=_messages(),
         ability=pl.col("domain"),
         reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
@@ -324,33 +401,33 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
 
 def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests"}
-    if spec.answer_column in reserved:
-        raise RldataError(f"answer column {spec.answer_column!r} clashes with a column TRL exports need")
-    prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
-    fields = [("prompt", prompt_type), (spec.answer_column, pa.string())] + [
+    if spec.opts.answer_column in reserved:
+        raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
+    prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    fields = [("prompt", prompt_type), (spec.opts.answer_column, pa.string())] + [
         (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")
     ]
     if frame["tests"].is_not_null().any():  # code tasks: their reward functions read the tests
         fields.append(("tests", pa.string()))
     df = frame.with_columns(
-        _prompt(spec.prompt_style).alias("prompt"), pl.col("answer").alias(spec.answer_column)
+        _prompt(spec.opts.prompt_style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column)
     )
     return _to_arrow(df, pa.schema(fields))
 
 
 def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    prompt_type = schemas.MESSAGES if spec.prompt_style == "messages" else pa.string()
+    prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
     schema = pa.schema(
         [
-            (spec.input_key, prompt_type),
-            (spec.label_key, pa.string()),
+            (spec.opts.input_key, prompt_type),
+            (spec.opts.label_key, pa.string()),
             ("datasource", pa.string()),
             ("task_id", pa.string()),
         ]
     )
     df = frame.select(
-        _prompt(spec.prompt_style).alias(spec.input_key),
-        _truth().alias(spec.label_key),
+        _prompt(spec.opts.prompt_style).alias(spec.opts.input_key),
+        _truth().alias(spec.opts.label_key),
         pl.col("source").alias("datasource"),
         "task_id",
     )
@@ -436,7 +513,7 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
         "rows": table.num_rows,
         "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
         "columns": table.schema.names,
-        "options": {k: v for k, v in asdict(spec).items() if k in fmt.options},
+        "options": asdict(spec.opts) if spec.opts is not None else {},
     }
     return write_export_dir(out, table, lambda d: fmt.write(table, d, spec), fields)
 
@@ -471,7 +548,7 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
 
 # ---- the built-in formats: one record each (a new format is one more register_format call) ----
 def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
-    return _with_envs(store, frame, spec.env)
+    return _with_envs(store, frame, spec.opts.env)
 
 
 register_format(
@@ -479,7 +556,7 @@ register_format(
         "verl",
         build=_verl_table,
         write=write_parquet,
-        options=("data_source", "env"),
+        options=VerlOptions,
         prepare=_prepare_verl,
         help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info.",
     )
@@ -489,7 +566,7 @@ register_format(
         "trl",
         build=_trl_table,
         write=write_hf,
-        options=("prompt_style", "answer_column", "shard_rows"),
+        options=TrlOptions,
         help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns.",
     )
 )
@@ -498,7 +575,7 @@ register_format(
         "openrlhf",
         build=_openrlhf_table,
         write=write_jsonl,
-        options=("prompt_style", "input_key", "label_key"),
+        options=OpenRLHFOptions,
         help="OpenRLHF: JSONL with --input_key / --label_key fields.",
     )
 )
@@ -507,7 +584,7 @@ register_format(
         "hf",
         build=_generic_table,
         write=write_hf,
-        options=("shard_rows",),
+        options=HfOptions,
         help="HF datasets: load_from_disk and load_dataset layouts of the task rows.",
     )
 )

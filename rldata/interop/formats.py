@@ -1,9 +1,11 @@
 """Export formats: one :class:`ExportFormat` record per format, registered in one place.
 
 A record says everything ``rldata export`` needs about a layout: how to turn the exported rows into
-the format's table (``build``), how to write that table into the export directory (``write``), which
-options shape the files (recorded in the manifest), and the help line the CLI shows.  Adding a
-format is one ``register_format(...)`` call; the CLI's ``--format`` choices and help come from here.
+the format's table (``build``), how to write that table into the export directory (``write``), its
+own options (``options``: a frozen dataclass whose fields, with their defaults, are the keys
+``--option KEY=VALUE`` sets; the manifest records their values), and the help line the CLI shows.
+Adding a format, options included, is one ``register_format(...)`` call; the CLI's ``--format``
+choices and help come from here.
 
 Formats live in namespaces, one per kind of export, each with its own rows:
 
@@ -17,9 +19,9 @@ Formats of installed packages come in through the ``rldata.exports`` entry point
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rldata.errors import ConfigError, RldataError
+from rldata.registry import Registry
 
 __all__ = [
     "NAMESPACES",
@@ -35,6 +38,9 @@ __all__ = [
     "UnknownFormat",
     "format_names",
     "get_format",
+    "make_options",
+    "option_names",
+    "parse_option_pairs",
     "register_format",
     "write_hf",
     "write_jsonl",
@@ -59,14 +65,16 @@ class ExportFormat:
     directory.  ``build(frame, spec)`` turns the namespace's rows (a Polars frame) into the Arrow
     table to write; None writes the namespace's own table as it is (rollouts, preferences).
     ``prepare(store, frame, spec)`` adds what the build needs from elsewhere in the store (veRL:
-    each task's environment).  ``options`` are the spec fields that shape the files; the manifest
-    records their values.  ``spec`` is the namespace's spec (an ``ExportSpec`` for selections).
+    each task's environment).  ``options``: the format's own options, a frozen dataclass (None: it
+    has none), built from ``--option KEY=VALUE`` pairs or a config section and found by the build
+    and the writers as ``spec.opts``; the manifest records their values.  ``spec`` is the
+    namespace's spec (an ``ExportSpec`` for selections).
     """
 
     name: str
     write: Callable[[Any, Path, Any], list[str]]
     build: Callable[[Any, Any], Any] | None = None
-    options: tuple[str, ...] = ()
+    options: type | None = None
     help: str = ""
     prepare: Callable[[Any, Any, Any], Any] | None = None
     namespace: str = "selection"
@@ -87,14 +95,29 @@ class ExportFormat:
         for f in ("build", "prepare"):
             if getattr(self, f) is not None and not callable(getattr(self, f)):
                 raise TypeError(f"export format {self.name!r}: {f} must be callable or None")
+        if self.options is not None and not (
+            isinstance(self.options, type) and dataclasses.is_dataclass(self.options)
+        ):
+            raise TypeError(f"export format {self.name!r}: options must be a dataclass or None")
 
 
 class UnknownFormat(RldataError, ValueError):
     """No export format of that name in the namespace (the message lists the choices)."""
 
 
-_REGISTRY: dict[tuple[str, str], ExportFormat] = {}
-_loaded: set[str] = set()
+def _check_record(obj: Any, what: str) -> Any:
+    from rldata.plugins import PluginError
+
+    if not isinstance(obj, ExportFormat):
+        raise PluginError(f"export format {what} is not an ExportFormat record")
+    return obj
+
+
+# One registry per namespace; each imports its namespace's module (the built-ins) on first lookup.
+_REGISTRY: dict[str, Registry] = {
+    ns: Registry("export format", builtin=mod, check=_check_record, sort_known=False)
+    for ns, mod in _BUILTIN.items()
+}
 
 
 def register_format(fmt: ExportFormat | None = None, /, *, replace: bool = False, **fields: Any):
@@ -116,21 +139,20 @@ def register_format(fmt: ExportFormat | None = None, /, *, replace: bool = False
         raise TypeError("register_format takes a record or keyword fields (as a decorator), not both")
     if not isinstance(fmt, ExportFormat):
         raise TypeError(f"register_format takes an ExportFormat, got {type(fmt).__name__}")
-    key = (fmt.namespace, fmt.name)
-    if not replace and key in _REGISTRY and _REGISTRY[key] != fmt:
+    reg = _REGISTRY[fmt.namespace]
+    if not replace and fmt.name in reg and reg[fmt.name] != fmt:
         raise RldataError(f"export format {fmt.name!r} ({fmt.namespace}) is already registered")
-    _REGISTRY[key] = fmt
-    return fmt
+    return reg.register(fmt.name, fmt)
 
 
-def _load_builtin(namespace: str) -> None:
+def _registry(namespace: str) -> Registry:
     if namespace not in NAMESPACES:
         raise ConfigError(
             f"unknown export namespace {namespace!r}; namespaces: {', '.join(NAMESPACES)}", field="namespace"
         )
-    if namespace not in _loaded:
-        importlib.import_module(_BUILTIN[namespace])
-        _loaded.add(namespace)
+    reg = _REGISTRY[namespace]
+    reg.load_builtin()
+    return reg
 
 
 def _load_plugin(name: str) -> None:
@@ -138,7 +160,7 @@ def _load_plugin(name: str) -> None:
     else (a module, a function) is taken to have registered its formats on import."""
     from rldata.plugins import PluginError, load_entry_point
 
-    if any(n == name for _, n in _REGISTRY):
+    if any(name in reg for reg in _REGISTRY.values()):
         return
     obj = load_entry_point(_GROUP, name)
     if isinstance(obj, ExportFormat):
@@ -158,19 +180,19 @@ def format_names(namespace: str = "selection", *, plugins: bool = True) -> list[
     """The formats of ``namespace``: built-ins in registration order, then others.  With
     ``plugins``, every ``rldata.exports`` entry point is loaded first (without, only those
     already loaded are listed: the CLI's help, which must not import plugins at start-up)."""
-    _load_builtin(namespace)
+    reg = _registry(namespace)
     if plugins:
         _load_plugins()
-    return [n for ns, n in _REGISTRY if ns == namespace]
+    return list(reg)
 
 
 def get_format(name: str, namespace: str = "selection") -> ExportFormat:
     """The format ``name`` of ``namespace``; :class:`UnknownFormat` (listing the choices) if none."""
-    _load_builtin(namespace)
-    fmt = _REGISTRY.get((namespace, name))
+    reg = _registry(namespace)
+    fmt = reg.get(name)
     if fmt is None:
         _load_plugin(name)
-        fmt = _REGISTRY.get((namespace, name))
+        fmt = reg.get(name)
     if fmt is None:
         what = {
             "selection": "selections",
@@ -184,8 +206,75 @@ def get_format(name: str, namespace: str = "selection") -> ExportFormat:
     return fmt
 
 
+# ---- a format's options ------------------------------------------------------------------------
+def option_names(fmt: ExportFormat) -> tuple[str, ...]:
+    """The keys ``--option`` takes for ``fmt`` (its options dataclass's fields)."""
+    return tuple(f.name for f in dataclasses.fields(fmt.options)) if fmt.options is not None else ()
+
+
+def parse_option_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str, str]:
+    """``["KEY=VALUE", ...]`` (the CLI's repeatable ``--option``) -> ``{KEY: VALUE}``."""
+    out: dict[str, str] = {}
+    for p in pairs or ():
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"option {p!r}: expected KEY=VALUE, e.g. answer_column=solution", field="options"
+            )
+        out[key.strip()] = value
+    return out
+
+
+def _coerce(f: dataclasses.Field, value: Any, fmt: str) -> Any:
+    """A string from the command line (or a config file's scalar) as the field's declared type."""
+    if not isinstance(value, str):
+        return value
+    kind = str(f.type)
+    if value == "" and "None" in kind:
+        return None
+    if kind.startswith("int"):
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(
+                f"{fmt} option {f.name} must be an integer, got {value!r}", field=f.name
+            ) from None
+    if kind.startswith("bool"):
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{fmt} option {f.name} must be true or false, got {value!r}", field=f.name)
+        return value.lower() in ("true", "1", "yes")
+    return value
+
+
+def make_options(fmt: ExportFormat, values: Mapping[str, Any] | None) -> Any:
+    """``fmt``'s options object from ``values`` (keys its options dataclass declares; the rest default).
+    A key the format does not declare is a ConfigError listing the ones it does."""
+    values = dict(values or {})
+    known = option_names(fmt)
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"export format {fmt.name!r} has no option {unknown[0]!r}; "
+            f"its options: {', '.join(known) or '(none)'}",
+            field="options",
+        )
+    if fmt.options is None:
+        return None
+    fields_ = {f.name: f for f in dataclasses.fields(fmt.options)}
+    return fmt.options(**{k: _coerce(fields_[k], v, fmt.name) for k, v in values.items()})
+
+
+def shard_rows(spec: Any, default: int = 100_000) -> int:
+    """Rows per Parquet shard: the format's ``shard_rows`` option, else the spec's, else ``default``."""
+    for holder in (getattr(spec, "opts", None), spec):
+        v = getattr(holder, "shard_rows", None)
+        if v is not None:
+            return v
+    return default
+
+
 # ---- writers formats share: each returns the files it wrote, relative to the export directory ---
-# ``spec`` needs ``split`` (names the files) and, for write_hf, ``shard_rows``.
+# ``spec`` needs ``split`` (names the files); write_hf reads :func:`shard_rows` too.
 def write_parquet(table: pa.Table, d: Path, spec: Any) -> list[str]:
     name = f"{spec.split}.parquet"
     pq.write_table(table, d / name)
@@ -213,11 +302,12 @@ def write_hf(table: pa.Table, d: Path, spec: Any) -> list[str]:
         if was_enabled:
             ds_logging.enable_progress_bar()
     (d / "data").mkdir()
-    k = max(1, -(-table.num_rows // spec.shard_rows))
+    rows = shard_rows(spec)
+    k = max(1, -(-table.num_rows // rows))
     names = []
     for i in range(k):
         name = f"data/{spec.split}-{i:05d}-of-{k:05d}.parquet"
-        pq.write_table(table.slice(i * spec.shard_rows, spec.shard_rows), d / name)
+        pq.write_table(table.slice(i * rows, rows), d / name)
         names.append(name)
     names += sorted(str(p.relative_to(d)) for p in (d / "dataset").rglob("*") if p.is_file())
     return names

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +40,25 @@ from rldata.validate import conform
 
 __all__ = ["IMPORT_FORMATS", "ImportResult", "ImportSpec", "default_run_id", "import_rollouts"]
 
-IMPORT_FORMATS = tuple(READERS)
+IMPORT_FORMATS = tuple(READERS)  # the built-in ones; READERS holds every registered format
 _MAX_REPORTED = 20
 
 
 @dataclass(frozen=True)
 class ImportSpec:
-    format: str  # verl | trl | jsonl
+    format: str  # a registered import format (rldata.interop.readers.READERS): verl | trl | jsonl | ...
     on_error: str = "fail"  # fail: a bad record aborts, nothing written; skip: import the rest
     model: str = "unknown"  # recorded as the trajectories' model
     domain: str = "math"  # domain of tasks the import has to add
     source: str | None = None  # source of added tasks; default "import:<format>"
     run_id: str | None = None  # default: derived from the dump's path (see module docstring)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the format's own options (spec.opts)
+    # deprecated aliases of options (one release): jsonl's keys, trl's reward_columns
     field_map: tuple[tuple[str, str], ...] = ()  # jsonl: (rldata name, key in the file) pairs
     reward_columns: tuple[str, ...] = ()  # trl: reward columns; default: every numeric non-TRL column
 
     def __post_init__(self):
-        if self.format not in IMPORT_FORMATS:
-            raise ConfigError(
-                f"format must be one of {', '.join(IMPORT_FORMATS)}, got {self.format!r}", field="format"
-            )
+        fmt = READERS.resolve(self.format)  # a ConfigError listing the formats
         if self.on_error not in ("fail", "skip"):
             raise ConfigError(f"on_error must be 'fail' or 'skip', got {self.on_error!r}", field="on_error")
         if not self.model or not self.domain:
@@ -73,6 +73,19 @@ class ImportSpec:
         object.__setattr__(self, "reward_columns", tuple(self.reward_columns))
         if self.run_id is not None:
             check_name(self.run_id, field="run_id")
+        flat = dict(self.field_map) if self.format == "jsonl" else {}
+        if self.format == "trl" and self.reward_columns:
+            flat["reward_columns"] = self.reward_columns
+        values = {**flat, **self.options}
+        known = [f.name for f in fields(fmt.options)] if fmt.options is not None else []
+        bad = sorted(set(values) - set(known))
+        if bad:
+            raise ConfigError(
+                f"import format {fmt.name!r} has no option {bad[0]!r}; its options: {', '.join(known) or '(none)'}",
+                field="options",
+            )
+        object.__setattr__(self, "options", values)
+        object.__setattr__(self, "opts", fmt.options(**values) if fmt.options is not None else None)
 
 
 @dataclass(frozen=True)
@@ -122,10 +135,10 @@ def _arrow(name: str, rows: list[dict]):
 
 # ---- building rows ----------------------------------------------------------------------------
 def _read(files: list[Path], spec: ImportSpec) -> tuple[list[Rollout], list[InputError]]:
-    reader = READERS[spec.format]
+    read = READERS.resolve(spec.format).read
     good, bad = [], []
     for f in files:
-        for item in reader(f, field_map=dict(spec.field_map), reward_columns=spec.reward_columns or None):
+        for item in read(f, spec.opts):
             if isinstance(item, InputError):
                 if spec.on_error == "fail":
                     raise item

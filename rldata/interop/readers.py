@@ -10,6 +10,11 @@
 
 A malformed record raises :class:`rldata.errors.InputError` naming the file, the line (JSONL, 1-based)
 or row (Parquet, 0-based) and the field.
+
+Each format is one :class:`ImportFormat` record in the :data:`READERS` registry: its reader, where its
+files are, and its own options (a frozen dataclass, set as ``--option KEY=VALUE``).  A new format is
+one ``READERS.register(name, ImportFormat(...))`` call, or an installed package's ``rldata.imports``
+entry point naming such a record; the CLI's ``--format`` takes any registered name.
 """
 
 from __future__ import annotations
@@ -17,21 +22,25 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rldata.errors import InputError
+from rldata.errors import ConfigError, InputError
+from rldata.registry import Registry
 
 __all__ = [
     "JSONL_FIELDS",
     "READERS",
     "TRL_RESERVED",
+    "ImportFormat",
+    "JsonlImportOptions",
     "Rollout",
+    "TrlImportOptions",
     "read_jsonl",
     "read_trl",
     "read_verl",
@@ -66,15 +75,16 @@ def _digest(raw: str) -> str:
 
 def rollout_files(path: str | Path, fmt: str) -> list[Path]:
     """The dump files under ``path`` (a file, or a directory of them) in step order."""
+    rec = READERS.resolve(fmt)
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), None, "no such file or directory")
     if p.is_file():
         return [p]
-    suffix = ".parquet" if fmt == "trl" else ".jsonl"
+    suffix = rec.suffix
     files = [f for f in p.iterdir() if f.is_file() and f.suffix == suffix]
-    if not files and fmt == "trl":  # the trainer's output_dir: logs live in completions/
-        files = [f for f in (p / "completions").glob("*.parquet") if f.is_file()]
+    if not files and rec.subdir:  # e.g. TRL's output_dir: its logs live in completions/
+        files = [f for f in (p / rec.subdir).glob(f"*{suffix}") if f.is_file()]
     if not files:
         raise InputError(str(p), None, f"no *{suffix} files to import")
 
@@ -314,4 +324,83 @@ def read_jsonl(
         )
 
 
-READERS = {"verl": read_verl, "trl": read_trl, "jsonl": read_jsonl}
+# ---- the registry: one record per format, with its own options --------------------------------
+@dataclass(frozen=True)
+class JsonlImportOptions:
+    """The file's key for each rldata name (default: the same name)."""
+
+    prompt: str = "prompt"
+    completion: str = "completion"
+    answer: str = "answer"
+    score: str = "score"
+    step: str = "step"
+    advantage: str = "advantage"
+
+    def __post_init__(self):
+        for k, v in asdict(self).items():
+            if not isinstance(v, str) or not v:
+                raise ConfigError(f"field {k}: the file's key must be a non-empty string, got {v!r}", field=k)
+
+
+@dataclass(frozen=True)
+class TrlImportOptions:
+    reward_columns: tuple[str, ...] = ()  # default: every numeric column TRL does not reserve
+
+    def __post_init__(self):
+        cols = self.reward_columns
+        if isinstance(cols, str):  # "a,b" from --option reward_columns=a,b
+            cols = [c.strip() for c in cols.split(",") if c.strip()]
+        object.__setattr__(self, "reward_columns", tuple(cols))
+
+
+@dataclass(frozen=True)
+class ImportFormat:
+    """One dump layout: ``read(path, opts)`` yields a Rollout (or an InputError) per record of one
+    file; the files of a directory are its ``*suffix`` files (else those in ``subdir``);
+    ``options`` is its options dataclass (None: it has none)."""
+
+    name: str
+    read: Callable[[Path, Any], Iterator[Rollout | InputError]]
+    suffix: str = ".jsonl"
+    subdir: str | None = None
+    options: type | None = None
+    help: str = ""
+
+
+def _check_record(obj: Any, what: str) -> Any:
+    from rldata.plugins import PluginError
+
+    if not isinstance(obj, ImportFormat):
+        raise PluginError(f"import format {what} is not an ImportFormat record")
+    return obj
+
+
+READERS: Registry = Registry(
+    "import format",
+    group="rldata.imports",
+    check=_check_record,
+    error=ConfigError,
+    field="format",
+    sort_known=False,
+)
+READERS.register("verl", ImportFormat("verl", lambda p, o: read_verl(p), help="veRL rollout_data_dir JSONL."))
+READERS.register(
+    "trl",
+    ImportFormat(
+        "trl",
+        lambda p, o: read_trl(p, reward_columns=o.reward_columns or None),
+        suffix=".parquet",
+        subdir="completions",
+        options=TrlImportOptions,
+        help="TRL completions logs (log_completions=True).",
+    ),
+)
+READERS.register(
+    "jsonl",
+    ImportFormat(
+        "jsonl",
+        lambda p, o: read_jsonl(p, field_map=asdict(o)),
+        options=JsonlImportOptions,
+        help="Any JSONL, one sample a line; options map rldata names to its keys.",
+    ),
+)

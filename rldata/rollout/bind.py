@@ -65,7 +65,7 @@ def env_binding(store, env: str) -> EnvBinding:
         except RldataError:
             raise RldataError(
                 f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
-                f"and is not a bundled one ({', '.join(sorted(REGISTRY))})"
+                f"and is not a bundled one ({', '.join(sorted(REGISTRY.names(plugins=False)))})"
             ) from None
         row, _ = register_env(store, default_spec(name))
         rows = [(row["env_id"], row["version"], row["spec"], None)]

@@ -20,11 +20,12 @@ import importlib
 import importlib.util
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rldata.errors import RldataError, UnknownNameError
+from rldata.registry import Registry, import_path
 
 __all__ = [
     "BUILTIN",
@@ -127,10 +128,6 @@ BUILTIN: dict[str, tuple[str, tuple[str, ...]]] = {
     "code": ("rldata.verify.code:CodeVerifier", ("code",)),
     "reasoning-gym": ("rldata.verify.reasoning_gym:ReasoningGymVerifier", ("reasoning-gym",)),
 }
-REGISTRY: dict[str, Callable[[], Verifier]] = {}  # what has been looked up or registered so far
-DOMAIN_DEFAULTS: dict[str, str] = {d: name for name, (_, domains) in BUILTIN.items() for d in domains}
-_GROUP = "rldata.verifiers"  # entry points of installed packages (rldata.plugins)
-_SPECS: dict[str, str] = {}  # "module:Class" -> the name it was registered under
 
 
 class UnknownVerifier(UnknownNameError):
@@ -142,26 +139,29 @@ class UnknownVerifier(UnknownNameError):
     field = "verifier"
 
 
+# What has been looked up or registered so far; built-ins are imported on their name's first lookup.
+REGISTRY: Registry = Registry(
+    "verifier",
+    group="rldata.verifiers",
+    builtin={name: spec for name, (spec, _) in BUILTIN.items()},
+    error=UnknownVerifier,
+    field="verifier",
+    hint=" (or give one as module:Class)",
+)
+DOMAIN_DEFAULTS: dict[str, str] = {d: name for name, (_, domains) in BUILTIN.items() for d in domains}
+_SPECS: dict[str, str] = {}  # "module:Class" -> the name it was registered under
+
+
 def register(name: str, *, domains: tuple[str, ...] = ()):
     """Class decorator: ``@register("yesno", domains=("yesno",))``."""
 
     def deco(factory):
-        REGISTRY[name] = factory
+        REGISTRY.register(name, factory)
         for d in domains:
             DOMAIN_DEFAULTS[d] = name
         return factory
 
     return deco
-
-
-def _import(spec: str) -> Any:
-    mod, _, attr = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as e:
-        from rldata.causes import import_hint
-
-        raise RldataError(f"verifier {spec!r} does not import: {e}{import_hint(e)}") from None
 
 
 def _add_class(obj: Any, what: str) -> str:
@@ -178,7 +178,7 @@ def _add_class(obj: Any, what: str) -> str:
         raise RldataError(f"verifier {what} has no verify() method")
     have = REGISTRY.get(name)
     if have is None and name in BUILTIN:
-        have = _import(BUILTIN[name][0])
+        have = import_path(BUILTIN[name][0], kind="verifier")
     if have is not None and have is not obj:
         raise RldataError(
             f"verifier {what} is named {name!r}, the name of another verifier "
@@ -192,9 +192,7 @@ def _add_class(obj: Any, what: str) -> str:
 
 def known_verifiers() -> list[str]:
     """Every name :func:`get_verifier` takes (entry points listed from metadata, not imported)."""
-    from rldata.plugins import entry_point_names
-
-    return sorted(set(REGISTRY) | set(BUILTIN) | set(entry_point_names(_GROUP)))
+    return sorted(REGISTRY.names())
 
 
 def resolve_name(name: str, *, plugins: bool = True) -> str:
@@ -208,23 +206,21 @@ def resolve_name(name: str, *, plugins: bool = True) -> str:
         return name
     if ":" in name:
         if name not in _SPECS or _SPECS[name] not in REGISTRY:
-            _SPECS[name] = _add_class(_import(name), repr(name))
+            _SPECS[name] = _add_class(import_path(name, kind="verifier"), repr(name))
         return _SPECS[name]
     if name in BUILTIN:
-        REGISTRY.setdefault(name, _import(BUILTIN[name][0]))
+        REGISTRY.load_builtin(name)
         return name
     if plugins:
         from rldata.plugins import PluginError, load_entry_point
 
-        obj = load_entry_point(_GROUP, name)
+        obj = load_entry_point(REGISTRY.group, name)
         if obj is not None:
-            got = _add_class(obj, f"{name!r} (entry point {_GROUP})")
+            got = _add_class(obj, f"{name!r} (entry point {REGISTRY.group})")
             if got != name:
-                raise PluginError(f"{_GROUP} entry point {name!r} gives a verifier named {got!r}")
+                raise PluginError(f"{REGISTRY.group} entry point {name!r} gives a verifier named {got!r}")
             return name
-    raise UnknownVerifier(
-        f"unknown verifier {name!r}; known: {', '.join(known_verifiers())} (or give one as module:Class)"
-    )
+    raise REGISTRY.unknown(name)
 
 
 def load_all() -> None:
@@ -249,7 +245,7 @@ def for_domain(domain: str) -> Verifier:
     if name is None:  # a plugin's class may name the domain: load them all, then look again
         from rldata.plugins import entry_point_names
 
-        for ep in entry_point_names(_GROUP):
+        for ep in entry_point_names(REGISTRY.group):
             resolve_name(ep)
         name = DOMAIN_DEFAULTS.get(domain)
     if name is None:

@@ -8,11 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from rldata.adaptive.filter import early_stop_expr, selection_rules
+from rldata.adaptive.filter import early_stop_expr
 from rldata.adaptive.rules import AdaptiveSpec, decide, ledger_columns
 from rldata.errors import RldataError
 from rldata.ledger import passrate_row
-from rldata.select import Band, filter_store, read_selection, selection_params
+from rldata.select import Band, filter_store, read_selection, selection_params, selection_rules
 
 BAND = Band(0.1, 0.9)
 KEY = {"model": "m", "params_hash": "p", "verifier_key": "math@1"}

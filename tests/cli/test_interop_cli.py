@@ -194,3 +194,52 @@ def test_import_bad_line_fails_or_is_skipped(root, tmp_path, capsys):
     assert json.loads(text)["trajectories_added"] == 1
     code, _, err = run(capsys, "--store", root, "import-rollouts", str(f), "-f", "jsonl", "--field", "prompt")
     assert code == 1 and "expected NAME=KEY" in err
+
+
+def test_each_format_takes_its_own_options(root, tmp_path, capsys):
+    """--option KEY=VALUE sets the chosen format's options (typed as declared); a key the format does
+    not have is refused, naming the keys it has; the old per-format flags still work, with a warning."""
+    base = ("--store", root, "export", "-s", "band", "-f", "openrlhf")
+    code, _, err = run(
+        capsys, *base, "-o", str(tmp_path / "o"), "-O", "input_key=question", "-O", "label_key=gold"
+    )
+    assert code == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
+    assert set(rows[0]) >= {"question", "gold"} and "input" not in rows[0]
+    manifest = json.loads((tmp_path / "o" / "rldata-manifest.json").read_text())
+    assert manifest["options"] == {"prompt_style": "text", "input_key": "question", "label_key": "gold"}
+    # an option of another format
+    code, _, err = run(capsys, *base, "-o", str(tmp_path / "x"), "-O", "answer_column=sol")
+    assert code == 1 and not (tmp_path / "x").exists()
+    assert (
+        "export format 'openrlhf' has no option 'answer_column'; its options: prompt_style, input_key, label_key"
+        in err
+    )
+    # typed: shard_rows is an integer
+    hf = ("--store", root, "export", "-s", "band", "-f", "hf")
+    code, _, err = run(capsys, *hf, "-o", str(tmp_path / "h"), "-O", "shard_rows=2")
+    assert code == 0, err
+    assert len(list((tmp_path / "h" / "data").glob("*.parquet"))) == 2  # 4 rows, 2 a shard
+    code, _, err = run(capsys, *hf, "-o", str(tmp_path / "y"), "-O", "shard_rows=many")
+    assert code == 1 and "shard_rows must be an integer" in err
+    code, _, err = run(capsys, *hf, "-o", str(tmp_path / "z"), "-O", "shard_rows")
+    assert code == 1 and "expected KEY=VALUE" in err
+    # the deprecated flag: same files, and a warning naming the replacement
+    code, _, err = run(
+        capsys, *base, "-o", str(tmp_path / "d"), "--input-key", "question", "--label-key", "gold"
+    )
+    assert code == 0 and "--input-key, --label-key deprecated: use -O KEY=VALUE" in err
+    assert (tmp_path / "d" / "train.jsonl").read_text() == (tmp_path / "o" / "train.jsonl").read_text()
+
+
+def test_import_formats_take_their_options_and_unknown_names_are_listed(root, tmp_path, capsys):
+    f = tmp_path / "r.jsonl"
+    f.write_text(json.dumps({"q": "0+3=", "a": "3"}) + "\n")
+    imp = ("--store", root, "import-rollouts", str(f))
+    code, text, err = run(capsys, *imp, "-f", "jsonl", "-O", "prompt=q", "-O", "completion=a", "--json")
+    assert code == 0, err
+    assert json.loads(text)["trajectories_added"] == 1
+    code, _, err = run(capsys, *imp, "-f", "jsonl", "-O", "reward_columns=a")
+    assert code == 1 and "import format 'jsonl' has no option 'reward_columns'" in err
+    code, _, err = run(capsys, *imp, "-f", "openrlhf")
+    assert code == 2 and "unknown import format 'openrlhf'; known: verl, trl, jsonl" in err

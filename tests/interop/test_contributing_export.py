@@ -13,16 +13,15 @@ import pyarrow as pa
 import pytest
 
 from rldata.cli import main
-from rldata.interop import formats, lineage
-from tests.plugin_helpers import install_distribution, recipe_blocks
+from rldata.interop import lineage
+from tests.plugin_helpers import export_registries, install_distribution, recipe_blocks, saved
 
 
 @pytest.fixture
 def clean():
-    saved = dict(formats._REGISTRY)
+    restore = saved(export_registries())
     yield
-    formats._REGISTRY.clear()
-    formats._REGISTRY.update(saved)
+    restore()
     for mod in ("contrib_alpaca", "mypkg", "mypkg.export"):
         sys.modules.pop(mod, None)
 

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from rldata.cli import main
 from rldata.errors import RldataError
 from rldata.interop import formats
 from rldata.interop.export import FORMATS, ExportSpec
-from rldata.interop.formats import ExportFormat, UnknownFormat, format_names, get_format, register_format
+from rldata.interop.formats import (
+    ExportFormat,
+    UnknownFormat,
+    format_names,
+    get_format,
+    option_names,
+    register_format,
+)
+from tests.plugin_helpers import export_registries, saved
 
 
 @pytest.fixture
 def registry():
-    saved = dict(formats._REGISTRY)
+    restore = saved(export_registries())
     yield formats._REGISTRY
-    formats._REGISTRY.clear()
-    formats._REGISTRY.update(saved)
+    restore()
 
 
 def test_builtin_formats_are_records_in_their_namespaces():
@@ -25,7 +34,7 @@ def test_builtin_formats_are_records_in_their_namespaces():
     assert format_names("rollouts", plugins=False) == ["jsonl", "hf"]
     assert format_names("preferences", plugins=False) == ["jsonl", "parquet"]
     verl = get_format("verl")
-    assert verl.options == ("data_source", "env") and verl.prepare is not None and verl.help
+    assert option_names(verl) == ("data_source", "env") and verl.prepare is not None and verl.help
     assert get_format("hf", "rollouts").write is get_format("hf").write  # one writer, shared
     with pytest.raises(UnknownFormat, match="unknown export format 'verl' for conversations"):
         get_format("verl", "rollouts")
@@ -37,11 +46,16 @@ def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registr
     rec = register_format(ExportFormat("toy-call", write=formats.write_jsonl))
     assert get_format("toy-call") is rec and ExportSpec("s", "toy-call").format == "toy-call"
 
-    @register_format(name="toy-deco", write=formats.write_parquet, options=("split",), help="h")
+    @dataclass(frozen=True)
+    class ToyOptions:
+        level: int = 1
+
+    @register_format(name="toy-deco", write=formats.write_parquet, options=ToyOptions, help="h")
     def build(frame, spec):
         return frame
 
-    assert get_format("toy-deco").build is build and get_format("toy-deco").options == ("split",)
+    assert get_format("toy-deco").build is build and option_names(get_format("toy-deco")) == ("level",)
+    assert ExportSpec("s", "toy-deco", options={"level": "3"}).opts == ToyOptions(3)  # parsed as declared
     assert register_format(rec) is rec  # the same record again is fine (a module imported twice)
     with pytest.raises(RldataError, match="already registered"):
         register_format(ExportFormat("toy-call", write=formats.write_parquet))

@@ -229,7 +229,7 @@ def test_missing_path_and_empty_directory(store, tmp_path):
 
 
 def test_import_spec_checks():
-    with pytest.raises(ValueError, match="format must be one of"):
+    with pytest.raises(ValueError, match="unknown import format 'openrlhf'; known: verl, trl, jsonl"):
         ImportSpec("openrlhf")
     with pytest.raises(ValueError, match="unknown field 'reward'"):
         ImportSpec("jsonl", field_map=(("reward", "r"),))

@@ -1,0 +1,222 @@
+"""Draw a sampling job's samples on its engines: plain prompts pipelined, episodes batch by batch,
+adaptive jobs in rounds.  Each batch goes to :func:`rldata.jobs.sample_commit.commit_batch`."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import replace
+
+import polars as pl
+
+from rldata.console import log, progress
+from rldata.jobs.sample_commit import Ctx, commit_batch
+from rldata.jobs.sample_stored import decide_counts
+from rldata.rollout.episodes import Rollout
+
+__all__ = ["generate_and_verify"]
+
+
+def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
+    import ray
+
+    from rldata.jobs.actors import ensure_ray, start_engines
+    from rldata.verify.parallel import warm_driver_verifiers
+
+    spec, job = ctx.job.spec, ctx.job
+    ensure_ray(job.address)
+    warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
+    t_start = time.monotonic()
+    engines = start_engines(
+        job.engines,
+        job.model,
+        seed=spec.seed or 0,
+        engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
+        name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
+        batches=-(-todo.height // job.batch_tasks),
+    )
+    ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
+    ctx.summary.engines = len(engines)
+    if job.reward.needs_judge(todo["domain"].unique().to_list()):
+        from rldata.jobs.actors import RemoteEngine
+        from rldata.rewards.judge import Judge
+
+        ctx.judge = Judge(RemoteEngine(engines[0]))
+    if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
+        try:
+            t0 = time.monotonic()
+            with progress("sampling", total=todo.height, unit="tasks") as bar:
+                _adaptive_rounds(ctx, engines, todo, bar)
+            _engine_time(ctx, engines, t0)
+        finally:
+            for a in engines:
+                ray.kill(a)
+        return
+    # Plain prompts (no environment, or a plain single-turn one) go to the engines as text with n=N,
+    # pipelined: two batches per engine in flight while the driver verifies and commits.  Episodes
+    # run after them, batch by batch, each turn of a batch in one generate call per engine.
+    plain = [
+        t
+        for t in todo["task_id"].to_list()
+        if ctx.bindings.get(t) is None or ctx.bindings[t].fast_single_turn
+    ]
+    text_tasks = todo.filter(pl.col("task_id").is_in(plain))
+    env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
+    batches = deque(_batches(text_tasks, ctx.first, job.batch_tasks))
+    inflight: dict = {}
+    load = [0] * len(engines)
+
+    def submit() -> None:
+        while batches and min(load) < 2:  # two batches per engine: one running, one queued
+            i = load.index(min(load))
+            b, f = batches.popleft()
+            # samples f..N-1 of an N-request are the children of a request for N-f with seed + f
+            seeds = [_shift(spec.request_seed(t), f) for t in b["task_id"].to_list()]
+            ref = engines[i].generate.remote(b["prompt"].to_list(), replace(spec, n=spec.n - f), seeds, True)
+            inflight[ref] = (b, i, f)
+            load[i] += 1
+
+    try:
+        t0 = time.monotonic()
+        with progress("sampling", total=todo.height, unit="tasks") as bar:
+            submit()
+            while inflight:
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                b, i, f = inflight.pop(ready[0])
+                load[i] -= 1
+                samples = ray.get(ready[0])
+                submit()  # engines keep generating while this batch is verified and committed
+                commit_batch(
+                    ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples], offsets=[f] * b.height
+                )
+                rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
+                bar.advance(b.height, samples_per_s=f"{rate:.0f}")
+            if env_tasks.height:
+                _run_episode_batches(ctx, engines, env_tasks, bar, t0)
+        _engine_time(ctx, engines, t0)
+    finally:
+        for a in engines:
+            ray.kill(a)
+
+
+def _engine_time(ctx: Ctx, engines, t0: float) -> None:
+    """The sampling phase's wall time and the engines' busy share of it (their own clocks)."""
+    import ray
+
+    s = ctx.summary
+    s.time_sampling_s = round(time.monotonic() - t0, 3)
+    busy = sum(ray.get([a.busy.remote() for a in engines]))
+    if s.time_sampling_s > 0:
+        s.engine_busy_frac = round(min(1.0, busy / (s.time_sampling_s * len(engines))), 4)
+
+
+def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
+    from rldata.rollout import EpisodeStats, Renderer, generate
+
+    spec, job = ctx.job.spec, ctx.job
+    renderer = Renderer.for_model(ctx.model_path)
+    ctx.episodes = EpisodeStats()
+    for b, f in _batches(todo, ctx.first, job.batch_tasks):
+        rows = b.to_dicts()
+        seeds = [spec.request_seed(r["task_id"]) for r in rows]
+        rollouts = generate(
+            engines,
+            rows,
+            seeds,
+            replace(spec, n=spec.n - f),
+            bindings=[ctx.bindings[r["task_id"]] for r in rows],
+            renderer=renderer,
+            max_model_len=ctx.max_model_len,
+            stats=ctx.episodes,
+            first_index=[f] * len(rows),
+        )
+        flat = [r for g in rollouts for r in g]
+        ctx.tool_episodes = (
+            ctx.tool_episodes[0] + sum(r.num_tool_calls > 0 for r in flat),
+            ctx.tool_episodes[1] + len(flat),
+        )
+        commit_batch(ctx, b, rollouts, offsets=[f] * b.height)
+        rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
+        bar.advance(b.height, samples_per_s=f"{rate:.0f}")
+    es = ctx.episodes
+    ctx.summary.episode_rounds = es.rounds
+    if ctx.tool_episodes[1]:
+        ctx.summary.tool_call_frac = ctx.tool_episodes[0] / ctx.tool_episodes[1]
+    log(
+        f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
+        f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s)"
+    )
+
+
+def _batches(todo: pl.DataFrame, first: dict, size: int):
+    """(batch, f) of at most ``size`` tasks that all start at sample index f (0 unless a task has
+    samples stored: a larger N tops it up), in task order within each f."""
+    f = todo.select(pl.col("task_id").replace_strict(first, default=0, return_dtype=pl.Int64).alias("f"))
+    for (k,), part in todo.with_columns(f).group_by("f", maintain_order=True):
+        part = part.drop("f")
+        for i in range(0, part.height, size):
+            yield part.slice(i, size), int(k)
+
+
+def _shift(seed: int | None, f: int) -> int | None:
+    return None if seed is None else seed + f
+
+
+def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
+    """Draw in rounds: after each, every unsettled task gets its next draws (rldata.adaptive), until
+    none is left.  Task i's round starts at sample index n_drawn, with the per-sample seeds a single
+    N-sample draw would use, so exact stopping agrees with fixed N on the very same samples.
+
+    Within a round the batches are pipelined: a batch is verified and committed in a worker thread
+    while the engines generate the next one (at most one commit in flight, in order).  A round's
+    decisions wait for all of its commits: they read the counts those commits add."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from rldata.rollout import EpisodeStats, Renderer, generate
+
+    spec, job = ctx.job.spec, ctx.job
+    rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}
+    episodic = any(ctx.bindings.get(t) is not None and not ctx.bindings[t].fast_single_turn for t in rows)
+    renderer = Renderer.for_model(ctx.model_path) if episodic else None
+    ctx.episodes = EpisodeStats()
+    active = len(rows)
+    pending: Future | None = None
+
+    def settle() -> None:  # wait for the commit in flight; its error is this job's error
+        nonlocal pending
+        if pending is not None:
+            done, pending = pending, None
+            done.result()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rldata-commit") as pool:
+        try:
+            while True:
+                settle()
+                frame = decide_counts({t: ctx.counts[t] for t in rows}, ctx.adaptive, n_max=spec.n)
+                nxt = frame.filter(pl.col("next_draws") > 0)
+                bar.advance(active - nxt.height)
+                active = nxt.height
+                if not active:
+                    break
+                ctx.summary.adaptive_rounds += 1
+                for (k,), part in nxt.group_by("next_draws", maintain_order=True):
+                    ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
+                    for i in range(0, len(ids), job.batch_tasks):
+                        bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
+                        brows = [rows[t] for t in bid]
+                        out = generate(
+                            engines,
+                            brows,
+                            [spec.request_seed(t) for t in bid],
+                            replace(spec, n=int(k)),
+                            bindings=[ctx.bindings.get(t) for t in bid],
+                            renderer=renderer,
+                            max_model_len=ctx.max_model_len,
+                            stats=ctx.episodes,
+                            first_index=offsets,
+                        )
+                        settle()  # the previous batch's commit, overlapped with this generate
+                        batch = pl.DataFrame(brows, schema=todo.schema)
+                        pending = pool.submit(commit_batch, ctx, batch, out, offsets=offsets)
+        finally:
+            settle()
