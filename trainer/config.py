@@ -14,28 +14,19 @@ from typing import Any
 
 import yaml
 
-from rldata.errors import ConfigError as _RldataConfigError
-from rldata.errors import InputError
+from rldata.errors import ConfigError, InputError
 from rldata.params import SamplingSpec
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
-__all__ = ["MODES", "ConfigError", "TrainConfig"]
+__all__ = ["MODES", "ConfigError", "TrainConfig"]  # ConfigError: rldata.errors', re-exported
 
 MODES = ("sync", "async")
 
 
-class ConfigError(_RldataConfigError):
-    """A bad config value; ``field`` names it (an RldataError, and a ValueError for older callers)."""
-
-    def __init__(self, field_name: str, reason: str):
-        self.reason = reason
-        super().__init__(f"{field_name}: {reason}", field=field_name)
-
-
 def _need(ok: bool, name: str, reason: str) -> None:
     if not ok:
-        raise ConfigError(name, reason)
+        raise ConfigError.of(name, reason)
 
 
 # Annotation (as a string, see `from __future__`) -> accepted Python types.  YAML gives ints for
@@ -247,7 +238,7 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
+            raise ConfigError.of(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
         return cls(**data)
 
     @classmethod
