@@ -73,6 +73,8 @@ class SampleJob:
     def __post_init__(self):
         if self.where and self.selection:
             raise ConfigError("give where or selection, not both", field="selection")
+        if self.where:  # spliced into SQL: one predicate, checked before the store is touched
+            check_predicate(self.where)
         if self.batch_tasks < 1:
             raise ConfigError("batch_tasks must be >= 1", field="batch_tasks")
         self.reward.check_max_tokens(self.spec.max_tokens)

@@ -66,7 +66,10 @@ def parse_count(text: str | float, *, what: str = "value") -> float:
         return float(text)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
     if not m:
-        raise RldataError(f"{what}: expected a number like 7e9 or 7B, got {text!r}")
+        raise RldataError(
+            f"{what}: expected a number like 7e9 or 7B, got {text!r}",
+            field=what if what.isidentifier() else None,  # a parameter's name (params, tokens, ...)
+        )
     return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
 
 

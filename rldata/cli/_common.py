@@ -6,6 +6,7 @@ import io
 import json
 import sys
 from enum import Enum
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -23,6 +24,7 @@ __all__ = [
     "flag_for",
     "get_store",
     "int_list",
+    "lazy_store",
 ]
 
 
@@ -69,6 +71,7 @@ FIELD_FLAGS = {
     "timeout_s": "--timeout",
     "storage_options": "--storage-option",
     "run_ids": "--run",
+    "run_id": "--run",  # export, cost (commands with --run-id find it by its parameter's name)
     "root": "--store",
 }
 
@@ -127,6 +130,12 @@ def get_store(ctx: typer.Context, *, create: bool = False):
         )
         root.obj = obj
     return obj["store_obj"]
+
+
+def lazy_store(ctx: typer.Context):
+    """The store for a verb to open itself (``store(create=...)``) once its parameters passed: a
+    refused command creates no store.  What :func:`get_store` opens, opened when the verb asks."""
+    return partial(get_store, ctx)
 
 
 def _rich_table(df: pl.DataFrame) -> str:

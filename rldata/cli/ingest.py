@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store
+from rldata.cli._common import OUT_OPT, Format, OnError, emit, lazy_store
 from rldata.console import log
 from rldata.errors import RldataError
 
@@ -90,36 +90,20 @@ def ingest(
     """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
     from rldata.api import ingest as run_ingest
 
-    # the flags' combinations are checked here, in their own words; the verb checks its parameters
-    if sum(x is not None for x in (path, sample, gym)) != 1:
-        raise RldataError("give one of PATH, --sample NAME or --gym NAME")
-    if gym is None and (n is not None or config is not None):
-        raise RldataError("--n and --config go with --gym")
-    if gym is not None:
-        if n is None:
-            raise RldataError("--gym needs --n (how many entries to generate)")
-        if n < 1:
-            raise RldataError(f"--n: expected at least 1, got {n}")
+    cfg = None
+    if config is not None:  # text to a value; the verb checks it is a mapping, and every combination
         try:
-            cfg = json.loads(config) if config is not None else None
+            cfg = json.loads(config)
         except ValueError as e:
-            raise RldataError(f"--config: not valid JSON: {e}") from None
-        if cfg is not None and not isinstance(cfg, dict):
-            raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
-        summary = run_ingest(
-            get_store(ctx, create=True), gym=gym, n=n, config=cfg, seed=seed, dry_run=dry_run
-        )
-        verb = "would add" if dry_run else "added"
-        log(
-            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
-        )
-        if fmt is not None:
-            emit(pl.DataFrame([summary.row()]), fmt, out)
-        return
+            raise RldataError(f"not valid JSON: {e}", field="config") from None
     summary = run_ingest(
-        get_store(ctx, create=True),
+        lazy_store(ctx),
         path=path,
         sample=sample,
+        gym=gym,
+        n=n,
+        config=cfg,
+        seed=seed,
         preset=preset.value if preset else None,
         prompt_field=prompt_field,
         answer_field=answer_field,
@@ -131,8 +115,16 @@ def ingest(
         decontaminate=decontaminate,
         ngram=ngram,
         dry_run=dry_run,
-        progress=True,
+        progress=gym is None,
     )
+    verb = "would add" if dry_run else "added"
+    if gym is not None:
+        log(
+            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
+        )
+        if fmt is not None:
+            emit(pl.DataFrame([summary.row()]), fmt, out)
+        return
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
     if len(summary.rejects) > _MAX_LISTED:
@@ -145,7 +137,6 @@ def ingest(
                     json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason})
                     + "\n"
                 )
-    verb = "would add" if dry_run else "added"
     log(
         f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"

@@ -113,15 +113,14 @@ def export(
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
     from rldata.api import export as run_export
 
-    # the flags' combinations are checked here, in their own words; the verb checks its parameters
+    # the verb checks the combinations (selection or rollouts, where only with rollouts, ...)
     if rollouts:
-        if selection:
-            raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
         res = run_export(
             get_store(ctx),
             out=out,
             format=fmt,
             rollouts=True,
+            selection=selection,
             run_id=run,
             where=where,
             correct_only=correct_only,
@@ -129,15 +128,14 @@ def export(
         )
         log(f"exported {res.rows} conversations as {fmt} to {out} ({len(res.files)} files)")
         return
-    if not selection:
-        raise RldataError("--selection is required (or --rollouts to export trajectories)")
-    if run or where or correct_only:
-        raise RldataError("--run, --where and --correct-only go with --rollouts")
     res = run_export(
         get_store(ctx),
         out=out,
         format=fmt,
         selection=selection,
+        run_id=run,
+        where=where,
+        correct_only=correct_only,
         bucket=bucket,
         split=split,
         prompt_style=prompt_style.value,
