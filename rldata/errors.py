@@ -31,10 +31,13 @@ class ConfigError(RldataError, ValueError):
 
     ``reason`` is what is wrong without the field's name in front (``must be >= 1, got 0``): a
     config file's loader re-raises it as an InputError naming the file and the field.  The one
-    class for every config (rldata.trainer.config re-exports it).
+    class for every config (rldata.trainer.config re-exports it, and its older call
+    ``ConfigError(field, reason)`` still works: it is ``ConfigError.of(field, reason)``).
     """
 
-    def __init__(self, message: str, *, field: str | None, reason: str | None = None):
+    def __init__(self, message: str, reason: str | None = None, *, field: str | None = None):
+        if reason is not None and field is None:  # the older trainer form: ConfigError(field, reason)
+            message, field = f"{message}: {reason}", message
         super().__init__(message, field=field)
         self.reason = message if reason is None else reason
 
