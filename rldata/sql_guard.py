@@ -38,12 +38,15 @@ def check_read_only(query: str) -> None:
         )
 
 
-def check_predicate(text: str, *, field: str = "where") -> None:
+def check_predicate(text: str, *, field: str = "where", option: str | None = None) -> None:
     """Raise unless ``text`` parses as one SQL predicate on its own (so an error quotes the user's
     text, not the query it is spliced into, and no second statement can ride along).
 
     Every verb that splices a predicate into its SQL calls this first; the error names ``field``
-    (the parameter, e.g. ``where`` or ``eval_where``) and the CLI puts the option's flag in front."""
+    (the parameter, e.g. ``where`` or ``eval_where``) and the CLI puts the option's flag in front.
+    ``option`` is the older name of ``field`` (``"--eval-where"`` is read as ``eval_where``)."""
+    if option is not None:
+        field = option.lstrip("-").replace("-", "_")
     if not text.strip():
         raise RldataError(f"{field} is empty", field=field)
     try:
