@@ -35,7 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from rldata.errors import ConfigError, RldataError
-from rldata.results import ExportResult, ReportResult, SampleResult, TrainResult, VerifyResult, frozen
+from rldata.results import (
+    CostResult,
+    EnvResult,
+    ExportResult,
+    JudgeResult,
+    PassratesResult,
+    ReportResult,
+    SampleResult,
+    TableResult,
+    TrainResult,
+    VerifyResult,
+    frozen,
+)
 from rldata.verbs import (
     StoreLike,
     _open,
@@ -49,9 +61,14 @@ from rldata.verbs import (
 )
 
 __all__ = [
+    "CostResult",
+    "EnvResult",
     "ExportResult",
+    "JudgeResult",
+    "PassratesResult",
     "ReportResult",
     "SampleResult",
+    "TableResult",
     "TrainResult",
     "VerifyResult",
     "cost",
