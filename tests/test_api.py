@@ -252,3 +252,52 @@ def test_the_documented_example_runs_as_written(tmp_path):
     assert (tmp_path / "api-demo-export" / "rldata-manifest.json").exists()
     assert (tmp_path / "api-demo-report" / "training.html").exists()
     assert "rows exported; report:" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argv", "flag"),
+    [
+        (
+            {"verb": "export", "selection": "band", "rollouts": True, "format": "jsonl", "out": "x"},
+            ["export", "-s", "band", "--rollouts", "-f", "jsonl", "--out", "x"],
+            "--selection",
+        ),
+        (
+            {"verb": "export", "selection": "band", "where": "true", "format": "jsonl", "out": "x"},
+            ["export", "-s", "band", "--where", "true", "-f", "jsonl", "--out", "x"],
+            "--where",
+        ),
+        (
+            {"verb": "export", "format": "jsonl", "out": "x"},
+            ["export", "-f", "jsonl", "--out", "x"],
+            "--selection",
+        ),
+        ({"verb": "ingest", "sample": "arith", "n": 3}, ["ingest", "--sample", "arith", "--n", "3"], "--n"),
+        (
+            {"verb": "train", "eval_heldout": True, "eval_where": "true"},
+            ["train", "--eval-heldout", "--eval-where", "true"],
+            "--eval-heldout",
+        ),
+        (
+            {"verb": "train", "curriculum": "b.yaml", "where": "true"},
+            ["train", "--curriculum", "b.yaml", "--where", "true"],
+            "--where",
+        ),
+    ],
+)
+def test_option_combinations_are_checked_by_the_verb(
+    store, tmp_path, capsys, monkeypatch, kwargs, argv, flag
+):
+    """The CLI's line is the verb's message with the flag in front: the check lives once."""
+    from rldata.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    _ledger(store, [3, 8])
+    kwargs = dict(kwargs)
+    verb = getattr(rldata, kwargs.pop("verb"))
+    with pytest.raises(RldataError) as e:
+        verb(store, **kwargs)
+    assert flag == "--" + e.value.field.replace("_", "-") and "--" not in str(e.value)
+    assert main(["--store", store.root, *argv]) == 1
+    assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
+    assert not (tmp_path / "x").exists()
