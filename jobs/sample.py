@@ -79,6 +79,8 @@ class SampleJob:
     def __post_init__(self):
         if self.where and self.selection:
             raise ConfigError("give where or selection, not both", field="selection")
+        if self.where:  # spliced into SQL: one predicate, checked before the store is touched
+            check_predicate(self.where, field="where")
         # checked here, before Ray or an engine starts (engines=0 used to divide by zero later)
         for name in ("engines", "batch_tasks", "max_model_len"):
             value = getattr(self, name)

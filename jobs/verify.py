@@ -31,6 +31,7 @@ from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, verifier_key
 from rldata.results import VerifyResult, accumulator
 from rldata.runs import record_run
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
@@ -51,6 +52,8 @@ class VerifyJob:
             raise ConfigError(f"batch must be >= 1, got {self.batch}", field="batch")
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}", field="timeout_s")
+        if self.where is not None:  # spliced into SQL: one predicate, checked before Ray starts
+            check_predicate(self.where)
 
 
 # What the job fills in while it runs; its ``result()`` is the frozen rldata.results.VerifyResult, whose
@@ -61,6 +64,8 @@ VerifySummary = accumulator(VerifyResult, "VerifySummary", module=__name__)
 def select_trajectories(store: Store, *, run_id: str | None = None, where: str | None = None) -> pl.DataFrame:
     """traj_id, task_id, model, params_hash, completion, domain, answer, tests, metadata and prompt (the
     math verifier skips boxes quoted from it) of the selected trajectories."""
+    if where is not None:
+        check_predicate(where)
     conds = [f"({where})"] if where else []
     params = {}
     if run_id:

@@ -4,16 +4,36 @@ One verb per stage, each ``verb(store, *, ...)`` returning a frozen result with 
 (see :mod:`rldata.api` and docs/api.md)::
 
     ingest -> sample -> verify -> filter -> stratify -> train -> export / report
+
+and beside them passrates, cost, judge, judge_export, env_register, env_list, env_show.
 """
 
-# The packages rldata.ingest, rldata.verify and rldata.report share their names with verbs.  Importing
-# them first means the verbs bound below win the attribute (a submodule import sets its parent's
-# attribute only when it first loads); ``from rldata.verify import ...`` still reaches the package.
+# The packages rldata.ingest, rldata.verify and rldata.report (and the module rldata.cost) share
+# their names with verbs.  Importing them first means the verbs bound below win the attribute (a
+# submodule import sets its parent's attribute only when it first loads); ``from rldata.verify
+# import ...`` still reaches the package.
+import rldata.cost
 import rldata.ingest
 import rldata.report
 import rldata.verify  # noqa: F401
 from rldata._version import __version__
-from rldata.api import export, filter, ingest, report, sample, stratify, train, verify
+from rldata.api import (
+    cost,
+    env_list,
+    env_register,
+    env_show,
+    export,
+    filter,
+    ingest,
+    judge,
+    judge_export,
+    passrates,
+    report,
+    sample,
+    stratify,
+    train,
+    verify,
+)
 from rldata.errors import InputError, RldataError, SchemaError
 from rldata.store import Store, open_store
 
@@ -23,10 +43,17 @@ __all__ = [
     "SchemaError",
     "Store",
     "__version__",
+    "cost",
+    "env_list",
+    "env_register",
+    "env_show",
     "export",
     "filter",
     "ingest",
+    "judge",
+    "judge_export",
     "open_store",
+    "passrates",
     "report",
     "sample",
     "stratify",

@@ -10,7 +10,12 @@
 >>> rldata.export(store, selection="band", format="verl", out="export/").rows
 >>> rldata.report(store, out="report/").html
 
-``store`` is a :class:`~rldata.store.Store` or a store root (a path or an ``s3://`` URI).
+Beside the stages (in :mod:`rldata.verbs`): ``passrates`` (the ledger), ``cost`` (GPU-hours),
+``judge`` / ``judge_export`` (the generative judge, preference pairs) and ``env_register`` /
+``env_list`` / ``env_show`` (environments): one verb per ``rldata`` command that computes something.
+
+``store`` is a :class:`~rldata.store.Store` or a store root (a path or an ``s3://`` URI); a verb
+checks its parameters before it opens (or creates) the store.
 Everything after it is keyword-only.  Every result is a frozen dataclass with ``to_dict()``, and
 the CLI calls exactly these verbs (it adds logging, the flags and the output format).  Errors are
 :class:`~rldata.errors.RldataError` subclasses naming the parameter; heavy dependencies (Ray,
@@ -31,30 +36,58 @@ from typing import Any
 
 from rldata.errors import ConfigError, RldataError
 from rldata.outputs import check_output_path
-from rldata.results import ExportResult, ReportResult, SampleResult, TrainResult, VerifyResult, frozen
-from rldata.store import Store, open_store
+from rldata.results import (
+    CostResult,
+    EnvResult,
+    ExportResult,
+    JudgeResult,
+    PassratesResult,
+    ReportResult,
+    SampleResult,
+    TableResult,
+    TrainResult,
+    VerifyResult,
+    frozen,
+)
+from rldata.verbs import (
+    StoreLike,
+    _open,
+    cost,
+    env_list,
+    env_register,
+    env_show,
+    judge,
+    judge_export,
+    passrates,
+)
 
 __all__ = [
+    "CostResult",
+    "EnvResult",
     "ExportResult",
+    "JudgeResult",
+    "PassratesResult",
     "ReportResult",
     "SampleResult",
+    "TableResult",
     "TrainResult",
     "VerifyResult",
+    "cost",
+    "env_list",
+    "env_register",
+    "env_show",
     "export",
     "filter",
     "ingest",
+    "judge",
+    "judge_export",
+    "passrates",
     "report",
     "sample",
     "stratify",
     "train",
     "verify",
 ]
-
-StoreLike = Store | str | os.PathLike
-
-
-def _open(store: StoreLike, *, create: bool) -> Store:
-    return store if isinstance(store, Store) else open_store(store, create=create)
 
 
 # ---- the verbs ----------------------------------------------------------------------------------
@@ -91,18 +124,18 @@ def ingest(
 
     if sum(x is not None for x in (path, sample, gym)) != 1:
         raise RldataError("give exactly one of path, sample or gym", field="path")
-    st = _open(store, create=True)
     if gym is not None:
         from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
 
         if n is None:
             raise RldataError("gym needs n (how many entries to generate)", field="n")
         if n < 1:
-            raise RldataError(f"n: expected at least 1, got {n}", field="n")
+            raise RldataError(f"n must be at least 1, got {n}", field="n")
         if config is not None and not isinstance(config, Mapping):
             raise RldataError(
                 f"config must be a mapping (a JSON object), got {type(config).__name__}", field="config"
             )
+        st = _open(store, create=True)
         return ingest_gym(st, gym, n=n, config=dict(config or {}), seed=seed, dry_run=dry_run)
     if n is not None or config is not None:
         raise RldataError("n and config go with gym", field="n" if n is not None else "config")
@@ -113,7 +146,7 @@ def ingest(
         prompt=prompt_field, answer=answer_field, category=category_field, answer_format=answer_format
     )
     return ingest_file(
-        st,
+        _open(store, create=True),
         path,
         fields=fields_,
         source=source,
@@ -307,7 +340,7 @@ def train(
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
     if eval_heldout and eval_where:
-        raise RldataError("give eval_heldout or eval_where, not both", field="eval_where")
+        raise RldataError("give eval_heldout or eval_where, not both", field="eval_heldout")
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
     if isinstance(config, TrainConfig):
         cfg = replace(config, **settings) if settings else config
@@ -320,9 +353,9 @@ def train(
             "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
             field="where",
         )
-    st = _open(store, create=True)
-    check_output_path(cfg.output_dir, store=st, name="output_dir")
-    check_output_path(tracker_dir, store=st, name="tracker_dir")
+    # every check (predicates in DriverOptions, output paths) before the store is opened or created
+    check_output_path(cfg.output_dir, store=store, name="output_dir")
+    check_output_path(tracker_dir, store=store, name="tracker_dir")
     opts = DriverOptions(
         sampler=sampler,
         tasks_where=where,
@@ -334,6 +367,7 @@ def train(
         tracker=tracker,
         tracker_dir=None if tracker_dir is None else str(tracker_dir),
     )
+    st = _open(store, create=True)
     return TrainResult.of(run_train(st, cfg, opts))
 
 
@@ -381,11 +415,11 @@ def export(
 
         if not selection:
             raise RldataError(
-                "selection is required (or rollouts=True to export trajectories)", field="selection"
+                "selection is required (or rollouts, to export trajectories)", field="selection"
             )
-        if run_id or where or correct_only:
-            bad = "run_id" if run_id else "where" if where else "correct_only"
-            raise RldataError(f"{bad} goes with rollouts=True", field=bad)
+        if run_id or where is not None or correct_only:
+            bad = "run_id" if run_id else "where" if where is not None else "correct_only"
+            raise RldataError(f"{bad} goes with rollouts (trajectories), not with a selection", field=bad)
         known = {f.name for f in fields(ExportSpec)} - {"selection", "format"}
         unknown = sorted(set(options) - known)
         if unknown:

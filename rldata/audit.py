@@ -33,6 +33,7 @@ from pathlib import Path
 import polars as pl
 
 from rldata.errors import ConfigError, RldataError
+from rldata.sql_guard import check_predicate
 
 __all__ = [
     "CLASSES",
@@ -213,6 +214,8 @@ def audit_store(
     both have scored (optionally one run's, or those matching ``where``)."""
     if verifier == LABELS:
         raise ConfigError("verifier names the verifier audited; labels go in against", field="verifier")
+    if where is not None:  # spliced into SQL: one predicate
+        check_predicate(where)
     ca, pa_, name_a = _side(store, verifier)
     cb, pb, name_b = _side(store, against)
     pb = {f"{k}_b": v for k, v in pb.items()}

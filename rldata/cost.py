@@ -68,10 +68,15 @@ def parse_count(text: str | float, *, what: str = "value") -> float:
     else:
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtT]?)\s*", str(text))
         if not m:
-            raise RldataError(f"{what}: expected a number like 7e9 or 7B, got {text!r}")
+            raise RldataError(
+                f"{what}: expected a number like 7e9 or 7B, got {text!r}",
+                field=what if what.isidentifier() else None,  # a parameter's name (params, tokens, ...)
+            )
         value = float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
     if not math.isfinite(value):  # 1e400 parses as inf: every cost would print as inf or 0
-        raise RldataError(f"{what}: expected a finite number, got {text!r}")
+        raise RldataError(
+            f"{what}: expected a finite number, got {text!r}", field=what if what.isidentifier() else None
+        )
     return value
 
 

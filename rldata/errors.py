@@ -47,10 +47,24 @@ def _rebuild(cls, args, state):
 
 
 class ConfigError(RldataError, ValueError):
-    """A bad parameter or config value; ``field`` names it.  A ValueError too, for older callers."""
+    """A bad parameter or config value; ``field`` names it.  A ValueError too, for older callers.
 
-    def __init__(self, message: str, *, field: str | None):
+    ``reason`` is what is wrong without the field's name in front (``must be >= 1, got 0``): a
+    config file's loader re-raises it as an InputError naming the file and the field.  The one
+    class for every config (rldata.trainer.config re-exports it, and its older call
+    ``ConfigError(field, reason)`` still works: it is ``ConfigError.of(field, reason)``).
+    """
+
+    def __init__(self, message: str, reason: str | None = None, *, field: str | None = None):
+        if reason is not None and field is None:  # the older trainer form: ConfigError(field, reason)
+            message, field = f"{message}: {reason}", message
         super().__init__(message, field=field)
+        self.reason = message if reason is None else reason
+
+    @classmethod
+    def of(cls, field: str, reason: str) -> ConfigError:
+        """The error ``field: reason`` about config field ``field``."""
+        return cls(f"{field}: {reason}", field=field, reason=reason)
 
 
 class UnknownNameError(RldataError, KeyError):

@@ -9,10 +9,15 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "CostResult",
+    "EnvResult",
     "ExportResult",
+    "JudgeResult",
+    "PassratesResult",
     "ReportResult",
     "Result",
     "SampleResult",
+    "TableResult",
     "TrainResult",
     "VerifyResult",
     "accumulator",
@@ -192,3 +197,56 @@ class ReportResult(Result):
     html: str
     files: Mapping[str, str]
     selection: str | None
+
+
+# ---- results of the verbs that read or price (``rows`` is a Polars frame: print it, filter it) ----
+@dataclass(frozen=True)
+class TableResult(Result):
+    """Rows a verb read (``rows``, a Polars frame; ``to_dict()`` gives them as a list of dicts)."""
+
+    rows: Any  # polars.DataFrame (annotated Any: this module loads without Polars)
+
+
+@dataclass(frozen=True)
+class PassratesResult(TableResult):
+    """The ledger rows asked for, one per (task, model, params, verifier), with their Wilson interval,
+    an unbiased ``pass@k`` column per ``k`` and ``early_stop`` (an adaptive rule stopped the row early:
+    its pass rate is biased, see docs/adaptive.md)."""
+
+    k: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class CostResult(TableResult):
+    """One row per priced scenario (a token budget, a stored run, a run scaled up): FLOPs, GPU-hours
+    (and wall-hours with ``gpus``); ``warnings`` say where the price is an overestimate."""
+
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def gpu_hours(self) -> float:
+        """The GPU-hours of all the scenarios together."""
+        return float(self.rows["gpu_hours"].sum()) if self.rows.height else 0.0
+
+
+@dataclass(frozen=True)
+class JudgeResult(Result):
+    """What one ``judge`` call added: ``verdicts`` counts the judge's rows in ``verifications`` (all
+    of them, this call's and earlier ones) by ``passed``, with their errors."""
+
+    mode: str  # pointwise | pairwise
+    verifier: str  # the verifications rows' verifier: genrm | genrm_pair
+    judge: str  # the judge's version (model and prompt)
+    added: int  # verdict rows this call wrote
+    verdicts: Any  # polars.DataFrame: passed, n, errors
+
+
+@dataclass(frozen=True)
+class EnvResult(Result):
+    """One registered environment version (``new``: this call added it)."""
+
+    env_id: str
+    version: str
+    kind: str
+    spec: str  # the spec as JSON (the row's ``spec`` column)
+    new: bool

@@ -104,15 +104,21 @@ def check_read_only(query: str) -> None:
         )
 
 
-def check_predicate(text: str, *, option: str = "--where") -> None:
+def check_predicate(text: str, *, field: str = "where", option: str | None = None) -> None:
     """Raise unless ``text`` parses as one SQL predicate on its own (so an error quotes the user's
-    text, not the query it is spliced into, and no second statement can ride along)."""
+    text, not the query it is spliced into, and no second statement can ride along).
+
+    Every verb that splices a predicate into its SQL calls this first; the error names ``field``
+    (the parameter, e.g. ``where`` or ``eval_where``) and the CLI puts the option's flag in front.
+    ``option`` is the older name of ``field`` (``"--eval-where"`` is read as ``eval_where``)."""
+    if option is not None:
+        field = option.lstrip("-").replace("-", "_")
     if not text.strip():
-        raise RldataError(f"{option} is empty")
+        raise RldataError(f"{field} is empty", field=field)
     try:
         stmts = _statements(f"SELECT 1 WHERE {text}")
     except duckdb.Error as e:
         reason = str(e).splitlines()[0].removeprefix("Parser Error: ")
-        raise RldataError(f"{option} {text!r} is not a valid SQL predicate: {reason}") from None
+        raise RldataError(f"{field} {text!r} is not a valid SQL predicate: {reason}", field=field) from None
     if len(stmts) != 1 or stmts[0].type != duckdb.StatementType.SELECT:
-        raise RldataError(f"{option} {text!r} is not a single SQL predicate")
+        raise RldataError(f"{field} {text!r} is not a single SQL predicate", field=field)

@@ -20,7 +20,10 @@ from rldata import api
 from rldata.errors import RldataError
 
 ROOT = Path(__file__).resolve().parents[1]
-VERBS = ("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report")
+VERBS = (
+    *("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report"),
+    *("passrates", "cost", "judge", "judge_export", "env_register", "env_list", "env_show"),
+)
 
 
 def test_the_package_exports_one_verb_per_stage_even_after_its_namesake_packages_load():
@@ -124,27 +127,100 @@ def test_parameter_errors_name_the_field_and_the_cli_adds_the_flag(store, capsys
     assert code == 1 and "--group-by" in capsys.readouterr().err
 
 
+# verb -> the CLI module of the command that runs it
+COMMANDS = {
+    "ingest": "ingest.py",
+    "sample": "sample.py",
+    "verify": "verify.py",
+    "filter": "select_cmds.py",
+    "stratify": "select_cmds.py",
+    "train": "train.py",
+    "export": "interop.py",
+    "report": "stats.py",
+    "passrates": "sample.py",
+    "cost": "cost.py",
+    "judge": "judge.py",
+    "judge_export": "judge.py",
+    "env_register": "env.py",
+    "env_list": "env.py",
+    "env_show": "env.py",
+}
+
+
 def test_the_cli_commands_call_the_verbs():
-    """Each stage's command module imports its verb from rldata.api (and so runs exactly it)."""
-    commands = {
-        "ingest": "ingest.py",
-        "sample": "sample.py",
-        "verify": "verify.py",
-        "filter": "select_cmds.py",
-        "stratify": "select_cmds.py",
-        "train": "train.py",
-        "export": "interop.py",
-        "report": "stats.py",
-    }
-    for verb, mod in commands.items():
+    """Each command's module imports its verb from rldata.api and calls it (so runs exactly it)."""
+    assert set(COMMANDS) == set(VERBS)
+    for verb, mod in COMMANDS.items():
         tree = ast.parse((ROOT / "rldata" / "cli" / mod).read_text())
-        imported = {
-            a.name
+        local = {
+            a.asname or a.name: a.name
             for n in ast.walk(tree)
             if isinstance(n, ast.ImportFrom) and n.module == "rldata.api"
             for a in n.names
         }
-        assert verb in imported, f"rldata/cli/{mod} does not call rldata.api.{verb}"
+        called = {
+            local[n.func.id]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in local
+        }
+        assert verb in called, f"rldata/cli/{mod} does not call rldata.api.{verb}"
+
+
+# ---- the library guards: a predicate is one predicate, from Python as from the CLI --------------
+HOSTILE = ("1=1; COPY tasks TO 'stolen.csv'", "1=1; DROP VIEW tasks", "nonsense((")
+
+
+def _hostile_calls(tmp_path, text):
+    """(verb call from Python, the CLI arguments doing the same, the field) for every verb that
+    splices a predicate into its SQL."""
+    return [
+        (lambda st: rldata.passrates(st, where=text), ["passrates", "--where", text], "where"),
+        (lambda st: rldata.sample(st, where=text), ["sample", "--where", text], "where"),
+        (lambda st: rldata.verify(st, where=text), ["verify", "--where", text], "where"),
+        (lambda st: rldata.train(st, where=text), ["train", "--where", text], "where"),
+        (lambda st: rldata.train(st, eval_where=text), ["train", "--eval-where", text], "eval_where"),
+        (
+            lambda st: rldata.export(st, rollouts=True, format="jsonl", where=text, out=tmp_path / "x"),
+            ["export", "--rollouts", "--format", "jsonl", "--where", text, "--out", str(tmp_path / "x")],
+            "where",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_every_verb_refuses_a_hostile_predicate_with_the_clis_one_line_error(store, tmp_path, capsys, text):
+    from rldata.cli import main
+    from tests.reliability.helpers import fingerprint
+
+    _ledger(store, [3, 8])
+    before = fingerprint(store.root)
+    for call, argv, field in _hostile_calls(tmp_path, text):
+        with pytest.raises(RldataError) as e:
+            call(store)
+        assert e.value.field == field, argv
+        msg = str(e.value)
+        assert msg.startswith(f"{field} {text!r} is not a ") and "--" not in msg.replace(text, ""), msg
+        code = main(["--store", store.root, *argv])
+        out, err = capsys.readouterr()
+        flag = "--eval-where" if field == "eval_where" else "--where"
+        assert (code, out, err) == (1, "", f"rldata: error: {flag}: {msg}\n"), argv
+    assert fingerprint(store.root) == before  # nothing written, no run recorded
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_refused_call_creates_no_store(tmp_path, capsys):
+    from rldata.cli import main
+
+    missing = tmp_path / "nowhere"
+    for argv in (
+        ["train", "--where", HOSTILE[0]],
+        ["sample", "--where", HOSTILE[0]],
+        ["ingest", "--sample", "arith", "--n", "3"],
+        ["ingest"],
+    ):
+        assert main(["--store", str(missing), *argv]) == 1, argv
+        assert not missing.exists(), argv
+    capsys.readouterr()
 
 
 def _doc_example() -> str:
@@ -176,3 +252,52 @@ def test_the_documented_example_runs_as_written(tmp_path):
     assert (tmp_path / "api-demo-export" / "rldata-manifest.json").exists()
     assert (tmp_path / "api-demo-report" / "training.html").exists()
     assert "rows exported; report:" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argv", "flag"),
+    [
+        (
+            {"verb": "export", "selection": "band", "rollouts": True, "format": "jsonl", "out": "x"},
+            ["export", "-s", "band", "--rollouts", "-f", "jsonl", "--out", "x"],
+            "--selection",
+        ),
+        (
+            {"verb": "export", "selection": "band", "where": "true", "format": "jsonl", "out": "x"},
+            ["export", "-s", "band", "--where", "true", "-f", "jsonl", "--out", "x"],
+            "--where",
+        ),
+        (
+            {"verb": "export", "format": "jsonl", "out": "x"},
+            ["export", "-f", "jsonl", "--out", "x"],
+            "--selection",
+        ),
+        ({"verb": "ingest", "sample": "arith", "n": 3}, ["ingest", "--sample", "arith", "--n", "3"], "--n"),
+        (
+            {"verb": "train", "eval_heldout": True, "eval_where": "true"},
+            ["train", "--eval-heldout", "--eval-where", "true"],
+            "--eval-heldout",
+        ),
+        (
+            {"verb": "train", "curriculum": "b.yaml", "where": "true"},
+            ["train", "--curriculum", "b.yaml", "--where", "true"],
+            "--where",
+        ),
+    ],
+)
+def test_option_combinations_are_checked_by_the_verb(
+    store, tmp_path, capsys, monkeypatch, kwargs, argv, flag
+):
+    """The CLI's line is the verb's message with the flag in front: the check lives once."""
+    from rldata.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    _ledger(store, [3, 8])
+    kwargs = dict(kwargs)
+    verb = getattr(rldata, kwargs.pop("verb"))
+    with pytest.raises(RldataError) as e:
+        verb(store, **kwargs)
+    assert flag == "--" + e.value.field.replace("_", "-") and "--" not in str(e.value)
+    assert main(["--store", store.root, *argv]) == 1
+    assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
+    assert not (tmp_path / "x").exists()

@@ -88,6 +88,35 @@ def test_trainer_config_error_is_a_config_error():
     with pytest.raises(ConfigError) as e:
         TrainConfig(lr=0)
     assert e.value.field == "lr" and str(e.value).startswith("lr: ") and e.value.reason.startswith("must be")
+    assert type(e.value) is ConfigError  # one class: rldata.trainer.config re-exports it
+
+
+def test_one_config_error_class_and_its_two_spellings():
+    from rldata.trainer import config as trainer_config
+
+    assert trainer_config.ConfigError is ConfigError
+    for e in (ConfigError.of("lr", "must be > 0"), ConfigError("lr", "must be > 0")):  # the older form
+        assert (str(e), e.field, e.reason) == ("lr: must be > 0", "lr", "must be > 0")
+    e = ConfigError("batch must be >= 1, got 0", field="batch")
+    assert (str(e), e.field, e.reason) == ("batch must be >= 1, got 0", "batch", "batch must be >= 1, got 0")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({}, "where"), ({"field": "eval_where"}, "eval_where"), ({"option": "--eval-where"}, "eval_where")],
+)
+def test_a_predicate_error_names_its_field(kwargs, field):
+    from rldata.sql_guard import check_predicate
+
+    check_predicate("t.x = 1 AND k.y IN (1, 2)", **kwargs)  # one predicate: fine
+    for text, why in [
+        ("1=1; COPY tasks TO 'x.csv'", "not a single SQL predicate"),
+        ("((", "not a valid SQL"),
+        (" ", "empty"),
+    ]:
+        with pytest.raises(RldataError) as e:
+            check_predicate(text, **kwargs)
+        assert e.value.field == field and str(e.value).startswith(field + " ") and why in str(e.value)
 
 
 # ---- the rule stays true: no builtin exception raised where a user could see it -----------------

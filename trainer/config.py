@@ -16,14 +16,13 @@ import yaml
 
 from rldata import yaml_safe
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
-from rldata.errors import ConfigError as _RldataConfigError
-from rldata.errors import InputError
+from rldata.errors import ConfigError, InputError
 from rldata.names import check_name
 from rldata.params import SamplingSpec, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
-__all__ = ["MODES", "ConfigError", "TrainConfig"]
+__all__ = ["MODES", "ConfigError", "TrainConfig"]  # ConfigError: rldata.errors', re-exported
 
 MODES = ("sync", "async")
 # SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
@@ -37,17 +36,9 @@ _ROLLOUT_PARAMS = {
 _EVAL_PARAMS = {"n": "eval_n", "temperature": "eval_temperature", "max_tokens": "max_tokens", "seed": "seed"}
 
 
-class ConfigError(_RldataConfigError):
-    """A bad config value; ``field`` names it (an RldataError, and a ValueError for older callers)."""
-
-    def __init__(self, field_name: str, reason: str):
-        self.reason = reason
-        super().__init__(f"{field_name}: {reason}", field=field_name)
-
-
 def _need(ok: bool, name: str, reason: str) -> None:
     if not ok:
-        raise ConfigError(name, reason)
+        raise ConfigError.of(name, reason)
 
 
 # Annotation (as a string, see `from __future__`) -> accepted Python types.  YAML gives ints for
@@ -136,8 +127,8 @@ class TrainConfig:
         if self.run_id is not None:  # names a directory under output_dir: no separators, no ".."
             try:
                 check_name(self.run_id, field="run_id")
-            except _RldataConfigError as e:
-                raise ConfigError("run_id", str(e).partition(": ")[2]) from None
+            except ConfigError as e:
+                raise ConfigError.of("run_id", str(e).partition(": ")[2]) from None
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
         for name in (
             "steps",
@@ -206,8 +197,8 @@ class TrainConfig:
         for names in (_ROLLOUT_PARAMS, _EVAL_PARAMS):
             try:
                 check_sampling(**{k: getattr(self, v) for k, v in names.items()})
-            except _RldataConfigError as e:
-                raise ConfigError(names[e.field], str(e).removeprefix(f"{e.field} ")) from None
+            except ConfigError as e:
+                raise ConfigError.of(names[e.field], str(e).removeprefix(f"{e.field} ")) from None
         # Derived sizes: equal shards per learner, and whole micro-batches within a shard.
         _need(
             self.batch_size % self.num_learners == 0,
@@ -270,7 +261,7 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
+            raise ConfigError.of(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
         return cls(**data)
 
     @classmethod

@@ -36,6 +36,7 @@ from pathlib import Path
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
@@ -77,6 +78,12 @@ class DriverOptions:
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.tag is not None:
             check_name(self.tag, field="tag")
+        # the predicates are spliced into SQL: one predicate each, checked before Ray starts
+        # (build_sampler and eval_task_ids check again for their direct callers)
+        if self.tasks_where is not None:
+            check_predicate(self.tasks_where, field="where")
+        if self.eval_where is not None:
+            check_predicate(self.eval_where, field="eval_where")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from rldata.errors import RldataError
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.trainer.config import TrainConfig
 
@@ -44,6 +45,7 @@ def eval_task_ids(store: Store, cfg: TrainConfig, *, where: str | None = None) -
         ).fetchall()
         what = f"selection {cfg.eval_selection!r}"
     elif where:
+        check_predicate(where, field="eval_where")
         rows = store.sql(
             f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(cfg.eval_size)}"
         ).fetchall()

@@ -23,6 +23,7 @@ from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, P
 from rldata.curriculum import load as load_curriculum
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.trainer.advantages import compute_advantages, zero_variance_groups
 from rldata.trainer.config import TrainConfig
@@ -143,6 +144,8 @@ def build_sampler(
                 buckets.setdefault(bucket, []).append(task_id)
     else:
         cur = _uniform_curriculum(cfg.seed)
+        if tasks_where is not None:
+            check_predicate(tasks_where, field="where")
         q = (
             "SELECT task_id FROM tasks"
             + (f" WHERE {tasks_where}" if tasks_where else "")

@@ -6,6 +6,7 @@ import io
 import json
 import sys
 from enum import Enum
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -24,6 +25,7 @@ __all__ = [
     "flag_for",
     "get_store",
     "int_list",
+    "lazy_store",
     "out_path_check",
 ]
 
@@ -98,6 +100,7 @@ FIELD_FLAGS = {
     "timeout_s": "--timeout",
     "storage_options": "--storage-option",
     "run_ids": "--run",
+    "run_id": "--run",  # export, cost (commands with --run-id find it by its parameter's name)
     "root": "--store",
 }
 
@@ -156,6 +159,27 @@ def get_store(ctx: typer.Context, *, create: bool = False):
         )
         root.obj = obj
     return obj["store_obj"]
+
+
+def lazy_store(ctx: typer.Context):
+    """The store for a verb to open itself (``store(create=...)``) once its parameters passed: a
+    refused command creates no store.  What :func:`get_store` opens, opened when the verb asks."""
+    return _LazyStore(ctx)
+
+
+class _LazyStore:
+    """``lazy_store``'s callable: ``.root`` is the store's path before it is opened (output paths
+    are checked against it without opening or creating the store)."""
+
+    def __init__(self, ctx: typer.Context):
+        root = ctx.find_root()
+        from rldata.store import DEFAULT_STORE
+
+        self.root = (root.obj if isinstance(root.obj, dict) else {}).get("store") or DEFAULT_STORE
+        self._open = partial(get_store, ctx)
+
+    def __call__(self, *, create: bool = False):
+        return self._open(create=create)
 
 
 def _rich_table(df: pl.DataFrame) -> str:

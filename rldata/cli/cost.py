@@ -5,10 +5,9 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-import polars as pl
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, lazy_store
 
 
 class Kind(str, Enum):
@@ -45,7 +44,7 @@ def cost(
         "memory-bound).",
     ),
     gpus: int = typer.Option(None, "--gpus", help="GPUs in parallel: adds wall-clock hours."),
-    run: str = typer.Option(
+    run_id: str = typer.Option(
         None,
         "--run",
         help="Price a stored run's measured tokens: a sampling run's generation, or a training run's "
@@ -61,83 +60,27 @@ def cost(
     """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k=6 training, 2 generation.
 
     MFU defaults to 0.4 for training and 0.1 for generation (decoding is memory-bound)."""
+    from rldata.api import cost as price
     from rldata.console import log
-    from rldata.cost import (
-        GEN_FLOPS_PER_PARAM_TOKEN,
-        GEN_MFU,
-        TRAIN_FLOPS_PER_PARAM_TOKEN,
-        TRAIN_MFU,
-        CostSpec,
-        gpu_hours,
-        looks_moe,
-        parse_count,
-        run_tokens,
+
+    res = price(
+        lazy_store(ctx),  # opened only to price stored runs
+        params=params,
+        active_params=active_params,
+        name=name,
+        tokens=tokens,
+        kind=kind.value,
+        tflops=tflops,
+        gpu=gpu,
+        mfu=mfu,
+        gpus=gpus,
+        run_id=run_id,
+        model=model,
+        scale_tasks=scale_tasks,
     )
-    from rldata.errors import RldataError
-
-    total = parse_count(params, what="--params")
-    active = parse_count(active_params, what="--active-params") if active_params else total
-    if active > total:
-        raise RldataError(f"--active-params ({active:g}) cannot exceed --params ({total:g})")
-    if tokens is None and run is None and model is None:
-        raise RldataError("give --tokens, --run or --model")
-    specs = {
-        k: CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu if mfu is not None else d)
-        for k, d in ((TRAIN_FLOPS_PER_PARAM_TOKEN, TRAIN_MFU), (GEN_FLOPS_PER_PARAM_TOKEN, GEN_MFU))
-    }
-    rows = []
-    warned = set()
-
-    def moe_check(model_name: str | None) -> None:
-        if model_name and not active_params and model_name not in warned and looks_moe(model_name):
-            warned.add(model_name)
-            log(
-                f"warning: {model_name} looks like a mixture of experts but no --active-params was given: "
-                "priced with all --params active per token, an overestimate"
-            )
-
-    moe_check(name)
-
-    def add(scenario: str, n_tokens: float, k: float, **extra) -> None:
-        spec = specs[k]
-        hours = gpu_hours(active, n_tokens, spec, flops_per_param_token=k)
-        row = {
-            "scenario": scenario,
-            "active_params": active,
-            "tokens": n_tokens,
-            "flops": k * active * n_tokens,
-            "tflops": spec.tflops,
-            "mfu": spec.mfu,
-            "gpu_hours": hours,
-            **extra,
-        }
-        if gpus:
-            row["wall_hours"] = hours / gpus
-        rows.append(row)
-
-    if tokens is not None:
-        k = TRAIN_FLOPS_PER_PARAM_TOKEN if kind is Kind.train else GEN_FLOPS_PER_PARAM_TOKEN
-        add(kind.value, parse_count(tokens, what="--tokens"), k)
-    if run is not None or model is not None:
-        target = parse_count(scale_tasks, what="--scale-tasks") if scale_tasks else None
-        for r in run_tokens(get_store(ctx), run_id=run, model=model).iter_rows(named=True):
-            moe_check(r["model"])
-            measured = float(r["prompt_tokens"] + r["completion_tokens"])
-            info = {"tasks": r["tasks"], "samples": r["samples"], "completion_tokens": r["completion_tokens"]}
-            add(f"run {r['run_id']}", measured, GEN_FLOPS_PER_PARAM_TOKEN, **info)
-            if r["steps"]:  # a training run: its updates too, over the rollouts it learned from
-                add(f"run {r['run_id']} updates", float(r["trained_tokens"]), TRAIN_FLOPS_PER_PARAM_TOKEN)
-            if target is not None and r["tasks"]:
-                f = target / r["tasks"]
-                add(
-                    f"run {r['run_id']} x{f:g} ({target:g} tasks)",
-                    measured * f,
-                    GEN_FLOPS_PER_PARAM_TOKEN,
-                    tasks=int(target),
-                    samples=int(r["samples"] * f),
-                    completion_tokens=int(r["completion_tokens"] * f),
-                )
-    emit(pl.DataFrame(rows), fmt, out)
+    for w in res.warnings:
+        log(f"warning: {w}")
+    emit(res.rows, fmt, out)
 
 
 def register(app: typer.Typer) -> None:

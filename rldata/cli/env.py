@@ -23,19 +23,20 @@ def register_cmd(
     """Validate SPEC_FILE (fields, limits, that the class imports and takes its config), then add it."""
     import polars as pl
 
-    from rldata.envs.catalog import load_spec_file, register_env
+    from rldata.api import env_register
 
-    row, new = register_env(get_store(ctx, create=True), load_spec_file(spec_file))
-    log(f"{'registered' if new else 'already registered'}: {row['env_id']}@{row['version']}")
+    res = env_register(get_store(ctx, create=True), spec=spec_file)
+    log(f"{'registered' if res.new else 'already registered'}: {res.env_id}@{res.version}")
+    row = {"env_id": res.env_id, "kind": res.kind, "spec": res.spec, "version": res.version}
     emit(pl.DataFrame([row]), fmt)
 
 
 @env_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
     """Every registered environment version."""
-    from rldata.envs.catalog import list_envs
+    from rldata.api import env_list
 
-    emit(list_envs(get_store(ctx)), fmt, out)
+    emit(env_list(get_store(ctx)).rows, fmt, out)
 
 
 @env_app.command("show")
@@ -43,9 +44,9 @@ def show_cmd(
     ctx: typer.Context, name: str = _NAME_ARG, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Every version of environment NAME with its spec (JSON)."""
-    from rldata.envs.catalog import get_env
+    from rldata.api import env_show
 
-    emit(get_env(get_store(ctx), name), fmt, out)
+    emit(env_show(get_store(ctx), name=name).rows, fmt, out)
 
 
 def register(app: typer.Typer) -> None:

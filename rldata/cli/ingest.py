@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store, out_path_check
+from rldata.cli._common import OUT_OPT, Format, OnError, emit, lazy_store, out_path_check
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.outputs import write_output
@@ -101,39 +101,23 @@ def ingest(
     from rldata.api import ingest as run_ingest
     from rldata.ingest import Limits
 
-    # the flags' combinations are checked here, in their own words; the verb checks its parameters
-    if sum(x is not None for x in (path, sample, gym)) != 1:
-        raise RldataError("give one of PATH, --sample NAME or --gym NAME")
-    if gym is None and (n is not None or config is not None):
-        raise RldataError("--n and --config go with --gym")
     limits = Limits.parse(limit)  # before the store is opened: a bad --limit creates nothing
-    if gym is not None:
-        if n is None:
-            raise RldataError("--gym needs --n (how many entries to generate)")
-        if n < 1:
-            raise RldataError(f"--n: expected at least 1, got {n}")
+    cfg = None
+    if config is not None:  # text to a value; the verb checks it is a mapping, and every combination
         try:
-            cfg = json.loads(config) if config is not None else None
+            cfg = json.loads(config)
         except ValueError as e:
-            raise RldataError(f"--config: not valid JSON: {e}") from None
+            raise RldataError(f"not valid JSON: {e}", field="config") from None
         except RecursionError:  # thousands of nested brackets: Python's parser recurses
-            raise RldataError("--config: not valid JSON: nested too deeply") from None
-        if cfg is not None and not isinstance(cfg, dict):
-            raise RldataError(f"--config: expected a JSON object, got {type(cfg).__name__}")
-        summary = run_ingest(
-            get_store(ctx, create=True), gym=gym, n=n, config=cfg, seed=seed, dry_run=dry_run
-        )
-        verb = "would add" if dry_run else "added"
-        log(
-            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
-        )
-        if fmt is not None:
-            emit(pl.DataFrame([summary.row()]), fmt, out)
-        return
+            raise RldataError("not valid JSON: nested too deeply", field="config") from None
     summary = run_ingest(
-        get_store(ctx, create=True),
+        lazy_store(ctx),
         path=path,
         sample=sample,
+        gym=gym,
+        n=n,
+        config=cfg,
+        seed=seed,
         preset=preset.value if preset else None,
         prompt_field=prompt_field,
         answer_field=answer_field,
@@ -145,15 +129,22 @@ def ingest(
         decontaminate=decontaminate,
         ngram=ngram,
         dry_run=dry_run,
-        progress=True,
+        progress=gym is None,
         limits=limits,
     )
+    verb = "would add" if dry_run else "added"
+    if gym is not None:
+        log(
+            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
+        )
+        if fmt is not None:
+            emit(pl.DataFrame([summary.row()]), fmt, out)
+        return
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
     if len(summary.rejects) > _MAX_LISTED:
         more = "; --rejects FILE lists them all" if rejects is None else ""
         log(f"... and {len(summary.rejects) - _MAX_LISTED} more rejects{more}")
-    verb = "would add" if dry_run else "added"
     log(  # before --rejects is written: if that write fails, what the ingest did is still said
         f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"

@@ -146,17 +146,16 @@ def export(
     from rldata.api import export as run_export
     from rldata.interop.formats import parse_option_pairs
 
-    # the flags' combinations are checked here, in their own words; the verb checks its parameters
+    # the verb checks the combinations (selection or rollouts, where only with rollouts, ...)
     if rollouts:
-        if selection:
-            raise RldataError("give --selection (tasks) or --rollouts (trajectories), not both")
-        if option:
+        if option:  # -O is a CLI spelling of the selection export's options
             raise RldataError("--option goes with --selection: conversation formats have no options")
         res = run_export(
             get_store(ctx),
             out=out,
             format=fmt,
             rollouts=True,
+            selection=selection,
             run_id=run,
             where=where,
             correct_only=correct_only,
@@ -164,10 +163,6 @@ def export(
         )
         log(f"exported {res.rows} conversations as {fmt} to {out} ({len(res.files)} files)")
         return
-    if not selection:
-        raise RldataError("--selection is required (or --rollouts to export trajectories)")
-    if run or where or correct_only:
-        raise RldataError("--run, --where and --correct-only go with --rollouts")
     given = [f"--{n.replace('_', '-')}" for n, v in _deprecated(locals()).items() if v is not None]
     if given:
         log(f"warning: {', '.join(given)} deprecated: use -O KEY=VALUE (e.g. -O answer_column=solution)")
@@ -176,6 +171,9 @@ def export(
         out=out,
         format=fmt,
         selection=selection,
+        run_id=run,
+        where=where,
+        correct_only=correct_only,
         bucket=bucket,
         split=split,
         options=parse_option_pairs(option),

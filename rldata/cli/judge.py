@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, Format, emit, get_store, lazy_store
 from rldata.console import log
 
 judge_app = typer.Typer(
@@ -32,28 +32,20 @@ def run_cmd(
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
-    from rldata.engine import Engine
-    from rldata.jobs.judge import judge_store
-    from rldata.params import SamplingSpec
-    from rldata.rewards.judge import Judge
+    from rldata.api import judge
 
-    store = get_store(ctx, create=True)
-    engine = Engine(model, max_model_len=max_model_len)
-    try:
-        judge = Judge(
-            engine, sampling=SamplingSpec(n=1, temperature=0.0, max_tokens=max_tokens), swap=not no_swap
-        )
-        added = judge_store(store, judge, mode=mode, run_id=run_id, limit=limit)
-    finally:
-        engine.close()
-    log(f"judge {mode}: {added} verdict row(s) added ({judge.version})")
-    verifier = "genrm" if mode == "pointwise" else "genrm_pair"
-    df = store.sql(
-        "SELECT passed, count(*) AS n, count(error) AS errors FROM verifications WHERE verifier = $v "
-        "GROUP BY passed ORDER BY passed",
-        params={"v": verifier},
-    ).pl()
-    emit(df, fmt, None)
+    res = judge(
+        lazy_store(ctx),
+        mode=mode,
+        model=model,
+        run_id=run_id,
+        limit=limit,
+        max_tokens=max_tokens,
+        max_model_len=max_model_len,
+        swap=not no_swap,
+    )
+    log(f"judge {res.mode}: {res.added} verdict row(s) added ({res.judge})")
+    emit(res.verdicts, fmt, None)
 
 
 # Options whose default is not a plain value live here (ruff B008).
@@ -72,11 +64,11 @@ def export_cmd(
     split: str = typer.Option("train", help="Names the file: SPLIT.jsonl or SPLIT.parquet."),
 ) -> None:
     """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts, with a manifest."""
-    from rldata.interop.preferences import export_preferences
+    from rldata.api import judge_export
 
-    n = export_preferences(get_store(ctx), out, kinds=tuple(kind), fmt=fmt, split=split)
-    log(f"wrote {n} preference pair(s) to {out}")
-    emit(pl.DataFrame({"dir": [str(out)], "pairs": [n]}), Format.table, None)
+    res = judge_export(get_store(ctx), out=out, format=fmt, kinds=tuple(kind), split=split)
+    log(f"wrote {res.rows} preference pair(s) to {out}")
+    emit(pl.DataFrame({"dir": [str(out)], "pairs": [res.rows]}), Format.table, None)
 
 
 def register(app: typer.Typer) -> None:

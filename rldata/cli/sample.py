@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list, lazy_store
 from rldata.console import log
-from rldata.errors import RldataError
 
 
 def sample(
@@ -68,7 +67,7 @@ def sample(
     from rldata.api import sample as run_sample
 
     summary = run_sample(
-        get_store(ctx, create=True),
+        lazy_store(ctx),
         n=n,
         model=model,
         where=where,
@@ -112,7 +111,7 @@ def passrates(
     model: str = typer.Option(None, help="Only this model (ledger name, e.g. tiny-arith@1a2b3c4d)."),
     where: str = typer.Option(None, help="SQL predicate over the ledger columns and tasks (t.*)."),
     k: str = typer.Option(
-        "1,4,16", help="Comma-separated k values for the unbiased pass@k columns (k <= n)."
+        None, help="Comma-separated k values for the unbiased pass@k columns (k <= n; default 1,4,16)."
     ),
     limit: int = typer.Option(None, help="Print at most this many rows."),
     fmt: Format = FORMAT_OPT,
@@ -120,38 +119,11 @@ def passrates(
 ) -> None:
     """Per task: n, n_correct, pass rate, Wilson 95% interval, unbiased pass@k, and early_stop (the
     row was stopped early by an adaptive rule: its pass rate is biased, see docs/adaptive.md)."""
-    from rldata.sql_guard import check_predicate
-    from rldata.stats import pass_at_k_columns
+    from rldata.api import passrates as read_passrates
 
-    ks = tuple(int_list(k, "--k"))
-    if not ks or min(ks) < 1:
-        raise RldataError(f"--k must be positive integers, got {k!r}")
-
-    q = (
-        "SELECT p.task_id, t.category, p.model, p.params_hash, p.verifier_key, p.n, p.n_correct, p.n_error, "
-        "p.pass_rate, p.ci_low, p.ci_high, p.stop_rule, p.n_max, p.confidence "
-        "FROM passrates p LEFT JOIN tasks t USING (task_id)"
-    )
-    conds = []
-    params = []
-    if model:
-        conds.append("p.model = $1")
-        params.append(model)
-    if where is not None:
-        check_predicate(where)
-        conds.append(f"({where})")
-    if conds:
-        q += " WHERE " + " AND ".join(conds)
-    q += " ORDER BY p.task_id, p.model"
-    if limit is not None:
-        q += f" LIMIT {int(limit)}"
-    df = get_store(ctx).sql(q, params=params or None).pl()
-    from rldata.adaptive.filter import early_stop_expr
-
-    # early_stop: the pass rate comes from optional stopping (rldata sample --adaptive), a biased
-    # estimate of p; the band decision is not (docs/adaptive.md)
-    df = df.with_columns(early_stop_expr().alias("early_stop"))
-    emit(pass_at_k_columns(df, ks=ks), fmt, out)
+    ks = {} if k is None else {"k": tuple(int_list(k, "--k"))}  # the default is the verb's
+    res = read_passrates(get_store(ctx), model=model, where=where, limit=limit, **ks)
+    emit(res.rows, fmt, out)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store
 from rldata.errors import RldataError
-from rldata.sql_guard import check_predicate
 
 __all__ = ["register", "train"]
 
@@ -122,18 +121,10 @@ def train(
 
     from rldata.api import train as run_train
 
+    # --uniform is the CLI's shorthand for --sampler uniform (two spellings of one parameter);
+    # every other combination and the predicates are checked by the verb
     if uniform and sampler not in (None, "uniform"):
         raise RldataError("--uniform contradicts --sampler " + sampler)
-    if eval_heldout and eval_where:
-        raise RldataError("give --eval-heldout or --eval-where, not both")
-    if where is not None:
-        check_predicate(where)
-    if eval_where is not None:
-        check_predicate(eval_where, option="--eval-where")
-    if curriculum is not None and where:
-        raise RldataError(
-            "--where picks tasks for a run without --curriculum; the curriculum's selection picks them"
-        )
     settings = {
         "curriculum": None if curriculum is None else str(curriculum),
         "model": model,
@@ -152,7 +143,7 @@ def train(
     }
     # a ConfigError names the field; main() puts the option that set it in front
     s = run_train(
-        get_store(ctx, create=True),
+        lazy_store(ctx),
         config=config,
         sampler="uniform" if uniform else sampler,
         where=where,

@@ -83,9 +83,9 @@ def default_spec(name: str) -> dict[str, Any]:
 def bundled_rows() -> list[dict[str, Any]]:
     """The row each environment shipped with rldata gets when first used or registered with its
     default spec (``created_at`` None): what ``env list`` shows before that happens."""
-    from rldata.envs.base import REGISTRY, _load_builtin
+    from rldata.envs.base import REGISTRY
 
-    _load_builtin()
+    REGISTRY.load_builtin()
     names = sorted(n for n, cls in REGISTRY.items() if getattr(cls, "__module__", "").startswith("rldata."))
     return [{**env_row(default_spec(n), build=False), "created_at": None} for n in names]
 

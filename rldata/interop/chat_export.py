@@ -92,7 +92,7 @@ def export_conversations(
     except UnknownFormat as e:
         raise RldataError(str(e)) from None
     conds, params = [], {}
-    if where:
+    if where is not None:
         check_predicate(where)
         conds.append(f"({where})")
     if run_id:
@@ -106,7 +106,7 @@ def export_conversations(
     except Exception as e:
         if not where:
             raise
-        raise RldataError(f"where {where!r}: {str(e).splitlines()[0]}") from None
+        raise RldataError(f"where {where!r}: {str(e).splitlines()[0]}", field="where") from None
     if not rows:
         raise RldataError(
             "no trajectories to export"

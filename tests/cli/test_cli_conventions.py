@@ -169,7 +169,7 @@ def test_ingest_fail_then_skip_through_the_cli(capsys, tmp_path):
 
 def test_ingest_argument_errors(capsys, tmp_path):
     code, _, err = run(capsys, "--store", str(tmp_path / "s"), "ingest")
-    assert code == 1 and "give one of PATH, --sample NAME or --gym NAME" in err
+    assert code == 1 and "give exactly one of path, sample or gym" in err
     code, _, err = run(capsys, "--store", str(tmp_path / "s"), "ingest", "--sample", "nope")
     assert code == 1 and "unknown sample 'nope'" in err
     code, _, err = run(capsys, "--store", str(tmp_path / "s"), "ingest", "--preset", "alpaca", "x.jsonl")

@@ -134,23 +134,23 @@ def test_ingest_gym_then_again(root, capsys):
         (["--gym", "chain_sum", "--n", "5", "--config", "{bad"], "--config: not valid JSON"),
         (
             ["--gym", "chain_sum", "--n", "5", "--config", "[1, 2]"],
-            "--config: expected a JSON object, got list",
+            "--config: config must be a mapping (a JSON object), got list",
         ),
         (
             ["--gym", "chain_sum", "--n", "5", "--config", '{"size": 9}'],
             "--config: reasoning-gym config: 'size' is set by n",
         ),
-        (["--gym", "chain_sum", "--n", "0"], "--n: expected at least 1, got 0"),
-        (["--gym", "chain_sum", "--n", "-3"], "--n: expected at least 1, got -3"),
-        (["--gym", "chain_sum"], "--gym needs --n"),
+        (["--gym", "chain_sum", "--n", "0"], "--n: n must be at least 1, got 0"),
+        (["--gym", "chain_sum", "--n", "-3"], "--n: n must be at least 1, got -3"),
+        (["--gym", "chain_sum"], "--n: gym needs n (how many entries to generate)"),
         (["--gym", "rearc", "--n", "2"], "does not survive JSON storage"),
         (["--gym", "graph_color", "--n", "2"], "no oracle answer"),
         (["--gym", "gsm_symbolic", "--n", "2"], "too lenient to be a reward"),
         (
             ["somefile.jsonl", "--gym", "chain_sum", "--n", "2"],
-            "give one of PATH, --sample NAME or --gym NAME",
+            "give exactly one of path, sample or gym",
         ),
-        (["--sample", "arith", "--n", "2"], "--n and --config go with --gym"),
+        (["--sample", "arith", "--n", "2"], "--n: n and config go with gym"),
     ],
 )
 def test_bad_input_is_one_line_and_changes_nothing(root, capsys, args, message):

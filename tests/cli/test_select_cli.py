@@ -150,7 +150,7 @@ def test_filter_exclusive_and_min_n(root, capsys):
         (["filter", "--band", "0.1,0.9", "--name", "s", "--model", "big"], "no passrates for model 'big'"),
         (["stratify", "-s", "nope", "--quantiles", "3"], "no selection 'nope'"),
         (["stats"], "no selections in the store"),
-        (["cost", "--params", "7B"], "give --tokens, --run or --model"),
+        (["cost", "--params", "7B"], "--tokens: give tokens, run_id or model (what to price)"),
         (["cost", "--params", "7B", "--tokens", "1e9", "--gpu", "z80"], "unknown GPU 'z80'"),
     ],
 )
@@ -251,7 +251,7 @@ def test_cost_generation_has_its_own_mfu_and_moe_without_active_params_warns(cap
     code, out, err = _run(
         capsys, "cost", "--params", "47B", "--name", "Mixtral-8x7B", "--tokens", "1e9", "--gpu", "h100"
     )
-    assert code == 0 and "mixture of experts" in err and "--active-params" in err
+    assert code == 0 and "mixture of experts" in err and "active_params was not given" in err
     model = tmp_path / "sparse"
     model.mkdir()
     (model / "config.json").write_text('{"num_local_experts": 8}')

@@ -1,0 +1,305 @@
+"""The verbs beside the pipeline's stages: the ledger, cost, the generative judge, environments.
+
+Re-exported by :mod:`rldata.api` (``rldata.passrates``, ``rldata.cost``, ...): like the stage verbs,
+each takes the store first (``cost`` only needs one to price stored runs), keywords after, checks
+its parameters here (errors name the parameter; the CLI adds the flag) and returns a frozen
+result with ``to_dict()``.  The ``rldata`` commands of the same names are thin calls to them.
+
+>>> rldata.passrates(store, where="t.category = 'add'", k=(1, 4)).rows
+>>> rldata.cost(params="7B", tokens="1e9", gpu="h100").gpu_hours
+>>> rldata.judge(store, mode="pairwise", limit=100).added
+>>> rldata.judge_export(store, out="prefs/").rows
+>>> rldata.env_register(store, spec="calc.yaml").version
+>>> rldata.env_list(store).rows
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rldata.errors import ConfigError
+from rldata.results import (
+    CostResult,
+    EnvResult,
+    ExportResult,
+    JudgeResult,
+    PassratesResult,
+    TableResult,
+    frozen,
+)
+from rldata.sql_guard import check_predicate
+from rldata.store import Store, open_store
+
+__all__ = ["cost", "env_list", "env_register", "env_show", "judge", "judge_export", "passrates"]
+
+# A store, its root (a path or an s3:// URI), or a function ``(*, create) -> Store`` that opens it
+# (the CLI's: a verb opens the store only once its parameters passed, so a refused call creates none).
+StoreLike = Store | str | os.PathLike | Callable[..., Store]
+
+
+def _open(store: StoreLike, *, create: bool) -> Store:
+    if isinstance(store, Store):
+        return store
+    return store(create=create) if callable(store) else open_store(store, create=create)
+
+
+# ---- the pass-rate ledger -----------------------------------------------------------------------
+_LEDGER_COLUMNS = (
+    "p.task_id, t.category, p.model, p.params_hash, p.verifier_key, p.n, p.n_correct, p.n_error, "
+    "p.pass_rate, p.ci_low, p.ci_high, p.stop_rule, p.n_max, p.confidence"
+)
+
+
+def passrates(
+    store: StoreLike,
+    *,
+    model: str | None = None,
+    where: str | None = None,
+    k: Sequence[int] = (1, 4, 16),
+    limit: int | None = None,
+) -> PassratesResult:
+    """The pass-rate ledger, one row per (task, model, params, verifier): n, n_correct, pass rate,
+    Wilson 95% interval, an unbiased ``pass@k`` column per ``k`` (null where k > n) and
+    ``early_stop``.  ``model`` keeps one model's rows; ``where`` is a SQL predicate over the ledger
+    columns (``p.*``) and the task's (``t.*``); ``limit`` caps the rows."""
+    from rldata.adaptive.filter import early_stop_expr
+    from rldata.stats import pass_at_k_columns
+
+    ks = tuple(k)
+    if not ks or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in ks):
+        raise ConfigError(f"k must be positive integers, got {list(ks)}", field="k")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ConfigError(f"limit must be an integer >= 0, got {limit!r}", field="limit")
+    if where is not None:
+        check_predicate(where)
+    conds, params = [], []
+    if model:
+        conds.append("p.model = $1")
+        params.append(model)
+    if where is not None:
+        conds.append(f"({where})")
+    q = f"SELECT {_LEDGER_COLUMNS} FROM passrates p LEFT JOIN tasks t USING (task_id)"
+    q += (" WHERE " + " AND ".join(conds) if conds else "") + " ORDER BY p.task_id, p.model"
+    q += f" LIMIT {limit}" if limit is not None else ""
+    df = _open(store, create=False).sql(q, params=params or None).pl()
+    # early_stop: the pass rate comes from optional stopping (rldata sample --adaptive), a biased
+    # estimate of p; the band decision is not (docs/adaptive.md)
+    df = df.with_columns(early_stop_expr().alias("early_stop"))
+    return PassratesResult(rows=pass_at_k_columns(df, ks=ks), k=ks)
+
+
+# ---- cost ---------------------------------------------------------------------------------------
+KINDS = ("train", "generate")
+
+
+def cost(
+    store: StoreLike | None = None,
+    *,
+    params: str | float,
+    active_params: str | float | None = None,
+    name: str | None = None,
+    tokens: str | float | None = None,
+    kind: str = "train",
+    tflops: float | None = None,
+    gpu: str | None = None,
+    mfu: float | None = None,
+    gpus: int | None = None,
+    run_id: str | None = None,
+    model: str | None = None,
+    scale_tasks: str | float | None = None,
+) -> CostResult:
+    """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k = 6 training, 2 generation.
+
+    Prices ``tokens`` (as ``kind`` train or generate), and/or the measured tokens of stored runs
+    (``run_id``: a sampling run's generation, or a training run's rollouts and updates; or every
+    sampling run of ``model``; they need ``store``), optionally scaled to
+    ``scale_tasks`` tasks.  ``params`` is the total parameter count (``7e9`` or ``"7B"``);
+    ``active_params`` the count a token passes through in a mixture of experts.  The hardware is a
+    ``gpu`` preset or ``tflops``; ``mfu`` defaults to 0.4 training, 0.1 generation (decoding is
+    memory-bound).  ``gpus`` adds wall-clock hours.  ``name`` (a model name or directory) is checked
+    for mixture of experts: without ``active_params`` such a model gets a warning."""
+    import polars as pl
+
+    from rldata.cost import (
+        GEN_FLOPS_PER_PARAM_TOKEN,
+        GEN_MFU,
+        TRAIN_FLOPS_PER_PARAM_TOKEN,
+        TRAIN_MFU,
+        CostSpec,
+        gpu_hours,
+        looks_moe,
+        parse_count,
+        run_tokens,
+    )
+
+    total = parse_count(params, what="params")
+    active = parse_count(active_params, what="active_params") if active_params is not None else total
+    if active > total:
+        raise ConfigError(
+            f"active_params ({active:g}) cannot exceed params ({total:g})", field="active_params"
+        )
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}", field="kind")
+    if tokens is None and run_id is None and model is None:
+        raise ConfigError("give tokens, run_id or model (what to price)", field="tokens")
+    if gpus is not None and gpus < 1:
+        raise ConfigError(f"gpus must be >= 1, got {gpus}", field="gpus")
+    target = parse_count(scale_tasks, what="scale_tasks") if scale_tasks is not None else None
+    specs = {
+        k: CostSpec.from_gpu(gpu, tflops=tflops, mfu=mfu if mfu is not None else d)
+        for k, d in ((TRAIN_FLOPS_PER_PARAM_TOKEN, TRAIN_MFU), (GEN_FLOPS_PER_PARAM_TOKEN, GEN_MFU))
+    }
+    rows: list[dict[str, Any]] = []
+    warnings: list[str] = []
+
+    def moe_check(model_name: str | None) -> None:
+        w = (
+            f"{model_name} looks like a mixture of experts but active_params was not given: "
+            "priced with all params active per token, an overestimate"
+        )
+        if model_name and active_params is None and w not in warnings and looks_moe(model_name):
+            warnings.append(w)
+
+    def add(scenario: str, n_tokens: float, k: float, **extra) -> None:
+        spec = specs[k]
+        hours = gpu_hours(active, n_tokens, spec, flops_per_param_token=k)
+        row = {
+            "scenario": scenario,
+            "active_params": active,
+            "tokens": n_tokens,
+            "flops": k * active * n_tokens,
+            "tflops": spec.tflops,
+            "mfu": spec.mfu,
+            "gpu_hours": hours,
+            **extra,
+        }
+        if gpus:
+            row["wall_hours"] = hours / gpus
+        rows.append(row)
+
+    moe_check(name)
+    if tokens is not None:
+        k = TRAIN_FLOPS_PER_PARAM_TOKEN if kind == "train" else GEN_FLOPS_PER_PARAM_TOKEN
+        add(kind, parse_count(tokens, what="tokens"), k)
+    if run_id is not None or model is not None:
+        if store is None:
+            raise ConfigError("pricing stored runs (run_id, model) needs the store", field="store")
+        measured_runs = run_tokens(_open(store, create=False), run_id=run_id, model=model)
+        for r in measured_runs.iter_rows(named=True):
+            moe_check(r["model"])
+            measured = float(r["prompt_tokens"] + r["completion_tokens"])
+            info = {"tasks": r["tasks"], "samples": r["samples"], "completion_tokens": r["completion_tokens"]}
+            add(f"run {r['run_id']}", measured, GEN_FLOPS_PER_PARAM_TOKEN, **info)
+            if r["steps"]:  # a training run: its updates too, over the rollouts it learned from
+                add(f"run {r['run_id']} updates", float(r["trained_tokens"]), TRAIN_FLOPS_PER_PARAM_TOKEN)
+            if target is not None and r["tasks"]:
+                f = target / r["tasks"]
+                add(
+                    f"run {r['run_id']} x{f:g} ({target:g} tasks)",
+                    measured * f,
+                    GEN_FLOPS_PER_PARAM_TOKEN,
+                    tasks=int(target),
+                    samples=int(r["samples"] * f),
+                    completion_tokens=int(r["completion_tokens"] * f),
+                )
+    return CostResult(rows=pl.DataFrame(rows), warnings=tuple(warnings))
+
+
+# ---- the generative judge -----------------------------------------------------------------------
+JUDGE_MODES = ("pointwise", "pairwise")
+
+
+def judge(
+    store: StoreLike,
+    *,
+    mode: str = "pointwise",
+    model: str | None = None,
+    run_id: str | None = None,
+    limit: int | None = None,
+    max_tokens: int = 256,
+    max_model_len: int = 4096,
+    swap: bool = True,
+) -> JudgeResult:
+    """Judge stored trajectories with an LLM (``model``: a directory or name; default the bundled
+    model) and store each verdict and rationale in ``verifications``: ``pointwise`` (VERDICT: 1/0) or
+    ``pairwise`` (VERDICT: A/B between consecutive samples of a task, judged in both orders unless
+    ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs)."""
+    from rldata.engine import Engine
+    from rldata.jobs.judge import judge_store
+    from rldata.params import SamplingSpec
+    from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
+
+    if mode not in JUDGE_MODES:
+        raise ConfigError(f"mode must be one of {', '.join(JUDGE_MODES)}, got {mode!r}", field="mode")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be >= 1, got {limit}", field="limit")
+    sampling = SamplingSpec(n=1, temperature=0.0, max_tokens=max_tokens)  # checks max_tokens
+    if max_model_len < 2:
+        raise ConfigError(f"max_model_len must be >= 2, got {max_model_len}", field="max_model_len")
+    st = _open(store, create=True)
+    engine = Engine(model, max_model_len=max_model_len)
+    try:
+        judge_ = Judge(engine, sampling=sampling, swap=swap)
+        added = judge_store(st, judge_, mode=mode, run_id=run_id, limit=limit)
+    finally:
+        engine.close()
+    verifier = POINTWISE if mode == "pointwise" else PAIRWISE
+    verdicts = st.sql(
+        "SELECT passed, count(*) AS n, count(error) AS errors FROM verifications WHERE verifier = $v "
+        "GROUP BY passed ORDER BY passed",
+        params={"v": verifier},
+    ).pl()
+    return JudgeResult(mode=mode, verifier=verifier, judge=judge_.version, added=added, verdicts=verdicts)
+
+
+def judge_export(
+    store: StoreLike,
+    *,
+    out: str | os.PathLike,
+    format: str = "jsonl",
+    kinds: Sequence[str] = ("pairwise", "pointwise"),
+    split: str = "train",
+) -> ExportResult:
+    """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts (``kinds``:
+    pairwise and/or pointwise rows) to the directory ``out`` as ``<split>.jsonl`` or
+    ``<split>.parquet`` (``format``), with a manifest beside them."""
+    from rldata.interop.lineage import read_manifest
+    from rldata.interop.preferences import export_preferences
+
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    rows = export_preferences(_open(store, create=False), out, kinds=tuple(kinds), fmt=format, split=split)
+    m = read_manifest(Path(out).absolute())
+    files = tuple(f["path"] for f in m["files"])
+    return ExportResult(out=str(out), rows=int(rows), files=files, manifest=frozen(dict(m)))
+
+
+# ---- environments -------------------------------------------------------------------------------
+def env_register(store: StoreLike, *, spec: str | os.PathLike | Mapping[str, Any]) -> EnvResult:
+    """Validate an environment spec (a YAML/JSON file, or its mapping: fields, limits, that the
+    class imports and accepts its config) and add it to ``environments`` as a new version; the same
+    spec again adds nothing (``new`` is False).  See docs/environments.md."""
+    from rldata.envs.catalog import load_spec_file, register_env
+
+    data = dict(spec) if isinstance(spec, Mapping) else load_spec_file(spec)
+    row, new = register_env(_open(store, create=True), data)
+    return EnvResult(
+        env_id=row["env_id"], version=row["version"], kind=row["kind"], spec=row["spec"], new=bool(new)
+    )
+
+
+def env_list(store: StoreLike) -> TableResult:
+    """Every registered environment version: env_id, version, kind, created_at."""
+    from rldata.envs.catalog import list_envs
+
+    return TableResult(rows=list_envs(_open(store, create=False)))
+
+
+def env_show(store: StoreLike, *, name: str) -> TableResult:
+    """Every version of environment ``name``, oldest first, with its spec (JSON)."""
+    from rldata.envs.catalog import get_env
+
+    return TableResult(rows=get_env(_open(store, create=False), name))
