@@ -73,8 +73,13 @@ class SampleJob:
     def __post_init__(self):
         if self.where and self.selection:
             raise ConfigError("give where or selection, not both", field="selection")
-        if self.batch_tasks < 1:
-            raise ConfigError("batch_tasks must be >= 1", field="batch_tasks")
+        # checked here, before Ray or an engine starts (engines=0 used to divide by zero later)
+        for name in ("engines", "batch_tasks", "max_model_len"):
+            value = getattr(self, name)
+            if value is None and name != "batch_tasks":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", field=name)
         self.reward.check_max_tokens(self.spec.max_tokens)
         if (
             self.adaptive is not None

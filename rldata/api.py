@@ -153,8 +153,8 @@ def sample(
     from rldata.jobs.sample import SampleJob, run_sample
     from rldata.params import SamplingSpec
 
-    reward_spec = _reward_spec(reward, max_tokens)
     spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
+    reward_spec = _reward_spec(reward, max_tokens)
     if adaptive != "fixed" and band is None:
         raise RldataError(f"adaptive {adaptive!r} needs band (the decision it settles)", field="band")
     if band is not None and not isinstance(band, str):

@@ -13,15 +13,60 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from rldata.errors import ConfigError
 
-__all__ = ["NOT_HASHED", "SamplingSpec", "params_hash_of"]
+__all__ = [
+    "MAX_N",
+    "MAX_SEED",
+    "MAX_TEMPERATURE",
+    "NOT_HASHED",
+    "SamplingSpec",
+    "check_sampling",
+    "params_hash_of",
+]
 
 # how many samples are drawn, and from which seed, say nothing about the distribution
 NOT_HASHED = ("n", "seed")
+
+
+# Upper bounds: far above any useful setting, low enough that a typo (an extra zero, 2**70) is a
+# one-line error here rather than an overflow deep in the engine, the store (seeds are int64
+# columns) or an out-of-memory request.
+MAX_N = 100_000  # samples per task
+MAX_TEMPERATURE = 100.0
+MAX_TOKENS = 2**31 - 1  # vLLM keeps token counts in int32
+MAX_SEED = 2**63  # exclusive: seeds are stored as int64
+
+
+def _int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}", field=name)
+    return value
+
+
+def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, seed=0) -> None:
+    """Check sampling parameters before anything starts: a ConfigError naming the first bad one."""
+    if not 1 <= _int(n, "n") <= MAX_N:
+        raise ConfigError(f"n must be in [1, {MAX_N}], got {n}", field="n")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ConfigError(f"temperature must be a number, got {temperature!r}", field="temperature")
+    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
+        raise ConfigError(
+            f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {temperature}",
+            field="temperature",
+        )
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ConfigError(f"top_p must be in (0, 1], got {top_p}", field="top_p")
+    if _int(top_k, "top_k") < -1:
+        raise ConfigError(f"top_k must be >= 1, or -1 or 0 (off), got {top_k}", field="top_k")
+    if not 1 <= _int(max_tokens, "max_tokens") <= MAX_TOKENS:
+        raise ConfigError(f"max_tokens must be in [1, {MAX_TOKENS}], got {max_tokens}", field="max_tokens")
+    if seed is not None and not 0 <= _int(seed, "seed") < MAX_SEED:
+        raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
 
 
 def params_hash_of(params: dict) -> str:
@@ -42,14 +87,10 @@ class SamplingSpec:
     seed: int | None = 0  # base seed; per-request seeds derive from it and the task id
 
     def __post_init__(self):
-        if self.n < 1:
-            raise ConfigError(f"n must be >= 1, got {self.n}", field="n")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}", field="temperature")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}", field="top_p")
-        if self.max_tokens < 1:
-            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}", field="max_tokens")
+        check_sampling(
+            n=self.n, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+            max_tokens=self.max_tokens, seed=self.seed,
+        )  # fmt: skip
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def to_dict(self, *, with_seed: bool = True) -> dict:

@@ -16,13 +16,22 @@ import yaml
 
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.errors import InputError
-from rldata.params import SamplingSpec
+from rldata.params import SamplingSpec, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
 __all__ = ["MODES", "ConfigError", "TrainConfig"]
 
 MODES = ("sync", "async")
+# SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
+_ROLLOUT_PARAMS = {
+    "n": "group_size",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_tokens": "max_tokens",
+    "seed": "seed",
+}
+_EVAL_PARAMS = {"n": "eval_n", "temperature": "eval_temperature", "max_tokens": "max_tokens", "seed": "seed"}
 
 
 class ConfigError(_RldataConfigError):
@@ -185,6 +194,12 @@ class TrainConfig:
             "advantage",
             f"must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}",
         )
+        # The rollout's and the eval's sampling parameters, under the bounds `rldata sample` has
+        for names in (_ROLLOUT_PARAMS, _EVAL_PARAMS):
+            try:
+                check_sampling(**{k: getattr(self, v) for k, v in names.items()})
+            except _RldataConfigError as e:
+                raise ConfigError(names[e.field], str(e).removeprefix(f"{e.field} ")) from None
         # Derived sizes: equal shards per learner, and whole micro-batches within a shard.
         _need(
             self.batch_size % self.num_learners == 0,
