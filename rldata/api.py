@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -123,54 +123,40 @@ def ingest(
     )
 
 
-def sample(
-    store: StoreLike,
-    *,
-    n: int = 16,
-    model: str | None = None,
-    where: str | None = None,
-    selection: str | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_tokens: int = 16,
-    seed: int = 0,
-    address: str | None = None,
-    engines: int | None = None,
-    batch_tasks: int = 128,
-    max_model_len: int | None = None,
-    env: str | None = None,
-    reward=None,
-    adaptive: str = "fixed",
-    band: str | Sequence[float] | None = None,
-    alpha: float | None = None,
-    round_size: int = 4,
-) -> SampleResult:
+def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
-    ledger.  ``reward`` is a :class:`rldata.rewards.compose.RewardSpec` or the path of its YAML.  With
-    ``adaptive`` exact|sequential (and ``band``) a task stops once its band decision is settled.
-    A killed job resumes when called again; on finished work it is a no-op."""
+    ledger.  ``config`` is a :class:`rldata.params.SampleConfig`, a mapping or the path of a YAML/TOML
+    file of its fields; ``overrides`` are its fields by name and win over it (``n=16``,
+    ``temperature=0.7``, ``engines=2``, ``where=...``; docs/options.md lists them, the same as
+    ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
+    or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
+    band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
     from rldata.adaptive.rules import AdaptiveSpec
+    from rldata.config import load
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
+    from rldata.params import SampleConfig
 
-    spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    reward_spec = _reward_spec(reward, max_tokens)
-    if adaptive != "fixed" and band is None:
-        raise RldataError(f"adaptive {adaptive!r} needs band (the decision it settles)", field="band")
+    cfg = load(SampleConfig, config, **overrides)  # every check runs here, before anything starts
+    spec, engine = cfg.sampling, cfg.engine
+    reward_spec = _reward_spec(cfg.reward_spec, spec.max_tokens)
+    band = cfg.band
+    if cfg.adaptive != "fixed" and band is None:
+        raise RldataError(f"adaptive {cfg.adaptive!r} needs band (the decision it settles)", field="band")
     if band is not None and not isinstance(band, str):
         band = ",".join(str(x) for x in band)
-    stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
+    stopping = AdaptiveSpec.parse(cfg.adaptive, band=band, alpha=cfg.alpha, round_size=cfg.round_size)
     job = SampleJob(
         spec=spec,
-        model=model,
-        where=where,
-        selection=selection,
-        engines=engines,
-        address=address,
-        batch_tasks=batch_tasks,
-        max_model_len=max_model_len,
+        model=engine.model,
+        where=cfg.where,
+        selection=cfg.selection,
+        engines=engine.engines,
+        address=cfg.address,
+        batch_tasks=cfg.batch_tasks,
+        max_model_len=engine.max_model_len,
+        kv_cache_gib=engine.kv_cache_gib,
         reward=reward_spec,
-        env=env,
+        env=cfg.env,
         adaptive=stopping,
     )
     return SampleResult.of(run_sample(_open(store, create=True), job))
@@ -274,60 +260,45 @@ def stratify(
     )
 
 
-def train(
-    store: StoreLike,
-    *,
-    config=None,
-    sampler: str | None = None,
-    where: str | None = None,
-    resume: bool = False,
-    eval_heldout: bool = False,
-    eval_where: str | None = None,
-    address: str | None = None,
-    max_model_len: int | None = None,
-    tag: str | None = None,
-    tracker: str = "none",
-    tracker_dir: str | os.PathLike | None = None,
-    **settings: Any,
-) -> TrainResult:
+def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     """Curriculum-aware distributed GRPO on Ray; every rollout and metric lands in the store.
 
-    ``config`` is a :class:`rldata.trainer.config.TrainConfig`, the path of its YAML, or None;
-    ``settings`` are TrainConfig fields that override it (``curriculum="buckets.yaml"``,
-    ``steps=50``, ``mode="async"``...).  ``where`` picks the tasks of a run without a curriculum;
-    ``eval_heldout`` evaluates on the bundled held-out split (or ``eval_where`` names one).
+    ``config`` is a :class:`rldata.trainer.config.TrainConfig`, a mapping or the path of a YAML/TOML
+    file of its fields; ``settings`` override it, by field name: the TrainConfig fields
+    (``curriculum="buckets.yaml"``, ``steps=50``, ``mode="async"``...) and the
+    :class:`rldata.trainer.config.TrainRun` ones (``where`` picks the tasks of a run without a
+    curriculum; ``eval_heldout`` evaluates on the bundled held-out split, or ``eval_where`` names
+    one; ``resume``, ``address``, ``tracker``...).  docs/options.md lists them, the same as
+    ``rldata train``'s options; a setting given as None counts as not given.
     """
-    from rldata.trainer.config import TrainConfig
+    from rldata.config import as_flat, load
+    from rldata.trainer.config import TrainCommand, TrainConfig
+
+    if isinstance(config, TrainConfig):
+        config = as_flat(config)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
+    return _train(store, load(TrainCommand, config, **settings))
+
+
+def _train(store: StoreLike, command) -> TrainResult:
+    """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
     from rldata.trainer.driver import DriverOptions
     from rldata.trainer.driver import train as run_train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
-    if eval_heldout and eval_where:
-        raise RldataError("give eval_heldout or eval_where, not both", field="eval_where")
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
-    if isinstance(config, TrainConfig):
-        cfg = replace(config, **settings) if settings else config
-    elif config is not None:
-        cfg = TrainConfig.from_yaml(config, **settings)
-    else:
-        cfg = TrainConfig.from_dict(settings)
-    if cfg.curriculum is not None and where:
-        raise RldataError(
-            "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
-            field="where",
-        )
+    run = command.run
     opts = DriverOptions(
-        sampler=sampler,
-        tasks_where=where,
-        resume=resume,
-        eval_where=HELDOUT_WHERE if eval_heldout else eval_where,
-        address=address,
-        max_model_len=max_model_len,
-        tag=tag,
-        tracker=tracker,
-        tracker_dir=None if tracker_dir is None else str(tracker_dir),
+        sampler="uniform" if run.uniform else run.sampler,
+        tasks_where=run.where,
+        resume=run.resume,
+        eval_where=HELDOUT_WHERE if run.eval_heldout else run.eval_where,
+        address=run.address,
+        max_model_len=run.max_model_len,
+        tag=run.tag,
+        tracker=run.tracker,
+        tracker_dir=run.tracker_dir,
     )
-    return TrainResult.of(run_train(_open(store, create=True), cfg, opts))
+    return TrainResult.of(run_train(_open(store, create=True), command.train, opts))
 
 
 def export(
