@@ -111,7 +111,7 @@ def _meta(f: dataclasses.Field) -> Param:
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return typing.get_type_hints(cls)  # each base class resolved in its own module
 
 
 def _is_config(tp: Any) -> bool:
@@ -429,20 +429,20 @@ def _cell(v: Any) -> str:
 def docs_table(cls: type) -> str:
     rows = ["| option | field | default | meaning |", "|---|---|---|---|"]
     for leaf in leaves(cls):
-        flag = (leaf.meta.flag or "--" + leaf.name.replace("_", "-")) if leaf.meta.cli else "(file only)"
+        flag = f"`{leaf.meta.flag or '--' + leaf.name.replace('_', '-')}`" if leaf.meta.cli else "(file only)"
         field = ".".join(leaf.path)
         alias = "".join(f" (deprecated: `{o}`)" for o in leaf.meta.deprecated)
         text = leaf.meta.help.replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| `{flag}` | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
+        rows.append(f"| {flag} | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
     return "\n".join(rows)
 
 
 def configs() -> dict[str, type]:
     """The command -> config table the docs and tests walk (imported late: the configs import this)."""
     from rldata.params import SampleConfig
-    from rldata.trainer.config import TrainConfig
+    from rldata.trainer.config import TrainCommand
 
-    return {"sample": SampleConfig, "train": TrainConfig}
+    return {"sample": SampleConfig, "train": TrainCommand}
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
