@@ -172,24 +172,16 @@ def _reward_spec(reward, max_tokens: int):
     return spec
 
 
-def verify(
-    store: StoreLike,
-    *,
-    verifier: str | None = None,
-    run_id: str | None = None,
-    where: str | None = None,
-    batch: int = 1024,
-    timeout_s: float = 10.0,
-    address: str | None = None,
-) -> VerifyResult:
+def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     """Re-score stored trajectories under ``verifier`` (default: each task's domain default) and
-    rebuild the ledger for it; resumable and idempotent, old verifier versions are kept."""
+    rebuild the ledger for it; resumable and idempotent, old verifier versions are kept.
+    ``config`` (a :class:`rldata.jobs.verify.VerifyJob`, a mapping or a YAML/TOML file) and
+    ``overrides`` are its fields by name: ``verifier``, ``run_id``, ``where``, ``batch``,
+    ``timeout_s``, ``address`` (docs/options.md)."""
+    from rldata.config import load
     from rldata.jobs.verify import VerifyJob, run_verify
 
-    job = VerifyJob(
-        verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s, address=address
-    )
-    return VerifyResult.of(run_verify(_open(store, create=False), job))
+    return VerifyResult.of(run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)))
 
 
 def filter(

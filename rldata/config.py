@@ -45,6 +45,7 @@ __all__ = [
     "one_of",
     "param",
     "read_file",
+    "sql_predicate",
     "validate",
 ]
 
@@ -102,6 +103,25 @@ def finite_between(lo: float, hi: float) -> Callable[[Any], str | None]:
 def one_of(*names: str) -> Callable[[Any], str | None]:
     def check(v):
         return None if v is None or v in names else f"must be one of {', '.join(names)}, got {v!r}"
+
+    return check
+
+
+def sql_predicate(name: str) -> Callable[[Any], str | None]:
+    """One SQL predicate and nothing else (rldata.sql_guard): the guard runs where the config is
+    built, so Python callers meet it as the CLI does."""
+
+    def check(text):
+        if text is None:
+            return None
+        from rldata.errors import RldataError
+        from rldata.sql_guard import check_predicate
+
+        try:
+            check_predicate(text, option=name)
+        except RldataError as e:
+            return str(e).removeprefix(f"{name} ")
+        return None
 
     return check
 
@@ -439,10 +459,12 @@ def docs_table(cls: type) -> str:
 
 def configs() -> dict[str, type]:
     """The command -> config table the docs and tests walk (imported late: the configs import this)."""
+    from rldata.demo import DemoConfig
+    from rldata.jobs.verify import VerifyJob
     from rldata.params import SampleConfig
     from rldata.trainer.config import TrainCommand
 
-    return {"sample": SampleConfig, "train": TrainCommand}
+    return {"sample": SampleConfig, "verify": VerifyJob, "train": TrainCommand, "demo": DemoConfig}
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"

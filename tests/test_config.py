@@ -164,3 +164,21 @@ def test_a_trainer_field_is_one_edit():
 
     res = CliRunner().invoke(t, ["cmd", "--strategy", "fsdp2", "--steps", "3"])
     assert res.exit_code == 0 and res.output.split() == ["fsdp2", "3"], res.output
+
+
+def test_a_hostile_predicate_is_refused_from_python_as_from_the_cli(tmp_path, capsys):
+    root = tmp_path / "s"
+    open_store(root).append("tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1="}])
+    bad = "1=1; COPY tasks TO 'x.csv'"
+    for verb, field, argv in [
+        (rldata.verify, "where", ["verify", "--where", bad]),
+        (rldata.train, "where", ["train", "--where", bad]),
+        (rldata.train, "eval_where", ["train", "--eval-where", bad]),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            verb(root, **{field: bad})
+        assert e.value.field == field and "not a single SQL predicate" in str(e.value)
+        assert main(["--store", str(root), *argv]) == 1
+        flag = argv[1]
+        assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
+    assert not (tmp_path / "x.csv").exists()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.config import at_least, build, load, nested, param, validate
+from rldata.config import at_least, build, load, nested, param, sql_predicate, validate
 from rldata.errors import ConfigError as _RldataConfigError
 from rldata.params import SamplingSpec, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
@@ -292,31 +292,12 @@ class TrainConfig:
         return load(cls, Path(path), **{k: v for k, v in overrides.items() if v is not None})
 
 
-def _predicate(name: str):
-    """A check that ``name`` holds one SQL predicate (the guard runs in the library, for Python too)."""
-
-    def check(text):
-        if text is None:
-            return None
-        from rldata.sql_guard import check_predicate
-
-        try:
-            check_predicate(text, option=name)
-        except _RldataConfigError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the guard's RldataError, reworded as this field's
-            return str(e).removeprefix(f"{name} ")
-        return None
-
-    return check
-
-
 @dataclass(frozen=True)
 class TrainRun:
     """How a run of a TrainConfig starts: which tasks, Ray, the engines' context, tracking."""
 
     where: str | None = param(
-        None, check=_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
+        None, check=sql_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
     )
     sampler: str | None = param(None, help="Override the curriculum's sampler: mixture or uniform.")
     uniform: bool = param(False, help="Shorthand for --sampler uniform (the baseline).")
@@ -329,7 +310,7 @@ class TrainRun:
         "--eval-every steps, and after.",
     )
     eval_where: str | None = param(
-        None, check=_predicate("eval_where"), help="SQL predicate over tasks naming the held-out set."
+        None, check=sql_predicate("eval_where"), help="SQL predicate over tasks naming the held-out set."
     )
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
     max_model_len: int | None = param(
