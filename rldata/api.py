@@ -184,71 +184,61 @@ def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     return VerifyResult.of(run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)))
 
 
-def filter(
-    store: StoreLike,
-    *,
-    band: str | Sequence[float],
-    name: str,
-    inclusive: bool = True,
-    model: str | None = None,
-    params_hash: str | None = None,
-    verifier_key: str | None = None,
-    min_n: int | None = None,
-    domain: str | None = None,
-    dry_run: bool = False,
-):
+def filter(store: StoreLike, *, config=None, **overrides: Any):
     """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
     (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
-    Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason, the ledger key)."""
+    ``config`` (a :class:`rldata.select_config.FilterConfig`, a mapping or a YAML/TOML file) and
+    ``overrides`` are its fields by name (``band``, ``name``, ``model``, ``min_n``, ``dry_run``...;
+    docs/options.md).  Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason,
+    the ledger key)."""
+    from rldata.config import load
     from rldata.select import Band, filter_store
+    from rldata.select_config import FilterConfig
 
+    cfg = load(FilterConfig, config, **overrides)
+    band = cfg.band
     if not isinstance(band, (str, Band)):
         band = ",".join(str(x) for x in band)
-    b = band if isinstance(band, Band) else Band.parse(band, inclusive=inclusive)
+    b = band if isinstance(band, Band) else Band.parse(band, inclusive=cfg.inclusive)
     result, _ = filter_store(
         _open(store, create=True),
-        name=name,
+        name=cfg.name,
         band=b,
-        model=model,
-        params_hash=params_hash,
-        verifier_key=verifier_key,
-        min_n=min_n,
-        domain=domain,
-        dry_run=dry_run,
+        model=cfg.model,
+        params_hash=cfg.params_hash,
+        verifier_key=cfg.verifier_key,
+        min_n=cfg.min_n,
+        domain=cfg.domain,
+        dry_run=cfg.dry_run,
     )
     return result
 
 
-def stratify(
-    store: StoreLike,
-    *,
-    selection: str,
-    buckets: str | Sequence | None = None,
-    quantiles: int | None = None,
-    curriculum: str | os.PathLike | None = None,
-    seed: int = 0,
-    phase_steps: Sequence[int] | None = None,
-    window: int = 10,
-    dominance: float = 0.6,
-):
+def stratify(store: StoreLike, *, config=None, **overrides: Any):
     """Bucket the kept tasks of ``selection`` by difficulty (``buckets`` as ``"easy:0.7-0.9,..."`` or
     a list of :class:`rldata.curriculum.Bucket`, or ``quantiles`` equal-count buckets) and write the
-    trainer's curriculum file ``curriculum``.  Returns :class:`rldata.select.StratifyResult`."""
+    trainer's curriculum file ``curriculum`` (default buckets.yaml; None: none).  ``config`` and
+    ``overrides``: the fields of :class:`rldata.select_config.StratifyConfig` (docs/options.md).
+    Returns :class:`rldata.select.StratifyResult`."""
+    from rldata.config import load
     from rldata.select import parse_buckets, stratify_store
+    from rldata.select_config import StratifyConfig
 
+    cfg = load(StratifyConfig, config, **overrides)
+    buckets = cfg.buckets
     parsed = (
         parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
     )
     return stratify_store(
         _open(store, create=True),
-        selection=selection,
+        selection=cfg.selection,
         buckets=parsed,
-        quantiles=quantiles,
-        out=curriculum,
-        seed=seed,
-        phase_steps=None if phase_steps is None else list(phase_steps),
-        dominance=dominance,
-        window=window,
+        quantiles=cfg.quantiles,
+        out=cfg.curriculum,
+        seed=cfg.seed,
+        phase_steps=None if cfg.phase_steps is None else list(cfg.phase_steps),
+        dominance=cfg.dominance,
+        window=cfg.window,
     )
 
 

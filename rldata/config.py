@@ -52,6 +52,14 @@ __all__ = [
 KEY = "rldata"  # the metadata key a field's Param sits under
 
 
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()  # the default of a field that has none
+
+
 @dataclass(frozen=True)
 class Param:
     """What a field declares besides its type and default."""
@@ -199,7 +207,10 @@ class Leaf:
 
     @property
     def default(self) -> Any:
+        """The field's default; REQUIRED when it has none."""
         f = self.field
+        if f.default is MISSING and f.default_factory is MISSING:
+            return REQUIRED
         return f.default_factory() if f.default is MISSING else f.default
 
     @property
@@ -279,6 +290,8 @@ def _assemble(cls: type, flat: dict, prefix: tuple[str, ...] = ()) -> Any:
             kw[f.name] = _assemble(hints[f.name], flat, (*prefix, f.name))
         elif f.name in flat:
             kw[f.name] = flat[f.name]
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise ConfigError(f"{f.name}: required; {_meta(f).help}", field=f.name)
     return cls(**kw)
 
 
@@ -349,6 +362,8 @@ def _option(leaf: Leaf):
         decls[0] += "/--no-" + decls[0][2:]  # an option that is on by default can be turned off
     if m.short:
         decls.append(m.short)
+    if leaf.default is REQUIRED:  # checked when the config is built: a --config file may give it
+        return typer.Option(None, *decls, help=m.help + " [required]", show_default=False)
     default = leaf.default if m.from_field is None else m.from_field(leaf.default)
     if isinstance(default, tuple):
         default = list(default)
@@ -439,6 +454,8 @@ def command(cls: type, *, file_option: str = "--config") -> Callable:
 
 
 def _cell(v: Any) -> str:
+    if v is REQUIRED:
+        return "required"
     if v is None:
         return ""
     if isinstance(v, (list, tuple)) and not v:
@@ -462,9 +479,17 @@ def configs() -> dict[str, type]:
     from rldata.demo import DemoConfig
     from rldata.jobs.verify import VerifyJob
     from rldata.params import SampleConfig
+    from rldata.select_config import FilterConfig, StratifyConfig
     from rldata.trainer.config import TrainCommand
 
-    return {"sample": SampleConfig, "verify": VerifyJob, "train": TrainCommand, "demo": DemoConfig}
+    return {
+        "sample": SampleConfig,
+        "verify": VerifyJob,
+        "filter": FilterConfig,
+        "stratify": StratifyConfig,
+        "train": TrainCommand,
+        "demo": DemoConfig,
+    }
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
