@@ -146,7 +146,8 @@ def test_sample_reads_its_config_file_and_records_no_run_when_refused(tmp_path, 
 
 def test_a_trainer_field_is_one_edit():
     """A new TrainConfig field reaches the CLI, the API, files and the docs with no other edit."""
-    from rldata.config import command, param
+    from rldata.cli._options import command
+    from rldata.config import param
 
     @dataclasses.dataclass(frozen=True)
     class Grown(TrainConfig):

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from rldata.cli._common import get_store
-from rldata.config import command
+from rldata.cli._options import command
 from rldata.console import log
 from rldata.demo import DemoConfig
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list
-from rldata.config import command
+from rldata.cli._options import command
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.params import SampleConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
-from rldata.config import command
+from rldata.cli._options import command
 from rldata.trainer.config import TrainCommand
 
 __all__ = ["register", "train"]

@@ -11,7 +11,7 @@ import polars as pl
 import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
-from rldata.config import command
+from rldata.cli._options import command
 from rldata.console import log
 from rldata.jobs.verify import VerifyJob
 
