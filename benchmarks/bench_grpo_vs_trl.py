@@ -138,7 +138,7 @@ def run_rldata(
         lr=1e-5,
         seed=0,
         cpus_per_learner=float(os.environ.get("BENCH_LEARNER_CPUS", "1")),
-        num_engines=int(os.environ.get("BENCH_ENGINES", "1")),
+        engines=int(os.environ.get("BENCH_ENGINES", "1")),
         mode="sync" if mode == "sync" else "async",
         max_staleness=int(mode[5:] or 1) if mode != "sync" else 1,
     )
@@ -337,7 +337,9 @@ def main() -> None:
         default=1,
         help="rldata learner's CPUs = torch threads (TRL uses torch's default, all cores)",
     )
-    ap.add_argument("--engines", type=int, default=1, help="rldata's vLLM engine actors (num_engines)")
+    ap.add_argument(
+        "--engines", type=int, default=1, help="rldata's vLLM engine actors (TrainConfig.engines)"
+    )
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     if args.child:

@@ -273,7 +273,7 @@ def default_engines(
     the others.  Single-thread engines share nothing: one that loses its core for a moment only
     slows itself.  Measured on 2 cores (benchmarks/RESULTS.md, issue 15): two engines sample 1.46-1.54x
     faster than one (1.27-1.36x end to end), as fast as the bare two-thread loop.  The trainer keeps
-    its own ``num_engines`` (default 1): at its step sizes a second engine did not pay for its
+    its own ``engines`` (default 1): at its step sizes a second engine did not pay for its
     weight loads.
     """
     gpus = int(resources.get("GPU", 0))

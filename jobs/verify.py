@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
+from rldata.config import at_least, param, sql_predicate, validate
 from rldata.console import log, progress
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, verifier_key
@@ -40,20 +41,30 @@ __all__ = ["VerifyJob", "VerifySummary", "run_verify", "select_trajectories"]
 
 @dataclass(frozen=True)
 class VerifyJob:
-    verifier: str | None = None  # registry name (or a domain); None = each task's domain default
-    run_id: str | None = None  # only this run's trajectories
-    where: str | None = None  # SQL predicate over `trajectories t` joined with `tasks k`
-    batch: int = 1024  # trajectories per verification call and per commit
-    timeout_s: float = 10.0  # per distinct check; a timeout records an error result
-    address: str | None = None  # Ray cluster; None = Ray if already initialized, else this machine
+    """Which stored trajectories `rldata verify` re-scores, under which verifier."""
+
+    verifier: str | None = param(
+        None,
+        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
+        "domain verifier.",
+    )
+    run_id: str | None = param(None, help="Only this run's trajectories.")
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="SQL predicate over trajectories t JOIN tasks k."
+    )
+    batch: int = param(1024, check=at_least(1), help="Trajectories per verification call and per commit.")
+    timeout_s: float = param(
+        10.0,
+        flag="--timeout",
+        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
+        help="Seconds per distinct check; a timeout is an error.",
+    )
+    address: str | None = param(
+        None, help="Ray cluster address (default: Ray if already initialized, else this machine)."
+    )
 
     def __post_init__(self):
-        if self.batch < 1:
-            raise ConfigError(f"batch must be >= 1, got {self.batch}", field="batch")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}", field="timeout_s")
-        if self.where is not None:  # spliced into SQL: one predicate, checked before Ray starts
-            check_predicate(self.where)
+        validate(self)
 
 
 # What the job fills in while it runs; its ``result()`` is the frozen rldata.results.VerifyResult, whose

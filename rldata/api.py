@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -160,54 +160,40 @@ def ingest(
     )
 
 
-def sample(
-    store: StoreLike,
-    *,
-    n: int = 16,
-    model: str | None = None,
-    where: str | None = None,
-    selection: str | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_tokens: int = 16,
-    seed: int = 0,
-    address: str | None = None,
-    engines: int | None = None,
-    batch_tasks: int = 128,
-    max_model_len: int | None = None,
-    env: str | None = None,
-    reward=None,
-    adaptive: str = "fixed",
-    band: str | Sequence[float] | None = None,
-    alpha: float | None = None,
-    round_size: int = 4,
-) -> SampleResult:
+def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
-    ledger.  ``reward`` is a :class:`rldata.rewards.compose.RewardSpec` or the path of its YAML.  With
-    ``adaptive`` exact|sequential (and ``band``) a task stops once its band decision is settled.
-    A killed job resumes when called again; on finished work it is a no-op."""
+    ledger.  ``config`` is a :class:`rldata.params.SampleConfig`, a mapping or the path of a YAML/TOML
+    file of its fields; ``overrides`` are its fields by name and win over it (``n=16``,
+    ``temperature=0.7``, ``engines=2``, ``where=...``; docs/options.md lists them, the same as
+    ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
+    or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
+    band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
     from rldata.adaptive.rules import AdaptiveSpec
+    from rldata.config import load
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
+    from rldata.params import SampleConfig
 
-    spec = SamplingSpec(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed)
-    reward_spec = _reward_spec(reward, max_tokens)
-    if adaptive != "fixed" and band is None:
-        raise RldataError(f"adaptive {adaptive!r} needs band (the decision it settles)", field="band")
+    cfg = load(SampleConfig, config, **overrides)  # every check runs here, before anything starts
+    spec, engine = cfg.sampling, cfg.engine
+    reward_spec = _reward_spec(cfg.reward_spec, spec.max_tokens)
+    band = cfg.band
+    if cfg.adaptive != "fixed" and band is None:
+        raise RldataError(f"adaptive {cfg.adaptive!r} needs band (the decision it settles)", field="band")
     if band is not None and not isinstance(band, str):
         band = ",".join(str(x) for x in band)
-    stopping = AdaptiveSpec.parse(adaptive, band=band, alpha=alpha, round_size=round_size)
+    stopping = AdaptiveSpec.parse(cfg.adaptive, band=band, alpha=cfg.alpha, round_size=cfg.round_size)
     job = SampleJob(
         spec=spec,
-        model=model,
-        where=where,
-        selection=selection,
-        engines=engines,
-        address=address,
-        batch_tasks=batch_tasks,
-        max_model_len=max_model_len,
+        model=engine.model,
+        where=cfg.where,
+        selection=cfg.selection,
+        engines=engine.engines,
+        address=cfg.address,
+        batch_tasks=cfg.batch_tasks,
+        max_model_len=engine.max_model_len,
+        kv_cache_gib=engine.kv_cache_gib,
         reward=reward_spec,
-        env=env,
+        env=cfg.env,
         adaptive=stopping,
     )
     return run_sample(_open(store, create=True), job).result()
@@ -223,152 +209,123 @@ def _reward_spec(reward, max_tokens: int):
     return spec
 
 
-def verify(
-    store: StoreLike,
-    *,
-    verifier: str | None = None,
-    run_id: str | None = None,
-    where: str | None = None,
-    batch: int = 1024,
-    timeout_s: float = 10.0,
-    address: str | None = None,
-) -> VerifyResult:
+def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     """Re-score stored trajectories under ``verifier`` (default: each task's domain default) and
-    rebuild the ledger for it; resumable and idempotent, old verifier versions are kept."""
+    rebuild the ledger for it; resumable and idempotent, old verifier versions are kept.
+    ``config`` (a :class:`rldata.jobs.verify.VerifyJob`, a mapping or a YAML/TOML file) and
+    ``overrides`` are its fields by name: ``verifier``, ``run_id``, ``where``, ``batch``,
+    ``timeout_s``, ``address`` (docs/options.md)."""
+    from rldata.config import load
     from rldata.jobs.verify import VerifyJob, run_verify
 
-    job = VerifyJob(
-        verifier=verifier, run_id=run_id, where=where, batch=batch, timeout_s=timeout_s, address=address
-    )
-    return run_verify(_open(store, create=False), job).result()
+    return run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)).result()
 
 
-def filter(
-    store: StoreLike,
-    *,
-    band: str | Sequence[float],
-    name: str,
-    inclusive: bool = True,
-    model: str | None = None,
-    params_hash: str | None = None,
-    verifier_key: str | None = None,
-    min_n: int | None = None,
-    domain: str | None = None,
-    dry_run: bool = False,
-):
+def filter(store: StoreLike, *, config=None, **overrides: Any):
     """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
     (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
-    Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason, the ledger key)."""
+    ``config`` (a :class:`rldata.select_config.FilterConfig`, a mapping or a YAML/TOML file) and
+    ``overrides`` are its fields by name (``band``, ``name``, ``model``, ``min_n``, ``dry_run``...;
+    docs/options.md).  Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason,
+    the ledger key)."""
+    from rldata.config import load
     from rldata.select import Band, filter_store
+    from rldata.select_config import FilterConfig
 
+    cfg = load(FilterConfig, config, **overrides)
+    band = cfg.band
     if not isinstance(band, (str, Band)):
         band = ",".join(str(x) for x in band)
-    b = band if isinstance(band, Band) else Band.parse(band, inclusive=inclusive)
+    b = band if isinstance(band, Band) else Band.parse(band, inclusive=cfg.inclusive)
     result, _ = filter_store(
         _open(store, create=True),
-        name=name,
+        name=cfg.name,
         band=b,
-        model=model,
-        params_hash=params_hash,
-        verifier_key=verifier_key,
-        min_n=min_n,
-        domain=domain,
-        dry_run=dry_run,
+        model=cfg.model,
+        params_hash=cfg.params_hash,
+        verifier_key=cfg.verifier_key,
+        min_n=cfg.min_n,
+        domain=cfg.domain,
+        dry_run=cfg.dry_run,
     )
     return result
 
 
-def stratify(
-    store: StoreLike,
-    *,
-    selection: str,
-    buckets: str | Sequence | None = None,
-    quantiles: int | None = None,
-    curriculum: str | os.PathLike | None = None,
-    seed: int = 0,
-    phase_steps: Sequence[int] | None = None,
-    window: int = 10,
-    dominance: float = 0.6,
-):
+def stratify(store: StoreLike, *, config=None, **overrides: Any):
     """Bucket the kept tasks of ``selection`` by difficulty (``buckets`` as ``"easy:0.7-0.9,..."`` or
     a list of :class:`rldata.curriculum.Bucket`, or ``quantiles`` equal-count buckets) and write the
-    trainer's curriculum file ``curriculum``.  Returns :class:`rldata.select.StratifyResult`."""
+    trainer's curriculum file ``curriculum`` (default buckets.yaml; None: none).  ``config`` and
+    ``overrides``: the fields of :class:`rldata.select_config.StratifyConfig` (docs/options.md).
+    Returns :class:`rldata.select.StratifyResult`."""
+    from rldata.config import load
     from rldata.select import parse_buckets, stratify_store
+    from rldata.select_config import StratifyConfig
 
+    cfg = load(StratifyConfig, config, **overrides)
+    buckets = cfg.buckets
     parsed = (
         parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
     )
     return stratify_store(
         _open(store, create=True),
-        selection=selection,
+        selection=cfg.selection,
         buckets=parsed,
-        quantiles=quantiles,
-        out=curriculum,
-        seed=seed,
-        phase_steps=None if phase_steps is None else list(phase_steps),
-        dominance=dominance,
-        window=window,
+        quantiles=cfg.quantiles,
+        out=cfg.curriculum,
+        seed=cfg.seed,
+        phase_steps=None if cfg.phase_steps is None else list(cfg.phase_steps),
+        dominance=cfg.dominance,
+        window=cfg.window,
     )
 
 
-def train(
-    store: StoreLike,
-    *,
-    config=None,
-    sampler: str | None = None,
-    where: str | None = None,
-    resume: bool = False,
-    eval_heldout: bool = False,
-    eval_where: str | None = None,
-    address: str | None = None,
-    max_model_len: int | None = None,
-    tag: str | None = None,
-    tracker: str = "none",
-    tracker_dir: str | os.PathLike | None = None,
-    **settings: Any,
-) -> TrainResult:
+def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     """Curriculum-aware distributed GRPO on Ray; every rollout and metric lands in the store.
 
-    ``config`` is a :class:`rldata.trainer.config.TrainConfig`, the path of its YAML, or None;
-    ``settings`` are TrainConfig fields that override it (``curriculum="buckets.yaml"``,
-    ``steps=50``, ``mode="async"``...).  ``where`` picks the tasks of a run without a curriculum;
-    ``eval_heldout`` evaluates on the bundled held-out split (or ``eval_where`` names one).
+    ``config`` is a :class:`rldata.trainer.config.TrainConfig`, a mapping or the path of a YAML/TOML
+    file of its fields; ``settings`` override it, by field name: the TrainConfig fields
+    (``curriculum="buckets.yaml"``, ``steps=50``, ``mode="async"``...) and the
+    :class:`rldata.trainer.config.TrainRun` ones (``where`` picks the tasks of a run without a
+    curriculum; ``eval_heldout`` evaluates on the bundled held-out split, or ``eval_where`` names
+    one; ``resume``, ``address``, ``tracker``...).  docs/options.md lists them, the same as
+    ``rldata train``'s options; a setting given as None counts as not given.
     """
-    from rldata.trainer.config import TrainConfig
+    from rldata.config import as_flat, load
+    from rldata.trainer.config import TrainCommand, TrainConfig
+
+    settings = {k: v for k, v in settings.items() if v is not None}
+    if isinstance(config, TrainCommand) and not settings:  # already built and checked (rldata train)
+        return _train(store, config)
+    if isinstance(config, TrainCommand):
+        config = {**as_flat(config.train), **as_flat(config.run)}
+    if isinstance(config, TrainConfig):
+        config = as_flat(config)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
+    return _train(store, load(TrainCommand, config, **settings))
+
+
+def _train(store: StoreLike, command) -> TrainResult:
+    """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
     from rldata.trainer.driver import DriverOptions
     from rldata.trainer.driver import train as run_train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
-    if eval_heldout and eval_where:
-        raise RldataError("give eval_heldout or eval_where, not both", field="eval_heldout")
-    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
-    if isinstance(config, TrainConfig):
-        cfg = replace(config, **settings) if settings else config
-    elif config is not None:
-        cfg = TrainConfig.from_yaml(config, **settings)
-    else:
-        cfg = TrainConfig.from_dict(settings)
-    if cfg.curriculum is not None and where:
-        raise RldataError(
-            "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
-            field="where",
-        )
-    # every check (predicates in DriverOptions, output paths) before the store is opened or created
-    check_output_path(cfg.output_dir, store=store, name="output_dir")
-    check_output_path(tracker_dir, store=store, name="tracker_dir")
+    run = command.run
+    # every check (the config's, DriverOptions' predicates, output paths) before the store is opened
+    check_output_path(command.train.output_dir, store=store, name="output_dir")
+    check_output_path(run.tracker_dir, store=store, name="tracker_dir")
     opts = DriverOptions(
-        sampler=sampler,
-        tasks_where=where,
-        resume=resume,
-        eval_where=HELDOUT_WHERE if eval_heldout else eval_where,
-        address=address,
-        max_model_len=max_model_len,
-        tag=tag,
-        tracker=tracker,
-        tracker_dir=None if tracker_dir is None else str(tracker_dir),
+        sampler="uniform" if run.uniform else run.sampler,
+        tasks_where=run.where,
+        resume=run.resume,
+        eval_where=HELDOUT_WHERE if run.eval_heldout else run.eval_where,
+        address=run.address,
+        max_model_len=run.max_model_len,
+        tag=run.tag,
+        tracker=run.tracker,
+        tracker_dir=run.tracker_dir,
     )
-    st = _open(store, create=True)
-    return TrainResult.of(run_train(st, cfg, opts))
+    return TrainResult.of(run_train(_open(store, create=True), command.train, opts))
 
 
 def export(

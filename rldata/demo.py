@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rldata.config import at_least, param, validate
 from rldata.console import log
-from rldata.errors import ConfigError
 from rldata.store import Store
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
@@ -43,20 +43,26 @@ NEXT_QUERIES = [
 
 @dataclass(frozen=True)
 class DemoConfig:
-    out: str = "rldata-demo"  # buckets.yaml, report/ and checkpoints go here
-    tasks: int = 1500  # bundled training tasks to sample (of 3,000), N=16 each
-    n: int = 16  # samples per task for the pass-rate ledger
-    steps: int = 60  # GRPO steps
-    eval_tasks: int = 200  # held-out tasks evaluated before and after training, N=16 each
-    seed: int = 0
-    env: str | None = None  # run the whole loop in this environment (e.g. "calculator"); None = single-turn
+    """The demo loop: how many tasks, samples, steps and held-out tasks."""
+
+    out: str = param("rldata-demo", help="Directory for buckets.yaml, the report and checkpoints.")
+    tasks: int = param(
+        1500, check=at_least(1), help="Bundled training tasks to sample (of 3,000), N per task."
+    )
+    n: int = param(16, check=at_least(1), help="Samples per task for the pass-rate ledger.")
+    steps: int = param(60, check=at_least(1), help="GRPO steps.")
+    eval_tasks: int = param(
+        200, check=at_least(1), help="Held-out tasks evaluated before and after training."
+    )
+    seed: int = param(0, help="Seed for sampling and training.")
+    env: str | None = param(
+        None,
+        help="Run the loop in this environment, e.g. calculator (the bundled model's tool use: sample, "
+        "filter, train and evaluate as episodes). Default: single-turn.",
+    )
 
     def __post_init__(self):
-        if min(self.tasks, self.n, self.steps, self.eval_tasks) < 1:
-            raise ConfigError(
-                "tasks, n, steps and eval_tasks must be >= 1",
-                field=next(f for f in ("tasks", "n", "steps", "eval_tasks") if getattr(self, f) < 1),
-            )
+        validate(self)
 
 
 def _stage(name: str):

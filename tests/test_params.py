@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+import rldata
 from jobs.sample import SampleJob
 from rldata import open_store
 from rldata.cli import main
@@ -58,6 +59,17 @@ def test_job_sizes_are_checked_before_anything_starts(name, value):
 
 @pytest.mark.parametrize(
     ("kw", "field"),
+    [({"engines": 0}, "engines"), ({"seed": 2**70}, "seed"), ({"batch_tasks": 1.5}, "batch_tasks")],
+)
+def test_the_sample_verb_refuses_before_opening_anything(tmp_path, kw, field):
+    with pytest.raises(ConfigError) as e:
+        rldata.sample(tmp_path / "nowhere", **kw)
+    assert e.value.field == field
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
     [
         ({"seed": 2**70}, "seed"),
         ({"temperature": math.inf}, "temperature"),
@@ -77,9 +89,12 @@ def test_the_trainer_names_its_own_field(kw, field):
     [
         (["--seed", str(2**70)], "--seed: seed must be in [0, 2**63)"),
         (["--seed", "-1"], "--seed: seed must be in [0, 2**63)"),
-        (["--engines", "0"], "--engines: engines must be an integer >= 1, got 0"),
-        (["--batch-tasks", "0"], "--batch-tasks: batch_tasks must be an integer >= 1"),
-        (["--max-model-len", "0"], "--max-model-len: max_model_len must be an integer >= 1"),
+        (["--engines", "0"], "--engines: engines: must be >= 1, got 0"),
+        (["--batch-tasks", "0"], "--batch-tasks: batch_tasks: must be >= 1, got 0"),
+        (["--max-model-len", "0"], "--max-model-len: max_model_len: must be >= 1, got 0"),
+        (["--kv-cache-gib", "0"], "--kv-cache-gib: kv_cache_gib: must be > 0"),
+        (["--round", "0"], "--round: round_size: must be >= 1"),
+        (["--adaptive", "often"], "--adaptive: adaptive: must be one of fixed, exact, sequential"),
         (["--n", "0"], "--n: n must be in [1, "),
         (["--temperature", "nan"], "--temperature: temperature must be in [0, "),
         (["--temperature", "inf"], "--temperature: temperature must be in [0, "),

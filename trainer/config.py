@@ -8,21 +8,19 @@ problem into an ``InputError`` naming the file and the field.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rldata import yaml_safe
+from rldata.config import at_least, build, load, nested, param, sql_predicate, validate
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError
 from rldata.names import check_name
 from rldata.params import SamplingSpec, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
-__all__ = ["MODES", "ConfigError", "TrainConfig"]  # ConfigError: rldata.errors', re-exported
+__all__ = ["MODES", "ConfigError", "TrainCommand", "TrainConfig", "TrainRun"]  # ConfigError: rldata.errors'
 
 MODES = ("sync", "async")
 # SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
@@ -41,124 +39,151 @@ def _need(ok: bool, name: str, reason: str) -> None:
         raise ConfigError.of(name, reason)
 
 
-# Annotation (as a string, see `from __future__`) -> accepted Python types.  YAML gives ints for
-# whole floats ("lr: 1" is fine) but a bool is never taken for a number.
-_TYPES = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "tuple[float, float]": (tuple, list),
-    "dict[str, Any]": (dict,),
-}
+def _positive(v):
+    return None if v is None or v > 0 else f"must be > 0, got {v}"
 
 
-def _check_types(cfg) -> None:
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        ann = f.type.replace(" | None", "")
-        if value is None and f.type.endswith("| None"):
-            continue
-        ok = isinstance(value, _TYPES[ann]) and not (ann in ("int", "float") and isinstance(value, bool))
-        _need(ok, f.name, f"expected {ann}, got {type(value).__name__} {value!r}")
+_ONE = at_least(1)
+_ZERO = at_least(0)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    """Training configuration (GRPO, rollouts, learners, checkpoints, eval)."""
+
     # --- model and run -----------------------------------------------------------------------
-    model: str | None = None  # HF model dir; None = the embedded tiny model
-    run_id: str | None = None  # None = a fresh id per run
-    output_dir: str = "runs"  # checkpoints go to <output_dir>/<run_id>/checkpoints/step-NNNNNN
-    seed: int = 0  # seeds python, numpy, torch and the engines' per-request seeds
+    model: str | None = param(
+        None, help="Starting HF model directory. Default: the bundled tiny-arith model."
+    )
+    run_id: str | None = param(
+        None,
+        help="Run id (default: a fresh one); 1-128 letters, digits, '.', '_', ':', '-' (a directory name).",
+    )
+    output_dir: str = param(
+        "runs", flag="--out", help="Output dir; checkpoints go to OUT/RUN_ID/checkpoints/step-NNNNNN."
+    )
+    seed: int = param(
+        0, help="Run seed: python, numpy, torch, the sampler and the engines' per-request seeds."
+    )
     # --- schedule -----------------------------------------------------------------------------
-    steps: int = DEFAULT_TRAIN_STEPS  # optimizer steps (= policy versions after the initial one)
-    prompts_per_step: int = 16  # prompts (groups) in one rollout batch
-    group_size: int = 8  # G: samples per prompt
+    steps: int = param(
+        DEFAULT_TRAIN_STEPS, check=_ONE, help="Optimizer steps (= policy versions after the initial one)."
+    )
+    prompts_per_step: int = param(16, check=_ONE, help="Prompts (groups) in one rollout batch.")
+    group_size: int = param(8, help="G: samples per prompt (>= 2: advantages are group-relative).")
     # --- rollout ------------------------------------------------------------------------------
-    max_tokens: int = 16  # completion length cap
-    temperature: float = 1.0  # sampling temperature (the learner scores tokens at the same one)
-    top_p: float = 1.0  # must be 1: the engine's nucleus log-probs and the learner's softmax would disagree
-    num_engines: int = 1  # vLLM engine actors
-    dynamic_sampling: bool = True  # drop groups whose rewards are all equal, and replace them
-    max_resample: int = 3  # extra generation rounds per step to replace dropped groups
+    max_tokens: int = param(16, check=_ONE, help="Completion length cap, in tokens.")
+    temperature: float = param(
+        1.0, help="Sampling temperature (> 0; the learner scores tokens at the same one)."
+    )
+    top_p: float = param(
+        1.0, help="Must be 1: the engine's nucleus log-probs and the learner's softmax would disagree."
+    )
+    engines: int = param(1, check=_ONE, deprecated=("num_engines",), help="K: vLLM engine actors.")
+    dynamic_sampling: bool = param(True, help="Drop groups whose rewards are all equal, and replace them.")
+    max_resample: int = param(
+        3, check=_ZERO, help="Extra generation rounds per step to replace dropped groups."
+    )
     # --- loss ---------------------------------------------------------------------------------
-    advantage: str = "grpo"  # "grpo": (r - mean) / (std + eps); "drgrpo": r - mean
-    adv_eps: float = 1e-6  # eps in the grpo denominator
-    eps_low: float = 0.2  # ratio clipped below at 1 - eps_low
-    eps_high: float = 0.28  # ratio clipped above at 1 + eps_high (DAPO clip-higher)
-    kl_coef: float = 0.0  # weight of the k3 KL to the initial model; 0 = no reference model loaded
-    agg: str = (
-        "token"  # "token": mean over all tokens of the batch (DAPO); "sequence": mean of per-sequence means
+    advantage: str = param("grpo", help="grpo: (r - mean) / (std + eps); drgrpo: r - mean.")
+    adv_eps: float = param(1e-6, check=_ZERO, help="eps in the grpo denominator.")
+    eps_low: float = param(0.2, help="The ratio is clipped below at 1 - eps_low, in [0, 1).")
+    eps_high: float = param(
+        0.28, check=_ZERO, help="The ratio is clipped above at 1 + eps_high (DAPO clip-higher)."
     )
-    behav_weight_cap: float = (
-        2.0  # C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling)
+    kl_coef: float = param(
+        0.0, check=_ZERO, help="Weight of the k3 KL to the initial model; 0 = no reference model loaded."
     )
-    behav_weight: bool = True  # False: no behaviour correction, weight 1 (ablation only)
+    agg: str = param(
+        "token", help="token: mean over all tokens of the batch (DAPO); sequence: mean of per-sequence means."
+    )
+    behav_weight_cap: float = param(
+        2.0, help="C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling), >= 1."
+    )
+    behav_weight: bool = param(True, help="Off: no behaviour correction, weight 1 (ablation only).")
     # --- sync / async -------------------------------------------------------------------------
-    mode: str = "sync"  # "sync": generate, then update; "async": engines generate ahead while learners update
-    max_staleness: int = 1  # async: K, generation runs at most K policy versions ahead of the learners
-    # --- optimizer and learners ---------------------------------------------------------------
-    lr: float = 1e-5  # AdamW learning rate (constant)
-    weight_decay: float = 0.0
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    max_grad_norm: float = 1.0  # gradient clipping; 0 = off
-    num_learners: int = 1  # W: DDP ranks, one Ray actor each (gloo on CPU, NCCL on GPU)
-    micro_batch: int = 16  # sequences per forward/backward on one learner (gradients accumulate)
-    cpus_per_learner: float = 1.0  # CPU cores reserved per learner in its placement group bundle
-    # torch threads per learner on CPU; 0 = cpus_per_learner, except in sync mode, where the engines
-    # wait during the update: there the learners share all of their node's cores
-    learner_threads: int = 0
-    # --- checkpoints, curriculum, eval --------------------------------------------------------
-    checkpoint_every: int = 0  # save every K steps; 0 = only at the end (always saved at the end)
-    curriculum: str | None = None  # buckets.yaml; None = tasks drawn uniformly
-    env: str | None = None  # environment (NAME or NAME@VERSION) every task runs in; None = each task's own
-    reward_spec: str | None = (
-        None  # YAML reward spec (judge mix, length penalty, z-scores); None = verifier 1/0
+    mode: str = param(
+        "sync",
+        flag="--async/--sync",
+        cli_type=bool,
+        to_field=lambda on: "async" if on else "sync",
+        from_field=lambda mode: mode == "async",
+        help="Async: engines generate the next batches while the learners update (mode: sync or async).",
     )
-    eval_every: int = 0  # held-out eval every K steps; 0 = only before the first and after the last step
-    eval_selection: str | None = None  # selection (in the store) holding the held-out tasks; None = no eval
-    eval_size: int = 200  # held-out tasks per eval (the first ones, in task_id order)
-    eval_n: int = 16  # samples per held-out task
-    eval_temperature: float = 1.0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # free-form notes, stored with the run
+    max_staleness: int = param(
+        1, help="Async: generation runs at most K policy versions ahead of the learners (>= 1)."
+    )
+    # --- optimizer and learners ---------------------------------------------------------------
+    lr: float = param(1e-5, help="AdamW learning rate (constant), > 0.")
+    weight_decay: float = param(0.0, check=_ZERO, help="AdamW weight decay.")
+    adam_betas: tuple[float, float] = param(
+        (0.9, 0.999), cli=False, help="AdamW betas, two numbers in [0, 1)."
+    )
+    max_grad_norm: float = param(1.0, check=_ZERO, help="Gradient clipping; 0 = off.")
+    num_learners: int = param(
+        1, flag="--learners", check=_ONE, help="W: DDP learner actors (gloo on CPU, NCCL on GPU)."
+    )
+    micro_batch: int = param(
+        16, check=_ONE, help="Sequences per forward/backward on one learner (gradients accumulate)."
+    )
+    cpus_per_learner: float = param(
+        1.0, check=_positive, help="CPU cores reserved per learner in its placement group bundle."
+    )
+    # 0: cpus_per_learner, except in sync mode, where the engines wait during the update and the
+    # learners share all of their node's cores
+    learner_threads: int = param(
+        0,
+        check=_ZERO,
+        help="Torch threads per learner on CPU; 0 = cpus_per_learner (sync mode: the node's cores).",
+    )
+    # --- checkpoints, curriculum, eval --------------------------------------------------------
+    checkpoint_every: int = param(
+        0, check=_ZERO, help="Checkpoint every K steps; 0 = only at the end (always saved at the end)."
+    )
+    curriculum: str | None = param(
+        None,
+        short="-c",
+        help="buckets.yaml (rldata stratify). Without it, tasks are drawn uniformly from the tasks table.",
+    )
+    env: str | None = param(
+        None,
+        help="Train every task as an episode in this environment (NAME or NAME@VERSION). "
+        "Default: each task's own environment, else single-turn.",
+    )
+    reward_spec: str | None = param(
+        None,
+        help="YAML reward spec (judge mix, length penalty, per-domain z-scores). Default: the verifier's 1/0.",
+    )
+    eval_every: int = param(
+        0, check=_ZERO, help="Evaluate every K steps; 0 = only before the first and after the last step."
+    )
+    eval_selection: str | None = param(
+        None, help="Selection (in the store) holding the held-out tasks; None = no eval."
+    )
+    eval_size: int = param(
+        200, check=_ONE, help="Held-out tasks per eval (the first ones, in task_id order)."
+    )
+    eval_n: int = param(16, check=_ONE, help="Samples per held-out task.")
+    eval_temperature: float = param(1.0, help="Sampling temperature of the eval (0 = greedy).")
+    extra: dict[str, Any] = param(
+        default_factory=dict, compare=False, cli=False, help="Free-form notes, stored with the run."
+    )
 
     def __post_init__(self):
-        _check_types(self)
+        validate(self, error=ConfigError)  # each field's type and its own check, declared with it
         if self.run_id is not None:  # names a directory under output_dir: no separators, no ".."
             try:
                 check_name(self.run_id, field="run_id")
             except ConfigError as e:
                 raise ConfigError.of("run_id", str(e).partition(": ")[2]) from None
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-        for name in (
-            "steps",
-            "prompts_per_step",
-            "num_engines",
-            "num_learners",
-            "micro_batch",
-            "max_tokens",
-            "eval_size",
-            "eval_n",
-        ):
-            _need(int(getattr(self, name)) >= 1, name, f"must be >= 1, got {getattr(self, name)}")
         _need(
             self.group_size >= 2,
             "group_size",
             f"must be >= 2 (advantages are group-relative), got {self.group_size}",
         )
-        for name in (
-            "max_resample",
-            "checkpoint_every",
-            "eval_every",
-            "kl_coef",
-            "weight_decay",
-            "max_grad_norm",
-            "adv_eps",
-        ):
-            _need(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
         _need(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         _need(0 <= self.eps_low < 1, "eps_low", f"must be in [0, 1), got {self.eps_low}")
-        _need(self.eps_high >= 0, "eps_high", f"must be >= 0, got {self.eps_high}")
         _need(
             self.temperature > 0,
             "temperature",
@@ -180,8 +205,6 @@ class TrainConfig:
             "max_staleness",
             f"must be >= 1 (0 is sync mode), got {self.max_staleness}",
         )
-        _need(self.cpus_per_learner > 0, "cpus_per_learner", f"must be > 0, got {self.cpus_per_learner}")
-        _need(self.learner_threads >= 0, "learner_threads", f"must be >= 0, got {self.learner_threads}")
         _need(
             len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
             "adam_betas",
@@ -256,32 +279,77 @@ class TrainConfig:
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
+    @property
+    def num_engines(self) -> int:
+        """Deprecated name of ``engines`` (one release)."""
+        return self.engines
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError.of(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
-        return cls(**data)
+        """Fields by name (``num_engines``, the old name of ``engines``, warns)."""
+        return build(cls, data)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides) -> TrainConfig:
-        """Load a YAML mapping of fields; ``overrides`` (e.g. from CLI options) win over the file."""
-        path = Path(path)
-        try:
-            data = yaml_safe.safe_load(path.read_text()) or {}
-        except OSError as e:
-            raise InputError(str(path), None, f"cannot read: {e.strerror or e}") from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"line {mark.line + 1}" if mark is not None else None
-            raise InputError(str(path), where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
-        if not isinstance(data, dict):
-            raise InputError(
-                str(path), None, f"expected a mapping of config fields, got {type(data).__name__}"
+        """Load a YAML (or TOML) mapping of fields; ``overrides`` (e.g. from CLI options) win over the
+        file, None meaning not given.  A bad value in the file is an InputError naming file and field."""
+        return load(cls, Path(path), **{k: v for k, v in overrides.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """How a run of a TrainConfig starts: which tasks, Ray, the engines' context, tracking."""
+
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
+    )
+    sampler: str | None = param(None, help="Override the curriculum's sampler: mixture or uniform.")
+    uniform: bool = param(False, help="Shorthand for --sampler uniform (the baseline).")
+    resume: bool = param(
+        False, help="Continue RUN_ID (default: the newest run in OUT) from its newest checkpoint."
+    )
+    eval_heldout: bool = param(
+        False,
+        help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
+        "--eval-every steps, and after.",
+    )
+    eval_where: str | None = param(
+        None, check=sql_predicate("eval_where"), help="SQL predicate over tasks naming the held-out set."
+    )
+    address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
+    max_model_len: int | None = param(
+        None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
+    )
+    tag: str | None = param(
+        None,
+        help="A name shared by runs of one setting (e.g. its seeds): rldata report --group-by tag draws "
+        "their mean and spread.",
+    )
+    tracker: str = param(
+        "none",
+        help="Also stream every metric to tensorboard, wandb (offline) or mlflow (file store); none: the "
+        "store only.",
+    )
+    tracker_dir: str | None = param(None, help="Where the tracker writes (default: OUT/RUN_ID/TRACKER).")
+
+    def __post_init__(self):
+        validate(self)
+        if self.uniform and self.sampler not in (None, "uniform"):
+            raise ConfigError(f"uniform contradicts sampler {self.sampler!r}", field="uniform")
+        if self.eval_heldout and self.eval_where:
+            raise ConfigError("give eval_heldout or eval_where, not both", field="eval_heldout")
+
+
+@dataclass(frozen=True)
+class TrainCommand:
+    """`rldata train`: a TrainConfig and how its run starts (a file may hold both, flat or nested)."""
+
+    train: TrainConfig = nested(TrainConfig)
+    run: TrainRun = nested(TrainRun)
+
+    def __post_init__(self):
+        if self.train.curriculum is not None and self.run.where:
+            raise ConfigError(
+                "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
+                field="where",
             )
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls.from_dict(data)
-        except ConfigError as e:
-            raise InputError(str(path), None, e.reason, field=e.field) from None

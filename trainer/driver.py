@@ -125,7 +125,7 @@ def _ray_cpus_needed(cfg: TrainConfig, evaluating: bool) -> float:
     # evaluation's sample job one more engine.  Phases alternate in synchronous mode, so these are
     # scheduling slots, not cores that must all be busy at once (async mode runs them at once: the
     # same slots, sharing the cores).
-    return cfg.num_engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
+    return cfg.engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
 
 
 def _start_ray(address: str | None, need: float) -> None:
@@ -136,7 +136,7 @@ def _start_ray(address: str | None, need: float) -> None:
         raise RldataError(
             f"the Ray cluster has {have:g} CPUs, this run needs {need:g} (engines + learners x "
             "cpus_per_learner + 1 for verification [+ 1 for evaluation]); start Ray with more "
-            f"--num-cpus or lower num_engines / num_learners / cpus_per_learner"
+            f"--num-cpus or lower engines / num_learners / cpus_per_learner"
         )
 
 
@@ -294,7 +294,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     )
     try:
         engines = start_engines(
-            cfg.num_engines,
+            cfg.engines,
             model_now,
             seed=cfg.seed,
             name_prefix=f"rldata-train-{run_id}",

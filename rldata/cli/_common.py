@@ -92,7 +92,6 @@ def int_list(text: str | None, what: str) -> list[int] | None:
 # no flag: a message never points at an option the command does not have.
 FIELD_FLAGS = {
     "num_learners": "--learners",
-    "num_engines": "--engines",
     "output_dir": "--out",
     "mode": "--async",
     "rule": "--adaptive",

@@ -7,55 +7,24 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._options import command
 from rldata.console import log
+from rldata.select_config import FilterConfig, StratifyConfig
 
-_CURRICULUM = typer.Option(Path("buckets.yaml"), "--curriculum", "-c", help="Curriculum file to write.")
 _CURRICULUM_ARG = typer.Argument(Path("buckets.yaml"), help="The curriculum file to check.")
 
 
+@command(FilterConfig)
 def filter_cmd(
-    ctx: typer.Context,
-    band: str = typer.Option(..., "--band", help="Pass-rate band LO,HI, e.g. 0.1,0.9 (decided from counts)."),
-    name: str = typer.Option(
-        ..., "--name", help="Selection name; re-running replaces its rows in one commit."
-    ),
-    model: str = typer.Option(None, "--model", help="Model of the pass rates (default: the only one)."),
-    params_hash: str = typer.Option(
-        None, "--params-hash", help="Sampling params hash (default: the only one)."
-    ),
-    verifier_key: str = typer.Option(
-        # --verifier-version: the option's name before the passrates column was renamed
-        None,
-        "--verifier-key",
-        "--verifier-version",
-        help="Verifier name@version (default: the only one).",
-    ),
-    inclusive: bool = typer.Option(True, "--inclusive/--exclusive", help="Whether the band edges are kept."),
-    min_n: int = typer.Option(
-        None, "--min-n", help="Fewer samples -> insufficient_samples (default: most common n)."
-    ),
-    domain: str = typer.Option(None, "--domain", help="Only tasks of this domain."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Decide and print, write nothing."),
-    fmt: Format = FORMAT_OPT,
-    out: Path = OUT_OPT,
+    ctx: typer.Context, config: FilterConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
     from rldata.api import filter as run_filter
     from rldata.select import REASONS
 
-    res = run_filter(
-        get_store(ctx, create=True),
-        name=name,
-        band=band,
-        inclusive=inclusive,
-        model=model,
-        params_hash=params_hash,
-        verifier_key=verifier_key,
-        min_n=min_n,
-        domain=domain,
-        dry_run=dry_run,
-    )
+    res = run_filter(get_store(ctx, create=True), config=config)
+    name, dry_run = config.name, config.dry_run
     key = ", ".join(f"{k}={v}" for k, v in res.key.items())
     where = "dry run, nothing written" if dry_run else f"selections version {res.selections_version}"
     log(
@@ -93,43 +62,15 @@ def filter_cmd(
     emit(pl.DataFrame(rows), fmt, out)
 
 
+@command(StratifyConfig)
 def stratify(
-    ctx: typer.Context,
-    selection: str = typer.Option(
-        ..., "--selection", "-s", help="The selection to bucket (see rldata filter)."
-    ),
-    buckets: str = typer.Option(
-        None, "--buckets", help="NAME:LOW-HIGH,... e.g. easy:0.7-0.9,medium:0.4-0.7,hard:0.1-0.4"
-    ),
-    quantiles: int = typer.Option(
-        None, "--quantiles", help="Instead of --buckets: this many equal-count buckets."
-    ),
-    curriculum: Path = _CURRICULUM,
-    seed: int = typer.Option(0, "--seed", help="Sampler seed recorded in the curriculum."),
-    phase_steps: str = typer.Option(
-        None, "--phase-steps", help="Step boundaries between phases, e.g. 100,300 (default: promotion rules)."
-    ),
-    window: int = typer.Option(10, "--window", help="Promotion rules: steps of accuracy to average."),
-    dominance: float = typer.Option(
-        0.6, "--dominance", help="Warn when one category holds more than this of a bucket."
-    ),
-    fmt: Format = FORMAT_OPT,
-    out: Path = OUT_OPT,
+    ctx: typer.Context, config: StratifyConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
     from rldata.api import stratify as run_stratify
 
-    res = run_stratify(
-        get_store(ctx, create=True),
-        selection=selection,
-        buckets=buckets or None,
-        quantiles=quantiles,
-        curriculum=curriculum,
-        seed=seed,
-        phase_steps=int_list(phase_steps, "--phase-steps"),
-        dominance=dominance,
-        window=window,
-    )
+    res = run_stratify(get_store(ctx, create=True), config=config)
+    selection, curriculum = config.selection, config.curriculum
     sizes = ", ".join(f"{b.name} {b.count} [{b.low:g}, {b.high:g})" for b in res.buckets)
     log(f"stratify {selection!r}: {sizes}; wrote {curriculum} (selections version {res.selections_version})")
     for w in res.warnings:

@@ -11,26 +11,13 @@ import polars as pl
 import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._options import command
 from rldata.console import log
+from rldata.jobs.verify import VerifyJob
 
 
-def verify(
-    ctx: typer.Context,
-    verifier: str = typer.Option(
-        None,
-        "--verifier",
-        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; "
-        "default: each task's domain verifier.",
-    ),
-    run_id: str = typer.Option(None, "--run-id", help="Only this run's trajectories."),
-    where: str = typer.Option(None, "--where", help="SQL predicate over trajectories t JOIN tasks k."),
-    batch: int = typer.Option(1024, "--batch", help="Trajectories per verification call and per commit."),
-    timeout: float = typer.Option(
-        10.0, "--timeout", help="Seconds per distinct check; a timeout is an error."
-    ),
-    address: str = typer.Option(None, "--address", help="Ray cluster address (default: this machine)."),
-    fmt: Format = FORMAT_OPT,
-) -> None:
+@command(VerifyJob)
+def verify(ctx: typer.Context, config: VerifyJob, fmt: Format = FORMAT_OPT) -> None:
     """Re-score stored trajectories under the verifier's current version; rebuild its ledger rows.
 
     Old results stay (a new version adds rows); re-running finishes a killed run, and is a no-op
@@ -38,15 +25,7 @@ def verify(
     """
     from rldata.api import verify as run_verify
 
-    s = run_verify(
-        get_store(ctx),
-        verifier=verifier,
-        run_id=run_id,
-        where=where,
-        batch=batch,
-        timeout_s=timeout,
-        address=address,
-    )
+    s = run_verify(get_store(ctx), config=config)
     if not s.noop:
         log(
             f"verified {s.verified} trajectories ({s.already_verified} already) with {', '.join(s.verifiers)} in "

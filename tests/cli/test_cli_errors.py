@@ -64,6 +64,6 @@ def test_flag_for_only_names_options_the_command_has():
     assert flag_for(cli, ["--store", "s", "stratify", "-s", "x"], "quantiles") == "--quantiles"
     assert flag_for(cli, ["--store", "s", "filter", "--name", "x"], "quantiles") is None
     assert flag_for(cli, ["train"], "num_learners") == "--learners"  # the override table
-    assert flag_for(cli, ["train"], "lr") is None  # a config field with no option: no flag
+    assert flag_for(cli, ["train"], "adam_betas") is None  # a config field with no option: no flag
     assert flag_for(cli, ["sample"], "n") == "--n"
     assert flag_for(cli, ["sample"], None) is None

@@ -108,7 +108,7 @@ def test_verify_errors_are_one_line_and_write_nothing(store):
         run_verify(store, VerifyJob(where="no_such_column = 1"))
     with pytest.raises(RldataError, match="no verifier named 'nope'"):
         run_verify(store, VerifyJob(verifier="nope"))
-    with pytest.raises(RldataError, match="^batch must be >= 1"):
+    with pytest.raises(RldataError, match="^batch: must be >= 1"):  # the field: reason form of rldata.config
         VerifyJob(batch=0)
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 0
 

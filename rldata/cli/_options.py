@@ -1,0 +1,108 @@
+"""Typer options from config fields (rldata.config): the one place the CLI meets a config class."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rldata.config import REQUIRED, Leaf, cli_leaves, load, warn_deprecated
+from rldata.errors import ConfigError
+
+__all__ = ["command"]
+
+CONFIG_HELP = "YAML or TOML file of these options' fields (options given here win over it)."
+
+
+def _option(leaf: Leaf):
+    m = leaf.meta
+    decls = [m.flag or "--" + leaf.name.replace("_", "-")]
+    if leaf.type is bool and leaf.default is True and "/" not in decls[0]:
+        decls[0] += "/--no-" + decls[0][2:]  # an option that is on by default can be turned off
+    if m.short:
+        decls.append(m.short)
+    if leaf.default is REQUIRED:  # checked when the config is built: a --config file may give it
+        return typer.Option(None, *decls, help=m.help + " [required]", show_default=False)
+    default = leaf.default if m.from_field is None else m.from_field(leaf.default)
+    if isinstance(default, tuple):
+        default = list(default)
+    return typer.Option(default, *decls, help=m.help, show_default=default is not None)
+
+
+def _cli_type(leaf: Leaf) -> Any:
+    if leaf.meta.cli_type is not None:
+        return leaf.meta.cli_type
+    args = [a for a in typing.get_args(leaf.type) if a is not type(None)]
+    return args[0] if len(args) == 1 else leaf.type
+
+
+def command(cls: type, *, file_option: str = "--config") -> Callable:
+    """Decorate a CLI function ``fn(ctx, config: CLS, ...own options)``: its Typer signature gets one
+    option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``;
+    it is called with the built config."""
+    ls = cli_leaves(cls)
+    names = [leaf.name for leaf in ls]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:  # a definition error of the config, caught by the tests at import
+        raise ConfigError(f"{cls.__name__}: leaf names {sorted(dup)} twice", field=None)
+
+    def decorate(fn: Callable) -> Callable:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "config"]
+        kw = inspect.Parameter.KEYWORD_ONLY
+        first = [p.replace(kind=kw) for p in own if p.annotation is typer.Context]
+        ctx_name = first[0].name if first else "_ctx"
+        if not first:
+            first = [inspect.Parameter("_ctx", kw, annotation=typer.Context)]
+        params = first + [p.replace(kind=kw) for p in own if p.annotation is not typer.Context]
+        params.insert(
+            len(first),
+            inspect.Parameter(
+                "config_file", kw, annotation=Path, default=typer.Option(None, file_option, help=CONFIG_HELP)
+            ),
+        )
+        at = len(first)
+        aliases: dict[str, tuple[Leaf, str]] = {}
+        for leaf in ls:
+            params.insert(
+                at, inspect.Parameter(leaf.name, kw, annotation=_cli_type(leaf), default=_option(leaf))
+            )
+            at += 1
+            for i, old in enumerate(o for o in leaf.meta.deprecated if o.startswith("--")):
+                key = f"{leaf.name}__deprecated_{i}"
+                aliases[key] = (leaf, old)
+                opt = typer.Option(None, old, hidden=True, help=f"Deprecated: {leaf.flag}.")
+                params.insert(at, inspect.Parameter(key, kw, annotation=_cli_type(leaf) | None, default=opt))
+                at += 1
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs):
+            ctx = kwargs[ctx_name] if ctx_name != "_ctx" else kwargs.pop("_ctx")
+            path = kwargs.pop("config_file")
+            given = {}
+            for leaf in ls:
+                value = kwargs.pop(leaf.name)
+                source = ctx.get_parameter_source(leaf.name)  # typer vendors click: compared by name
+                if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+                    given[leaf.name] = value if leaf.meta.to_field is None else leaf.meta.to_field(value)
+            for key, (leaf, old) in aliases.items():
+                value = kwargs.pop(key)
+                if value is not None:
+                    warn_deprecated(old, leaf.flag)
+                    if leaf.name in given:
+                        raise ConfigError(f"give {leaf.flag} or {old}, not both", field=leaf.name)
+                    given[leaf.name] = value if leaf.meta.to_field is None else leaf.meta.to_field(value)
+            given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
+            cfg = load(cls, path, **given)
+            return fn(config=cfg, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(params, return_annotation=None)
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        del wrapper.__wrapped__  # typer must see the wrapper's signature, not fn's
+        return wrapper
+
+    return decorate

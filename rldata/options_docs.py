@@ -1,0 +1,69 @@
+"""The option tables of docs/options.md, generated from the commands' config classes.
+
+``python -m rldata.options_docs --docs`` prints them, ``--check`` compares them with the page (CI
+and tests/test_config.py).  It sits above every config it lists (the layer contracts): the configs
+themselves import only :mod:`rldata.config`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rldata.config import docs_table
+from rldata.demo import DemoConfig
+from rldata.jobs.verify import VerifyJob
+from rldata.params import SampleConfig
+from rldata.select_config import FilterConfig, StratifyConfig
+from rldata.trainer.config import TrainCommand
+
+__all__ = ["DOCS", "configs", "docs_tables", "main"]
+
+
+def configs() -> dict[str, type]:
+    """The command -> config table the docs and tests walk ."""
+    return {
+        "sample": SampleConfig,
+        "verify": VerifyJob,
+        "filter": FilterConfig,
+        "stratify": StratifyConfig,
+        "train": TrainCommand,
+        "demo": DemoConfig,
+    }
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "options.md"
+HEAD = """# Options of the commands
+
+Generated from the config fields by `python -m rldata.options_docs --docs > docs/options.md`; a test
+fails when this page and the code differ.  Every option can also be set in the file given to
+`--config FILE` (YAML or TOML), by its field name, flat or nested by section (`sampling: {n: 4}`
+or `n: 4`); options given on the command line win over the file.
+"""
+
+
+def docs_tables() -> str:
+    parts = [HEAD]
+    for name, cls in configs().items():
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        parts.append(f"## rldata {name}\n\n`{cls.__module__}.{cls.__name__}`: {doc}\n\n{docs_table(cls)}\n")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    text = docs_tables()
+    if argv == ["--docs"]:
+        sys.stdout.write(text)
+        return 0
+    if argv == ["--check"]:
+        if DOCS.read_text() != text:
+            print(f"{DOCS} differs from the config fields: run python -m rldata.options_docs --docs > {DOCS}")
+            return 1
+        return 0
+    print("usage: python -m rldata.options_docs --docs | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

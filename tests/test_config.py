@@ -1,0 +1,188 @@
+"""rldata.config: each parameter is declared once, as a config field, and the commands' options, the
+API's keywords, --config files and docs/options.md all come from it; these tests tie them together."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import typer
+
+import rldata
+from rldata import open_store
+from rldata.cli import _load, app, main
+from rldata.config import REQUIRED, as_flat, build, cli_leaves, leaves, load
+from rldata.errors import ConfigError, InputError
+from rldata.options_docs import configs, docs_tables
+from rldata.params import SampleConfig, SamplingSpec
+from rldata.trainer.config import TrainConfig
+
+# Options that print the result rows or write them to a file (--out, the shared OUT_OPT, where the
+# config has no `out` field of its own), and --config itself: not parameters of the work
+OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out"}
+
+
+def _command(name: str):
+    _load()
+    return typer.main.get_command(app).commands[name]
+
+
+@pytest.mark.parametrize("name", sorted(configs()))
+def test_every_option_maps_to_exactly_one_field_with_the_same_default(name):
+    cls = configs()[name]
+    by_name = {leaf.name: leaf for leaf in leaves(cls)}
+    seen = set()
+    for p in _command(name).params:
+        if p.name in OUTPUT_OPTIONS and p.name not in by_name:
+            continue
+        if "__deprecated_" in p.name:  # a hidden old flag: it feeds its field, and has no default
+            field = p.name.split("__deprecated_")[0]
+            assert field in by_name and p.default is None and p.hidden, p.name
+            continue
+        matches = [leaf for leaf in by_name.values() if leaf.name == p.name]
+        assert len(matches) == 1, f"rldata {name} {p.opts}: no field, or more than one"
+        leaf = matches[0]
+        want = leaf.default if leaf.meta.from_field is None else leaf.meta.from_field(leaf.default)
+        want = None if want is REQUIRED else want  # a required field is checked when the config is built
+        assert p.default == (list(want) if isinstance(want, tuple) else want), (p.opts, p.default, want)
+        assert leaf.flag in p.opts, (p.opts, leaf.flag)
+        seen.add(p.name)
+    # and every field meant for the command line has its option
+    assert seen == {leaf.name for leaf in cli_leaves(cls)}
+
+
+def test_the_commands_keep_their_flags():
+    """The flags rldata sample and rldata train had before the options came from the fields."""
+    sample = {o for p in _command("sample").params for o in p.opts}
+    assert {
+        "--n", "--model", "--where", "--selection", "--temperature", "--top-p", "--max-tokens", "--seed",
+        "--address", "--engines", "--batch-tasks", "--max-model-len", "--env", "--reward-spec",
+        "--adaptive", "--alpha", "--round", "--band", "--format", "-f",
+    } <= sample  # fmt: skip
+    train = {o for p in _command("train").params for o in p.opts}
+    assert {
+        "--curriculum", "-c", "--config", "--model", "--steps", "--learners", "--engines", "--out",
+        "--resume", "--run-id", "--sampler", "--uniform", "--where", "--eval-heldout", "--eval-where",
+        "--eval-every", "--checkpoint-every", "--seed", "--address", "--max-model-len", "--env", "--async",
+        "--max-staleness", "--reward-spec", "--tag", "--tracker", "--tracker-dir", "--format",
+    } <= train  # fmt: skip
+
+
+def test_docs_options_page_is_generated_from_the_fields():
+    from rldata.options_docs import DOCS
+
+    assert DOCS.read_text() == docs_tables(), "run: python -m rldata.options_docs --docs > docs/options.md"
+    for cls in configs().values():
+        for leaf in leaves(cls):
+            assert leaf.meta.help, f"{cls.__name__}.{'.'.join(leaf.path)} has no help text"
+
+
+def test_a_config_loads_flat_or_nested_and_overrides_win(tmp_path):
+    nested = build(SampleConfig, {"sampling": {"n": 4, "temperature": 0.5}, "engine": {"engines": 2}})
+    flat = build(SampleConfig, {"n": 4, "temperature": 0.5, "engines": 2})
+    assert nested == flat and nested.sampling == SamplingSpec(n=4, temperature=0.5)
+    assert build(SampleConfig, as_flat(nested)) == nested
+    toml = tmp_path / "s.toml"
+    toml.write_text("where = \"domain = 'math'\"\n[sampling]\nn = 8\nmax_tokens = 4\n")
+    cfg = load(SampleConfig, toml, n=2)
+    assert (cfg.sampling.n, cfg.sampling.max_tokens, cfg.where) == (2, 4, "domain = 'math'")
+    with pytest.raises(ConfigError, match="unknown field; known fields: .*max_tokens"):
+        build(SampleConfig, {"max_token": 3})
+
+
+def test_a_bad_value_in_a_file_names_the_file_and_field(tmp_path):
+    toml = tmp_path / "s.toml"
+    toml.write_text("[engine]\nengines = 0\n")
+    with pytest.raises(InputError) as e:
+        load(SampleConfig, toml)
+    assert e.value.field == "engines" and str(toml) in str(e.value)
+    assert load(SampleConfig, toml, engines=3).engine.engines == 3  # an override replaces the bad value
+    (tmp_path / "bad.toml").write_text("n = [\n")
+    with pytest.raises(InputError, match="not valid TOML"):
+        load(SampleConfig, tmp_path / "bad.toml")
+
+
+def test_the_old_name_of_a_field_works_and_warns(capsys):
+    cfg = TrainConfig.from_dict({"num_engines": 2})
+    assert cfg.engines == 2 and cfg.num_engines == 2
+    assert "num_engines is deprecated, use engines" in capsys.readouterr().err
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg and "engines" in cfg.to_dict()
+
+
+def test_the_verbs_take_the_fields_by_name(tmp_path):
+    for verb in (rldata.sample, rldata.train):
+        with pytest.raises(ConfigError, match="unknown field") as e:
+            verb(tmp_path / "nowhere", temprature=0.5)
+        assert e.value.field == "temprature"
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_train_file_values_and_options_merge_on_the_command_line(tmp_path, capsys):
+    root = str(tmp_path / "s")
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("group_size: 1\nprompts_per_step: 4\n")
+    # the option replaces the file's bad group_size; the run's own check then speaks
+    code = main(["--store", root, "train", "--config", str(cfg), "--group-size", "4", "--uniform",
+                 "--sampler", "mixture"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "--uniform: uniform contradicts sampler 'mixture'" in err, err
+    code = main(["--store", root, "train", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"{cfg}: field 'group_size'" in err, err
+
+
+def test_sample_reads_its_config_file_and_records_no_run_when_refused(tmp_path, capsys):
+    root = tmp_path / "s"
+    open_store(root).append("tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1="}])
+    cfg = tmp_path / "sample.yaml"
+    cfg.write_text("where: \"domain = 'math'\"\nsampling:\n  n: 0\n")
+    code = main(["--store", str(root), "sample", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 1 and str(cfg) in err and "field 'n'" in err, err
+    code = main(["--store", str(root), "sample", "--config", str(cfg), "--n", "2", "--selection", "x"])
+    err = capsys.readouterr().err
+    assert code == 1 and "--selection: give where or selection, not both" in err, err
+    assert open_store(root).sql("SELECT count(*) FROM runs").fetchall() == [(0,)]
+
+
+def test_a_trainer_field_is_one_edit():
+    """A new TrainConfig field reaches the CLI, the API, files and the docs with no other edit."""
+    from rldata.cli._options import command
+    from rldata.config import param
+
+    @dataclasses.dataclass(frozen=True)
+    class Grown(TrainConfig):
+        strategy: str = param("ddp", help="How learners shard the model.")
+
+    assert [leaf.flag for leaf in cli_leaves(Grown)][-1] == "--strategy"
+    assert build(Grown, {"strategy": "fsdp2"}).strategy == "fsdp2"
+
+    @command(Grown)
+    def cmd(ctx: typer.Context, config: TrainConfig) -> None:  # (a local class is not resolvable)
+        print(config.strategy, config.steps)
+
+    t = typer.Typer()
+    t.command()(cmd)
+    t.command("x")(lambda: None)
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(t, ["cmd", "--strategy", "fsdp2", "--steps", "3"])
+    assert res.exit_code == 0 and res.output.split() == ["fsdp2", "3"], res.output
+
+
+def test_a_hostile_predicate_is_refused_from_python_as_from_the_cli(tmp_path, capsys):
+    root = tmp_path / "s"
+    open_store(root).append("tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1="}])
+    bad = "1=1; COPY tasks TO 'x.csv'"
+    for verb, field, argv in [
+        (rldata.verify, "where", ["verify", "--where", bad]),
+        (rldata.train, "where", ["train", "--where", bad]),
+        (rldata.train, "eval_where", ["train", "--eval-where", bad]),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            verb(root, **{field: bad})
+        assert e.value.field == field and "not a single SQL predicate" in str(e.value)
+        assert main(["--store", str(root), *argv]) == 1
+        flag = argv[1]
+        assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
+    assert not (tmp_path / "x.csv").exists()
