@@ -38,7 +38,7 @@ def make_store(steps: int, prompts: int, group: int, tasks: int) -> Path:
                'run0' AS run_id, (i % {group})::INTEGER AS sample_idx,
                'base@r+run0/v' || (i // ({prompts * group})) AS model,
                (i // ({prompts * group}))::BIGINT AS policy_version, 'p0' AS params_hash,
-               (hash(i // {group}) % 1000000)::BIGINT AS seed,
+               (i // {group})::BIGINT AS seed,  -- unique per group, as the trainer's request seeds
                (1 + i // ({prompts * group}))::BIGINT AS step,
                'x' AS completion, 4::INTEGER AS completion_tokens, 'stop' AS finish_reason,
                hash(i * 7) % 10 < 4 AS passed
