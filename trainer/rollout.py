@@ -21,7 +21,7 @@ import pyarrow as pa
 from rldata.console import log
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
 from rldata.curriculum import load as load_curriculum
-from rldata.curriculum.live import LiveConfig, LiveState
+from rldata.curriculum.live import LiveState
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
@@ -167,7 +167,7 @@ def build_sampler(
         )
     live = None
     if (sampler or cur.sampler).startswith("live:"):
-        live_cfg = getattr(cfg, "live", None) or LiveConfig()
+        live_cfg = cfg.live
         prior = (
             ledger_prior(store, prior_model, ids, params_hash=cfg.sampling_spec().params_hash)
             if prior_model and live_cfg.prior == "ledger"

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rldata.config import at_least, finite_between, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = [
@@ -71,33 +72,57 @@ def parse_pools(text: str) -> tuple[tuple[float, float], ...]:
     return tuple(pools)
 
 
+def _pools_ok(v) -> str | None:
+    try:
+        parse_pools(v)
+    except ConfigError as e:
+        return str(e).removeprefix("pools: ")
+    return None
+
+
 @dataclass(frozen=True)
 class LiveConfig:
-    """Live pass-rate posteriors and the ``live:*`` samplers (see rldata.curriculum.live)."""
+    """Live pass-rate posteriors and the live:* samplers (rldata.curriculum.live)."""
 
-    decay: float = 0.9  # weight of evidence one policy version old; gap g weighs decay ** g
-    prior: str = "ledger"  # ledger: the base model's offline counts; flat: Beta(1, 1)
-    prior_weight: float = 1.0  # how many groups' worth one offline sample counts as (scales the counts)
-    pools: str = PRIME_RL_POOLS  # live:band: EDGE:WEIGHT per pool of the posterior mean
-    skip_p: float = 0.5  # live:skip: skip probability after 1 zero-variance group: 1 - (1 - skip_p) ** k
-    floor: float = 0.1  # live:skip: a task is re-probed at least this often, however long its run
+    decay: float = param(
+        0.9,
+        flag="--live-decay",
+        check=finite_between(0, 1),
+        help="Live posteriors: weight of evidence one policy version old (gap g weighs decay**g), in [0, 1].",
+    )
+    prior: str = param(
+        "ledger",
+        flag="--live-prior",
+        check=one_of("ledger", "flat"),
+        help="Live posteriors' prior: ledger (the base model's offline counts) or flat (Beta(1, 1)).",
+    )
+    prior_weight: float = param(
+        1.0,
+        flag="--live-prior-weight",
+        check=at_least(0),
+        help="Live posteriors: how much one offline sample counts (scales the ledger counts).",
+    )
+    pools: str = param(
+        PRIME_RL_POOLS,
+        flag="--live-pools",
+        check=_pools_ok,
+        help="live:band: EDGE:WEIGHT per pool of the posterior mean (default: prime-rl's pools).",
+    )
+    skip_p: float = param(
+        0.5,
+        flag="--live-skip-p",
+        check=finite_between(0.001, 1),
+        help="live:skip: skip probability after k zero-variance groups is 1 - (1 - skip_p)**k.",
+    )
+    floor: float = param(
+        0.1,
+        flag="--live-floor",
+        check=finite_between(0.001, 1),
+        help="live:skip: a skipped task is still re-probed at least at this rate.",
+    )
 
     def __post_init__(self):
-        def need(ok: bool, name: str, why: str) -> None:
-            if not ok:
-                raise ConfigError(f"live.{name}: {why}, got {getattr(self, name)!r}", field=f"live.{name}")
-
-        for name in ("decay", "skip_p", "floor", "prior_weight"):
-            v = getattr(self, name)
-            need(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), name, "a number"
-            )
-        need(0.0 <= self.decay <= 1.0, "decay", "must be in [0, 1]")
-        need(0.0 < self.skip_p <= 1.0, "skip_p", "must be in (0, 1]")
-        need(0.0 < self.floor <= 1.0, "floor", "must be in (0, 1]")
-        need(self.prior_weight >= 0.0, "prior_weight", "must be >= 0")
-        need(self.prior in ("ledger", "flat"), "prior", "must be ledger or flat")
-        parse_pools(self.pools)
+        validate(self, error=lambda name, why: ConfigError(f"live.{name}: {why}", field=f"live.{name}"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> LiveConfig:

@@ -63,3 +63,24 @@ def test_observations_feed_evidence_in_consumption_order_with_stale_discount(sto
     got = s.live.posterior("t00")
     assert abs(got[0] - a) < 1e-12 and abs(got[1] - b) < 1e-12
     assert s.last_observed == 3 and s.live.zero_run("t00") == 2  # the last two groups had no variance
+
+
+def test_the_live_section_of_the_train_config(store, tmp_path):
+    import pytest
+
+    from rldata.errors import ConfigError, InputError
+
+    _tasks(store)
+    cfg = TrainConfig(live=LiveConfig(decay=0.5, prior="flat", pools="0.5:1,1:3"))
+    s, _ = build_sampler(store, cfg, sampler="live:band", tasks_where="domain = 'math'")
+    assert s.live.config == LiveConfig(decay=0.5, prior="flat", pools="0.5:1,1:3")
+    assert cfg.to_dict()["live"]["pools"] == "0.5:1,1:3"
+    with pytest.raises(ConfigError) as e:
+        LiveConfig(decay=1.5)
+    assert e.value.field == "live.decay"
+    path = tmp_path / "train.yaml"
+    path.write_text("steps: 3\nlive:\n  decay: 0.7\n  skip_p: 0.25\n")
+    assert TrainConfig.from_yaml(path).live == LiveConfig(decay=0.7, skip_p=0.25)
+    path.write_text("live:\n  floor: 0\n")
+    with pytest.raises(InputError, match="live.floor"):
+        TrainConfig.from_yaml(path)

@@ -159,3 +159,26 @@ def test_filter_from_run_decides_on_the_live_estimates(live_run):
             assert decision == "drop"
     stored = store.sql("SELECT count(*) FROM selections WHERE selection = 'fresh'").fetchall()[0][0]
     assert stored == rows.height
+
+
+def test_cli_filter_from_run(live_run, capsys):
+    from rldata.cli import main
+
+    store, _, _ = live_run
+    args = ["--store", store.root]
+    code = main(
+        [*args, "filter", "--from-run", "live", "--version", "2", "--band", "0.1,0.9", "--name", "cli"]
+    )
+    _, err = capsys.readouterr()
+    assert code in (0, None), err
+    want = store.sql(
+        "SELECT task_id, decision FROM selections WHERE selection = 'fresh' ORDER BY 1"
+    ).fetchall()
+    got = store.sql("SELECT task_id, decision FROM selections WHERE selection = 'cli' ORDER BY 1").fetchall()
+    assert got == want and "kept" in err
+    code = main(
+        [*args, "filter", "--from-run", "live", "--version", "99", "--band", "0.1,0.9", "--name", "x"]
+    )
+    _, err = capsys.readouterr()
+    assert code != 0 and "version must be in [0, " in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
