@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "live_bench"
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
 CONFIGS = {
-    "uniform": ["--sampler", "uniform", "--no-dynamic-sampling"],
+    "uniform": ["--sampler", "uniform"],  # and dynamic_sampling: false in its config file
     "uniform+ds": ["--sampler", "uniform"],
     "curriculum": [],  # the curriculum file's own sampler (mixture)
     "live:band": ["--sampler", "live:band"],
@@ -52,12 +52,10 @@ def sql(q: str) -> list[dict]:
 
 
 def prepare(args) -> None:
-    if sql("SELECT count(*) AS n FROM tasks")[0]["n"]:
+    if (WORK / "buckets.yaml").exists():
         return
-    sh("ingest", "--sample", "arith")
-    sh("ingest", "--sample", "arith-heldout")
-    where = f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id LIMIT {args.base_tasks})"
-    sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0")
+    if not ((WORK / "store").exists() and sql("SELECT count(*) AS n FROM passrates")[0]["n"]):
+        prepare_base(args)
     model = sql("SELECT model FROM passrates GROUP BY model ORDER BY count(*) DESC LIMIT 1")[0]["model"]
     sh("filter", "--band", "0.1,0.9", "--name", "band16", "--model", model)
     sh(
@@ -67,21 +65,29 @@ def prepare(args) -> None:
         "--buckets",
         "easy:0.5-0.9,hard:0.1-0.5",
         "--phase-steps",
-        str(args.steps // 4),
+        str(max(1, args.steps // 4)),
         "--curriculum",
         str(WORK / "buckets.yaml"),
     )
+
+
+def prepare_base(args) -> None:
+    sh("ingest", "--sample", "arith")
+    sh("ingest", "--sample", "arith-heldout")
+    where = f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id LIMIT {args.base_tasks})"
+    sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0")
 
 
 def run(args, name: str, seed: int) -> dict:
     run_id = f"{name.replace(':', '-').replace('+', '-')}-s{seed}"
     done = sql(f"SELECT count(*) AS n FROM runs WHERE run_id = '{run_id}' AND status = 'done'")[0]["n"]
     if not done:
-        cfg = WORK / "train.yaml"
+        cfg = WORK / f"train-{run_id}.yaml"
         cfg.write_text(
             f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
             f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\n"
             f"eval_size: {args.eval_size}\neval_n: 16\nlive: {{decay: {args.decay}}}\n"
+            f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
         )
         sh(
             "train",
