@@ -237,6 +237,27 @@ def filter(store: StoreLike, *, config=None, **overrides: Any):
     if not isinstance(band, (str, Band)):
         band = ",".join(str(x) for x in band)
     b = band if isinstance(band, Band) else Band.parse(band, inclusive=cfg.inclusive)
+    if cfg.from_run is not None:  # the run's live estimates (rldata.pass_history.filter_from_run)
+        from rldata.pass_history import filter_from_run
+
+        if cfg.model or cfg.params_hash or cfg.verifier_key or cfg.domain:
+            raise RldataError(
+                "--from-run decides on the run's own estimates: drop --model, --params-hash, "
+                "--verifier-key and --domain",
+                field="from_run",
+            )
+        result, _ = filter_from_run(
+            _open(store, create=True),
+            name=cfg.name,
+            run_id=cfg.from_run,
+            band=b,
+            version=cfg.version,
+            min_n=1 if cfg.min_n is None else cfg.min_n,
+            dry_run=cfg.dry_run,
+        )
+        return result
+    if cfg.version is not None:
+        raise RldataError("--version needs --from-run", field="version")
     result, _ = filter_store(
         _open(store, create=True),
         name=cfg.name,

@@ -42,6 +42,10 @@ class FilterConfig:
     min_n: int | None = param(None, help="Fewer samples -> insufficient_samples (default: most common n).")
     domain: str | None = param(None, help="Only tasks of this domain.")
     dry_run: bool = param(False, help="Decide and print, write nothing.")
+    from_run: str | None = param(
+        None, help="Decide on this training run's live pass-rate estimates instead of the offline ledger."
+    )
+    version: int | None = param(None, help="With --from-run: the run's policy version (default: its last).")
 
     def __post_init__(self):
         validate(self)

@@ -14,6 +14,7 @@ from typing import Any
 
 from rldata.config import at_least, build, load, nested, param, sql_predicate, validate
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
+from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
 from rldata.names import check_name
 from rldata.params import SamplingSpec, check_sampling
@@ -165,6 +166,7 @@ class TrainConfig:
     )
     eval_n: int = param(16, check=_ONE, help="Samples per held-out task.")
     eval_temperature: float = param(1.0, help="Sampling temperature of the eval (0 = greedy).")
+    live: LiveConfig = nested(LiveConfig, help="Live pass-rate posteriors and the live:* samplers.")
     extra: dict[str, Any] = param(
         default_factory=dict, compare=False, cli=False, help="Free-form notes, stored with the run."
     )
@@ -303,7 +305,11 @@ class TrainRun:
     where: str | None = param(
         None, check=sql_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
     )
-    sampler: str | None = param(None, help="Override the curriculum's sampler: mixture or uniform.")
+    sampler: str | None = param(
+        None,
+        help="Override the curriculum's sampler: mixture, uniform, live:band, live:learnability or live:skip "
+        "(live pass-rate posteriors, set by the --live-* options).",
+    )
     uniform: bool = param(False, help="Shorthand for --sampler uniform (the baseline).")
     resume: bool = param(
         False, help="Continue RUN_ID (default: the newest run in OUT) from its newest checkpoint."

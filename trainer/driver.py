@@ -368,6 +368,8 @@ def _train_steps(
     def prepare(step: int) -> int:  # producer thread, between generate calls
         sync_s[step] = weights.load(ctx.engines)
         observations.apply()
+        if ctx.sampler.live is not None:  # live posteriors are read at the version that will generate
+            ctx.sampler.live.set_version(weights.engine_version)
         return weights.engine_version
 
     pipe = Pipeline(
@@ -409,7 +411,7 @@ def _train_steps(
             if gen_version != ledger_version:
                 ledger_version, ledger = gen_version, []
             ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
-            observations.push(step, wb.bucket_accuracy(groups))
+            observations.push(step, wb.bucket_accuracy(groups), wb.group_evidence(groups, gen_version))
             if k == 0 or hold(step):
                 observations.apply()  # the producer is waiting for this step: the sampler is ours
             if not hold(step):
@@ -429,6 +431,7 @@ def _train_steps(
             engine_idle = idle_now
             metrics = wb.step_metrics(groups, stats, times)
             metrics |= staleness_metrics(gap, metrics["samples"], k)
+            metrics |= rt.live  # live:* samplers: posterior variance of the drawn tasks, skipped, re-probed
             metrics |= {
                 "policy_version": state.version,
                 "generated_by": gen_version,

@@ -50,13 +50,14 @@ class Observations:
         self._lock = threading.Lock()
         self.promotions = 0  # promotion rules fired so far
 
-    def push(self, step: int, per_bucket_accuracy: dict) -> None:
+    def push(self, step: int, per_bucket_accuracy: dict, evidence: Sequence[tuple] = ()) -> None:
+        """``evidence``: the step's ``(task_id, version, passes, fails)`` per group, for live posteriors."""
         with self._lock:
-            self._pending.append((step, per_bucket_accuracy))
+            self._pending.append((step, per_bucket_accuracy, list(evidence)))
 
     def apply(self) -> None:
         """Feed the waiting observations to the sampler (only from the thread that draws)."""
         with self._lock:
             todo, self._pending = self._pending, []
-        for step, acc in todo:
-            self.promotions += int(self.sampler.observe(step, acc))
+        for step, acc, evidence in todo:  # in consumption order: live posteriors see groups as consumed
+            self.promotions += int(self.sampler.observe(step, acc, evidence))

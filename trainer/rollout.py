@@ -21,6 +21,7 @@ import pyarrow as pa
 from rldata.console import log
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
 from rldata.curriculum import load as load_curriculum
+from rldata.curriculum.live import LiveState
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
@@ -35,6 +36,7 @@ __all__ = [
     "RoundTimes",
     "build_sampler",
     "collect_step",
+    "ledger_prior",
     "load_reward",
     "request_seed",
     "rollout_id",
@@ -86,6 +88,7 @@ class RoundTimes:
     generate: float = 0.0
     reward: float = 0.0
     rounds: int = 0
+    live: dict = field(default_factory=dict)  # the live sampler's draw statistics (rldata.curriculum.live)
 
 
 # ---- task source ---------------------------------------------------------------------------------
@@ -105,6 +108,7 @@ def build_sampler(
     sampler: str | None = None,
     tasks_where: str | None = None,
     exclude: Sequence[str] = (),
+    prior_model: str | None = None,
 ) -> tuple[CurriculumSampler, dict[str, dict]]:
     """The step sampler and the task rows it draws from.
 
@@ -112,7 +116,9 @@ def build_sampler(
     one source of membership: edges an old curriculum file carries are not read; the file's bucket
     names are the ones its phases weigh, and the sampler refuses tasks in a bucket it does not name).
     Without: every task (matching ``tasks_where``) in one bucket, drawn uniformly.  ``exclude`` (the
-    held-out tasks) is never trained on.  The sampler is seeded by the run's seed.
+    held-out tasks) is never trained on.  The sampler is seeded by the run's seed.  A ``live:*``
+    sampler's posteriors start from ``prior_model``'s ledger rows (the base model's offline counts,
+    see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat.
     """
     skip = set(exclude)
     if cfg.curriculum:
@@ -159,7 +165,16 @@ def build_sampler(
             + (f" matching {tasks_where!r}" if tasks_where else "")
             + (" once the held-out tasks are left out" if skip else "")
         )
-    s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler)
+    live = None
+    if (sampler or cur.sampler).startswith("live:"):
+        live_cfg = cfg.live
+        prior = (
+            ledger_prior(store, prior_model, ids, params_hash=cfg.sampling_spec().params_hash)
+            if prior_model and live_cfg.prior == "ledger"
+            else None
+        )
+        live = LiveState(live_cfg, prior=prior)
+    s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler, live=live)
     tbl = store.sql(
         f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
         extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
@@ -169,6 +184,22 @@ def build_sampler(
     if missing:
         raise RldataError(f"{len(missing)} training task(s) are not in the tasks table, e.g. {missing[0]}")
     return s, tasks
+
+
+def ledger_prior(
+    store: Store, model: str, task_ids: Sequence[str], *, params_hash: str | None = None
+) -> dict[str, tuple[int, int]]:
+    """task_id -> (passes, fails) of ``model``'s offline ledger row per task: the row under the run's
+    sampling params hash when there is one, else the one with the most samples (never several pooled:
+    two verifiers' rows count the same samples twice)."""
+    rows = store.sql(
+        "SELECT task_id, arg_max(n_correct, (CASE WHEN params_hash = $ph THEN 1 ELSE 0 END, n, verifier_key)), "
+        "       arg_max(n, (CASE WHEN params_hash = $ph THEN 1 ELSE 0 END, n, verifier_key)) "
+        "FROM passrates JOIN _ids USING (task_id) WHERE model = $model GROUP BY task_id",
+        params={"model": model, "ph": params_hash or ""},
+        extra={"_ids": pa.table({"task_id": pa.array(sorted(set(task_ids)), pa.string())})},
+    ).fetchall()
+    return {t: (int(k), int(n) - int(k)) for t, k, n in rows}
 
 
 def extra_draws(sampler: CurriculumSampler, k: int) -> list[tuple[str, str]]:
@@ -313,4 +344,6 @@ def collect_step(ctx, step: int) -> tuple[list[Group], RoundTimes]:
         if missing == 0 or rnd == cfg.max_resample or not cfg.dynamic_sampling:
             break
         draws = extra_draws(ctx.sampler, missing)
+    if ctx.sampler.live is not None:
+        times.live = ctx.sampler.live.pop_draw_stats()
     return groups, times

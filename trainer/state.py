@@ -123,7 +123,12 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
     eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(
-        store, cfg, sampler=opts.sampler, tasks_where=opts.tasks_where, exclude=eval_ids
+        store,
+        cfg,
+        sampler=opts.sampler,
+        tasks_where=opts.tasks_where,
+        exclude=eval_ids,
+        prior_model=base.name,
     )
     from rldata.rollout import bind_envs
 

@@ -24,6 +24,7 @@ __all__ = [
     "LEARNER_STATS",
     "bucket_accuracy",
     "discard_after",
+    "group_evidence",
     "ledger_model",
     "metric_rows",
     "models_after",
@@ -36,6 +37,7 @@ __all__ = [
     "write_ledger",
     "write_step",
     "write_steps",
+    "zero_variance_share",
 ]
 
 
@@ -192,6 +194,7 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
     # Accuracy apart from reward: they differ once a reward spec mixes in a judge or a length penalty.
     passed = [1.0 if p else 0.0 for g in groups for p in g.passed]
     m["accuracy"] = sum(passed) / len(passed)
+    m["zero_variance_share"] = zero_variance_share(groups)
     m |= {f"accuracy/{b}": v for b, v in sorted(bucket_accuracy(groups).items())}
     reasons = Counter(g.drop_reason or "unknown" for g in groups if not g.kept)
     m |= {f"groups_dropped/{r}": float(n) for r, n in sorted(reasons.items())}
@@ -231,6 +234,22 @@ LEARNER_STATS = (
     "mismatch_kl",
     "grad_norm",
 )
+
+
+def group_evidence(groups, version: int) -> list[tuple[str, int, int, int]]:
+    """(task_id, version, passes, fails) per group, what live posteriors learn from (a verifier
+    error counts as a fail, as in the rewards); stale-dropped groups included: they were verified."""
+    out = []
+    for g in groups:
+        passes = sum(bool(p) for p in g.passed)
+        out.append((g.task["task_id"], int(version), passes, len(g.passed) - passes))
+    return out
+
+
+def zero_variance_share(groups) -> float:
+    """The share of groups whose verdicts all agree: rollouts that carry no GRPO signal."""
+    flat = [len({bool(p) for p in g.passed}) <= 1 for g in groups]
+    return sum(flat) / len(flat) if flat else 0.0
 
 
 def bucket_accuracy(groups) -> dict[str, float]:

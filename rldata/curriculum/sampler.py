@@ -3,7 +3,9 @@
 Deterministic for a seed.  Its whole state (phase, per-bucket cursors through seeded shuffles, RNG
 state, promotion windows) is a JSON-able dict, so a resumed run draws exactly what an
 uninterrupted run would have drawn.  Samplers are plain functions in a small registry:
-``mixture`` (the phase's bucket weights) and ``uniform`` (all tasks, buckets ignored: the baseline).
+``mixture`` (the phase's bucket weights), ``uniform`` (all tasks, buckets ignored: the baseline),
+and ``live:band``, ``live:learnability``, ``live:skip`` (the phase's bucket weights, then a task by
+its live pass-rate posterior: :mod:`rldata.curriculum.live`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rldata.curriculum.config import Curriculum, Phase, _number
+from rldata.curriculum.live import LiveState
 from rldata.errors import ConfigError, RldataError
 from rldata.registry import Registry
 
@@ -30,22 +33,31 @@ def register_sampler(name: str) -> Callable[[DrawFn], DrawFn]:
     return SAMPLERS.register(name)
 
 
-@register_sampler("mixture")
-def _draw_mixture(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
-    """Each draw picks a bucket by the phase's weights (empty buckets skipped), then its next task."""
+def _pick(rng: random.Random, items: list[tuple[Any, float]]) -> Any:
+    """One item drawn with probability proportional to its weight (one uniform draw)."""
+    total = sum(w for _, w in items)
+    u, acc = rng.random() * total, 0.0
+    for item, w in items:
+        acc += w
+        if u < acc:
+            return item
+    return items[-1][0]
+
+
+def _phase_buckets(s: CurriculumSampler) -> list[tuple[str, float]]:
     weights = [(b, w) for b, w in s.phase.weights.items() if w > 0 and s.bucket_size(b) > 0]
     if not weights:
         raise RldataError(f"phase {s.phase.name!r}: every bucket with a positive weight is empty")
-    total = sum(w for _, w in weights)
+    return weights
+
+
+@register_sampler("mixture")
+def _draw_mixture(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """Each draw picks a bucket by the phase's weights (empty buckets skipped), then its next task."""
+    weights = _phase_buckets(s)
     out = []
     for _ in range(k):
-        u, acc = s.rng.random() * total, 0.0
-        pick = weights[-1][0]
-        for b, w in weights:
-            acc += w
-            if u < acc:
-                pick = b
-                break
+        pick = _pick(s.rng, weights)
         out.append((s.take(pick), pick))
     return out
 
@@ -54,6 +66,51 @@ def _draw_mixture(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
 def _draw_uniform(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
     """The baseline that ignores buckets and phases: one shuffled pass over all tasks after another."""
     return [s.take_pooled() for _ in range(k)]
+
+
+def _live_weighted(mode: str) -> DrawFn:
+    def draw(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+        """The phase's weights pick a bucket; the live posterior's weights pick a task in it."""
+        buckets = _phase_buckets(s)
+        per_bucket = {b: [(t, s.live.weight(t, mode)) for t in s.bucket_tasks(b)] for b, _ in buckets}
+        out = []
+        for _ in range(k):
+            b = _pick(s.rng, buckets)
+            t = _pick(s.rng, per_bucket[b])
+            s.live.note_draw(t)
+            out.append((t, b))
+        return out
+
+    return draw
+
+
+register_sampler("live:band")(_live_weighted("band"))
+register_sampler("live:learnability")(_live_weighted("learnability"))
+
+
+@register_sampler("live:skip")
+def _draw_skip(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """GRESO-style: the phase picks a bucket, its shuffled order the next task, which is skipped with
+    :func:`rldata.curriculum.live.skip_probability` of its zero-variance run (re-probed otherwise)."""
+    from rldata.curriculum.live import skip_probability
+
+    cfg = s.live.config
+    buckets = _phase_buckets(s)
+    out = []
+    for _ in range(k):
+        b = _pick(s.rng, buckets)
+        for _tries in range(10 * s.bucket_size(b)):  # the floor makes a pass always possible
+            t = s.take(b)
+            run = s.live.zero_run(t)
+            if run == 0:
+                break
+            if s.rng.random() >= skip_probability(run, skip_p=cfg.skip_p, floor=cfg.floor):
+                s.live.reprobed += 1
+                break
+            s.live.skipped += 1
+        s.live.note_draw(t)
+        out.append((t, b))
+    return out
 
 
 _POOL = "*"  # cursor name of the uniform sampler's pooled order
@@ -73,6 +130,7 @@ class CurriculumSampler:
         *,
         seed: int | None = None,
         sampler: str | None = None,
+        live: LiveState | None = None,
     ):
         self.curriculum = curriculum
         self.seed = curriculum.seed if seed is None else int(seed)
@@ -95,6 +153,8 @@ class CurriculumSampler:
         self.step = 0  # batches drawn so far
         self.phase_index = 0
         self.last_observed: int | None = None
+        # live:* samplers read per-task posteriors (flat ones unless the caller brings a ledger prior)
+        self.live = live if live is not None else (LiveState() if self.sampler.startswith("live:") else None)
 
     @property
     def phase(self) -> Phase:
@@ -102,6 +162,9 @@ class CurriculumSampler:
 
     def bucket_size(self, bucket: str) -> int:
         return len(self._tasks[bucket])
+
+    def bucket_tasks(self, bucket: str) -> list[str]:
+        return self._tasks[bucket]
 
     def _order(self, name: str, epoch: int) -> list:
         cached = self._orders.get(name)
@@ -144,11 +207,16 @@ class CurriculumSampler:
             self._advance()
         return batch
 
-    def observe(self, step: int, per_bucket_accuracy: Mapping[str, float]) -> bool:
-        """Record step ``step``'s accuracy per bucket; return True when a promotion rule fired."""
+    def observe(
+        self, step: int, per_bucket_accuracy: Mapping[str, float], evidence: Iterable[tuple] = ()
+    ) -> bool:
+        """Record step ``step``'s accuracy per bucket and its groups' ``(task_id, version, passes,
+        fails)`` (fed to the live posteriors, if any); return True when a promotion rule fired."""
         if self.last_observed is not None and step <= self.last_observed:
             raise RldataError(f"step {step} observed after step {self.last_observed}: steps must increase")
         self.last_observed = step
+        if self.live is not None:
+            self.live.update_groups(evidence)
         for b, acc in per_bucket_accuracy.items():
             if b not in self._history:
                 raise RldataError(
@@ -184,6 +252,7 @@ class CurriculumSampler:
             "cursors": {b: list(c) for b, c in self._cursors.items()},
             "history": {b: list(h) for b, h in self._history.items()},
             "rng": [version, list(internal), gauss],
+            **({"live": self.live.state_dict()} if self.live is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -204,3 +273,5 @@ class CurriculumSampler:
         self._history = {b: [float(x) for x in h] for b, h in state["history"].items()}
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
+        if self.live is not None and "live" in state:
+            self.live.load_state_dict(state["live"])

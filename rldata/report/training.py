@@ -347,6 +347,12 @@ def render_training(
         f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}"></figure>'
         for p, title in plots.values()
     )
+    history = _history_pages(store, run_ids, out_dir)
+    links = " ".join(
+        f'<a href="{p.name}">{html.escape(p.stem.removeprefix("history-"))}</a>'
+        for k, p in history.items()
+        if k.endswith("_html")
+    )
     index = Path(out_dir) / "index.html"
     back = ' <a href="index.html">Selection page</a>.' if index.exists() else ""
     what = (
@@ -366,6 +372,7 @@ figcaption {{ font-weight: 600; font-size: .9rem; }}
 <h1>Training</h1>
 <p>{html.escape(what)}. Metrics from the store's <code>metrics</code> table.{back}</p>
 {_runs_table(runs)}
+{f"<p>Task history (learned, forgotten, pass rate by policy version): {links}</p>" if links else ""}
 {figs}
 </body></html>
 """
@@ -373,4 +380,16 @@ figcaption {{ font-weight: 600; font-size: .9rem; }}
     path.write_text(page)
     if index.exists():
         _link_from(index)
-    return {name: p for name, (p, _) in plots.items()} | {"training_html": path}
+    return {name: p for name, (p, _) in plots.items()} | history | {"training_html": path}
+
+
+def _history_pages(store: Store, run_ids: Sequence[str], out_dir) -> dict[str, Path]:
+    """A task-history page (rldata.report.history) per run that has pass-rate history."""
+    from rldata.pass_history import history
+    from rldata.report.history import render_history
+
+    files: dict[str, Path] = {}
+    for r in dict.fromkeys(run_ids):
+        if history(store, r).height:
+            files |= render_history(store, r, out_dir)
+    return files
