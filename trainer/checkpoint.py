@@ -182,7 +182,8 @@ def _dcp_state(model, optimizer, trainable_only: bool):
 
     # Keys are parameter names (not optimizer indices) and tensors keep their sharding: a checkpoint
     # saved by W ranks loads into any other W (torch.distributed.checkpoint reshards on load).
-    opts = StateDictOptions(ignore_frozen_params=trainable_only)
+    # LoRA: the frozen base comes from the base model, so loading only the adapters is not strict.
+    opts = StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
     model_sd, optim_sd = get_state_dict(model, optimizer, options=opts)
     return {"model": model_sd, "optim": optim_sd}, opts
 
