@@ -9,7 +9,8 @@ import pytest
 import torch
 from trainer_helpers import make_rollouts
 
-from rldata.trainer.checkpoint import ADAPTER_DIR, load_model
+from rldata.cli import main
+from rldata.trainer.checkpoint import ADAPTER_DIR, load_model, save_trainer_state
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.learner import Learner, combine_stats
 from rldata.trainer.policy import collate
@@ -81,8 +82,9 @@ def test_checkpoint_holds_the_adapter_and_resume_continues(tiny_model_dir, tmp_p
     first = Learner(tiny_model_dir, _cfg())
     for b in batches[:2]:
         first.step(b)
-    ckpt = tmp_path / "step-000002"
+    ckpt = tmp_path / "runs" / "r1" / "checkpoints" / "step-000002"
     first.save(ckpt)
+    save_trainer_state(ckpt, step=2, policy_version=2)
     merged_now = dict(first.get_weights())
     # The checkpoint root is the merged HF model; adapter/ is the adapter in peft's format.
     hf = AutoModelForCausalLM.from_pretrained(ckpt).state_dict()
@@ -99,3 +101,25 @@ def test_checkpoint_holds_the_adapter_and_resume_continues(tiny_model_dir, tmp_p
     assert loss3 == pytest.approx(losses[2], rel=1e-6)
     after = dict(resumed.get_weights())
     assert all(torch.allclose(after[k], t, rtol=0, atol=1e-7) for k, t in full.get_weights())
+
+    # rldata export-model: the merged HF model, or the adapter alone; nothing of the training state.
+    out = tmp_path / "export"
+    assert (
+        main(["export-model", "r1", "--merged", "--out", str(out), "--runs-dir", str(tmp_path / "runs")]) == 0
+    )
+    assert {"optimizer.pt", "trainer_state.json", "dcp", "adapter"}.isdisjoint(p.name for p in out.iterdir())
+    exported = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    assert all(torch.allclose(exported[k], merged_now[k], rtol=0, atol=1e-6) for k in merged_now)
+    adapter = tmp_path / "adapter-only"
+    assert main(["export-model", "r1", "--out", str(adapter), "--runs-dir", str(tmp_path / "runs")]) == 0
+    again = PeftModel.from_pretrained(load_model(tiny_model_dir), adapter).merge_and_unload().state_dict()
+    assert all(torch.allclose(again[k], merged_now[k], rtol=0, atol=1e-6) for k in merged_now)
+
+
+def test_export_model_errors_are_one_line(capsys, tmp_path):
+    code = main(
+        ["export-model", "nope", "--merged", "--out", str(tmp_path / "o"), "--runs-dir", str(tmp_path)]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "nope" in err and "no checkpoint" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
