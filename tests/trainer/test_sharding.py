@@ -168,3 +168,33 @@ def test_fsdp_bf16_mismatch_stays_at_the_fp32_level(sharded):
     fp32, bf16 = sharded["fp32_1"]["stats"][0], sharded["bf16_1"]["stats"][0]
     assert fp32["mismatch_kl"] < 1e-9
     assert bf16["mismatch_kl"] < MISMATCH_BF16
+
+
+# --- through Ray: the path the driver takes ----------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.ray
+def test_fsdp_learner_group_publishes_and_checkpoints(ray_session, tiny_model_dir, tmp_path):
+    """Two FSDP ranks as Ray actors: the weights the driver publishes (rank 0's flat buffer, gathered
+    one tensor at a time with rank 1 joining) are the full model, and a checkpoint is a sharded
+    torch.distributed.checkpoint plus a consolidated HF model dir holding the same weights."""
+    import ray
+    from transformers import AutoModelForCausalLM
+
+    from rldata.trainer.learner import LearnerGroup
+
+    cfg = TrainConfig(
+        prompts_per_step=4, group_size=4, micro_batch=4, lr=1e-3, num_learners=2, strategy="fsdp"
+    )
+    p, c, o, a = make_rollouts(7, rows=16)
+    with LearnerGroup(tiny_model_dir, cfg, use_gpu=False) as group:
+        group.step(collate(p, c, advantages=a, old_logps=o))
+        flat = ray.get(group.flat_weights_ref())
+        weights = dict(group.get_weights())
+        group.save(tmp_path / "ckpt")
+    init = load_model(tiny_model_dir).state_dict()
+    assert [n for n, _ in flat] == list(weights) == list(init)
+    assert all(torch.equal(t, weights[n]) for n, t in flat)
+    assert any(not torch.equal(weights[k], init[k]) for k in init)  # the step changed them
+    assert len(list((tmp_path / "ckpt" / "dcp").glob("*.distcp"))) == 2  # one file per rank
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").state_dict()
+    assert all(torch.equal(hf[k], weights[k]) for k in weights)
