@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainer_helpers import engine_like_batch, make_rollouts, run_ranks, sharded_runs
+from trainer_helpers import build_tiny_qwen2, engine_like_batch, make_rollouts, run_ranks, sharded_runs
 
 from rldata.errors import ConfigError
 from rldata.trainer.checkpoint import load_model
@@ -168,6 +168,31 @@ def test_fsdp_bf16_mismatch_stays_at_the_fp32_level(sharded):
     fp32, bf16 = sharded["fp32_1"]["stats"][0], sharded["bf16_1"]["stats"][0]
     assert fp32["mismatch_kl"] < 1e-9
     assert bf16["mismatch_kl"] < MISMATCH_BF16
+
+
+@pytest.mark.slow
+def test_fsdp_on_qwen2_with_tied_embeddings(tmp_path):
+    """Qwen2 (GQA, q/k/v biases, lm_head tied to the embedding): FSDP with checkpoints equals the
+    plain learner, and the consolidated HF dir loads with the tie intact."""
+    from transformers import AutoModelForCausalLM
+
+    model = build_tiny_qwen2(tmp_path / "qwen2")
+    run_ranks(
+        sharded_runs,
+        1,
+        str(model),
+        str(tmp_path),
+        [("plain", {}, "full"), ("fsdp", {"strategy": "fsdp"}, "full"), ("q", {"strategy": "fsdp"}, "save")],
+    )
+    plain, fsdp = (torch.load(tmp_path / f"{n}.pt", weights_only=False) for n in ("plain", "fsdp"))
+    _close_losses(fsdp["stats"], plain["stats"])
+    _close_weights(fsdp["weights"], plain["weights"])
+    w = dict(fsdp["weights"])
+    assert torch.equal(w["lm_head.weight"], w["model.embed_tokens.weight"])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "q")
+    assert hf.lm_head.weight.data_ptr() == hf.model.embed_tokens.weight.data_ptr()
+    saved = dict(torch.load(tmp_path / "q.pt", weights_only=False)["weights"])
+    assert all(torch.equal(t, saved[k]) for k, t in hf.state_dict().items())
 
 
 # --- through Ray: the path the driver takes ----------------------------------------------------------------

@@ -30,6 +30,28 @@ def build_tiny_llama(path, *, seed: int = 0, hidden: int = 64, layers: int = 2):
     return path
 
 
+def build_tiny_qwen2(path, *, seed: int = 0, hidden: int = 64, layers: int = 2):
+    """A small real Qwen2 (grouped-query attention, q/k/v biases, tied input/output embeddings)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=True,
+    )
+    Qwen2ForCausalLM(cfg).save_pretrained(path)
+    return path
+
+
 def make_rollouts(seed: int, *, rows: int = 8, with_old: bool = True):
     """Prompts of 2-5 tokens, completions of 1-6 tokens, advantages and behaviour log-probs."""
     g = torch.Generator().manual_seed(seed)
