@@ -27,6 +27,7 @@ import psutil
 import torch
 
 OUT = Path(__file__).with_name("bench_fsdp.json")
+STEPS = 2
 SIZE = {"hidden": 768, "inter": 2048, "layers": 12, "vocab": 32000}
 
 
@@ -133,8 +134,8 @@ def _batch(rows=16, seed=0):
     from rldata.trainer.policy import collate
 
     g = torch.Generator().manual_seed(seed)
-    p = [torch.randint(3, SIZE["vocab"], (32,), generator=g).tolist() for _ in range(rows)]
-    c = [torch.randint(3, SIZE["vocab"], (96,), generator=g).tolist() for _ in range(rows)]
+    p = [torch.randint(3, SIZE["vocab"], (16,), generator=g).tolist() for _ in range(rows)]
+    c = [torch.randint(3, SIZE["vocab"], (48,), generator=g).tolist() for _ in range(rows)]
     return collate(p, c, advantages=torch.randn(rows, generator=g).tolist())
 
 
@@ -160,6 +161,9 @@ VARIANTS = {
 
 
 def main(what: str) -> None:
+    # A fixed mmap threshold: glibc otherwise raises it after the first large frees, and the freed
+    # multi-MB tensors of model loading stay in the heap, counted in RSS long after they died.
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
     res = json.loads(OUT.read_text()) if OUT.exists() else {}
     with tempfile.TemporaryDirectory() as d:
         model = Path(d) / "m"
@@ -172,14 +176,15 @@ def main(what: str) -> None:
                 res["gather"][how] = spawn(gather_rank, 2, str(model), how)[0]
                 print(how, res["gather"][how], file=sys.stderr)
         else:
-            res["train"] = {"load_1min": load, "world": 2, "steps": 3}
+            res["train"] = {"load_1min": load, "world": 2, "steps": STEPS, "rows": 16, "tokens_per_row": 64}
             for name, kw in VARIANTS.items():
-                out = spawn(train_rank, 2, str(model), kw, 3)
+                out = spawn(train_rank, 2, str(model), kw, STEPS)
                 res["train"][name] = {
                     "peak_rss_mb_per_rank": max(v["peak_rss_mb"] for v in out.values()),
                     "samples_per_s": out[0]["samples_per_s"],
                 }
                 print(name, res["train"][name], file=sys.stderr)
+                OUT.write_text(json.dumps(res, indent=1) + "\n")  # each row as it comes
     OUT.write_text(json.dumps(res, indent=1) + "\n")
 
 
