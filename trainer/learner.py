@@ -141,8 +141,8 @@ class Learner:
             mb = _to(mb, self.device)
             # Gradients all-reduce only on the last micro-batch's backward.
             last = i == len(micro) - 1
-            if self.sharded:
-                self.model.set_requires_gradient_sync(last)
+            # FSDP reduce-scatters after every micro-batch: skipping it would keep a full unsharded
+            # gradient on each rank until the last one, the memory sharding is there to save.
             no_sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
             with no_sync, autocast(cfg, self.device):
                 logp, entropy = token_logprobs(
