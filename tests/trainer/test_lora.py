@@ -71,6 +71,7 @@ def test_engines_get_the_merged_model(tiny_model_dir):
     assert [n for n, _ in flat] == list(got) and all(torch.equal(t, got[n]) for n, t in flat)
 
 
+@pytest.mark.slow
 def test_checkpoint_holds_the_adapter_and_resume_continues(tiny_model_dir, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
