@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store
