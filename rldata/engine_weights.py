@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rldata.errors import RldataError
+
 if TYPE_CHECKING:
     import torch
 
@@ -54,21 +56,36 @@ class FlatWeights:
 
     @classmethod
     def pack(cls, named: Iterable[tuple[str, torch.Tensor]]) -> FlatWeights:
+        items = [(n, t.detach()) for n, t in named]
+        return cls.pack_stream([(n, t.dtype, tuple(t.shape)) for n, t in items], (t for _, t in items))
+
+    @classmethod
+    def pack_stream(
+        cls, specs: list[tuple[str, torch.dtype, tuple[int, ...]]], tensors: Iterable[torch.Tensor]
+    ) -> FlatWeights:
+        """Pack tensors that arrive one at a time (``tensors`` yields them in ``specs`` order, e.g.
+        gathered from a sharded learner one by one): the buffer is allocated once from the specs, so
+        the extra memory beyond the buffer is the one tensor in flight, not a second model."""
         import torch
 
-        items = [(n, t.detach()) for n, t in named]
         offsets, pos = [], 0
-        for _, t in items:
+        for _, dtype, shape in specs:
             offsets.append(pos)
-            pos += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+            n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            pos += -(-n * dtype.itemsize // _ALIGN) * _ALIGN
         buf = torch.empty(pos, dtype=torch.uint8)  # [bytes]
-        for (_, t), off in zip(items, offsets):
+        for count, ((_, dtype, shape), off, t) in enumerate(zip(specs, offsets, tensors, strict=True)):
+            t = t.detach()
+            if t.dtype != dtype or tuple(t.shape) != tuple(shape):
+                raise RldataError(
+                    f"weights: tensor {count} is {t.dtype} {tuple(t.shape)}, spec says {dtype} {shape}"
+                )
             nbytes = t.numel() * t.element_size()
             buf[off : off + nbytes].view(t.dtype).copy_(t.reshape(-1))  # device -> CPU included
         return cls(
-            names=tuple(n for n, _ in items),
-            dtypes=tuple(str(t.dtype).removeprefix("torch.") for _, t in items),
-            shapes=tuple(tuple(t.shape) for _, t in items),
+            names=tuple(n for n, _, _ in specs),
+            dtypes=tuple(str(d).removeprefix("torch.") for _, d, _ in specs),
+            shapes=tuple(tuple(s) for _, _, s in specs),
             offsets=tuple(offsets),
             buffer=buf.numpy(),
         )

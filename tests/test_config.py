@@ -152,21 +152,21 @@ def test_a_trainer_field_is_one_edit():
 
     @dataclasses.dataclass(frozen=True)
     class Grown(TrainConfig):
-        strategy: str = param("ddp", help="How learners shard the model.")
+        sharding_plan: str = param("none", help="A field TrainConfig does not have yet.")
 
-    assert [leaf.flag for leaf in cli_leaves(Grown)][-1] == "--strategy"
-    assert build(Grown, {"strategy": "fsdp2"}).strategy == "fsdp2"
+    assert [leaf.flag for leaf in cli_leaves(Grown)][-1] == "--sharding-plan"
+    assert build(Grown, {"sharding_plan": "fsdp2"}).sharding_plan == "fsdp2"
 
     @command(Grown)
     def cmd(ctx: typer.Context, config: TrainConfig) -> None:  # (a local class is not resolvable)
-        print(config.strategy, config.steps)
+        print(config.sharding_plan, config.steps)
 
     t = typer.Typer()
     t.command()(cmd)
     t.command("x")(lambda: None)
     from typer.testing import CliRunner
 
-    res = CliRunner().invoke(t, ["cmd", "--strategy", "fsdp2", "--steps", "3"])
+    res = CliRunner().invoke(t, ["cmd", "--sharding-plan", "fsdp2", "--steps", "3"])
     assert res.exit_code == 0 and res.output.split() == ["fsdp2", "3"], res.output
 
 

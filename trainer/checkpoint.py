@@ -35,15 +35,20 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "load_optimizer",
+    "load_sharded_state",
     "rng_state",
     "save_checkpoint",
+    "save_hf_tensors",
     "save_model_state",
+    "save_sharded_state",
     "save_trainer_state",
     "set_rng_state",
     "staging_dir",
 ]
 
 OPTIMIZER_FILE = "optimizer.pt"
+SHARDED_DIR = "dcp"  # torch.distributed.checkpoint: model + optimizer, one file per rank
+ADAPTER_DIR = "adapter"  # LoRA runs: the adapter in peft's format
 STATE_FILE = "trainer_state.json"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".index.json")
 
@@ -153,6 +158,58 @@ def save_model_state(path: str | Path, *, model, optimizer=None, tokenizer=None,
     copy_aux_files(source_dir, path)
     if optimizer is not None:
         torch.save(optimizer.state_dict(), path / OPTIMIZER_FILE)
+
+
+def save_hf_tensors(path: str | Path, tensors: dict[str, torch.Tensor], *, config, source_dir=None) -> None:
+    """Full tensors in HF naming (gathered from a sharded or LoRA learner) as a model directory."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if getattr(config, "tie_word_embeddings", False):
+        tensors = {k: v for k, v in tensors.items() if k != "lm_head.weight"}  # from_pretrained re-ties it
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()},
+        str(path / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    config.save_pretrained(path)
+    copy_aux_files(source_dir, path)
+
+
+def _dcp_state(model, optimizer, trainable_only: bool):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    # Keys are parameter names (not optimizer indices) and tensors keep their sharding: a checkpoint
+    # saved by W ranks loads into any other W (torch.distributed.checkpoint reshards on load).
+    # LoRA: the frozen base comes from the base model, so loading only the adapters is not strict.
+    opts = StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=opts)
+    return {"model": model_sd, "optim": optim_sd}, opts
+
+
+def save_sharded_state(path: str | Path, *, model, optimizer, trainable_only: bool = False) -> None:
+    """Model and optimizer with torch.distributed.checkpoint into ``path/dcp``: every rank writes its
+    own shard (a collective: all ranks call it).  ``trainable_only`` (LoRA) leaves the frozen base out."""
+    import torch.distributed.checkpoint as dcp
+
+    state, _ = _dcp_state(model, optimizer, trainable_only)
+    dcp.save(state, checkpoint_id=str(Path(path) / SHARDED_DIR))
+
+
+def load_sharded_state(path: str | Path, *, model, optimizer, trainable_only: bool = False) -> None:
+    """The inverse of ``save_sharded_state``, at this run's world size (which may differ)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    src = Path(path) / SHARDED_DIR
+    if not src.is_dir():
+        raise RldataError(f"{path}: no {SHARDED_DIR}/; not a checkpoint of a strategy: fsdp or LoRA run")
+    state, opts = _dcp_state(model, optimizer, trainable_only)
+    dcp.load(state, checkpoint_id=str(src))
+    set_state_dict(
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=opts
+    )
 
 
 def save_trainer_state(

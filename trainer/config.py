@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.config import at_least, build, load, nested, param, sql_predicate, validate
+from rldata.config import at_least, build, load, nested, one_of, param, sql_predicate, validate
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
@@ -21,9 +21,23 @@ from rldata.params import SamplingSpec, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
-__all__ = ["MODES", "ConfigError", "TrainCommand", "TrainConfig", "TrainRun"]  # ConfigError: rldata.errors'
+__all__ = [
+    "LORA_DEFAULTS",
+    "MODES",
+    "PRECISIONS",
+    "STRATEGIES",
+    "ConfigError",
+    "TrainCommand",
+    "TrainConfig",
+    "TrainRun",
+    "check_lora",
+]  # ConfigError: rldata.errors'
 
 MODES = ("sync", "async")
+STRATEGIES = ("ddp", "fsdp")
+PRECISIONS = ("fp32", "bf16")
+# lora: {...} keys and their defaults; "all-linear" is peft's every linear layer but the output head
+LORA_DEFAULTS = {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}
 # SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
 _ROLLOUT_PARAMS = {
     "n": "group_size",
@@ -46,6 +60,63 @@ def _positive(v):
 
 _ONE = at_least(1)
 _ZERO = at_least(0)
+
+
+def check_lora(spec: dict) -> dict:
+    """The lora mapping with defaults filled in; a ConfigError naming ``lora.<key>`` otherwise."""
+    unknown = sorted(set(spec) - set(LORA_DEFAULTS))
+    _need(
+        not unknown,
+        f"lora.{unknown[0] if unknown else ''}",
+        f"unknown key; known: {', '.join(LORA_DEFAULTS)}",
+    )
+    out = {**LORA_DEFAULTS, **spec}
+    r, alpha, dropout, targets = out["r"], out["alpha"], out["dropout"], out["target_modules"]
+    _need(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 1, "lora.r", f"must be an int >= 1, got {r!r}"
+    )
+    ok = isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha > 0
+    _need(ok, "lora.alpha", f"must be a number > 0, got {alpha!r}")
+    ok = isinstance(dropout, int | float) and not isinstance(dropout, bool) and 0 <= dropout < 1
+    _need(ok, "lora.dropout", f"must be in [0, 1), got {dropout!r}")
+    ok = targets == "all-linear" or (
+        isinstance(targets, list | tuple) and targets and all(isinstance(t, str) and t for t in targets)
+    )
+    _need(ok, "lora.target_modules", f'must be "all-linear" or a list of module names, got {targets!r}')
+    return {
+        "r": r,
+        "alpha": float(alpha),
+        "dropout": float(dropout),
+        "target_modules": targets if isinstance(targets, str) else list(targets),
+    }
+
+
+def _parse_lora(text: str | None) -> dict | None:
+    """``--lora r=16,alpha=32,target_modules=q_proj+v_proj`` -> the lora mapping (checked later)."""
+    if text is None:
+        return None
+    out: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, sep, value = item.partition("=")
+        _need(bool(sep), "lora", f"expected key=value items separated by ',', got {item!r}")
+        if key == "target_modules":
+            out[key] = value if value == "all-linear" else value.split("+")
+        else:
+            try:
+                out[key] = int(value) if key == "r" else float(value)
+            except ValueError:
+                raise ConfigError.of(f"lora.{key}", f"not a number: {value!r}") from None
+    return out
+
+
+def _format_lora(spec: dict | None) -> str | None:
+    if spec is None:
+        return None
+    t = spec.get("target_modules", "all-linear")
+    return ",".join(
+        f"{k}={'+'.join(v) if k == 'target_modules' and not isinstance(v, str) else v}"
+        for k, v in {**spec, "target_modules": t}.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -137,6 +208,36 @@ class TrainConfig:
         check=_ZERO,
         help="Torch threads per learner on CPU; 0 = cpus_per_learner (sync mode: the node's cores).",
     )
+    # --- sharding, precision, memory (docs/trainer.md "Real-size models") ---------------------
+    strategy: str = param(
+        "ddp",
+        check=one_of(*STRATEGIES),
+        help="ddp: full replicas; fsdp: FSDP2 fully_shard per decoder layer and the root.",
+    )
+    mixed_precision: str = param(
+        "fp32",
+        check=one_of(*PRECISIONS),
+        help="bf16: bf16 compute; fp32 master weights, optimizer state and gradient reduction.",
+    )
+    gradient_checkpointing: bool = param(
+        False, help="Recompute each decoder layer's activations in the backward (less memory)."
+    )
+    micro_batch_tokens: int = param(
+        0,
+        check=_ZERO,
+        help="Micro-batches by a token budget (rows x padded length, similar lengths grouped); 0 = micro_batch rows.",
+    )
+    cpu_offload: bool = param(
+        False, help="strategy fsdp on GPU: FSDP2 CPUOffloadPolicy (a no-op on CPU learners)."
+    )
+    lora: dict[str, Any] | None = param(
+        None,
+        cli_type=str,
+        to_field=_parse_lora,
+        from_field=_format_lora,
+        help="Train LoRA adapters only (peft): r=8,alpha=16,dropout=0,target_modules=all-linear "
+        "(modules joined by '+'; a mapping in a config file).",
+    )
     # --- checkpoints, curriculum, eval --------------------------------------------------------
     checkpoint_every: int = param(
         0, check=_ZERO, help="Checkpoint every K steps; 0 = only at the end (always saved at the end)."
@@ -172,6 +273,11 @@ class TrainConfig:
     )
 
     def __post_init__(self):
+        if self.strategy == "fsdp" and isinstance(self.num_learners, int) and self.num_learners < 1:
+            raise ConfigError.of(
+                "num_learners",
+                f"strategy: fsdp shards the model over the learners; num_learners must be >= 1, got {self.num_learners}",
+            )
         validate(self, error=ConfigError)  # each field's type and its own check, declared with it
         if self.run_id is not None:  # names a directory under output_dir: no separators, no ".."
             try:
@@ -232,7 +338,21 @@ class TrainConfig:
             f"{self.num_learners} learners",
         )
         _need(
-            self.per_learner_batch % self.micro_batch == 0,
+            not self.cpu_offload or self.strategy == "fsdp",
+            "cpu_offload",
+            "needs strategy: fsdp (FSDP2's offload policy), got strategy: ddp",
+        )
+        if self.lora is not None:
+            object.__setattr__(self, "lora", check_lora(self.lora))
+            # No second model is kept under LoRA: the KL term would have no reference to score.
+            _need(
+                self.kl_coef == 0,
+                "lora",
+                f"lora with kl_coef > 0 needs a reference model, and LoRA runs keep none: set kl_coef: 0 "
+                f"(got kl_coef: {self.kl_coef})",
+            )
+        _need(
+            self.micro_batch_tokens > 0 or self.per_learner_batch % self.micro_batch == 0,
             "micro_batch",
             f"each learner's {self.per_learner_batch} sequences must split into micro-batches of "
             f"{self.micro_batch}",

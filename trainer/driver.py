@@ -405,7 +405,7 @@ def _train_steps(
                 state.version += 1
                 # The ref resolves to the weights after this update (the actor runs calls in order);
                 # the producer loads them before its next generate call.
-                weights.publish(state.version, learners.actors[0].flat_weights.remote())
+                weights.publish(state.version, learners.flat_weights_ref())
             # The ledger row of a policy version counts all its samples: one step's, or several when the
             # same version generated more than one (async mode, or an update skipped for want of a kept group).
             if gen_version != ledger_version:

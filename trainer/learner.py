@@ -30,11 +30,29 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rldata.engine_weights import FlatWeights
+from rldata.errors import RldataError
 from rldata.jobs.actors import node_cores
-from rldata.trainer.checkpoint import load_model, load_optimizer, save_model_state
+from rldata.trainer.checkpoint import (
+    ADAPTER_DIR,
+    load_model,
+    load_optimizer,
+    load_sharded_state,
+    save_hf_tensors,
+    save_model_state,
+    save_sharded_state,
+)
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.loss import grpo_loss
 from rldata.trainer.policy import RolloutBatch, token_logprobs
+from rldata.trainer.sharding import (
+    autocast,
+    full_tensor,
+    prepare_model,
+    shard_model,
+    stream_adapter,
+    stream_hf_weights,
+    weight_plan,
+)
 
 __all__ = ["Learner", "LearnerGroup", "combine_stats", "learner_threads"]
 
@@ -63,10 +81,24 @@ class Learner:
     ):
         self.cfg, self.rank, self.world_size, self.device = cfg, rank, world_size, device
         self.model_path = Path(model_path)
-        self.model = load_model(model_path, device=device)
+        self.sharded = cfg.strategy == "fsdp"
+        # Sharded and LoRA runs checkpoint with torch.distributed.checkpoint; DDP runs keep optimizer.pt.
+        self.uses_dcp = self.sharded or cfg.lora is not None
+        if self.sharded and not dist.is_initialized():
+            raise RldataError(
+                "strategy: fsdp needs torch.distributed initialised first (LearnerGroup does it)"
+            )
+        # A LoRA run resumes from the base model plus the checkpoint's adapter (the checkpoint's HF
+        # weights have the adapter merged in already).
+        base = ref_path if resume and cfg.lora is not None and ref_path is not None else model_path
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)  # LoRA's initial A: the same on every rank (FSDP does not broadcast)
+            self.model = prepare_model(load_model(base, device=device), cfg)
         self.model.train()
         self.ddp = None
-        if world_size > 1:
+        if self.sharded:
+            shard_model(self.model, cfg, device=device)
+        elif world_size > 1:
             # DDP broadcasts rank 0's parameters at construction: all ranks start identical.
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model,
@@ -76,10 +108,21 @@ class Learner:
         if cfg.kl_coef > 0:
             # The reference is the model training started from, also when resuming from a checkpoint.
             self.ref = load_model(ref_path or model_path, device=device).eval().requires_grad_(False)
+            if self.sharded:
+                shard_model(self.ref, cfg, device=device)
+        # Under LoRA only the adapters require grad: only they get AdamW moments.
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=cfg.lr,
+            betas=cfg.adam_betas,
+            weight_decay=cfg.weight_decay,
         )
-        if resume:
+        self.plan = weight_plan(self.model, cfg)
+        if resume and self.uses_dcp:
+            load_sharded_state(
+                model_path, model=self.model, optimizer=self.optimizer, trainable_only=cfg.lora is not None
+            )
+        elif resume:
             load_optimizer(model_path, self.optimizer)
 
     # --- the update -----------------------------------------------------------------------------
@@ -87,15 +130,21 @@ class Learner:
         """One optimizer step on this rank's shard of the global batch; returns per-rank sums."""
         cfg = self.cfg
         denom = batch.global_denominator(cfg.agg)
-        micro = batch.shard(self.rank, self.world_size, cfg.micro_batch)
+        if cfg.micro_batch_tokens:
+            micro = batch.shard_by_tokens(self.rank, self.world_size, cfg.micro_batch_tokens)
+        else:
+            micro = batch.shard(self.rank, self.world_size, cfg.micro_batch)
         forward = self.ddp if self.ddp is not None else self.model
         sums = dict.fromkeys(_SUM_KEYS, 0.0) | {"rho_max": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for i, mb in enumerate(micro):
             mb = _to(mb, self.device)
             # Gradients all-reduce only on the last micro-batch's backward.
-            sync = self.ddp is None or i == len(micro) - 1
-            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+            last = i == len(micro) - 1
+            # FSDP reduce-scatters after every micro-batch: skipping it would keep a full unsharded
+            # gradient on each rank until the last one, the memory sharding is there to save.
+            no_sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
+            with no_sync, autocast(cfg, self.device):
                 logp, entropy = token_logprobs(
                     forward, mb.input_ids, mb.attention_mask, temperature=cfg.temperature
                 )  # [b, l-1] each
@@ -142,32 +191,66 @@ class Learner:
             sums["sequences"] += float((mb.loss_mask.sum(dim=1) > 0).sum())
         params = [p for p in self.model.parameters() if p.grad is not None]
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        sums["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         self.optimizer.step()
         return sums
 
     # --- weights and checkpoints ----------------------------------------------------------------
     def get_weights(self) -> list[tuple[str, torch.Tensor]]:
-        """(name, tensor) pairs in HF naming, on CPU: what an engine's ``reload_weights`` takes."""
-        return [(k, v.detach().to("cpu")) for k, v in self.model.state_dict().items()]
+        """(name, tensor) pairs in HF naming, LoRA merged in, on CPU: what an engine's
+        ``reload_weights`` takes.  Under FSDP a collective: every rank must call it."""
+        return list(zip((e.name for e in self.plan.entries), stream_hf_weights(self.model, self.plan)))
 
-    def flat_weights(self) -> FlatWeights:
+    def flat_weights(self) -> FlatWeights | None:
         """The same tensors packed into one buffer: what the driver ships to the engines (one object
-        for Ray to store and for the engine to read in place, instead of one pickle per tensor)."""
-        return FlatWeights.pack(self.model.state_dict().items())
+        for Ray to store and for the engine to read in place, instead of one pickle per tensor).
+
+        Under FSDP every rank joins the per-tensor all-gathers and rank 0 packs each tensor into the
+        buffer as it arrives, so its extra memory is one tensor; the other ranks return None."""
+        stream = stream_hf_weights(self.model, self.plan)
+        if self.rank != 0:
+            for _ in stream:
+                pass
+            return None
+        return FlatWeights.pack_stream(self.plan.specs, stream)
 
     def get_grads(self) -> list[tuple[str, torch.Tensor]]:
-        """The last step's gradients (after the all-reduce and clipping), on CPU, for diagnostics."""
-        return [
-            (k, p.grad.detach().to("cpu")) for k, p in self.model.named_parameters() if p.grad is not None
-        ]
+        """The last step's gradients (after the reduction and clipping), full and on CPU, for
+        diagnostics (a collective under FSDP)."""
+        return [(k, full_tensor(p.grad)) for k, p in self.model.named_parameters() if p.grad is not None]
 
     def save(self, path: str | Path) -> None:
-        """Model (HF format), tokenizer files and optimizer state; rank 0 writes, all ranks wait."""
-        if self.rank == 0:
-            save_model_state(path, model=self.model, optimizer=self.optimizer, source_dir=self.model_path)
+        """Model (HF format), tokenizer files and optimizer state; all ranks call it.
+
+        DDP: rank 0 writes the model and optimizer.pt.  FSDP or LoRA: every rank writes its shard of
+        model and optimizer (torch.distributed.checkpoint, under ``dcp/``), and rank 0 writes the
+        consolidated HF model (LoRA merged in) from tensors gathered one at a time, plus, for LoRA,
+        the adapter in peft's format under ``adapter/``."""
+        if not self.uses_dcp:
+            if self.rank == 0:
+                save_model_state(path, model=self.model, optimizer=self.optimizer, source_dir=self.model_path)
+        else:
+            save_sharded_state(
+                path, model=self.model, optimizer=self.optimizer, trainable_only=self.cfg.lora is not None
+            )
+            self.save_hf(path)
+            adapter = dict(stream_adapter(self.model, self.plan))
+            if self.rank == 0 and self.cfg.lora is not None:
+                from safetensors.torch import save_file
+
+                (Path(path) / ADAPTER_DIR).mkdir(parents=True, exist_ok=True)
+                save_file(adapter, str(Path(path) / ADAPTER_DIR / "adapter_model.safetensors"))
+                self.model.peft_config["default"].save_pretrained(str(Path(path) / ADAPTER_DIR))
         if self.world_size > 1:
             dist.barrier()
+
+    def save_hf(self, path: str | Path) -> None:
+        """The consolidated HF model directory (LoRA merged); all ranks call it, rank 0 writes."""
+        tensors = dict(self.get_weights())
+        if self.rank == 0:
+            base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+            save_hf_tensors(path, tensors, config=base.config, source_dir=self.model_path)
 
 
 def _to(mb: RolloutBatch, device: str) -> RolloutBatch:
@@ -235,7 +318,7 @@ class _LearnerActor:
         device = "cuda" if use_gpu else "cpu"
         if use_gpu:
             torch.cuda.set_device(0)  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
-        if world_size > 1:
+        if world_size > 1 or cfg.strategy == "fsdp":
             dist.init_process_group(
                 "nccl" if use_gpu else "gloo",
                 init_method=f"tcp://{master[0]}:{master[1]}",
@@ -254,8 +337,11 @@ class _LearnerActor:
     def get_weights(self) -> list[tuple[str, torch.Tensor]]:
         return self.learner.get_weights()
 
-    def flat_weights(self) -> FlatWeights:
+    def flat_weights(self) -> FlatWeights | None:
         return self.learner.flat_weights()
+
+    def save_hf(self, path: str) -> None:
+        self.learner.save_hf(path)
 
     def get_grads(self) -> list[tuple[str, torch.Tensor]]:
         return self.learner.get_grads()
@@ -319,17 +405,33 @@ class LearnerGroup:
                 for i, a in enumerate(self.actors)
             ]
         )
-        self.world_size, self.use_gpu = w, use_gpu
+        self.world_size, self.use_gpu, self.sharded = w, use_gpu, cfg.strategy == "fsdp"
 
     def step(self, batch: RolloutBatch) -> dict[str, float]:
         ref = ray.put(batch)  # one copy in the object store, read by every rank
         return combine_stats(ray.get([a.step.remote(ref) for a in self.actors]))
 
+    def _on(self, rank: int, method: str):
+        """A rank's result of ``method``; under FSDP every rank runs it (it gathers collectively)."""
+        if not self.sharded:
+            return ray.get(getattr(self.actors[rank], method).remote())
+        return ray.get([getattr(a, method).remote() for a in self.actors])[rank]
+
     def get_weights(self, rank: int = 0) -> list[tuple[str, torch.Tensor]]:
-        return ray.get(self.actors[rank].get_weights.remote())
+        return self._on(rank, "get_weights")
 
     def get_grads(self, rank: int = 0) -> list[tuple[str, torch.Tensor]]:
-        return ray.get(self.actors[rank].get_grads.remote())
+        return self._on(rank, "get_grads")
+
+    def flat_weights_ref(self) -> ray.ObjectRef:
+        """A ref to rank 0's packed weights after the calls queued so far (the driver publishes it
+        to the engines); under FSDP the other ranks join the gathers and their None is dropped."""
+        refs = [a.flat_weights.remote() for a in (self.actors if self.sharded else self.actors[:1])]
+        return refs[0]
+
+    def save_hf(self, path: str | Path) -> None:
+        """The consolidated HF model directory (LoRA merged in) at ``path``."""
+        ray.get([a.save_hf.remote(str(path)) for a in self.actors])
 
     def save(self, path: str | Path) -> None:
         """Model + optimizer into ``path`` (a staging dir; the driver adds trainer state and commits)."""

@@ -70,6 +70,44 @@ class RolloutBatch:
             out.append(mb)
         return out
 
+    def shard_by_tokens(self, rank: int, world_size: int, budget: int) -> list[RolloutBatch]:
+        """This rank's contiguous share of the rows, as micro-batches of at most ``budget`` tokens
+        (rows x padded length; a row longer than the budget goes alone).
+
+        Rows are sorted by length before packing, so a micro-batch holds rows of similar length and
+        little padding.  The loss is unchanged: its denominator is the global one, and each row's
+        terms do not depend on which micro-batch it is in.  Every rank plans every rank's packing
+        (all hold the whole batch) and tops up to the largest count with zero-mask filler rows, so
+        all ranks run the same number of backward passes (one gradient reduction each).
+        """
+        n = len(self)
+        if n == 0:
+            raise ValueError("empty batch")
+        per_rank = math.ceil(n / world_size)
+        lengths = self.attention_mask.sum(dim=1).tolist()  # [B]
+        plans = []
+        for r in range(world_size):
+            rows = sorted(range(r * per_rank, min((r + 1) * per_rank, n)), key=lambda i: (lengths[i], i))
+            plan, cur, longest = [], [], 0
+            for i in rows:
+                grown = max(longest, lengths[i])
+                if cur and grown * (len(cur) + 1) > budget:
+                    plan.append(cur)
+                    cur, grown = [], lengths[i]
+                cur.append(i)
+                longest = grown
+            if cur:
+                plan.append(cur)
+            plans.append(plan)
+        count = max(len(p) for p in plans)
+        out = []
+        for chunk in plans[rank] + [[-1]] * (count - len(plans[rank])):
+            mb = self.rows(torch.tensor(chunk).clamp(min=0))
+            if chunk == [-1]:  # filler: row 0 contributing nothing
+                mb = replace(mb, loss_mask=mb.loss_mask * 0)
+            out.append(mb)
+        return out
+
 
 def collate(
     prompt_ids: Sequence[Sequence[int]],

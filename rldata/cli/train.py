@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store
 from rldata.cli._options import command
 from rldata.trainer.config import TrainCommand
 
-__all__ = ["register", "train"]
+__all__ = ["export_model", "register", "train"]
 
 
 @command(TrainCommand)
@@ -41,5 +43,24 @@ def train(ctx: typer.Context, config: TrainCommand, fmt: Format = FORMAT_OPT) ->
     emit(pl.DataFrame([row]), fmt)
 
 
+def export_model(
+    run_id: str = typer.Argument(..., help="The training run (a directory under --runs-dir)."),
+    out: Path = typer.Option(..., "--out", help="Where to write the model directory (new or empty)."),
+    merged: bool = typer.Option(
+        False,
+        "--merged",
+        help="The full HF model (a LoRA run's adapter merged in). Without it a LoRA run writes its adapter alone.",
+    ),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="The runs' output dir (train's --out)."),
+    step: int = typer.Option(None, "--step", help="That step's checkpoint (default: the newest)."),
+) -> None:
+    """Write a training run's checkpoint as a loadable model directory (from_pretrained, vLLM)."""
+    from rldata.trainer.export import export_model as export
+
+    ckpt = export(run_id, out=out, runs_dir=runs_dir, merged=merged, step=step)
+    typer.echo(f"{out}\t{ckpt.name}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("train")(train)
+    app.command("export-model")(export_model)

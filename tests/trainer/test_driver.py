@@ -421,7 +421,15 @@ def _cli(store_path: Path, address: str, *args, **kw):
     )
 
 
-def test_async_kill_9_and_resume(train_ray, tmp_path):
+@pytest.mark.parametrize(
+    "learners",
+    [
+        pytest.param("micro_batch: 16\n", id="ddp"),
+        # the same checks with 2 FSDP ranks (sharded checkpoints, weights gathered for the engine)
+        pytest.param("micro_batch: 8\nstrategy: fsdp\nnum_learners: 2\n", id="fsdp"),
+    ],
+)
+def test_async_kill_9_and_resume(train_ray, tmp_path, learners):
     """kill -9 of an async `rldata train` (K=2) after its step-2 checkpoint, mid-run, then --resume:
     no duplicate rollout, every stored rollout attributed to exactly one consuming step (or dropped
     with its reason), verifications and ledger counts match the rollouts, metrics not doubled."""
@@ -438,7 +446,7 @@ def test_async_kill_9_and_resume(train_ray, tmp_path):
     conf = tmp_path / "train.yaml"
     conf.write_text(
         f"model: {_model_dir()}\nprompts_per_step: {P}\ngroup_size: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
-        "micro_batch: 16\nmax_resample: 2\nseed: 7\n"
+        "max_resample: 2\nseed: 7\n" + learners
     )
     args = [
         "train",
