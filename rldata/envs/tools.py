@@ -30,7 +30,7 @@ from typing import Any
 from rldata.envs.base import BaseEnv, Message, StepResult
 from rldata.errors import RldataError
 
-__all__ = ["Tool", "ToolEnv", "call_id", "tool", "tool_schemas"]
+__all__ = ["Tool", "ToolEnv", "call_id", "env_tool_schemas", "schema_of", "tool", "tool_schemas"]
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
@@ -150,6 +150,20 @@ def tool(obj: Any, fn: Callable[..., Any] | None = None) -> Tool:
 
 def tool_schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     return [json.loads(json.dumps(t.schema)) for t in tools]
+
+
+def env_tool_schemas(spec) -> list[dict[str, Any]] | None:
+    """The tool schemas of the environment an :class:`~rldata.envs.base.EnvSpec` builds (None: it
+    declares no tools), read from a fresh instance that is closed again (exports use it)."""
+    from rldata.envs.base import make_env
+    from rldata.envs.guard import guarded_close
+
+    env = make_env(spec)
+    try:
+        schemas = getattr(env, "tool_schemas", None)
+        return [json.loads(json.dumps(dict(t))) for t in schemas] if schemas else None
+    finally:
+        guarded_close(env, timeout_s=spec.step_timeout_s)
 
 
 def call_id(turn: int, index: int) -> str:
