@@ -425,8 +425,27 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, VERL_SCHEMA)
 
 
+def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
+    """A ``tools`` column (JSON text of the schemas) when a task runs in an environment with standard
+    tools: TRL reads it per row and passes it to the chat template (None for the other tasks)."""
+    from rldata.envs.tools import env_tool_schemas
+    from rldata.rollout import bind_envs
+
+    if spec.opts.prompt_style != "messages" or frame["env_id"].is_null().all():
+        return frame
+    bindings = bind_envs(store, frame.to_dicts())
+    by_key: dict[str, str | None] = {}
+    for b in {b.ledger_key: b for b in bindings.values() if b is not None}.values():
+        schemas_ = env_tool_schemas(b.spec)
+        by_key[b.ledger_key] = json.dumps(schemas_) if schemas_ else None
+    tools = [by_key.get(b.ledger_key) if (b := bindings[t]) else None for t in frame["task_id"].to_list()]
+    if all(t is None for t in tools):
+        return frame
+    return frame.with_columns(pl.Series("tools", tools, dtype=pl.String))
+
+
 def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests"}
+    reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
     prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
@@ -435,6 +454,8 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     ]
     if frame["tests"].is_not_null().any():  # code tasks: their reward functions read the tests
         fields.append(("tests", pa.string()))
+    if "tools" in frame.columns:  # standard tools of the tasks' environment (_prepare_trl)
+        fields.append(("tools", pa.string()))
     df = frame.with_columns(
         _prompt(spec.opts.prompt_style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column)
     )
@@ -593,7 +614,8 @@ register_format(
         build=_trl_table,
         write=write_hf,
         options=TrlOptions,
-        help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns.",
+        prepare=_prepare_trl,
+        help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns (and tools, for tool environments).",
     )
 )
 register_format(

@@ -233,10 +233,48 @@ def test_verl_export_of_tool_env_tasks_carries_the_schemas_in_tools_kwargs(store
         [{"selection": "s", "task_id": "a", "decision": "keep", "reason": "in_band", "pass_rate": 0.5}],
     )
     export_selection(
-        store, spec=ExportSpec(selection="s", format="verl", env="calculator-tools"), out=tmp_path / "v"
+        store,
+        spec=ExportSpec(selection="s", format="verl", options={"env": "calculator-tools"}),
+        out=tmp_path / "v",
     )
     (t,) = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
     kw = t["extra_info"]["tools_kwargs"]
     assert kw["calculate"]["create_kwargs"] == {"ground_truth": "301", "task_id": "a"}
     assert json.loads(kw["calculate"]["tool_schema"]) == tool(calculate).schema
     assert json.loads(t["extra_info"]["tools"]) == [tool(calculate).schema]
+
+
+def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_model):
+    import datasets
+    from transformers import AutoTokenizer
+    from trl.data_utils import maybe_apply_chat_template
+
+    _store(store)
+    row, _ = register_env(store, {"env": "calculator-tools", "system_prompt": "Use the tool."})
+    (a,) = store.read("tasks").filter(task_id="a").to_dicts()
+    store.upsert("tasks", [{**a, "env_id": "calculator-tools", "env_version": row["version"]}])
+    store.append(
+        "selections",
+        [
+            {"selection": "s", "task_id": t, "decision": "keep", "reason": "in_band", "pass_rate": 0.5}
+            for t in ("a", "b")
+        ],
+    )
+    export_selection(
+        store,
+        spec=ExportSpec(selection="s", format="trl", options={"prompt_style": "messages"}),
+        out=tmp_path / "t",
+    )
+    ds = datasets.load_from_disk(str(tmp_path / "t" / "dataset"))
+    by_id = {r["task_id"]: r for r in ds}
+    assert (
+        by_id["b"]["tools"] is None and json.loads(by_id["a"]["tools"])[0]["function"]["name"] == "calculate"
+    )
+    tok = AutoTokenizer.from_pretrained(str(qwen_model))
+    prompt = maybe_apply_chat_template(
+        {"prompt": by_id["a"]["prompt"]}, tok, tools=json.loads(by_id["a"]["tools"])
+    )["prompt"]
+    assert '"name": "calculate"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    # a text-prompt export stays as it was
+    export_selection(store, spec=ExportSpec(selection="s", format="trl"), out=tmp_path / "plain")
+    assert "tools" not in datasets.load_from_disk(str(tmp_path / "plain" / "dataset")).column_names
