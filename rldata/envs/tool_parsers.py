@@ -59,11 +59,14 @@ def _call(obj: Any, raw: str, *, args_keys: tuple[str, ...] = ("arguments",)) ->
     if isinstance(args, str):  # some models write the arguments as a JSON string
         try:
             args = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             return ParseFailure(raw[:200], f"the arguments of {name!r} are not JSON")
     if not isinstance(args, dict):
         return ParseFailure(raw[:200], f"the arguments of {name!r} must be a JSON object")
-    return ParsedCall(name, json.dumps(args, ensure_ascii=False))
+    try:
+        return ParsedCall(name, json.dumps(args, ensure_ascii=False, allow_nan=False))
+    except (ValueError, RecursionError):  # 1e999 reads as infinity, which JSON cannot carry
+        return ParseFailure(raw[:200], f"the arguments of {name!r} are not valid JSON")
 
 
 def _json(raw: str) -> tuple[Any, str | None]:
@@ -71,6 +74,8 @@ def _json(raw: str) -> tuple[Any, str | None]:
         return json.loads(raw), None
     except ValueError as e:
         return None, f"not valid JSON ({str(e).split(':')[0]})"
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
 
 
 _HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
@@ -106,6 +111,8 @@ def _json_objects(text: str) -> tuple[list[tuple[Any, str]], str | None]:
             obj, end = dec.raw_decode(text, i)
         except ValueError as e:
             return out, f"not valid JSON ({str(e).split(':')[0]})"
+        except RecursionError:
+            return out, "not valid JSON (nested too deeply)"
         out.append((obj, text[i:end]))
         i = end
 

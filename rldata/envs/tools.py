@@ -228,7 +228,7 @@ class ToolEnv(BaseEnv):
         for c in calls[: self.max_calls]:
             try:
                 args = json.loads(c.get("arguments") or "{}")
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 args = None
             if not isinstance(args, dict):
                 content = "error: arguments are not a JSON object"

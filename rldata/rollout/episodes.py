@@ -39,7 +39,7 @@ from typing import Any
 
 from rldata.envs.base import make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
-from rldata.envs.tool_parsers import get_parser
+from rldata.envs.tool_parsers import Parsed, ParseFailure, get_parser
 from rldata.envs.tools import call_id
 from rldata.errors import ConfigError
 from rldata.params import SamplingSpec
@@ -184,7 +184,10 @@ def _assistant_turn(ep: _Episode, text: str) -> tuple[dict, dict | None, list[di
     if ep.tools is None:
         msg = {"role": "assistant", "content": text}
         return msg, msg, []
-    p = get_parser(ep.parser)(text)
+    try:
+        p = get_parser(ep.parser)(text)
+    except Exception as e:  # noqa: BLE001 - a parser's bug is the model's failed call, not a crash
+        p = Parsed(text, [], [ParseFailure(text[:200], f"the parser failed: {type(e).__name__}")])
     calls = [
         {"id": call_id(ep.turns, i), "name": c.name, "arguments": c.arguments} for i, c in enumerate(p.calls)
     ]

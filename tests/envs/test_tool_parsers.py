@@ -65,6 +65,9 @@ def test_several_calls_in_one_turn_keep_their_order():
         ("mistral", "[TOOL_CALLS][{oops", "not valid JSON"),
         ("mistral", '[TOOL_CALLS]{"name": "calculate"}', "a JSON list of calls"),
         ("mistral", "[TOOL_CALLS]calculate[ARGS]{oops", "not valid JSON"),
+        ("hermes", "<tool_call>" + "[" * 100_000 + "</tool_call>", "nested too deeply"),
+        ("llama3_json", '{"name": "f", "parameters": ' + "[" * 100_000, "nested too deeply"),
+        ("hermes", '<tool_call>{"name": "f", "arguments": {"x": 1e999}}</tool_call>', "not valid JSON"),
     ],
 )
 def test_a_malformed_call_is_a_failure_with_a_reason(name, text, reason):
@@ -105,3 +108,23 @@ def test_a_spec_without_a_parser_keeps_its_json():
     assert "tool_parser" not in EnvSpec(env="calculator").to_dict()
     spec = EnvSpec(env="calculator-tools", tool_parser="qwen")
     assert EnvSpec.from_dict(json.loads(spec.to_json())) == spec
+
+
+def test_no_text_makes_a_parser_raise():
+    """Fragments of every format spliced at random (a fixed seed): a parse never raises, and every
+    call it returns has a name and a JSON-object argument text."""
+    import random
+
+    frags = [
+        "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "{", "}", "[", "]", ";",
+        '"name"', '"arguments"', '"parameters"', ":", ",", '"calculate"', '"2+2"', "\\", '"', "null", "1e999",
+        " ", "\n", "x", "é", "\x00",
+    ]  # fmt: skip
+    rng = random.Random(0)
+    for _ in range(3000):
+        text = "".join(rng.choice(frags) for _ in range(rng.randint(0, 30)))
+        for parse in PARSERS.values():
+            p = parse(text)
+            assert isinstance(p.content, str)
+            for c in p.calls:
+                assert c.name and isinstance(json.loads(c.arguments), dict)
