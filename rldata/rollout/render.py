@@ -116,15 +116,12 @@ class Renderer:
                 "the chat template renders a conversation differently once observations follow: "
                 "episodes need a template whose earlier turns stay as they were"
             )
-        return self.encode(self._after_turn(before) + after[len(before) :])
+        # The engine's turn ends at the eos token; what the template writes after it (ChatML: a
+        # newline after <|im_end|>) belongs in front of the observation, or the episode's ids would
+        # differ from the conversation the model sees rendered at inference.
+        return self.encode(self._after_last_eos(before) + after[len(before) :])
 
-    def _after_turn(self, rendered: str) -> str:
-        """What the template writes after the last assistant turn's end-of-turn token (ChatML: a
-        newline after ``<|im_end|>``).  The engine's ids stop at that token, so these characters
-        belong to the observation; only whitespace is taken (a template whose turns end otherwise
-        gets nothing added)."""
+    def _after_last_eos(self, text: str) -> str:
         eos = getattr(self.tokenizer, "eos_token", None)
-        if not eos or eos not in rendered:
-            return ""
-        tail = rendered[rendered.rindex(eos) + len(eos) :]
-        return tail if not tail.strip() else ""
+        i = text.rfind(eos) if eos else -1
+        return text[i + len(eos) :] if i >= 0 else ""
