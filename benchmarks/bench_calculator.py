@@ -13,6 +13,12 @@ Throughput (first seed only): the base model's held-out sampling, single-turn ag
 episodes: samples/s, generate rounds, and the engines' busy share of the episode time.
 
 Run: ``python benchmarks/bench_calculator.py --seeds 0,1,2 --steps 40 --out benchmarks/bench_calculator.json``
+
+Standard tool calls (issue 27 §2): ``--env calculator-tools --model DIR`` runs the same comparison with
+the ``calculate`` tool in the chat template's ``tools`` and the model's own call format, for a chat
+model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.model_fixture --out DIR``;
+it has random weights, so it needs pretraining on tool calls before the gain means anything).  The
+result keys stay ``calculator``; ``args.env`` says which protocol ran.
 (prints one JSON object; RESULTS.md reports it with the machine's load).
 """
 
@@ -135,6 +141,12 @@ def main() -> None:
     ap.add_argument("--heldout", type=int, default=120)
     ap.add_argument("--out", default=None)
     ap.add_argument("--model", default=None, help="default: the bundled model")
+    ap.add_argument(
+        "--env",
+        default="calculator",
+        choices=("calculator", "calculator-tools"),
+        help="calculator: the tiny model's <calc> tag; calculator-tools: standard tool calls",
+    )
     args = ap.parse_args()
     from rldata.engine import default_model_path
     from rldata.jobs.actors import ensure_ray
@@ -149,14 +161,14 @@ def main() -> None:
             r = {
                 "base": {
                     "plain": _eval(store, base, env=None, n=args.eval_n, seed=seed),
-                    "calculator": _eval(store, base, env="calculator", n=args.eval_n, seed=seed),
+                    "calculator": _eval(store, base, env=args.env, n=args.eval_n, seed=seed),
                 }
             }
             tool = _train(
                 store,
                 tmp / "runs",
                 f"calc-{seed}",
-                env="calculator",
+                env=args.env,
                 steps=args.steps,
                 seed=seed,
                 args=args,
@@ -175,7 +187,7 @@ def main() -> None:
             r["trained"] = {
                 "calculator": {
                     "train": tool,
-                    "eval": _eval(store, tool["checkpoint"], env="calculator", n=args.eval_n, seed=seed),
+                    "eval": _eval(store, tool["checkpoint"], env=args.env, n=args.eval_n, seed=seed),
                 },
                 "plain": {
                     "train": plain,

@@ -70,6 +70,18 @@ def _episode_columns(dtable: DeltaTable) -> None:
     _add_columns(dtable, "trajectories", ("num_turns", "num_tool_calls", "env_info"))
 
 
+def _message_tool_fields(dtable: DeltaTable) -> None:
+    """messages' struct gains tool_calls and tool_call_id: a schema merge (metadata only, no data file
+    rewritten); rows written before read them as null."""
+    stored = pa.schema(dtable.schema().to_arrow())
+    wanted = schemas.get("trajectories").schema.field("messages")
+    if stored.field("messages").type == wanted.type:
+        return  # merged by an earlier run that died before recording the version
+    i = stored.get_field_index("messages")
+    merged = stored.set(i, pa.field("messages", wanted.type, True, metadata=stored.field(i).metadata))
+    write_deltalake(dtable, merged.empty_table(), mode="append", schema_mode="merge")
+
+
 def _passrates_stopping(dtable: DeltaTable) -> None:
     # every row before version 3 came from a fixed-N job: say so rather than leave it null
     _add_columns(dtable, "passrates", ("stop_rule", "alpha", "confidence", "n_max", "band"))
@@ -131,6 +143,7 @@ STEPS: dict[tuple[str, int], Step] = {
     # the params hash leaves N out: old rows get the new hash, ledger rows that now share a key merge
     ("trajectories", 3): rehash_trajectories,
     ("passrates", 4): _with_store(rehash_passrates),
+    ("trajectories", 4): _message_tool_fields,
 }
 
 

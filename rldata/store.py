@@ -340,7 +340,7 @@ class Store:
             and not dtable.metadata().partition_columns
         )
         if plain:
-            cols = ", ".join('"' + c.replace('"', '""') + '"' for c in schemas.get(name).columns)
+            cols = ", ".join(_view_column(f) for f in schemas.get(name).schema)
             paths = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
             try:
                 con.execute(
@@ -564,3 +564,26 @@ def check_store_root(
         raise ConfigError(
             f"{path.absolute()} is not an rldata store: it holds none of its tables", field="root"
         )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_DUCK_SCALARS = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return _duck_type(t.value_type) + "[]"
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f"{_quote(f.name)} {_duck_type(f.type)}" for f in t) + ")"
+    return _DUCK_SCALARS[t]
+
+
+def _view_column(f: pa.Field) -> str:
+    """A column of a table's DuckDB view.  A nested column is cast to today's type: files written
+    before its struct gained fields (trajectories' messages before tool calls) read them as null."""
+    if pa.types.is_list(f.type) or pa.types.is_struct(f.type):
+        return f"CAST({_quote(f.name)} AS {_duck_type(f.type)}) AS {_quote(f.name)}"
+    return _quote(f.name)

@@ -23,11 +23,23 @@ import pyarrow as pa
 
 from rldata.errors import RldataError, UnknownNameError
 
-__all__ = ["MESSAGE", "TABLES", "TableSchema", "get", "register", "table_names"]
+__all__ = ["MESSAGE", "TABLES", "TOOL_CALL", "TURN", "TableSchema", "get", "register", "table_names"]
 
 TS = pa.timestamp("us", tz="UTC")
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 MESSAGES = pa.list_(MESSAGE)
+# a model's tool call: ``arguments`` is the JSON text of the arguments object (as OpenAI's API has it)
+TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
+# a turn of a stored conversation: assistant turns may carry tool calls, a tool result names its call
+TURN = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL)),
+        ("tool_call_id", pa.string()),
+    ]
+)
+TURNS = pa.list_(TURN)
 
 
 def _f(name: str, type_: pa.DataType, required: bool = False, doc: str = "") -> pa.Field:
@@ -104,8 +116,9 @@ ENVIRONMENTS = TableSchema(
 
 TRAJECTORIES = TableSchema(
     "trajectories",
-    4,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes);
-    # 4: params_hash leaves N out (rldata.rehash rewrote the old rows' hashes; the layout is unchanged)
+    5,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes);
+    # 4: params_hash leaves N out (rldata.rehash rewrote the old rows' hashes; the layout is unchanged);
+    # 5: messages gain tool_calls (id, name, JSON arguments) and tool_call_id (standard tool calls)
     pa.schema(
         [
             _f(
@@ -126,7 +139,7 @@ TRAJECTORIES = TableSchema(
             _f("seed", pa.int64()),
             _f("prompt", pa.string()),
             _f("completion", pa.string()),
-            _f("messages", MESSAGES, doc="multi-turn rollouts: the whole conversation"),
+            _f("messages", TURNS, doc="multi-turn rollouts: the whole conversation"),
             _f("prompt_tokens", pa.int32()),
             _f("completion_tokens", pa.int32()),
             _f(

@@ -35,7 +35,14 @@ def v3(tmp_path) -> Path:
 
 
 def _rows(table: pa.Table, key) -> list[dict]:
-    return sorted(table.to_pylist(), key=lambda r: tuple(str(r[k]) for k in key))
+    rows = table.to_pylist()
+    for r in rows:  # trajectories 5 gave each message tool_calls and tool_call_id: null in old turns
+        if r.get("messages"):
+            assert all(
+                m.pop("tool_calls", None) is None and m.pop("tool_call_id", None) is None
+                for m in r["messages"]
+            )
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in key))
 
 
 def _renamed(name: str, table: pa.Table) -> pa.Table:

@@ -13,6 +13,7 @@ from rldata.envs.base import (
     resolve,
 )
 from rldata.envs.guard import Guarded, guarded_close, guarded_reset, guarded_step
+from rldata.envs.tools import Tool, ToolEnv, tool
 
 __all__ = [
     "REGISTRY",
@@ -22,6 +23,8 @@ __all__ = [
     "Guarded",
     "Message",
     "StepResult",
+    "Tool",
+    "ToolEnv",
     "env_key",
     "guarded_close",
     "guarded_reset",
@@ -29,4 +32,5 @@ __all__ = [
     "make_env",
     "register",
     "resolve",
+    "tool",
 ]

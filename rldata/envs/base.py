@@ -125,7 +125,15 @@ def json_mapping_problem(value: Any) -> str | None:
     return None
 
 
-_SPEC_KEYS = ("env", "config", "max_turns", "max_total_tokens", "step_timeout_s", "system_prompt")
+_SPEC_KEYS = (
+    "env",
+    "config",
+    "max_turns",
+    "max_total_tokens",
+    "step_timeout_s",
+    "system_prompt",
+    "tool_parser",
+)
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,9 @@ class EnvSpec:
     max_total_tokens: int = 4096  # prompt + every turn, in tokens
     step_timeout_s: float = 10.0  # per reset/step call
     system_prompt: str | None = None
+    # how the model's tool calls are read (rldata.envs.tool_parsers); None: the one the model's chat
+    # template names, picked when the episode runs (and recorded in its env_info)
+    tool_parser: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.env, str) or not self.env.strip():
@@ -160,6 +171,14 @@ class EnvSpec:
             )
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise RldataError("spec field 'system_prompt': expected a string")
+        if self.tool_parser is not None:
+            from rldata.envs.tool_parsers import PARSERS, parser_names
+
+            if self.tool_parser not in PARSERS:
+                raise RldataError(
+                    f"spec field 'tool_parser': unknown parser {self.tool_parser!r}; "
+                    f"parsers: {', '.join(parser_names())}"
+                )
 
     @classmethod
     def from_dict(cls, d: Any) -> EnvSpec:
@@ -173,7 +192,13 @@ class EnvSpec:
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (dict(v) if k == "config" else v) for k in _SPEC_KEYS for v in [getattr(self, k)]}
+        # tool_parser only when set: specs written before it existed keep their JSON, hence their version
+        return {
+            k: (dict(v) if k == "config" else v)
+            for k in _SPEC_KEYS
+            for v in [getattr(self, k)]
+            if k != "tool_parser" or v is not None
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

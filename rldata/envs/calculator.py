@@ -1,4 +1,8 @@
-"""``calculator``: the model may call a calculator tool by writing ``<calc>EXPRESSION</calc>``.
+"""The calculator: a standard tool ``calculate(expression: str) -> str`` (environment
+``calculator-tools``: the chat template lays it out, the model calls it in its own format), and the
+legacy ``calculator`` environment of the bundled tiny model, whose protocol is a private tag.
+
+``calculator``: the model may call a calculator tool by writing ``<calc>EXPRESSION</calc>``.
 
 Each call in an assistant turn is evaluated (at most ``max_calls`` per turn) and its result comes
 back as a ``tool`` message; a turn with no ``<calc>`` ends the episode, and the final answer is
@@ -17,8 +21,9 @@ import re
 from typing import Any
 
 from rldata.envs.base import BaseEnv, Message, StepResult, register
+from rldata.envs.tools import ToolEnv
 
-__all__ = ["CalcError", "CalculatorEnv", "evaluate", "format_number"]
+__all__ = ["CalcError", "CalculatorEnv", "CalculatorToolEnv", "calculate", "evaluate", "format_number"]
 
 MAX_CHARS = 200  # longest expression accepted
 MAX_DEPTH = 100  # deepest operator tree (a chain of 100 additions fits in MAX_CHARS)
@@ -148,3 +153,21 @@ def _answer(expr: str) -> str:
 
 def _tool(content: str) -> Message:
     return {"role": "tool", "content": content}
+
+
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression and return its value.
+
+    Args:
+        expression: numbers with + - * / // % ** (or ^) and parentheses, e.g. "(12 + 7) * 3"
+    """
+    return _answer(expression)
+
+
+@register("calculator-tools")
+class CalculatorToolEnv(ToolEnv):
+    """The calculator as a standard tool: ``calculate`` in the chat template's ``tools``."""
+
+    name = "calculator-tools"
+    version = "1"
+    tools = (calculate,)

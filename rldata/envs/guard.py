@@ -63,13 +63,24 @@ def _messages(value: Any, what: str, *, roles=OBSERVATION_ROLES) -> list[Message
         raise _Garbage(f"{what}: expected a list of messages, got {type(value).__name__}")
     out = []
     for i, m in enumerate(value):
-        if not isinstance(m, Mapping) or set(m) != {"role", "content"}:
+        # a tool result may name the call it answers (standard tool calls)
+        if not isinstance(m, Mapping) or not {"role", "content"} <= set(m) <= {
+            "role",
+            "content",
+            "tool_call_id",
+        }:
             raise _Garbage(f"{what}[{i}]: expected {{'role', 'content'}}, got {str(m)[:80]!r}")
         if m["role"] not in roles:
             raise _Garbage(f"{what}[{i}]: role {m['role']!r} is not one of {', '.join(roles)}")
         if not isinstance(m["content"], str) or len(m["content"]) > _MAX_MESSAGE_CHARS:
             raise _Garbage(f"{what}[{i}]: content must be a string of at most {_MAX_MESSAGE_CHARS} chars")
-        out.append({"role": m["role"], "content": m["content"]})
+        call = m.get("tool_call_id")
+        if call is not None and (m["role"] != "tool" or not isinstance(call, str) or len(call) > 200):
+            raise _Garbage(f"{what}[{i}]: tool_call_id must be a string, on a tool message")
+        out.append(
+            {"role": m["role"], "content": m["content"]}
+            | ({"tool_call_id": call} if "tool_call_id" in m else {})
+        )
     return out
 
 

@@ -8,6 +8,13 @@ column), as JSONL or as an HF dataset (``load_from_disk`` / ``load_dataset``).  
 trajectory and task ids, the run, the model, the environment, the reward, whether every
 verification passed, and the episode's turns and end.
 
+Standard tool calls: when an exported episode called tools, each message also has ``tool_calls``
+(``[{id, type: "function", function: {name, arguments}}]``, the arguments as JSON text, as OpenAI's API
+and TRL's SFT datasets write them) and ``tool_call_id``; and when an exported trajectory's environment
+declares tools, a ``tools`` column holds their schemas as JSON text (null for the other rows), which
+TRL's ``SFTTrainer`` reads and passes to the chat template.  Exports without either keep the plain
+layout.
+
 Rows are ordered by ``traj_id`` and the directory carries ``rldata-manifest.json`` like every export.
 """
 
@@ -31,7 +38,28 @@ from rldata.interop.formats import (
 )
 from rldata.store import Store
 
-__all__ = ["CHAT_SCHEMA", "export_conversations"]
+__all__ = ["CHAT_SCHEMA", "CHAT_TURN", "export_conversations"]
+
+# a turn with standard tool calls, in the chat form templates and TRL read
+CHAT_TURN = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        (
+            "tool_calls",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("type", pa.string()),
+                        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+                    ]
+                )
+            ),
+        ),
+        ("tool_call_id", pa.string()),
+    ]
+)
 
 CHAT_SCHEMA = pa.schema(
     [
@@ -63,13 +91,54 @@ ORDER BY t.traj_id
 """
 
 
-def _conversation(r: dict[str, Any]) -> list[dict[str, str]]:
+def _turn(m: dict[str, Any]) -> dict[str, Any]:
+    calls = m.get("tool_calls")
+    return {
+        "role": m["role"],
+        "content": m["content"],
+        "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls
+        ]
+        if calls
+        else None,
+        "tool_call_id": m.get("tool_call_id"),
+    }
+
+
+def _has_tool_fields(rows: list[dict[str, Any]]) -> bool:
+    return any(m.get("tool_calls") or m.get("tool_call_id") for r in rows for m in (r["episode"] or []))
+
+
+def _conversation(r: dict[str, Any], *, tool_fields: bool = False) -> list[dict[str, Any]]:
     if r["episode"]:
+        if tool_fields:
+            return [_turn(m) for m in r["episode"]]
         return [{"role": m["role"], "content": m["content"]} for m in r["episode"]]
     opening = [{"role": m["role"], "content": m["content"]} for m in (r["task_messages"] or [])] or [
         {"role": "user", "content": r["prompt"] or ""}
     ]
     return [*opening, {"role": "assistant", "content": r["completion"] or ""}]
+
+
+def _tools_of(store: Store, rows: list[dict[str, Any]]) -> list[str | None]:
+    """Each row's environment's tool schemas as JSON text (None: no environment, or one without tools)."""
+    import json
+
+    from rldata.envs.base import EnvSpec
+    from rldata.envs.tools import env_tool_schemas
+
+    wanted = {(r["env_id"], r["env_version"]) for r in rows if r["env_id"] and r["env_version"]}
+    found: dict[tuple[str, str], str | None] = {}
+    if wanted:
+        for env_id, version, spec in store.sql("SELECT env_id, version, spec FROM environments").fetchall():
+            if (env_id, version) in wanted:
+                try:
+                    schemas_ = env_tool_schemas(EnvSpec.from_dict(json.loads(spec)))
+                except RldataError:  # the environment no longer builds: its rows export without tools
+                    schemas_ = None
+                found[(env_id, version)] = json.dumps(schemas_) if schemas_ else None
+    return [found.get((r["env_id"], r["env_version"])) for r in rows]
 
 
 def export_conversations(
@@ -114,12 +183,23 @@ def export_conversations(
             + (f" matching {where!r}" if where else "")
             + (" that are correct" if correct_only else "")
         )
+    tool_fields = _has_tool_fields(rows)
+    tools = _tools_of(store, rows)
+    schema = CHAT_SCHEMA
+    if tool_fields:
+        schema = schema.set(0, pa.field("messages", pa.list_(CHAT_TURN)))
+    if any(t is not None for t in tools):
+        schema = schema.insert(1, pa.field("tools", pa.string()))
     table = pa.Table.from_pylist(
         [
-            {**{k: r[k] for k in CHAT_SCHEMA.names if k != "messages"}, "messages": _conversation(r)}
-            for r in rows
+            {
+                **{k: r[k] for k in CHAT_SCHEMA.names if k != "messages"},
+                "messages": _conversation(r, tool_fields=tool_fields),
+                "tools": t,
+            }
+            for r, t in zip(rows, tools)
         ],
-        schema=CHAT_SCHEMA,
+        schema=schema,
     )
     out = Path(out).absolute()
     _check_out(out, store=store)

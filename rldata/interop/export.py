@@ -301,15 +301,29 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
             "export them separately (--env) or per bucket"
         )
     tool = env_ids[0]
+    # standard tools: one tools_kwargs entry per tool (veRL looks a tool's kwargs up by its name), with
+    # its OpenAI schema as JSON text (what veRL's tool config calls tool_schema); the environment's own
+    # entry stays for a tool class that drives the whole environment
+    tools_json = frame["_env_tools"][0] if "_env_tools" in frame.columns else None
+    names = [t["function"]["name"] for t in json.loads(tools_json)] if tools_json else []
+    schema_of = {t["function"]["name"]: json.dumps(t) for t in json.loads(tools_json)} if tools_json else {}
     create = pa.struct([("ground_truth", pa.string()), ("task_id", pa.string())])
+    per_tool = pa.struct([("create_kwargs", create), ("tool_schema", pa.string())])
     extra = pa.struct(
         [
             *VERL_EXTRA,
             ("need_tools_kwargs", pa.bool_()),
-            ("tools_kwargs", pa.struct([(tool, pa.struct([("create_kwargs", create)]))])),
+            (
+                "tools_kwargs",
+                pa.struct(
+                    [(tool, pa.struct([("create_kwargs", create)]))]
+                    + [(n, per_tool) for n in names if n != tool]
+                ),
+            ),
             ("env_id", pa.string()),
             ("env_version", pa.string()),
             ("env_spec", pa.string()),
+            *([("tools", pa.string())] if names else []),
         ]
     )
     schema = pa.schema(
@@ -332,11 +346,20 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
             pass_rate="pass_rate",
             need_tools_kwargs=pl.lit(True),
             tools_kwargs=pl.struct(
-                pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id")).alias(tool)
+                pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id")).alias(tool),
+                *[
+                    pl.struct(
+                        create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id"),
+                        tool_schema=pl.lit(schema_of[n]),
+                    ).alias(n)
+                    for n in names
+                    if n != tool
+                ],
             ),
             env_id="_env_id",
             env_version="_env_version",
             env_spec="_env_spec",
+            **({"tools": pl.lit(tools_json)} if names else {}),
         ),
     )
     return _to_arrow(df, schema)
@@ -357,10 +380,12 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
         raise RldataError(
             f"task {missing[0]!r} runs in no environment while others do: export them separately"
         )
-    openings = []
+    openings, tools = [], []
     for r in rows:
         b = bindings[r["task_id"]]
         env_obj = make_env(b.spec)
+        schemas_ = getattr(env_obj, "tool_schemas", None)
+        tools.append(json.dumps([dict(t) for t in schemas_]) if schemas_ else None)
         g = guarded_reset(env_obj, r, None, timeout_s=b.spec.step_timeout_s)
         if g.finish_reason == "env_error":
             raise RldataError(f"task {r['task_id']!r}: environment {b.ledger_key} failed to open: {g.error}")
@@ -371,6 +396,7 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
         pl.Series("_env_id", [bindings[r["task_id"]].env_id for r in rows], dtype=pl.String),
         pl.Series("_env_version", [bindings[r["task_id"]].version for r in rows], dtype=pl.String),
         pl.Series("_env_spec", [bindings[r["task_id"]].spec.to_json() for r in rows], dtype=pl.String),
+        pl.Series("_env_tools", tools, dtype=pl.String),
     )
 
 
@@ -399,8 +425,27 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, VERL_SCHEMA)
 
 
+def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
+    """A ``tools`` column (JSON text of the schemas) when a task runs in an environment with standard
+    tools: TRL reads it per row and passes it to the chat template (None for the other tasks)."""
+    from rldata.envs.tools import env_tool_schemas
+    from rldata.rollout import bind_envs
+
+    if spec.opts.prompt_style != "messages" or frame["env_id"].is_null().all():
+        return frame
+    bindings = bind_envs(store, frame.to_dicts())
+    by_key: dict[str, str | None] = {}
+    for b in {b.ledger_key: b for b in bindings.values() if b is not None}.values():
+        schemas_ = env_tool_schemas(b.spec)
+        by_key[b.ledger_key] = json.dumps(schemas_) if schemas_ else None
+    tools = [by_key.get(b.ledger_key) if (b := bindings[t]) else None for t in frame["task_id"].to_list()]
+    if all(t is None for t in tools):
+        return frame
+    return frame.with_columns(pl.Series("tools", tools, dtype=pl.String))
+
+
 def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests"}
+    reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
     prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
@@ -409,6 +454,8 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     ]
     if frame["tests"].is_not_null().any():  # code tasks: their reward functions read the tests
         fields.append(("tests", pa.string()))
+    if "tools" in frame.columns:  # standard tools of the tasks' environment (_prepare_trl)
+        fields.append(("tools", pa.string()))
     df = frame.with_columns(
         _prompt(spec.opts.prompt_style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column)
     )
@@ -567,7 +614,8 @@ register_format(
         build=_trl_table,
         write=write_hf,
         options=TrlOptions,
-        help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns.",
+        prepare=_prepare_trl,
+        help="TRL (GRPOTrainer): an HF dataset with prompt and answer columns (and tools, for tool environments).",
     )
 )
 register_format(

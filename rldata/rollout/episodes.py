@@ -14,6 +14,14 @@ or the episode its ``max_total_tokens`` / the engine's context), ``max_turns``, 
 environment raised, hung or returned garbage: see :mod:`rldata.envs.guard`), or
 ``prompt_too_long``.  Its environment is closed in every case, also when generation itself fails.
 
+Standard tool calls: an environment with ``tool_schemas`` (:class:`rldata.envs.tools.ToolEnv`) has
+them rendered by the chat template's ``tools`` argument, and each assistant turn is parsed by the
+spec's ``tool_parser`` (default: the one the template names).  The turn is stored with its
+``tool_calls`` (ids ``call_id(turn, i)``); a call that does not parse, or names a tool the environment
+does not have, is answered by a ``tool`` message ``error: ...`` and counted in the episode's info as
+``tool_parse_fail``; the episode goes on.  A turn with a call that failed to parse keeps its whole text
+as content, so the stored conversation shows what the model wrote.
+
 Seeds: sample j of a task with request seed s uses seed s + j on its first turn (what vLLM gives
 sample j of an ``n=N`` request), and a hash of (s, j, turn) after, so episodes are reproducible
 whatever the batching.
@@ -31,6 +39,8 @@ from typing import Any
 
 from rldata.envs.base import make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
+from rldata.envs.tool_parsers import Parsed, ParseFailure, get_parser
+from rldata.envs.tools import call_id
 from rldata.errors import ConfigError
 from rldata.params import SamplingSpec
 from rldata.rollout.bind import EnvBinding
@@ -104,12 +114,17 @@ class _Episode:
     finish: str | None = None
     error: str | None = None
     closed: bool = False
+    tools: list[dict] | None = None  # the environment's tool schemas (standard tool calls)
+    parser: str | None = None  # the tool-call parser its turns are read with
+    parse_fail: int = 0  # calls that did not parse or named an unknown tool
 
     def result(self) -> Rollout:
         text = next((m["content"] for m in reversed(self.messages) if m["role"] == "assistant"), "")
         gen = sum(self.mask)
         lps = tuple(self.logprobs) if len(self.logprobs) == len(self.ids) else None
         calls = self.info.get("tool_calls", 0)
+        if self.tools is not None:
+            self.info.update(tool_parser=self.parser, tool_parse_fail=self.parse_fail)
         return Rollout(
             text=text,
             token_ids=tuple(self.ids),
@@ -163,12 +178,121 @@ def _generate_ids(
     return [s for chunk in ray.get(refs) for s in chunk]
 
 
+def _assistant_turn(ep: _Episode, text: str) -> tuple[dict, dict | None, list[dict]]:
+    """(the stored assistant message, the message the environment steps on or None, tool error
+    messages for calls that did not parse or name no tool of the environment)."""
+    if ep.tools is None:
+        msg = {"role": "assistant", "content": text}
+        return msg, msg, []
+    try:
+        p = get_parser(ep.parser)(text)
+    except Exception as e:  # noqa: BLE001 - a parser's bug is the model's failed call, not a crash
+        p = Parsed(text, [], [ParseFailure(text[:200], f"the parser failed: {type(e).__name__}")])
+    calls = [
+        {"id": call_id(ep.turns, i), "name": c.name, "arguments": c.arguments} for i, c in enumerate(p.calls)
+    ]
+    known = {t["function"]["name"] for t in ep.tools}
+    errors = [
+        {"role": "tool", "content": f"error: the tool call does not parse: {f.reason}", "tool_call_id": None}
+        for f in p.failures
+    ]
+    errors += [
+        {
+            "role": "tool",
+            "content": f"error: unknown tool {c['name']!r}; tools: {', '.join(sorted(known))}",
+            "tool_call_id": c["id"],
+        }
+        for c in calls
+        if c["name"] not in known
+    ]
+    ep.parse_fail += len(errors)
+    msg = {"role": "assistant", "content": text if p.failures else p.content}
+    if calls:
+        msg["tool_calls"] = calls
+    good = [c for c in calls if c["name"] in known]
+    if errors and not good:
+        return msg, None, errors  # nothing for the environment to run: the errors go back to the model
+    return msg, {**msg, "tool_calls": good}, errors
+
+
 def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
     ep.finish = reason
     if not ep.closed:
         ep.closed = True
         problem = guarded_close(ep.env, timeout_s=timeout_s)
         ep.info.update(problem)
+
+
+def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) -> None:
+    """Build and reset the episode's environment, render its opening (with the environment's tools)."""
+    es = binding.spec
+    timeout = es.step_timeout_s
+    ep.env = make_env(es)
+    g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
+    if g.finish_reason == "env_error":
+        ep.closed, ep.finish, ep.error = True, "env_error", g.error
+        ep.info.update(g.info)
+        return
+    ep.messages = list(g.messages)
+    schemas = getattr(ep.env, "tool_schemas", None)
+    if schemas:
+        ep.tools = [dict(t) for t in schemas]
+        ep.parser = es.tool_parser or renderer.default_tool_parser
+        if ep.parser is None:
+            raise ConfigError(
+                f"environment {binding.env_id!r} declares tools but the model's chat template names "
+                "no tool-call format: set tool_parser in its spec (hermes, llama3_json, mistral)",
+                field="tool_parser",
+            )
+    ep.prompt_ids = renderer.opening(ep.messages, tools=ep.tools)
+    if len(ep.prompt_ids) >= budget:
+        _end(ep, "prompt_too_long", timeout_s=timeout)
+
+
+def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
+    """Take one generated turn (an engine Sample) into the episode: its ids (mask 1), the parsed
+    assistant message, the environment's step, and the observation's ids (mask 0) if it goes on."""
+    timeout = es.step_timeout_s
+    if s.finish_reason == "prompt_too_long":  # no room left for another turn
+        _end(ep, "length", timeout_s=timeout)
+        return
+    ep.turns += 1
+    ep.ids += list(s.token_ids)
+    ep.mask += [1] * len(s.token_ids)
+    ep.logprobs += list(s.logprobs) if s.logprobs is not None else [0.0] * len(s.token_ids)
+    msg, step_msg, errors = _assistant_turn(ep, s.text)
+    ep.messages.append(msg)
+    if s.finish_reason == "length":
+        _end(ep, "length", timeout_s=timeout)
+        return
+    done, said = False, []
+    if step_msg is not None:
+        g = guarded_step(ep.env, step_msg, timeout_s=timeout)
+        ep.info.update(g.info)
+        if g.finish_reason == "env_error":
+            ep.closed, ep.finish, ep.error = True, "env_error", g.error
+            return
+        done, said = g.done, list(g.messages)
+    said += errors
+    if done:
+        ep.messages += said
+        ep.closed, ep.finish = True, "env_done"
+        return
+    if ep.turns >= es.max_turns:
+        ep.messages += said
+        _end(ep, "max_turns", timeout_s=timeout)
+        return
+    history = list(ep.messages)
+    ep.messages += said
+    obs = renderer.observation(history, said, tools=ep.tools)
+    if len(ep.prompt_ids) + len(ep.ids) + len(obs) >= budget:
+        # no room for another turn after it: the conversation keeps the observation, the
+        # token sequence (what the learner trains on) stays within the budget
+        _end(ep, "length", timeout_s=timeout)
+        return
+    ep.ids += obs
+    ep.mask += [0] * len(obs)
+    ep.logprobs += [0.0] * len(obs)
 
 
 def run_episodes(
@@ -200,21 +324,8 @@ def run_episodes(
     budget = min(es.max_total_tokens, max_model_len - 1)
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
     try:
-
-        def open_episode(ep: _Episode) -> None:
-            ep.env = make_env(es)
-            g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
-            if g.finish_reason == "env_error":
-                ep.closed, ep.finish, ep.error = True, "env_error", g.error
-                ep.info.update(g.info)
-                return
-            ep.messages = list(g.messages)
-            ep.prompt_ids = renderer.opening(ep.messages)
-            if len(ep.prompt_ids) >= budget:
-                _end(ep, "prompt_too_long", timeout_s=timeout)
-
         t0 = time.monotonic()
-        list(pool.map(open_episode, episodes))
+        list(pool.map(lambda ep: _open(ep, binding, renderer, budget), episodes))
         stats.env_s += time.monotonic() - t0
         active = [ep for ep in episodes if ep.finish is None]
         while active:
@@ -227,47 +338,8 @@ def run_episodes(
             stats.generate_s += time.monotonic() - t0
             stats.requests += len(active)
 
-            def advance(pair) -> None:
-                ep, s = pair
-                if s.finish_reason == "prompt_too_long":  # no room left for another turn
-                    _end(ep, "length", timeout_s=timeout)
-                    return
-                ep.turns += 1
-                ep.ids += list(s.token_ids)
-                ep.mask += [1] * len(s.token_ids)
-                ep.logprobs += list(s.logprobs) if s.logprobs is not None else [0.0] * len(s.token_ids)
-                msg = {"role": "assistant", "content": s.text}
-                ep.messages.append(msg)
-                if s.finish_reason == "length":
-                    _end(ep, "length", timeout_s=timeout)
-                    return
-                g = guarded_step(ep.env, msg, timeout_s=timeout)
-                ep.info.update(g.info)
-                if g.finish_reason == "env_error":
-                    ep.closed, ep.finish, ep.error = True, "env_error", g.error
-                    return
-                if g.done:
-                    ep.messages += g.messages
-                    ep.closed, ep.finish = True, "env_done"
-                    return
-                if ep.turns >= es.max_turns:
-                    ep.messages += g.messages
-                    _end(ep, "max_turns", timeout_s=timeout)
-                    return
-                history = list(ep.messages)
-                ep.messages += g.messages
-                obs = renderer.observation(history, g.messages)
-                if len(ep.prompt_ids) + len(ep.ids) + len(obs) >= budget:
-                    # no room for another turn after it: the conversation keeps the observation, the
-                    # token sequence (what the learner trains on) stays within the budget
-                    _end(ep, "length", timeout_s=timeout)
-                    return
-                ep.ids += obs
-                ep.mask += [0] * len(obs)
-                ep.logprobs += [0.0] * len(obs)
-
             t0 = time.monotonic()
-            list(pool.map(advance, zip(active, outs)))
+            list(pool.map(lambda p: _advance(p[0], p[1], es, renderer, budget), zip(active, outs)))
             stats.env_s += time.monotonic() - t0
             active = [ep for ep in active if ep.finish is None]
     finally:

@@ -10,16 +10,23 @@ trains on the very tokens the engine saw.
 Models without a chat template (the bundled tiny model before it had one, plain base models) get
 :data:`DEFAULT_TEMPLATE`: the bos token, then system and user text as is, assistant text followed
 by the eos token, tool results as ``<tool>...</tool>``.
+
+Standard tool calling: ``tools`` (OpenAI function schemas) go to the template as its ``tools``
+argument on every render, so the model's own template lays them out.  Messages are kept in the
+store's form (``tool_calls`` as ``{id, name, arguments}`` with JSON-text arguments); :func:`chat_form`
+turns them into the form chat templates read (``{id, type: function, function: {name, arguments}}``
+with the arguments as an object).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rldata.errors import RldataError
 
-__all__ = ["DEFAULT_TEMPLATE", "Renderer"]
+__all__ = ["DEFAULT_TEMPLATE", "Renderer", "chat_form"]
 
 DEFAULT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
@@ -27,6 +34,34 @@ DEFAULT_TEMPLATE = (
     "{% elif m['role'] == 'tool' %}<tool>{{ m['content'] }}</tool>"
     "{% else %}{{ m['content'] }}{% endif %}{% endfor %}"
 )
+
+
+def _arguments(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return text
+
+
+def chat_form(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Stored messages as chat templates read them: tool calls in OpenAI's nested form, with their
+    arguments as an object (what Qwen's, Llama's and Mistral's templates expect); empty fields left out."""
+    out = []
+    for m in messages:
+        d = {"role": m["role"], "content": m.get("content") or ""}
+        if m.get("tool_calls"):
+            d["tool_calls"] = [
+                {
+                    "id": c.get("id"),
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": _arguments(c.get("arguments"))},
+                }
+                for c in m["tool_calls"]
+            ]
+        if m.get("tool_call_id"):
+            d["tool_call_id"] = m["tool_call_id"]
+        out.append(d)
+    return out
 
 
 class Renderer:
@@ -42,30 +77,51 @@ class Renderer:
 
         return cls(AutoTokenizer.from_pretrained(path))
 
-    def text(self, messages: Sequence[dict], *, generation_prompt: bool) -> str:
+    @property
+    def default_tool_parser(self) -> str | None:
+        """The tool-call parser the model's chat template names (None: it lays out no tool calls)."""
+        from rldata.envs.tool_parsers import default_parser
+
+        return default_parser(self.template)
+
+    def text(
+        self, messages: Sequence[dict], *, generation_prompt: bool, tools: Sequence[dict] | None = None
+    ) -> str:
+        extra = {"tools": [dict(t) for t in tools]} if tools else {}
         return self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages],
+            chat_form(messages),
             tokenize=False,
             add_generation_prompt=generation_prompt,
             chat_template=self.template,
+            **extra,
         )
 
     def encode(self, text: str) -> list[int]:
         # the template writes bos/eos itself: no special tokens added on top
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def opening(self, messages: Sequence[dict]) -> list[int]:
+    def opening(self, messages: Sequence[dict], *, tools: Sequence[dict] | None = None) -> list[int]:
         """The ids of the opening messages, ready for the first assistant turn."""
-        return self.encode(self.text(messages, generation_prompt=True))
+        return self.encode(self.text(messages, generation_prompt=True, tools=tools))
 
-    def observation(self, history: Sequence[dict], observations: Sequence[dict]) -> list[int]:
+    def observation(
+        self, history: Sequence[dict], observations: Sequence[dict], *, tools: Sequence[dict] | None = None
+    ) -> list[int]:
         """The ids that follow ``history`` (ending with an assistant turn) when ``observations`` come
         in, up to the start of the next assistant turn."""
-        before = self.text(history, generation_prompt=False)
-        after = self.text([*history, *observations], generation_prompt=True)
+        before = self.text(history, generation_prompt=False, tools=tools)
+        after = self.text([*history, *observations], generation_prompt=True, tools=tools)
         if not after.startswith(before):
             raise RldataError(
                 "the chat template renders a conversation differently once observations follow: "
                 "episodes need a template whose earlier turns stay as they were"
             )
-        return self.encode(after[len(before) :])
+        # The engine's turn ends at the eos token; what the template writes after it (ChatML: a
+        # newline after <|im_end|>) belongs in front of the observation, or the episode's ids would
+        # differ from the conversation the model sees rendered at inference.
+        return self.encode(self._after_last_eos(before) + after[len(before) :])
+
+    def _after_last_eos(self, text: str) -> str:
+        eos = getattr(self.tokenizer, "eos_token", None)
+        i = text.rfind(eos) if eos else -1
+        return text[i + len(eos) :] if i >= 0 else ""

@@ -61,6 +61,7 @@ def test_register_list_show(root, tmp_path, capsys):
         ("calc", True),
         ("calc", True),
         ("calculator", False),  # bundled, registered on first use: listed before that
+        ("calculator-tools", False),
         ("code-feedback", False),
         ("reasoning-gym", False),
         ("single-turn", True),
@@ -100,7 +101,7 @@ def test_a_class_path_registers(root, tmp_path, capsys, monkeypatch):
         ),
         (
             "env: nope\n",
-            "unknown environment 'nope'; known: calculator, code-feedback, reasoning-gym, single-turn",
+            "unknown environment 'nope'; known: calculator, calculator-tools, code-feedback, reasoning-gym, single-turn",
         ),
         ("env: calculator\nmax_turns: 0\n", "spec field 'max_turns': expected a positive integer, got 0"),
         ("env: calculator\nstep_timeout_s: fast\n", "spec field 'step_timeout_s'"),
@@ -129,7 +130,7 @@ def test_show_an_unknown_environment(root, capsys):
         and out == ""
         and err.strip()
         == "rldata: error: unknown environment 'nope'; registered: (none); "
-        "bundled: calculator, code-feedback, reasoning-gym, single-turn"
+        "bundled: calculator, calculator-tools, code-feedback, reasoning-gym, single-turn"
     )
 
 

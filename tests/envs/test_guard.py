@@ -42,6 +42,10 @@ class Probe(BaseEnv):
             return StepResult([{"role": "assistant", "content": "x"}], False, {})
         if b == "bad-info":
             return StepResult([], True, {"x": object()})
+        if b == "bad-call-id":
+            return StepResult([{"role": "user", "content": "x", "tool_call_id": "c1"}], False, {})
+        if b == "tool-result":
+            return StepResult([{"role": "tool", "content": "4", "tool_call_id": "c00010000"}], False, {})
         if b == "continue":
             return StepResult([{"role": "tool", "content": "4"}], False, {"k": 1})
         return StepResult([], True, {"k": 2})
@@ -61,6 +65,11 @@ def test_success_closes_once_and_reports_env_done():
     assert g.info == {"k": 2}
 
 
+def test_a_tool_result_keeps_the_id_of_its_call():
+    g = guarded_step(Probe("tool-result"), {"role": "assistant", "content": ""}, timeout_s=5)
+    assert g.messages == [{"role": "tool", "content": "4", "tool_call_id": "c00010000"}]
+
+
 def test_a_continuing_step_does_not_close():
     env = Probe("continue")
     g = guarded_step(env, {"role": "assistant", "content": "<calc>2+2</calc>"}, timeout_s=5)
@@ -76,6 +85,7 @@ def test_a_continuing_step_does_not_close():
         ("garbage", "step(): expected a StepResult, got dict"),
         ("bad-role", "role 'assistant' is not one of system, user, tool"),
         ("bad-info", "step(): info: not JSON-serializable"),
+        ("bad-call-id", "tool_call_id must be a string, on a tool message"),
     ],
 )
 def test_a_failing_step_is_an_env_error_and_closes(behaviour, message):

@@ -139,3 +139,142 @@ def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
         "tools_kwargs"
         not in pq.read_table(tmp_path / "plain" / "train.parquet").schema.field("extra_info").type.names
     )
+
+
+TOOL_EPISODE = [
+    {"role": "system", "content": "Use the tool."},
+    {"role": "user", "content": "37*8+5="},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c00010000", "name": "calculate", "arguments": '{"expression": "37*8+5"}'}],
+    },
+    {"role": "tool", "content": "301", "tool_call_id": "c00010000"},
+    {"role": "assistant", "content": "301"},
+]
+
+
+def _tool_store(store):
+    _store(store)
+    row, _ = register_env(store, {"env": "calculator-tools", "system_prompt": "Use the tool."})
+    base = {"run_id": "r2", "model": "qwen@x", "policy_version": 0, "params_hash": "p", "sample_idx": 0}
+    store.append(
+        "trajectories",
+        [
+            {
+                **base,
+                "traj_id": "t-tool",
+                "task_id": "a",
+                "prompt": "37*8+5=",
+                "completion": "301",
+                "messages": TOOL_EPISODE,
+                "num_turns": 2,
+                "num_tool_calls": 1,
+                "finish_reason": "env_done",
+                "env_id": "calculator-tools",
+                "env_version": row["version"],
+                "reward": 1.0,
+            }
+        ],
+    )
+    store.append("verifications", verdict_rows("a", "t-tool", "math", "1", [Verdict(True, 1.0, "301")]))
+    return store
+
+
+def test_tool_episodes_export_tool_calls_and_a_tools_column_trl_renders(store, tmp_path, qwen_model):
+    import datasets
+    from transformers import AutoTokenizer
+    from trl.data_utils import maybe_apply_chat_template
+
+    from rldata.envs.calculator import calculate
+    from rldata.envs.tools import tool
+    from rldata.rollout import Renderer
+
+    _tool_store(store)
+    export_conversations(store, out=tmp_path / "hf", fmt="hf", run_id="r2")
+    (row,) = datasets.load_from_disk(str(tmp_path / "hf" / "dataset"))
+    assert json.loads(row["tools"]) == [tool(calculate).schema]
+    call = row["messages"][2]["tool_calls"][0]
+    assert call == {
+        "id": "c00010000",
+        "type": "function",
+        "function": {"name": "calculate", "arguments": '{"expression": "37*8+5"}'},
+    }
+    assert row["messages"][3]["tool_call_id"] == "c00010000"
+    tok = AutoTokenizer.from_pretrained(str(qwen_model))
+    text = maybe_apply_chat_template({"messages": row["messages"]}, tok, tools=json.loads(row["tools"]))[
+        "text"
+    ]
+    # the schema, laid out by the template in the system turn
+    assert text.index('{"type": "function", "function": {"name": "calculate"') < text.index(
+        "<|im_start|>user"
+    )
+    assert '<tool_call>\n{"name": "calculate", "arguments": {"expression": "37*8+5"}}\n</tool_call>' in text
+    assert "<tool_response>\n301\n</tool_response>" in text
+    # the very text the rollout rendered the episode with
+    assert text == Renderer(tok).text(TOOL_EPISODE, generation_prompt=False, tools=json.loads(row["tools"]))
+    # JSONL: the other rows (no tool calls, no tools) have nulls in the new fields
+    export_conversations(store, out=tmp_path / "j", fmt="jsonl")
+    rows = {
+        r["traj_id"]: r for r in map(json.loads, (tmp_path / "j" / "train.jsonl").read_text().splitlines())
+    }
+    assert rows["t-plain"]["tools"] is None and rows["t-ep"]["tools"] is None
+    assert rows["t-ep"]["messages"][2]["tool_calls"] is None and rows["t-tool"]["tools"] == row["tools"]
+
+
+def test_verl_export_of_tool_env_tasks_carries_the_schemas_in_tools_kwargs(store, tmp_path):
+    from rldata.envs.calculator import calculate
+    from rldata.envs.tools import tool
+
+    _store(store)
+    register_env(store, {"env": "calculator-tools", "system_prompt": "Use the tool."})
+    store.append(
+        "selections",
+        [{"selection": "s", "task_id": "a", "decision": "keep", "reason": "in_band", "pass_rate": 0.5}],
+    )
+    export_selection(
+        store,
+        spec=ExportSpec(selection="s", format="verl", options={"env": "calculator-tools"}),
+        out=tmp_path / "v",
+    )
+    (t,) = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
+    kw = t["extra_info"]["tools_kwargs"]
+    assert kw["calculate"]["create_kwargs"] == {"ground_truth": "301", "task_id": "a"}
+    assert json.loads(kw["calculate"]["tool_schema"]) == tool(calculate).schema
+    assert json.loads(t["extra_info"]["tools"]) == [tool(calculate).schema]
+
+
+def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_model):
+    import datasets
+    from transformers import AutoTokenizer
+    from trl.data_utils import maybe_apply_chat_template
+
+    _store(store)
+    row, _ = register_env(store, {"env": "calculator-tools", "system_prompt": "Use the tool."})
+    (a,) = store.read("tasks").filter(task_id="a").to_dicts()
+    store.upsert("tasks", [{**a, "env_id": "calculator-tools", "env_version": row["version"]}])
+    store.append(
+        "selections",
+        [
+            {"selection": "s", "task_id": t, "decision": "keep", "reason": "in_band", "pass_rate": 0.5}
+            for t in ("a", "b")
+        ],
+    )
+    export_selection(
+        store,
+        spec=ExportSpec(selection="s", format="trl", options={"prompt_style": "messages"}),
+        out=tmp_path / "t",
+    )
+    ds = datasets.load_from_disk(str(tmp_path / "t" / "dataset"))
+    by_id = {r["task_id"]: r for r in ds}
+    assert (
+        by_id["b"]["tools"] is None and json.loads(by_id["a"]["tools"])[0]["function"]["name"] == "calculate"
+    )
+    tok = AutoTokenizer.from_pretrained(str(qwen_model))
+    prompt = maybe_apply_chat_template(
+        {"prompt": by_id["a"]["prompt"]}, tok, tools=json.loads(by_id["a"]["tools"])
+    )["prompt"]
+    assert '"name": "calculate"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    # a text-prompt export stays as it was
+    export_selection(store, spec=ExportSpec(selection="s", format="trl"), out=tmp_path / "plain")
+    assert "tools" not in datasets.load_from_disk(str(tmp_path / "plain" / "dataset")).column_names

@@ -51,7 +51,7 @@ def test_default_template_renders_tool_messages():
 
 def test_a_template_that_rewrites_earlier_turns_is_refused(renderer):
     class Rewriting(Renderer):
-        def text(self, messages, *, generation_prompt):
+        def text(self, messages, *, generation_prompt, tools=None):
             return "".join(m["content"] for m in messages)[::-1]
 
     r = Rewriting(renderer.tokenizer)
