@@ -33,3 +33,11 @@ def ray_session():
         )
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def qwen_model(tmp_path_factory):
+    """The tiny Qwen2-architecture fixture (rldata.model_fixture), built once per test session."""
+    from rldata.model_fixture import make_qwen2_fixture
+
+    return make_qwen2_fixture(tmp_path_factory.mktemp("qwen2-tiny"), size="tiny", seed=0)
