@@ -68,4 +68,12 @@ class Renderer:
                 "the chat template renders a conversation differently once observations follow: "
                 "episodes need a template whose earlier turns stay as they were"
             )
-        return self.encode(after[len(before) :])
+        # The engine's turn ends at the eos token; what the template writes after it (ChatML: a
+        # newline after <|im_end|>) belongs in front of the observation, or the episode's ids would
+        # differ from the conversation the model sees rendered at inference.
+        return self.encode(self._after_last_eos(before) + after[len(before) :])
+
+    def _after_last_eos(self, text: str) -> str:
+        eos = getattr(self.tokenizer, "eos_token", None)
+        i = text.rfind(eos) if eos else -1
+        return text[i + len(eos) :] if i >= 0 else ""
