@@ -125,3 +125,30 @@ def _train(capsys, tmp_path, qwen_model):
         tok.convert_tokens_to_ids("<|im_end|>"),
         tok.convert_tokens_to_ids("<|endoftext|>"),
     ]
+
+
+def test_demo_with_the_untrained_fixture_stops_at_the_filter_saying_why(tmp_path, qwen_model):
+    """``rldata demo --model DIR`` runs ingest and sampling on the model; the random fixture solves no
+    task, so the loop cannot go on: one line says why (the samples stay in the store)."""
+    import os
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    argv = ["--store", str(store), "demo", "--model", str(qwen_model), "--out", str(tmp_path / "demo")]
+    argv += ["--tasks", "4", "--n", "2", "--steps", "1", "--eval-tasks", "2"]
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    p = subprocess.run(
+        [sys.executable, "-m", "rldata", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert p.returncode == 1 and p.stdout == ""
+    assert "2/6 sample" in p.stderr and "4/6 stratify" not in p.stderr and "Traceback" not in p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("rldata: error: --model: the filter kept no task") and qwen_model.name in last
+    rows = open_store(store).sql("SELECT model, count(*) FROM trajectories GROUP BY 1").fetchall()
+    assert rows == [(f"{qwen_model.name}@{model_revision(qwen_model)}", 8)]
