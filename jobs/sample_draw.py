@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 
@@ -29,7 +30,9 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     t_start = time.monotonic()
     engines = start_engines(
         job.engines,
-        job.model,
+        # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
+        # very weights whose revision the ledger records; None keeps the bundled model's own id
+        None if job.model is None else str(Path(ctx.model_path).resolve()),
         seed=spec.seed or 0,
         engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rldata.config import at_least, param, validate
 from rldata.console import log
+from rldata.errors import RldataError
 from rldata.store import Store
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
@@ -60,6 +61,11 @@ class DemoConfig:
         help="Run the loop in this environment, e.g. calculator (the bundled model's tool use: sample, "
         "filter, train and evaluate as episodes). Default: single-turn.",
     )
+    model: str | None = param(
+        None,
+        help="Model directory, or a hub id (ORG/NAME) found in the local Hugging Face cache "
+        "(docs/model.md). Default: the bundled tiny model.",
+    )
 
     def __post_init__(self):
         validate(self)
@@ -99,7 +105,8 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     times["ingest"] = time.monotonic() - t
 
     t = _stage(
-        f"2/6 sample N={cfg.n} per task with the embedded model (vLLM on Ray), verify, fill the ledger"
+        f"2/6 sample N={cfg.n} per task with {cfg.model or 'the embedded model'} (vLLM on Ray), verify, "
+        "fill the ledger"
     )
     where = (
         f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
@@ -108,7 +115,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     # a calculator episode's call turn is `<calc>EXPR</calc>` + eos: up to ~24 tokens on these tasks
     max_tokens = 8 if cfg.env is None else 32
     spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=max_tokens, seed=cfg.seed)
-    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env))
+    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env, model=cfg.model))
     if cfg.env is not None:
         log(
             f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
@@ -125,6 +132,13 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         params_hash=sampled.params_hash,
     )
     log(f"kept {result.kept} of {result.total} tasks; by reason: {result.counts}")
+    if result.kept == 0:  # nothing to stratify or train on: say why instead of failing further on
+        raise RldataError(
+            f"the filter kept no task: {sampled.model} solved none of the {sampled.tasks} sampled tasks "
+            "sometimes (pass rate in [0.1, 0.9]); the demo's loop needs a model that does (the "
+            "ledger and samples are in the store)",
+            field="model" if cfg.model else None,
+        )
     times["filter"] = time.monotonic() - t
 
     t = _stage("4/6 stratify the kept tasks into easy / medium / hard buckets")
@@ -153,6 +167,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
             "eval_size": cfg.eval_tasks,
             "eval_n": cfg.n,
             "env": cfg.env,
+            "model": cfg.model,
         }
     )
     trained = train(store, tcfg, DriverOptions(eval_where=HELDOUT_WHERE))
@@ -170,6 +185,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         "report": str(files["html"]),
         "training_report": str(files["training_html"]),
         "train_run": trained.run_id,
+        "model": sampled.model,
         "sampled_tasks": sampled.tasks,
         "samples": sampled.samples,
         "kept_tasks": result.kept,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from rldata.engine_weights import FlatWeights
 from rldata.errors import RldataError
+from rldata.hub import cached_snapshot, is_hub_id
 from rldata.params import SamplingSpec
 
 if TYPE_CHECKING:
@@ -99,29 +100,36 @@ def device_kind() -> str:
 class ModelIdentity:
     """Which model a path or name means, worked out without loading vLLM (the one place that does)."""
 
-    path: str  # the model directory as given (the bundled one for None), or a hub name
-    load: str  # what vLLM loads: the resolved directory, or the hub name
-    model_id: str  # what an Engine records: DEFAULT_MODEL_ID for the bundled model, else ``load``
-    revision: str  # model_revision of the weights; '' for a hub name (nothing local to hash)
+    path: str  # the model directory: as given, the bundled one for None, a hub id's cached snapshot
+    load: str  # what vLLM and transformers load: the resolved directory
+    model_id: str  # what an Engine records: DEFAULT_MODEL_ID for the bundled model, the hub id, else ``load``
+    revision: str  # model_revision of the weights
+    hub_id: str = ""  # the hub id it was given as ('' for a directory)
 
     @property
     def name(self) -> str:
-        """The ledger name ``DIRNAME@revision`` that ``rldata sample``, the trainer and evaluations record."""
-        return f"{Path(self.path).name}@{self.revision}"
+        """The ledger name ``DIRNAME@revision`` that ``rldata sample``, the trainer and evaluations
+        record (NAME@revision for a hub id ORG/NAME)."""
+        base = self.hub_id.partition("@")[0].rsplit("/", 1)[-1] if self.hub_id else Path(self.path).name
+        return f"{base}@{self.revision}"
 
 
-def model_identity(model: str | Path | None, *, allow_hub: bool = False) -> ModelIdentity:
-    """The identity of ``model``: None = the bundled model, else a Hugging Face model directory
-    (with config.json).  ``allow_hub``: a name that is no local path is a hub name (the engine may
-    find it in the local cache); jobs that record a revision need a directory."""
+def model_identity(model: str | Path | None) -> ModelIdentity:
+    """The identity of ``model``: None = the bundled model; a Hugging Face model directory (with
+    config.json); or a hub id (``Qwen/Qwen2.5-0.5B-Instruct``, optionally ``@REVISION``) found in
+    the local Hugging Face cache (:mod:`rldata.hub`; never downloaded).  Sample, train, eval, judge
+    and demo all resolve ``--model`` here."""
     if model is None:
         path = default_model_path()
         return ModelIdentity(str(path), str(path), DEFAULT_MODEL_ID, model_revision(path))
     p = Path(model).expanduser()
     if (p / "config.json").is_file():
         return ModelIdentity(str(p), str(p.resolve()), str(p.resolve()), model_revision(p))
-    if allow_hub and not p.exists() and not str(model).startswith((".", "/", "~")):
-        return ModelIdentity(str(model), str(model), str(model), "")
+    if not p.exists() and is_hub_id(str(model)):
+        snap = cached_snapshot(str(model))
+        return ModelIdentity(
+            str(snap), str(snap.resolve()), str(model), model_revision(snap), hub_id=str(model)
+        )
     raise RldataError(
         f"model {model} not found: not a model directory (expected a Hugging Face model "
         "directory with config.json)"
@@ -160,7 +168,7 @@ class Engine:
         """``model`` None = the bundled tiny model; ``llm_kwargs`` go to ``vllm.LLM`` as they are."""
         if kv_cache_gib <= 0:
             raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}")
-        ident = model_identity(model, allow_hub=True)
+        ident = model_identity(model)
         load_path, self.model_id, self.revision = ident.load, ident.model_id, ident.revision
         self.device = device_kind()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

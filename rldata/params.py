@@ -134,7 +134,9 @@ class EngineConfig:
     """The vLLM engines: which model, how many, their context and KV cache."""
 
     model: str | None = param(
-        None, help="Hugging Face model directory. Default: the bundled tiny-arith model."
+        None,
+        help="Hugging Face model directory, or a hub id (ORG/NAME) found in the local Hugging Face cache "
+        "(docs/model.md). Default: the bundled tiny-arith model.",
     )
     engines: int | None = param(
         None,

@@ -41,3 +41,16 @@ def qwen_model(tmp_path_factory):
     from rldata.model_fixture import make_qwen2_fixture
 
     return make_qwen2_fixture(tmp_path_factory.mktemp("qwen2-tiny"), size="tiny", seed=0)
+
+
+@pytest.fixture
+def qwen_hub_cache(qwen_model, tmp_path, monkeypatch):
+    """The tiny Qwen2 fixture cached as hub id Qwen/Qwen2.5-0.5B-Instruct in a hub cache laid out as
+    huggingface_hub lays it out; HF_HUB_CACHE points there and the hub is offline.  Returns the cache."""
+    from tests.hub_helpers import lay_out_hub_cache
+
+    cache = tmp_path / "hf-cache"
+    lay_out_hub_cache(cache, "Qwen/Qwen2.5-0.5B-Instruct", qwen_model)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache

@@ -77,12 +77,10 @@ def test_model_identity_is_what_the_engine_and_the_ledger_record(tmp_path):
     assert (local.path, local.load, local.model_id) == (str(d), str(d.resolve()), str(d.resolve()))
     assert local.name == f"m@{model_revision(d)}" and model_context(d) == 4096  # capped on CPU budgets
     assert model_context(tmp_path) == 64  # no config.json: the default
-    with pytest.raises(RldataError, match="not found"):
-        model_identity("org/some-model")  # jobs that record a revision need a directory
-    hub = model_identity("org/some-model", allow_hub=True)
-    assert (hub.load, hub.model_id, hub.revision) == ("org/some-model", "org/some-model", "")
+    with pytest.raises(RldataError, match="not in the local Hugging Face cache"):
+        model_identity("org/some-model")  # a hub id is looked up in the cache, never downloaded
     with pytest.raises(RldataError, match="not a model directory"):
-        model_identity(tmp_path / "nope", allow_hub=True)
+        model_identity(tmp_path / "nope")
 
 
 @pytest.fixture(scope="module")

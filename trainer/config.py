@@ -125,7 +125,9 @@ class TrainConfig:
 
     # --- model and run -----------------------------------------------------------------------
     model: str | None = param(
-        None, help="Starting HF model directory. Default: the bundled tiny-arith model."
+        None,
+        help="Starting model: a Hugging Face model directory, or a hub id (ORG/NAME) found in the local "
+        "Hugging Face cache (docs/model.md). Default: the bundled tiny-arith model.",
     )
     run_id: str | None = param(
         None,

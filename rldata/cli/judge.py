@@ -22,7 +22,9 @@ def run_cmd(
         "pointwise", "--mode", help="pointwise (VERDICT: 1/0) or pairwise (VERDICT: A/B)."
     ),
     model: str = typer.Option(
-        None, "--model", help="Judge model directory or name (default: the bundled model)."
+        None,
+        "--model",
+        help="Judge model directory, or a hub id found in the local Hugging Face cache (default: the bundled model).",
     ),
     run_id: str = typer.Option(None, "--run-id", help="Only trajectories of this run."),
     limit: int = typer.Option(None, "--limit", help="Judge at most this many trajectories (pairs)."),

@@ -60,3 +60,18 @@ def test_a_template_that_rewrites_earlier_turns_is_refused(renderer):
             [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}],
             [{"role": "user", "content": "d"}],
         )
+
+
+def test_chatml_observation_keeps_what_the_template_writes_after_the_eos(qwen_model):
+    """ChatML closes a turn with <|im_end|> and a newline.  The engine's ids end at <|im_end|>, so the
+    observation must start with that newline: the episode's ids are then exactly the ids of the whole
+    conversation rendered at once, as the model sees it at inference."""
+    r = Renderer.for_model(str(qwen_model))
+    tok = r.tokenizer
+    call = '<tool_call>\n{"name": "calculate", "arguments": {"expression": "3+4"}}\n</tool_call>'
+    hist = [{"role": "user", "content": "3+4="}, {"role": "assistant", "content": call}]
+    obs = [{"role": "tool", "content": "7"}]
+    turn = r.encode(call) + [tok.convert_tokens_to_ids("<|im_end|>")]  # what the engine generated
+    ids = r.opening(hist[:1]) + turn + r.observation(hist, obs)
+    assert ids == r.opening([*hist, *obs])
+    assert tok.decode(r.observation(hist, obs)).startswith("\n<|im_start|>user\n<tool_response>\n7")
