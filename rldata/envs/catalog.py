@@ -29,6 +29,7 @@ __all__ = [
     "get_env",
     "list_envs",
     "load_spec_file",
+    "openenv_spec",
     "register_env",
     "spec_of",
 ]
@@ -59,6 +60,9 @@ def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
     if build:
         env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
         guarded_close(env, timeout_s=spec.step_timeout_s)
+        preflight = getattr(cls, "preflight", None)
+        if callable(preflight):  # a served environment (OpenEnv): its server must answer now
+            preflight(spec.config, timeout_s=spec.step_timeout_s)
     if name is None:
         name = spec.env if ":" not in spec.env else spec.env.rpartition(":")[2]
     if not isinstance(name, str) or not _NAME.match(name):
@@ -68,6 +72,28 @@ def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
         raise RldataError(f"environment {spec.env!r}: its class has no usable 'version' string")
     digest = hashlib.sha256(spec.to_json().encode()).hexdigest()[:10]
     return {"env_id": name, "kind": spec.env, "spec": spec.to_json(), "version": f"{version}+{digest}"}
+
+
+def openenv_spec(
+    name: str,
+    url: str,
+    *,
+    observation_role: str = "user",
+    pass_reward: float = 1.0,
+    max_turns: int = 8,
+    step_timeout_s: float = 10.0,
+    system_prompt: str | None = None,
+) -> dict[str, Any]:
+    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv)."""
+    config = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
+    return {
+        "name": name,
+        "env": "openenv",
+        "config": config,
+        "max_turns": max_turns,
+        "step_timeout_s": step_timeout_s,
+        "system_prompt": system_prompt,
+    }
 
 
 def default_spec(name: str) -> dict[str, Any]:
@@ -86,7 +112,11 @@ def bundled_rows() -> list[dict[str, Any]]:
     from rldata.envs.base import REGISTRY
 
     REGISTRY.load_builtin()
-    names = sorted(n for n, cls in REGISTRY.items() if getattr(cls, "__module__", "").startswith("rldata."))
+    names = sorted(
+        n
+        for n, cls in REGISTRY.items()
+        if getattr(cls, "__module__", "").startswith("rldata.") and not getattr(cls, "needs_config", False)
+    )
     return [{**env_row(default_spec(n), build=False), "created_at": None} for n in names]
 
 
