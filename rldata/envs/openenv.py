@@ -155,6 +155,7 @@ class OpenEnvEnv(BaseEnv):
         self.conn = None
         self.total: float | None = None
         self.steps = 0
+        self.initial_info: dict[str, Any] = {}
 
     @classmethod
     def task_rows(cls, spec, *, n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -202,6 +203,8 @@ class OpenEnvEnv(BaseEnv):
         ).__enter__()
         data = self._send({"type": "reset", "data": args})
         self.total, self.steps = _reward(data.get("reward")), 0
+        # the episode's info from the start: an episode cut short (length) is scored by what it has
+        self.initial_info = {"env_reward": self.total or 0.0, "pass_reward": self.pass_reward}
         text = observation_text(data["observation"], self.observation_field)
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return out + [{"role": "user", "content": text}]
@@ -219,7 +222,8 @@ class OpenEnvEnv(BaseEnv):
         if self.observation_role == "tool":
             info["tool_calls"] = self.steps
         text = observation_text(data["observation"], self.observation_field)
-        obs = [] if done or not text else [{"role": self.observation_role, "content": text}]
+        # the last observation too: the stored conversation shows how the episode ended
+        obs = [{"role": self.observation_role, "content": text}] if text else []
         return StepResult(observations=obs, done=done, info=info)
 
     def close(self) -> None:

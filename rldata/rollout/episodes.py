@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rldata.envs.base import make_env
+from rldata.envs.base import json_mapping_problem, make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
 from rldata.errors import ConfigError
 from rldata.params import SamplingSpec
@@ -209,6 +209,11 @@ def run_episodes(
                 ep.info.update(g.info)
                 return
             ep.messages = list(g.messages)
+            # an environment that scores episodes itself (OpenEnv: the reward so far) states it from
+            # the start, so an episode cut short by length still carries the reward it has
+            start = getattr(ep.env, "initial_info", None)
+            if start and json_mapping_problem(start) is None:
+                ep.info.update(start)
             ep.prompt_ids = renderer.opening(ep.messages)
             if len(ep.prompt_ids) >= budget:
                 _end(ep, "prompt_too_long", timeout_s=timeout)

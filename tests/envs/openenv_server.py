@@ -3,7 +3,8 @@
 Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``guess`` or ``calc``);
 :func:`serve` starts one in a subprocess and waits for its ``/health``.
 
-- ``guess``: a two-turn game.  The secret is 1 + seed % 4; the model answers a number, gets
+- ``guess``: a two-turn game.  The secret is a sum shown as ``A+B=`` (A = 1 + seed % 9, B = 1 +
+  seed // 9 % 9: the bundled arithmetic model can play it); the model answers a number, gets
   "higher"/"lower" after a miss, and has one more try; reward 1 for a hit, 0 otherwise.
 - ``calc``: a tool env.  The question is the sum of two numbers; ``CALC: EXPR`` gets the value back
   as a tool observation, ``ANSWER: N`` ends the episode with reward 1 when N is the sum.
@@ -44,11 +45,10 @@ class GuessEnv(Environment):
         self.secret = 1
 
     def reset(self, seed=None, episode_id=None, **kwargs):
-        self.secret = 1 + (seed or 0) % 4
+        a, b = 1 + (seed or 0) % 9, 1 + (seed or 0) // 9 % 9
+        self.secret = a + b
         self._state = State(episode_id=episode_id or "", step_count=0)
-        return TextObservation(
-            prompt=f"Game {seed}: guess my number from 1 to 4. Answer with the number only."
-        )
+        return TextObservation(prompt=f"{a}+{b}=")
 
     def step(self, action, timeout_s=None, **kwargs):
         time.sleep(DELAY_S)

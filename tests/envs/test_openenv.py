@@ -59,24 +59,23 @@ def _play(env, task, seed, moves, timeout=5.0):
 
 def test_a_two_turn_game_plays_and_its_reward_is_the_verdict(guess):
     env = OpenEnvEnv(url=guess)
-    opening, miss, hit = _play(env, {}, 2, ["1", "3"])  # secret 1 + 2 % 4 = 3
-    assert opening.messages == [
-        {"role": "user", "content": "Game 2: guess my number from 1 to 4. Answer with the number only."}
-    ]
+    opening, miss, hit = _play(env, {}, 2, ["1", "4"])  # seed 2: 3+1
+    assert opening.messages == [{"role": "user", "content": "3+1="}]
     assert miss.messages == [{"role": "user", "content": "No, higher. One more try."}] and not miss.done
     assert hit.finish_reason == "env_done" and hit.info["env_reward"] == 1.0
+    assert hit.messages == [{"role": "user", "content": "Right."}]  # the last word is kept
     (v,) = reward_verdicts(hit.info)
     assert v.passed is True and v.score == 1.0
-    lost = _play(OpenEnvEnv(url=guess), {}, 2, ["4", "1"])[-1]
+    lost = _play(OpenEnvEnv(url=guess), {}, 2, ["5", "1"])[-1]
     assert lost.finish_reason == "env_done" and lost.info["env_reward"] == 0.0
     (v,) = reward_verdicts(lost.info)
     assert v.passed is False and v.score == 0.0
 
 
 def test_a_task_replays_its_stored_reset_arguments(guess):
-    task = {"metadata": json.dumps({"reset": {"seed": 1}})}  # secret 2, whatever the episode seed
+    task = {"metadata": json.dumps({"reset": {"seed": 1}})}  # 2+1, whatever the episode seed
     for seed in (0, 7, None):
-        last = _play(OpenEnvEnv(url=guess), task, seed, ["2"])[-1]
+        last = _play(OpenEnvEnv(url=guess), task, seed, ["3"])[-1]
         assert last.info["env_reward"] == 1.0
 
 
@@ -96,15 +95,15 @@ def test_sessions_are_isolated_when_episodes_run_together(guess):
     results = {}
 
     def one(seed):
-        secret = 1 + seed % 4
+        secret = 2 + seed % 9 + seed // 9 % 9
         results[seed] = _play(OpenEnvEnv(url=guess), {}, seed, [str(secret)])[-1].info["env_reward"]
 
-    threads = [threading.Thread(target=one, args=(s,)) for s in range(16)]
+    threads = [threading.Thread(target=one, args=(s,)) for s in range(20)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert results == {s: 1.0 for s in range(16)}
+    assert results == {s: 1.0 for s in range(20)}
 
 
 def test_register_checks_the_server_and_ingest_makes_tasks_from_reset(store, guess):
@@ -117,7 +116,7 @@ def test_register_checks_the_server_and_ingest_makes_tasks_from_reset(store, gue
     rows = store.sql(
         "SELECT prompt, domain, env_id, env_version, metadata FROM tasks ORDER BY prompt"
     ).fetchall()
-    assert [r[0][:7] for r in rows] == ["Game 10", "Game 11", "Game 12", "Game 13", "Game 14"]
+    assert [r[0] for r in rows] == ["2+2=", "3+2=", "4+2=", "5+2=", "6+2="]  # seeds 10..14
     assert {r[1:4] for r in rows} == {("env-reward", "guess", row["version"])}
     assert json.loads(rows[0][4]) == {"reset": {"seed": 10}}
     assert ingest_env(store, "guess", n=5, seed=10).added == 0  # a re-run adds nothing
