@@ -25,6 +25,7 @@ from rldata.errors import RldataError
 __all__ = [
     "bundled_rows",
     "default_spec",
+    "env_cards",
     "env_row",
     "get_env",
     "list_envs",
@@ -139,13 +140,29 @@ def _with_bundled(df: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([df, more.select(df.columns).cast(df.schema)])
 
 
+def env_cards(store, name: str | None = None) -> pl.DataFrame:
+    """The learnability cards (``env_profiles`` rows) of environment ``name`` (all: None), newest first."""
+    df = store.read("env_profiles")
+    if name is not None:
+        df = df.filter(pl.col("env_id") == name)
+    return df.sort("created_at", descending=True)
+
+
 def list_envs(store) -> pl.DataFrame:
-    """Every registered environment version, and the bundled environments not registered yet."""
-    return (
+    """Every registered environment version, and the bundled environments not registered yet, with
+    its newest learnability card in one line (``profile``; null when it has none)."""
+    from rldata.envs.profile import card_line
+
+    df = (
         _with_bundled(store.read("environments"))
         .sort(["env_id", "created_at"], nulls_last=True)
         .select("env_id", "version", "kind", "created_at", "registered")
     )
+    newest: dict[tuple[str, str], str] = {}
+    for r in env_cards(store).iter_rows(named=True):
+        newest.setdefault((r["env_id"], r["env_version"]), card_line(r))
+    lines = [newest.get((e, v)) for e, v in zip(df["env_id"], df["version"], strict=True)]
+    return df.with_columns(pl.Series("profile", lines, dtype=pl.String))
 
 
 def get_env(store, name: str) -> pl.DataFrame:
