@@ -278,3 +278,19 @@ def test_config_and_url_checks():
     assert observation_text({"prompt": "a", "text": "b"}) == "a"
     assert observation_text({"messages": [{"role": "user", "content": "hi"}]}) == "hi"
     assert observation_text({"board": [1, 2]}) == '{"board": [1, 2]}'
+
+
+def test_a_sample_job_whose_server_is_down_stops_with_one_line_before_any_work(store):
+    from rldata import api
+    from rldata.ingest.env import ingest_env
+
+    proc, url = serve("guess")
+    try:
+        register_env(store, openenv_spec("g", url))
+        ingest_env(store, "g", n=2)
+    finally:
+        proc.kill()
+        proc.wait()
+    with pytest.raises(RldataError, match=r"^OpenEnv server at .* is not reachable"):
+        api.sample(store, n=2, max_tokens=4)
+    assert store.count("trajectories") == 0 and store.count("verifications") == 0
