@@ -105,7 +105,8 @@ def profile_cmd(
     """Sample K tasks of NAME n times and store its learnability card (table env_profiles)."""
     import polars as pl
 
-    from rldata.envs.profile import card_line, profile_env
+    from rldata.envs.profile import card_line
+    from rldata.jobs.profile import profile_env
 
     row = profile_env(
         get_store(ctx, create=True),
