@@ -26,6 +26,8 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 
 DELAY_S = float(sys.argv[3]) if __name__ == "__main__" and len(sys.argv) > 3 else 0.0
+# while this file exists, every step fails (the server answers an error): an outage, then a recovery
+FAIL_FLAG = os.environ.get("OPENENV_TEST_FAIL_FLAG")
 
 
 class TextAction(Action):
@@ -52,6 +54,8 @@ class GuessEnv(Environment):
 
     def step(self, action, timeout_s=None, **kwargs):
         time.sleep(DELAY_S)
+        if FAIL_FLAG and os.path.exists(FAIL_FLAG):
+            raise RuntimeError("the game backend is down")
         self._state.step_count += 1
         m = re.search(r"-?\d+", action.message)
         guess = int(m.group()) if m else None
@@ -123,11 +127,15 @@ def wait_up(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 6
     raise TimeoutError(url)
 
 
-def serve(env: str, *, delay_s: float = 0.0, port: int | None = None) -> tuple[subprocess.Popen, str]:
-    """Start ``env``'s server in a subprocess on 127.0.0.1; (process, url) once it answers."""
+def serve(
+    env: str, *, delay_s: float = 0.0, port: int | None = None, fail_flag: str | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start ``env``'s server in a subprocess on 127.0.0.1; (process, url) once it answers.
+    ``fail_flag``: a path; while that file exists, every step fails."""
     port = port or free_port()
     cmd = [sys.executable, str(Path(__file__)), str(port), env, str(delay_s)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    environ = dict(os.environ) | ({"OPENENV_TEST_FAIL_FLAG": fail_flag} if fail_flag else {})
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_up(url, proc)
