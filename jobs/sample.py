@@ -36,6 +36,7 @@ from rldata.engine import model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.jobs.sample_commit import Ctx
 from rldata.jobs.sample_draw import generate_and_verify
+from rldata.jobs.sample_env_errors import drop_env_errors
 from rldata.jobs.sample_stored import (
     decide_counts,
     first_missing,
@@ -154,6 +155,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env
     )
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
+    drop_env_errors(store, task_ids, model=model, params_hash=ph, seed=spec.seed, ekeys=ekeys)
 
     status = stored_status(
         store, task_ids, model=model, params_hash=ph, seed=spec.seed, n=spec.n, vkeys=vkeys, ekeys=ekeys

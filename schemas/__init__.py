@@ -307,6 +307,36 @@ METRICS = TableSchema(
     key=("run_id", "step", "name"),
 )
 
+ENV_PROFILES = TableSchema(
+    "env_profiles",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("profile_id", pa.string(), True, "hash of (env version, model, params, n, tasks)"),
+            _f("env_id", pa.string(), True),
+            _f("env_version", pa.string(), True),
+            _f("model", pa.string(), True),
+            _f("params_hash", pa.string(), True, "sampling parameters the card was measured with"),
+            _f("n", pa.int32(), True, "samples per task"),
+            _f("tasks", pa.int32(), True, "tasks sampled"),
+            _f("histogram", pa.list_(pa.int32()), doc="tasks per pass-rate decile [0,0.1) .. [0.9,1]"),
+            _f("in_band", pa.float64(), doc="fraction of tasks with pass rate in [0.1, 0.9]"),
+            _f("in_band_lo", pa.float64(), doc="Wilson 95% interval of in_band"),
+            _f("in_band_hi", pa.float64()),
+            _f("verdict", pa.string(), doc="learnable | not learnable by this model | undetermined"),
+            _f("mean_turns", pa.float64()),
+            _f("tool_call_rate", pa.float64(), doc="episodes with at least one tool call"),
+            _f("parse_fail_rate", pa.float64(), doc="samples with no answer to check"),
+            _f("env_error_rate", pa.float64()),
+            _f("tokens_per_episode", pa.float64(), doc="generated tokens"),
+            _f("seconds_per_episode", pa.float64(), doc="sampling wall time / episodes"),
+            _f("run_id", pa.string(), doc="the sampling run the card was measured from"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("profile_id",),
+)
+
 TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
 
 
@@ -343,7 +373,17 @@ def register(table: TableSchema) -> TableSchema:
     return table
 
 
-for _t in (TASKS, ENVIRONMENTS, TRAJECTORIES, VERIFICATIONS, PASSRATES, RUNS, SELECTIONS, METRICS):
+for _t in (
+    TASKS,
+    ENVIRONMENTS,
+    TRAJECTORIES,
+    VERIFICATIONS,
+    PASSRATES,
+    RUNS,
+    SELECTIONS,
+    METRICS,
+    ENV_PROFILES,
+):
     register(_t)
 del _t
 

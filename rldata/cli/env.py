@@ -9,7 +9,11 @@ import typer
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
 from rldata.console import log
 
-_SPEC_ARG = typer.Argument(..., help="YAML (or JSON) environment spec; see docs/environments.md.")
+_SPEC_ARG = typer.Argument(
+    ...,
+    help="YAML (or JSON) environment spec; or, with --openenv, the environment's NAME. "
+    "See docs/environments.md.",
+)
 _NAME_ARG = typer.Argument(..., help="The environment's name (env_id).")
 env_app = typer.Typer(help="Register and list environments (docs/environments.md).", no_args_is_help=True)
 
@@ -17,15 +21,36 @@ env_app = typer.Typer(help="Register and list environments (docs/environments.md
 @env_app.command("register")
 def register_cmd(
     ctx: typer.Context,
-    spec_file: Path = _SPEC_ARG,
+    spec_file: str = _SPEC_ARG,
+    openenv: str = typer.Option(
+        None, "--openenv", help="Register NAME as the OpenEnv server at this URL (http://HOST:PORT)."
+    ),
+    observation_role: str = typer.Option(
+        "user", help="--openenv: the role of the server's observations, user or tool."
+    ),
+    pass_reward: float = typer.Option(1.0, help="--openenv: the episode return that counts as a pass."),
+    max_turns: int = typer.Option(8, min=1, help="--openenv: assistant turns per episode at most."),
+    step_timeout_s: float = typer.Option(10.0, help="--openenv: seconds per reset/step call at most."),
     fmt: Format = FORMAT_OPT,
 ) -> None:
-    """Validate SPEC_FILE (fields, limits, that the class imports and takes its config), then add it."""
+    """Validate SPEC_FILE (fields, limits, that the class imports and takes its config), then add it;
+    with --openenv URL, register NAME as that OpenEnv server (it must answer now)."""
     import polars as pl
 
     from rldata.api import env_register
+    from rldata.envs.catalog import openenv_spec
 
-    res = env_register(get_store(ctx, create=True), spec=spec_file)
+    spec = spec_file
+    if openenv is not None:
+        spec = openenv_spec(
+            spec_file,
+            openenv,
+            observation_role=observation_role,
+            pass_reward=pass_reward,
+            max_turns=max_turns,
+            step_timeout_s=step_timeout_s,
+        )
+    res = env_register(get_store(ctx, create=True), spec=spec)
     log(f"{'registered' if res.new else 'already registered'}: {res.env_id}@{res.version}")
     row = {"env_id": res.env_id, "kind": res.kind, "spec": res.spec, "version": res.version}
     emit(pl.DataFrame([row]), fmt)
@@ -33,7 +58,7 @@ def register_cmd(
 
 @env_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
-    """Every registered environment version."""
+    """Every registered environment version, with its newest learnability card in one line."""
     from rldata.api import env_list
 
     emit(env_list(get_store(ctx)).rows, fmt, out)
@@ -43,10 +68,62 @@ def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) 
 def show_cmd(
     ctx: typer.Context, name: str = _NAME_ARG, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
-    """Every version of environment NAME with its spec (JSON)."""
+    """Every version of environment NAME with its spec (JSON); its learnability cards on stderr."""
     from rldata.api import env_show
+    from rldata.envs.catalog import env_cards
 
-    emit(env_show(get_store(ctx), name=name).rows, fmt, out)
+    store = get_store(ctx)
+    emit(env_show(store, name=name).rows, fmt, out)
+    cards = env_cards(store, name)
+    for r in cards.iter_rows(named=True):
+        log(
+            f"card {r['env_version']} {r['model']} n={r['n']} tasks={r['tasks']}: {r['verdict']}; "
+            f"in-band {r['in_band']:.1%} [{r['in_band_lo']:.1%}, {r['in_band_hi']:.1%}], "
+            f"histogram {r['histogram']}, turns {r['mean_turns']:.2f}, "
+            f"tool calls {r['tool_call_rate']:.1%}, parse fails {r['parse_fail_rate'] or 0:.1%}, "
+            f"env errors {r['env_error_rate']:.1%}, {r['tokens_per_episode']:.1f} tokens/episode"
+        )
+
+
+_PROFILE_REPORT_OPT = typer.Option(None, "--report", help="Also write the card as one HTML page here.")
+
+
+@env_app.command("profile")
+def profile_cmd(
+    ctx: typer.Context,
+    name: str = _NAME_ARG,
+    model: str = typer.Option(None, help="Model to measure with (default: the bundled tiny model)."),
+    n: int = typer.Option(16, "--n", min=1, help="Samples per task."),
+    tasks: int = typer.Option(32, "--tasks", min=1, help="Tasks to sample (K)."),
+    max_tokens: int = typer.Option(16, min=1, help="Tokens per assistant turn at most."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature."),
+    seed: int = typer.Option(0, help="Sampling seed."),
+    report: Path = _PROFILE_REPORT_OPT,
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Sample K tasks of NAME n times and store its learnability card (table env_profiles)."""
+    import polars as pl
+
+    from rldata.envs.profile import card_line
+    from rldata.jobs.profile import profile_env
+
+    row = profile_env(
+        get_store(ctx, create=True),
+        name,
+        model=model,
+        n=n,
+        tasks=tasks,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+    log(f"{row['env_id']}@{row['env_version']}: {card_line(row)}")
+    if report is not None:
+        from rldata.report.env_card import write_card
+
+        log(f"wrote {write_card(row, report)}")
+    emit(pl.DataFrame([row]), fmt, out)
 
 
 def register(app: typer.Typer) -> None:

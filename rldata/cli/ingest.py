@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import OUT_OPT, Format, OnError, emit, lazy_store, out_path_check
+from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store, lazy_store, out_path_check
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.outputs import write_output
@@ -86,11 +86,17 @@ def ingest(
         help="Generate tasks with this reasoning-gym dataset instead of "
         "reading PATH (needs the gym extra); see docs/environments.md.",
     ),
-    n: int = typer.Option(None, "--n", help="--gym: how many entries to generate."),
+    env: str = typer.Option(
+        None,
+        "--env",
+        help="Generate tasks with this registered environment's own reset (OpenEnv) instead of "
+        "reading PATH; see docs/environments.md.",
+    ),
+    n: int = typer.Option(None, "--n", help="--gym, --env: how many entries to generate."),
     config: str = typer.Option(
         None, "--config", help="--gym: the dataset's config, a JSON object (e.g. '{\"min_terms\": 2}')."
     ),
-    seed: int = typer.Option(0, "--seed", help="--gym: the dataset's seed."),
+    seed: int = typer.Option(0, "--seed", help="--gym: the dataset's seed; --env: the first reset seed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read, check and count, but write nothing."),
     limit: list[str] = _LIMIT_OPT,
     rejects: Path = _REJECTS_OPT,
@@ -101,6 +107,21 @@ def ingest(
     from rldata.api import ingest as run_ingest
     from rldata.ingest import Limits
 
+    if env is not None:  # tasks from an environment's own reset (OpenEnv): its own verb
+        from rldata.ingest.env import ingest_env
+
+        if any(x is not None for x in (path, sample, gym)):
+            raise RldataError("give one of PATH, --sample NAME, --gym NAME or --env NAME", field="env")
+        if n is None or config is not None:
+            raise RldataError("--env needs --n (how many tasks to generate) and takes no --config", field="n")
+        summary = ingest_env(get_store(ctx, create=True), env, n=n, seed=seed, dry_run=dry_run)
+        verb = "would add" if dry_run else "added"
+        log(
+            f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
+        )
+        if fmt is not None:
+            emit(pl.DataFrame([summary.row()]), fmt, out)
+        return
     limits = Limits.parse(limit)  # before the store is opened: a bad --limit creates nothing
     cfg = None
     if config is not None:  # text to a value; the verb checks it is a mapping, and every combination

@@ -25,10 +25,12 @@ from rldata.errors import RldataError
 __all__ = [
     "bundled_rows",
     "default_spec",
+    "env_cards",
     "env_row",
     "get_env",
     "list_envs",
     "load_spec_file",
+    "openenv_spec",
     "register_env",
     "spec_of",
 ]
@@ -59,6 +61,9 @@ def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
     if build:
         env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
         guarded_close(env, timeout_s=spec.step_timeout_s)
+        preflight = getattr(cls, "preflight", None)
+        if callable(preflight):  # a served environment (OpenEnv): its server must answer now
+            preflight(spec.config, timeout_s=spec.step_timeout_s)
     if name is None:
         name = spec.env if ":" not in spec.env else spec.env.rpartition(":")[2]
     if not isinstance(name, str) or not _NAME.match(name):
@@ -68,6 +73,28 @@ def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
         raise RldataError(f"environment {spec.env!r}: its class has no usable 'version' string")
     digest = hashlib.sha256(spec.to_json().encode()).hexdigest()[:10]
     return {"env_id": name, "kind": spec.env, "spec": spec.to_json(), "version": f"{version}+{digest}"}
+
+
+def openenv_spec(
+    name: str,
+    url: str,
+    *,
+    observation_role: str = "user",
+    pass_reward: float = 1.0,
+    max_turns: int = 8,
+    step_timeout_s: float = 10.0,
+    system_prompt: str | None = None,
+) -> dict[str, Any]:
+    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv)."""
+    config = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
+    return {
+        "name": name,
+        "env": "openenv",
+        "config": config,
+        "max_turns": max_turns,
+        "step_timeout_s": step_timeout_s,
+        "system_prompt": system_prompt,
+    }
 
 
 def default_spec(name: str) -> dict[str, Any]:
@@ -86,7 +113,11 @@ def bundled_rows() -> list[dict[str, Any]]:
     from rldata.envs.base import REGISTRY
 
     REGISTRY.load_builtin()
-    names = sorted(n for n, cls in REGISTRY.items() if getattr(cls, "__module__", "").startswith("rldata."))
+    names = sorted(
+        n
+        for n, cls in REGISTRY.items()
+        if getattr(cls, "__module__", "").startswith("rldata.") and not getattr(cls, "needs_config", False)
+    )
     return [{**env_row(default_spec(n), build=False), "created_at": None} for n in names]
 
 
@@ -109,13 +140,29 @@ def _with_bundled(df: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([df, more.select(df.columns).cast(df.schema)])
 
 
+def env_cards(store, name: str | None = None) -> pl.DataFrame:
+    """The learnability cards (``env_profiles`` rows) of environment ``name`` (all: None), newest first."""
+    df = store.read("env_profiles")
+    if name is not None:
+        df = df.filter(pl.col("env_id") == name)
+    return df.sort("created_at", descending=True)
+
+
 def list_envs(store) -> pl.DataFrame:
-    """Every registered environment version, and the bundled environments not registered yet."""
-    return (
+    """Every registered environment version, and the bundled environments not registered yet, with
+    its newest learnability card in one line (``profile``; null when it has none)."""
+    from rldata.envs.profile import card_line
+
+    df = (
         _with_bundled(store.read("environments"))
         .sort(["env_id", "created_at"], nulls_last=True)
         .select("env_id", "version", "kind", "created_at", "registered")
     )
+    newest: dict[tuple[str, str], str] = {}
+    for r in env_cards(store).iter_rows(named=True):
+        newest.setdefault((r["env_id"], r["env_version"]), card_line(r))
+    lines = [newest.get((e, v)) for e, v in zip(df["env_id"], df["version"], strict=True)]
+    return df.with_columns(pl.Series("profile", lines, dtype=pl.String))
 
 
 def get_env(store, name: str) -> pl.DataFrame:

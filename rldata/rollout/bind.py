@@ -37,7 +37,10 @@ class EnvBinding:
         return self.spec.env == "single-turn" and not self.spec.system_prompt
 
     def check(self) -> None:
-        resolve(self.spec.env)  # the class still imports (RldataError naming it otherwise)
+        cls = resolve(self.spec.env)  # the class still imports (RldataError naming it otherwise)
+        preflight = getattr(cls, "preflight", None)
+        if callable(preflight):  # a served environment: is its server up?  one line before any work
+            preflight(self.spec.config, timeout_s=self.spec.step_timeout_s)
 
 
 def env_binding(store, env: str) -> EnvBinding:

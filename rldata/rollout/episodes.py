@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rldata.envs.base import make_env
+from rldata.envs.base import json_mapping_problem, make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
 from rldata.envs.tool_parsers import Parsed, ParseFailure, get_parser
 from rldata.envs.tools import call_id
@@ -234,6 +234,11 @@ def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) ->
         ep.info.update(g.info)
         return
     ep.messages = list(g.messages)
+    # an environment that scores episodes itself (OpenEnv: the reward so far) states it from the
+    # start, so an episode cut short by length still carries the reward it has
+    start = getattr(ep.env, "initial_info", None)
+    if start and json_mapping_problem(start) is None:
+        ep.info.update(start)
     schemas = getattr(ep.env, "tool_schemas", None)
     if schemas:
         ep.tools = [dict(t) for t in schemas]

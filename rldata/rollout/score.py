@@ -20,7 +20,9 @@ __all__ = ["episode_columns", "unverifiable", "verify_rollouts"]
 
 
 def unverifiable(r: Rollout, *, max_model_len: int) -> list[Verdict] | None:
-    """The error verdict of a rollout with nothing to verify, or None when it goes to the verifier."""
+    """The verdict of a rollout the verifier does not see, or None when it goes to the verifier: an
+    error verdict when there is nothing to verify, the environment's reward when it gave one
+    (OpenEnv and verifiers environments: ``env_info["env_reward"]``, see rldata.verify.env_reward)."""
     if r.finish_reason == "prompt_too_long":
         return [
             Verdict.failure(
@@ -30,6 +32,11 @@ def unverifiable(r: Rollout, *, max_model_len: int) -> list[Verdict] | None:
         ]
     if r.finish_reason == "env_error":
         return [Verdict.failure(f"env_error: {getattr(r, 'env_error', None) or 'the environment failed'}")]
+    info = getattr(r, "env_info", None)
+    if info and "env_reward" in info:
+        from rldata.verify.env_reward import reward_verdicts
+
+        return reward_verdicts(info)
     return None
 
 

@@ -127,6 +127,7 @@ BUILTIN: dict[str, tuple[str, tuple[str, ...]]] = {
     "regex": ("rldata.verify.exact:RegexVerifier", ()),
     "code": ("rldata.verify.code:CodeVerifier", ("code",)),
     "reasoning-gym": ("rldata.verify.reasoning_gym:ReasoningGymVerifier", ("reasoning-gym",)),
+    "env-reward": ("rldata.verify.env_reward:EnvRewardVerifier", ("env-reward",)),
 }
 
 

@@ -65,7 +65,9 @@ def test_unknown_names_are_rldata_errors_that_list_the_choices(registry):
     with pytest.raises(UnknownVerifier) as e:
         base.get_verifier("nope")
     assert isinstance(e.value, RldataError) and isinstance(e.value, KeyError)
-    assert str(e.value).startswith("unknown verifier 'nope'; known: code, exact, math, reasoning-gym, regex")
+    assert str(e.value).startswith(
+        "unknown verifier 'nope'; known: code, env-reward, exact, math, reasoning-gym, regex"
+    )
     try:  # callers that caught KeyError still do, and read the message from args[0]
         base.get_verifier("nope")
     except KeyError as k:
