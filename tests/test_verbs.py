@@ -144,7 +144,9 @@ def test_env_verbs_register_list_and_show(store, tmp_path, capsys):
     assert again.new is False and again.version == res.version
     rldata.env_register(store, spec={**CALC, "max_turns": 5})
     listed = rldata.env_list(store)
-    assert listed.rows["env_id"].to_list() == ["calc", "calc"]
+    # the registered versions, then the bundled environments not yet used (listed before first use)
+    ids = listed.rows["env_id"].to_list()
+    assert ids[:2] == ["calc", "calc"] and "calc" not in ids[2:] and "calculator" in ids[2:], ids
     cli = _cli_json(capsys, "--store", store.root, "env", "list", "-f", "json")
     assert [(r["env_id"], r["version"]) for r in cli] == listed.rows.select("env_id", "version").rows()
     shown = rldata.env_show(store, name="calc")
