@@ -58,17 +58,25 @@ def _renamed(name: str, table: pa.Table) -> pa.Table:
 
 def test_the_fixture_is_a_version_1_store(v1):
     for name in schemas.TABLES:
-        assert table_version(DeltaTable(str(v1 / name))) == 1
+        if name != "env_profiles":  # added after this release
+            assert table_version(DeltaTable(str(v1 / name))) == 1
     assert "env_id" not in DeltaTable(str(v1 / "tasks")).schema().to_arrow().names
 
 
 def test_opening_a_v1_store_upgrades_every_table_and_keeps_every_value(v1):
-    before = {n: _renamed(n, DeltaTable(str(v1 / n)).to_pyarrow_table()) for n in schemas.TABLES}
+    before = {
+        n: _renamed(n, DeltaTable(str(v1 / n)).to_pyarrow_table())
+        for n in schemas.TABLES
+        if (v1 / n).exists()
+    }
     assert before["tasks"].num_rows == 4 and before["trajectories"].num_rows == 8
     store = open_store(v1)
     for name, ts in schemas.TABLES.items():
         dtable = store.table(name)
         assert table_version(dtable) == ts.version, name
+        if name not in before:  # a table added after this release: created empty on open
+            assert store.count(name) == 0, name
+            continue
         after = store.read(name).to_arrow()
         assert sorted(after.column_names) == sorted(ts.columns), name
         old_cols = before[name].column_names

@@ -62,11 +62,18 @@ def test_the_fixture_is_a_version_3_store(v3):
 
 
 def test_opening_a_v3_store_renames_the_key_and_keeps_every_value(v3):
-    before = {n: _renamed(n, DeltaTable(str(v3 / n)).to_pyarrow_table()) for n in schemas.TABLES}
+    before = {
+        n: _renamed(n, DeltaTable(str(v3 / n)).to_pyarrow_table())
+        for n in schemas.TABLES
+        if (v3 / n).exists()
+    }
     assert before["passrates"].num_rows == 4 and before["selections"].num_rows == 4
     store = open_store(v3)
     for name, ts in schemas.TABLES.items():
         assert table_version(store.table(name)) == ts.version, name
+        if name not in before:  # a table added after this release: created empty on open
+            assert store.count(name) == 0, name
+            continue
         after = store.read(name).to_arrow()
         assert sorted(after.column_names) == sorted(ts.columns), name
         # every row, every value: the same cells, the renamed ones under their new name

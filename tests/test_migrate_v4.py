@@ -67,10 +67,13 @@ def test_the_fixture_is_a_version_4_store_with_n_in_its_hashes(v4):
 
 
 def test_opening_rehashes_every_old_row_and_keeps_every_other_cell(v4):
-    before = {n: _before(v4, n) for n in schemas.TABLES}
+    before = {n: _before(v4, n) for n in schemas.TABLES if (v4 / n).exists()}
     store = open_store(v4)
     for name, ts in schemas.TABLES.items():
         assert table_version(store.table(name)) == ts.version, name
+        if name not in before:  # a table added after this release: created empty on open
+            assert store.count(name) == 0, name
+            continue
         if name in ("trajectories", "passrates"):
             continue
         # untouched tables, selections included: every row, every cell

@@ -12,7 +12,7 @@ import pytest
 from s3_helpers import SECRET, options_for
 from s3_proxy import FaultProxy
 
-from rldata import open_store
+from rldata import open_store, schemas
 from rldata._remote import parse_storage_options, redact
 from rldata.errors import RldataError
 
@@ -56,7 +56,7 @@ def test_commits_are_conditional_puts(s3_server, s3_uri):
     commits = [
         (p, h) for m, p, h in proxy.requests if m == "PUT" and "/_delta_log/" in p and p.endswith(".json")
     ]
-    assert len(commits) == 9  # 8 table creations + 1 append
+    assert len(commits) == len(schemas.TABLES) + 1  # one creation per table + 1 append
     assert all({k.lower(): v for k, v in h.items()}.get("if-none-match") == "*" for _, h in commits)
 
 
