@@ -45,7 +45,7 @@ def test_sample_filter_bucket_and_train_through_an_openenv_server(train_ray, gue
         "SELECT t.messages, t.finish_reason, v.passed FROM trajectories t JOIN verifications v USING (traj_id)"
     ).fetchall()
     for msgs, finish, passed in outcomes:
-        assert passed == (msgs[-1] == {"role": "user", "content": "Right."}), (msgs, finish)
+        assert passed == ((msgs[-1]["role"], msgs[-1]["content"]) == ("user", "Right.")), (msgs, finish)
     n_pass = sum(o[2] for o in outcomes)
     assert 0 < n_pass < len(outcomes)  # the tiny arithmetic model wins some games and loses some
     led = store.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
