@@ -113,11 +113,14 @@ def ingest(
     dry_run: bool = False,
     progress: bool = False,
     limits=None,
+    rejects_out: str | os.PathLike | None = None,
 ):
     """Load tasks into ``tasks`` from one of: a file or dataset dir (``path``), a bundled sample
     (``sample``: arith, arith-heldout, gsm8k, gsm8k-test) or a reasoning-gym dataset (``gym`` with
     ``n`` entries, its ``config`` and ``seed``).  ``limits``: a :class:`rldata.ingest.Limits` (bounds
-    on a record's nesting, line, field and prompt size).  Returns :class:`rldata.ingest.IngestSummary`."""
+    on a record's nesting, line, field and prompt size).  ``rejects_out``: a JSON-lines file for every
+    reject, written before the commit (a path that cannot take it fails the ingest, the store as it
+    was).  Returns :class:`rldata.ingest.IngestSummary`."""
     from rldata.ingest import SAMPLES, sample_path
     from rldata.ingest import ingest as ingest_file
     from rldata.ingest import preset as get_preset
@@ -157,6 +160,7 @@ def ingest(
         dry_run=dry_run,
         show_progress=progress,
         limits=limits,
+        rejects_out=rejects_out,
     )
 
 

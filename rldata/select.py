@@ -34,11 +34,11 @@ import polars as pl
 from rldata._read import first_match, read_where
 from rldata.adaptive.filter import ADAPTIVE_COLUMNS, decided_by_expr, default_n, redecide
 from rldata.band import Band, band_limits, decide, default_min_n
-from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases, save
-from rldata.curriculum.config import check_writable
+from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases
+from rldata.curriculum.config import check_writable, dumps
 from rldata.errors import ConfigError, RldataError
 from rldata.names import check_name as safe_name
-from rldata.outputs import check_output_path
+from rldata.outputs import check_output_path, staged_output
 from rldata.results import Result
 from rldata.schemas import SELECTIONS
 
@@ -425,9 +425,10 @@ def stratify_store(
         "stratify": {"buckets": [[b.name, b.low, b.high] for b in buckets], "quantiles": quantiles},
     }
     assigned = assigned.with_columns(pl.lit(json.dumps(merged, sort_keys=True)).alias("params"))
-    store.overwrite("selections", assigned, predicate=f"selection = '{selection}'")
-    if out is not None:
-        save(curriculum, out)
+    # the curriculum is written in full before the commit and published after it: a path that cannot
+    # take it (a full disk, /dev/full) fails the command with the selection as it was
+    with staged_output(out, dumps(curriculum), name="curriculum"):
+        store.overwrite("selections", assigned, predicate=f"selection = '{selection}'")
     return StratifyResult(
         selection, curriculum, counts, warnings, unbucketed, store.version("selections"), tuple(counted)
     )

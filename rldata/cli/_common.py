@@ -57,13 +57,16 @@ def _store_of(ctx) -> object:
 
 
 def out_path_check(name: str, *, directory: bool = False):
-    """An option callback that refuses an output path inside the store before the command runs
-    (``rldata.outputs.check_output_path``; ``name`` is the field the error names)."""
+    """An option callback that refuses an output path inside the store, or a file that cannot be
+    created, before the command runs (``rldata.outputs``; ``name`` is the field the error names)."""
 
     def check(ctx: typer.Context, value):
-        from rldata.outputs import check_output_path
+        from rldata.outputs import check_output_path, check_writable_file
 
-        return check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
+        checked = check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
+        if not directory:  # a missing directory or a directory as a file: refused before any commit
+            check_writable_file(value, name=name)
+        return checked
 
     return check
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, out_path_check
 from rldata.console import log
 
 _SPEC_ARG = typer.Argument(
@@ -85,7 +85,9 @@ def show_cmd(
         )
 
 
-_PROFILE_REPORT_OPT = typer.Option(None, "--report", help="Also write the card as one HTML page here.")
+_PROFILE_REPORT_OPT = typer.Option(
+    None, "--report", help="Also write the card as one HTML page here.", callback=out_path_check("report")
+)
 
 
 @env_app.command("profile")

@@ -13,7 +13,6 @@ import typer
 from rldata.cli._common import OUT_OPT, Format, OnError, emit, get_store, lazy_store, out_path_check
 from rldata.console import log
 from rldata.errors import RldataError
-from rldata.outputs import write_output
 
 _MAX_LISTED = 50  # rejects printed on stderr; --rejects FILE keeps them all
 
@@ -152,6 +151,7 @@ def ingest(
         dry_run=dry_run,
         progress=gym is None,
         limits=limits,
+        rejects_out=None if gym is not None else rejects,
     )
     verb = "would add" if dry_run else "added"
     if gym is not None:
@@ -166,16 +166,10 @@ def ingest(
     if len(summary.rejects) > _MAX_LISTED:
         more = "; --rejects FILE lists them all" if rejects is None else ""
         log(f"... and {len(summary.rejects) - _MAX_LISTED} more rejects{more}")
-    log(  # before --rejects is written: if that write fails, what the ingest did is still said
+    log(
         f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"
     )
-    if rejects is not None:
-        lines = (
-            json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason}) + "\n"
-            for r in summary.rejects
-        )
-        write_output(rejects, "".join(lines), name="rejects")
     if fmt is not None:
         emit(pl.DataFrame([summary.row()]), fmt, out)
 

@@ -40,6 +40,7 @@ __all__ = [
     "Promotion",
     "check_buckets",
     "default_phases",
+    "dumps",
     "from_dict",
     "late_phases",
     "load",
@@ -398,26 +399,22 @@ def load(path: str | os.PathLike) -> Curriculum:
         raise InputError(path, e.key, e.reason) from None
 
 
-def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
-    """Write the curriculum as YAML (atomically: a reader never sees half a file)."""
-    path = Path(path)
-    text = "# rldata curriculum (buckets.yaml); schema: docs/filter.md\n" + yaml.safe_dump(
+def dumps(curriculum: Curriculum) -> str:
+    """The curriculum file's text (YAML)."""
+    return "# rldata curriculum (buckets.yaml); schema: docs/filter.md\n" + yaml.safe_dump(
         curriculum.to_dict(), sort_keys=False, default_flow_style=False
     )
-    check_writable(path)
-    if path.exists() and not path.is_file():  # a device or pipe (/dev/stdout): written, never replaced
-        from rldata.outputs import write_output
 
-        write_output(path, text, name="curriculum")
-        return path
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")  # same directory: os.replace stays atomic
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(str(path), None, f"cannot write: {e.strerror or e}") from None
-    return path
+
+def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
+    """Write the curriculum as YAML (atomically: a reader never sees half a file; a device or pipe
+    such as /dev/stdout is written, never replaced)."""
+    from rldata.outputs import staged_output
+
+    check_writable(path)
+    with staged_output(path, dumps(curriculum), name="curriculum"):
+        pass
+    return Path(path)
 
 
 def check_writable(path: str | os.PathLike) -> None:

@@ -41,6 +41,7 @@ from rldata.ingest.mapping import (
 )
 from rldata.ingest.presets import PRESETS, Fields, preset
 from rldata.ingest.read import POS, Limits, Reject, read_chunks
+from rldata.outputs import staged_output
 from rldata.results import Result
 from rldata.store import StaleReadError
 
@@ -209,8 +210,11 @@ def ingest(
     show_progress: bool = False,
     record_run: bool = True,
     limits: Limits | None = None,
+    rejects_out=None,
 ) -> IngestSummary:
-    """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring."""
+    """Read ``path`` and add its new tasks to ``store`` in one commit; see the module docstring.
+    ``rejects_out``: a file for every reject (JSON lines), written before the commit so a path that
+    cannot take it fails the ingest with the store as it was."""
     if ngram < 1:
         raise ConfigError(f"ngram must be >= 1, got {ngram}", field="ngram")
     started = dt.datetime.now(dt.UTC)
@@ -229,14 +233,15 @@ def ingest(
     if n_read == 0:  # an empty file is a mistake to report, not a run to record
         raise InputError(str(path), None, "no records to ingest (the file is empty)")
     added, dups, decont, version = 0, 0, 0, version_before
-    if frame is not None and frame.height:
-        firsts = frame.filter(pl.col("__norm").is_first_distinct())
+    firsts = frame.filter(pl.col("__norm").is_first_distinct()) if frame is not None else None
 
-        def unwanted(new: pl.DataFrame) -> pl.Series | None:
-            return contaminated(new["__norm"], grams, n=ngram) if grams else None
+    def unwanted(new: pl.DataFrame) -> pl.Series | None:
+        return contaminated(new["__norm"], grams, n=ngram) if grams else None
 
-        added, dups, decont, version = add_tasks(store, firsts, unwanted=unwanted, dry_run=dry_run)
-        dups += frame.height - firsts.height
+    with staged_output(rejects_out, rejects_jsonl(rejects), name="rejects"):
+        if frame is not None and frame.height:
+            added, dups, decont, version = add_tasks(store, firsts, unwanted=unwanted, dry_run=dry_run)
+            dups += frame.height - firsts.height
     summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
     if record_run and not dry_run:
         args = {
@@ -256,6 +261,14 @@ def ingest(
                 "re-running the same ingest adds nothing and records it"
             ) from None
     return summary
+
+
+def rejects_jsonl(rejects) -> str:
+    """Rejects as JSON lines: path, where (line or record), field, reason."""
+    return "".join(
+        json.dumps({"path": r.path, "where": r.where, "field": r.field, "reason": r.reason}) + "\n"
+        for r in rejects
+    )
 
 
 def add_tasks(

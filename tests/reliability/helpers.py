@@ -30,3 +30,47 @@ def one_error_line(err: str) -> str:
     assert lines[0].startswith("rldata: error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def seed_passrates(store, k: int = 12, *, n: int = 16, offset: int = 2) -> None:
+    """``k`` arithmetic tasks t0..t{k-1} and a ledger row each (``offset + i`` of ``n`` correct):
+    the store the CLI batteries run against (local or S3)."""
+    store.append(
+        "tasks",
+        [
+            {
+                "task_id": f"t{i}",
+                "source": "s",
+                "domain": "math",
+                "prompt": f"{i}+1?",
+                "answer": str(i + 1),
+                "category": "add" if i % 2 else "mul",
+            }
+            for i in range(k)
+        ],
+    )
+    store.upsert(
+        "passrates",
+        [
+            {
+                "task_id": f"t{i}",
+                "model": "m",
+                "params_hash": "p",
+                "verifier_key": "math@1",
+                "n": n,
+                "n_correct": i + offset,
+                "n_error": 0,
+                "pass_rate": (i + offset) / n,
+            }
+            for i in range(k)
+        ],
+    )
+
+
+def banded_store(root: str | Path) -> str:
+    """A local store with :func:`seed_passrates` and the selection ``s1`` (band 0.1-0.9) filtered."""
+    from rldata import open_store
+
+    seed_passrates(open_store(root))
+    assert main(["--store", str(root), "filter", "--band", "0.1,0.9", "--name", "s1"]) == 0
+    return str(root)

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rldata import open_store
 from rldata.cli import main
-from tests.reliability.helpers import fingerprint
+from tests.reliability.helpers import banded_store, fingerprint
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "fuzz_cli.txt"
 
@@ -36,40 +35,7 @@ def test_corpus_is_large_enough():
 
 @pytest.fixture(scope="module")
 def store_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fuzz") / "store"
-    store = open_store(root)
-    store.append(
-        "tasks",
-        [
-            {
-                "task_id": f"t{k}",
-                "source": "s",
-                "domain": "math",
-                "prompt": f"{k}+1?",
-                "answer": str(k + 1),
-                "category": "add",
-            }
-            for k in range(12)
-        ],
-    )
-    store.upsert(
-        "passrates",
-        [
-            {
-                "task_id": f"t{k}",
-                "model": "m",
-                "params_hash": "p",
-                "verifier_key": "math@1",
-                "n": 16,
-                "n_correct": k + 2,
-                "n_error": 0,
-                "pass_rate": (k + 2) / 16,
-            }
-            for k in range(12)
-        ],
-    )
-    assert main(["--store", str(root), "filter", "--band", "0.1,0.9", "--name", "s1"]) == 0
-    return root
+    return Path(banded_store(tmp_path_factory.mktemp("fuzz") / "store"))
 
 
 def _expand(args: str, store: Path, tmp: Path) -> list[str]:

@@ -17,48 +17,15 @@ import pytest
 
 import rldata
 from rldata import open_store
-from rldata.cli import main
 from rldata.errors import ConfigError, RldataError
-from tests.reliability.helpers import fingerprint, one_error_line, run
+from tests.reliability.helpers import banded_store, fingerprint, one_error_line, run
 
 SECRET = "leak-" + uuid.uuid4().hex  # written to files outside the store: no output may show it
 
 
 @pytest.fixture
 def root(tmp_path):
-    store = open_store(tmp_path / "store")
-    store.append(
-        "tasks",
-        [
-            {
-                "task_id": f"t{k}",
-                "source": "s",
-                "domain": "math",
-                "prompt": f"{k}+1?",
-                "answer": str(k + 1),
-                "category": "add" if k % 2 else "mul",
-            }
-            for k in range(12)
-        ],
-    )
-    store.upsert(
-        "passrates",
-        [
-            {
-                "task_id": f"t{k}",
-                "model": "m",
-                "params_hash": "p",
-                "verifier_key": "math@1",
-                "n": 16,
-                "n_correct": k + 2,
-                "n_error": 0,
-                "pass_rate": (k + 2) / 16,
-            }
-            for k in range(12)
-        ],
-    )
-    assert main(["--store", str(tmp_path / "store"), "filter", "--band", "0.1,0.9", "--name", "s1"]) == 0
-    return str(tmp_path / "store")
+    return banded_store(tmp_path / "store")
 
 
 @pytest.fixture

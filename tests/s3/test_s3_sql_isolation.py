@@ -13,7 +13,7 @@ import pytest
 from s3_helpers import SECRET
 
 from rldata import open_store
-from rldata.cli import main
+from tests.reliability.helpers import run, seed_passrates
 
 
 def _argv(s3_server, uri: str, *args: str) -> list[str]:
@@ -23,38 +23,13 @@ def _argv(s3_server, uri: str, *args: str) -> list[str]:
 
 @pytest.fixture
 def s3_root(s3_server, s3_uri):
-    store = open_store(s3_uri, storage_options=s3_server.options)
-    store.append(
-        "tasks",
-        [
-            {"task_id": f"t{k}", "source": "s", "domain": "math", "prompt": f"{k}+1?", "answer": str(k + 1)}
-            for k in range(4)
-        ],
-    )
-    store.upsert(
-        "passrates",
-        [
-            {
-                "task_id": f"t{k}",
-                "model": "m",
-                "params_hash": "p",
-                "verifier_key": "math@1",
-                "n": 8,
-                "n_correct": k,
-                "n_error": 0,
-                "pass_rate": k / 8,
-            }
-            for k in range(4)
-        ],
-    )
+    seed_passrates(open_store(s3_uri, storage_options=s3_server.options), 4, n=8, offset=0)
     return s3_uri
 
 
 def _run(capsys, argv):
     capsys.readouterr()
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run(capsys, *argv)
 
 
 def test_sql_on_s3_reads_the_tables_and_nothing_else(s3_server, s3_root, tmp_path, capsys):
