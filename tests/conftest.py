@@ -23,14 +23,10 @@ def ray_session():
     """A local Ray started once for the whole session (it takes ~7 s to start here)."""
     import ray
 
+    from tests.ray_helpers import init_ray
+
     if not ray.is_initialized():
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}},
-        )
+        init_ray()
     yield ray
     ray.shutdown()
 

@@ -5,7 +5,6 @@ here that vLLM cannot run on CPU (head_dim 16)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -16,38 +15,15 @@ from rldata.errors import ConfigError, InputError
 from rldata.runs import record_run
 
 
-def _head_dim_16_model(path):
-    """A real one-layer Llama with head_dim 16 (hidden 64, 4 heads) and the bundled tokenizer."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from rldata.engine import default_model_path
-
-    src = default_model_path()
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=26,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        head_dim=16,
-        max_position_embeddings=256,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=False,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
-        shutil.copy(src / f, path / f)
-    return path
-
-
 @pytest.fixture(scope="module")
 def hd16(tmp_path_factory):
-    return _head_dim_16_model(tmp_path_factory.mktemp("hd16"))
+    """A real one-layer Llama with head_dim 16 (hidden 64, 4 heads): vLLM's CPU attention refuses it."""
+    from rldata.engine import default_model_path
+    from tests.trainer.trainer_helpers import build_tiny_llama
+
+    return build_tiny_llama(
+        tmp_path_factory.mktemp("hd16"), layers=1, vocab=26, max_positions=256, tokenizer=default_model_path()
+    )
 
 
 FEW = "task_id IN (SELECT task_id FROM tasks ORDER BY task_id LIMIT 2)"
@@ -149,15 +125,11 @@ def test_an_engine_vllm_cannot_run_names_the_cause(ray_session, hd16, tmp_path, 
 
 @pytest.mark.slow
 def test_the_trainers_engine_error_names_the_cause(hd16, tmp_path, capsys, monkeypatch):
-    import ray
-
     from rldata.ingest import ingest, sample_path
+    from tests.ray_helpers import ray_with_cpus
 
     monkeypatch.setenv("RLDATA_LOG_DIR", str(tmp_path / "logs"))
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 3
-    if restore:  # the trainer needs 3 logical CPUs: engine, learner, verification
-        ray.shutdown()
-    try:
+    with ray_with_cpus(3):  # the trainer: engine, learner, verification
         root = tmp_path / "s"
         lines = sample_path("arith").read_text().splitlines()[:16]
         (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
@@ -166,16 +138,6 @@ def test_the_trainers_engine_error_names_the_cause(hd16, tmp_path, capsys, monke
         cfg.write_text("prompts_per_step: 2\ngroup_size: 2\nmicro_batch: 4\nmax_tokens: 4\n")
         argv = ["--store", root, "train", "--model", hd16, "--config", cfg, "--steps", 1]
         err = _one_line_error(capsys, argv + ["--out", tmp_path / "runs", "--run-id", "hd16"])
-    finally:
-        if restore:
-            ray.shutdown()
-            ray.init(
-                address="local",
-                num_cpus=2,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}},
-            )
     assert "EngineActor.generate" in err and "head_dim=16" in err, err
     (row,) = [r for r in open_store(root).read("runs").to_dicts() if r["kind"] == "train"]
     assert row["status"] == "failed" and "head_dim=16" in row["error"]

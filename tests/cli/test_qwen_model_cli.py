@@ -57,20 +57,11 @@ def test_sample_with_a_directory_and_with_a_hub_id(capsys, tmp_path, qwen_model,
 
 
 def test_train_two_steps(capsys, tmp_path, qwen_model):
-    import ray
 
-    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
-    if restore:  # the run needs more logical CPUs than the session's Ray has
-        ray.shutdown()
-    try:
+    from tests.ray_helpers import ray_with_cpus
+
+    with ray_with_cpus(4):  # engine, learner(s), verification, eval engine
         _train(capsys, tmp_path, qwen_model)
-    finally:
-        if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
-            ray.shutdown()
-            ray.init(
-                address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env
-            )
 
 
 def _train(capsys, tmp_path, qwen_model):

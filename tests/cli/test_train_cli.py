@@ -73,7 +73,6 @@ def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_one_step_with_heldout_eval(capsys, tmp_path):
-    import ray
 
     from rldata.engine import default_model_path
 
@@ -81,18 +80,10 @@ def test_one_step_with_heldout_eval(capsys, tmp_path):
         default_model_path()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"bundled tiny model missing: {e}")
-    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
-    if restore:  # the run needs 4 logical CPUs: engine, learner, verification, eval engine
-        ray.shutdown()
-    try:
+    from tests.ray_helpers import ray_with_cpus
+
+    with ray_with_cpus(4):  # engine, learner(s), verification, eval engine
         _one_step(capsys, tmp_path)
-    finally:
-        if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
-            ray.shutdown()
-            ray.init(
-                address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env
-            )
 
 
 def _one_step(capsys, tmp_path):

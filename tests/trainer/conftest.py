@@ -16,13 +16,9 @@ def train_ray():
     """A local Ray with 4 logical CPUs: engine + learner + verification tasks (+ an eval engine)."""
     import ray
 
-    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
-    if restore:
-        ray.shutdown()
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, runtime_env=env)
-    yield ray
-    if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
-        ray.shutdown()
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+    from tests.ray_helpers import init_ray, ray_with_cpus
+
+    with ray_with_cpus(4):
+        if not ray.is_initialized():
+            init_ray(4)
+        yield ray

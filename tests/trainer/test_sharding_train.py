@@ -14,20 +14,11 @@ from rldata.cli import main
 
 @pytest.mark.slow
 def test_fsdp_lora_run_and_resharded_resume(capsys, tmp_path):
-    import ray
 
-    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
-    if restore:  # engine + 2 learners + verification
-        ray.shutdown()
-    try:
+    from tests.ray_helpers import ray_with_cpus
+
+    with ray_with_cpus(4):  # engine, learner(s), verification, eval engine
         _run(capsys, tmp_path)
-    finally:
-        if restore:
-            ray.shutdown()
-            ray.init(
-                address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env
-            )
 
 
 def _train(capsys, root, cfg, *extra):

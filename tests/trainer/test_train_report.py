@@ -23,16 +23,10 @@ def _cli(capsys, *argv):
 
 @pytest.fixture
 def ray4():
-    import ray
+    from tests.ray_helpers import ray_with_cpus
 
-    env = {"env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < 4
-    if restore:  # the run needs 4 logical CPUs: engine, learner, verification, eval engine
-        ray.shutdown()
-    yield
-    if restore:  # give the session back the 2-CPU Ray that tests/conftest.py started
-        ray.shutdown()
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+    with ray_with_cpus(4):  # engine, learner, verification, eval engine
+        yield
 
 
 def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp_path):

@@ -8,18 +8,32 @@ import torch
 VOCAB = 32
 
 
-def build_tiny_llama(path, *, seed: int = 0, hidden: int = 64, layers: int = 2):
+def build_tiny_llama(
+    path,
+    *,
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    vocab: int = VOCAB,
+    max_positions: int = 64,
+    tokenizer=None,
+):
+    """4 heads of ``hidden // 4`` (16 by default).  ``tokenizer``: a model directory whose tokenizer
+    files are copied beside the weights (the engine needs one; ``vocab`` must then match it)."""
+    import shutil
+    from pathlib import Path
+
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
-        max_position_embeddings=64,
+        max_position_embeddings=max_positions,
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
@@ -27,6 +41,8 @@ def build_tiny_llama(path, *, seed: int = 0, hidden: int = 64, layers: int = 2):
     )
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(path)
+    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json") if tokenizer else ():
+        shutil.copy(Path(tokenizer) / f, Path(path) / f)
     return path
 
 
