@@ -16,6 +16,7 @@ from rldata.verify.agreement import agreement, bare_math_verify, load_labelled, 
 
 CORPUS = Path(__file__).parents[1] / "data" / "math_adversarial.jsonl"
 HELDOUT = Path(__file__).parents[1] / "data" / "math_adversarial_heldout.jsonl"
+HELDOUT2 = Path(__file__).parents[1] / "data" / "math_adversarial_heldout2.jsonl"
 CLASSES = {
     "plain",
     "hedge",
@@ -38,6 +39,7 @@ CLASSES = {
 
 
 HELDOUT_FLOOR = 47  # of 48: its first score, before one bug it showed was fixed (README)
+HELDOUT2_FLOOR = 38  # of 38: its first, untuned score (README); never tuned on
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,17 @@ def test_heldout_half_no_false_positive():
     ours = agreement(rldata_math(rows), [r["label"] for r in rows])
     assert ours.false_pos == 0, ours
     assert ours.agree >= HELDOUT_FLOOR, ours
+
+
+def test_second_heldout_set_no_false_positive():
+    rows = load_labelled(HELDOUT2)
+    assert len(rows) == 38 and {r["class"] for r in rows} == {"revision", "hedge", "bold", "quoted_box"}
+    seen = {r["completion"] for r in load_labelled(CORPUS)} | {
+        r["completion"] for r in load_labelled(HELDOUT)
+    }
+    assert not {r["completion"] for r in rows} & seen
+    ours = agreement(rldata_math(rows), [r["label"] for r in rows])
+    assert ours.false_pos == 0 and ours.agree >= HELDOUT2_FLOOR, ours
 
 
 def test_agreement_counts():
