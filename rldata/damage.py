@@ -148,10 +148,14 @@ def damaged_commit(log_dir: Path, *, since: int | None = None) -> tuple[int, Pat
     return None
 
 
-def data_file_damage(table: str, table_dir: Path, dtable, *, full: bool = False) -> list[Damage]:
+def data_file_damage(
+    table: str, table_dir: Path, dtable, *, full: bool = False, sizes: dict[str, int] | None = None
+) -> list[Damage]:
     """Data files of ``dtable``'s version that are missing or not the size their commit recorded.
 
     A stat per file (every write checks this); ``full`` also reads each file's Parquet footer.
+    ``sizes``: {path relative to the table: size} from an object store's listing, used instead of
+    stat (and no footer is read).
     """
     from urllib.parse import unquote
 
@@ -165,15 +169,15 @@ def data_file_damage(table: str, table_dir: Path, dtable, *, full: bool = False)
     for rel, size, n in zip(actions["path"], actions["size_bytes"], rows, strict=True):
         path = table_dir / unquote(rel)
         try:
-            have = path.stat().st_size
-        except FileNotFoundError:
+            have = path.stat().st_size if sizes is None else sizes[unquote(rel)]
+        except (FileNotFoundError, KeyError):
             why = "is missing: deleted outside rldata (no commit removed it)"
             out.append(Damage(table, "data_file", path, why, dtable.version(), n))
             continue
         if have != size:
             why = f"is {have} bytes where its commit recorded {size} (truncated or overwritten)"
             out.append(Damage(table, "data_file", path, why, dtable.version(), n))
-        elif full and (bad := _bad_parquet(path, full=False)):
+        elif full and sizes is None and (bad := _bad_parquet(path, full=False)):
             out.append(Damage(table, "data_file", path, bad, dtable.version(), n))
     return out
 

@@ -24,7 +24,7 @@ import json
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -100,7 +100,7 @@ def _dest(store: Store, what: str) -> Path:
     return Path(store.root) / _QUARANTINE / dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S") / what
 
 
-def _template_log(store: Store, name: str, tmp: Path) -> Path:
+def _template_log(name: str, tmp: Path) -> Path:
     """A fresh empty table of ``name``'s schema (its first commit rebuilds a damaged version 0)."""
     from rldata.store import Store as _Store
 
@@ -109,37 +109,25 @@ def _template_log(store: Store, name: str, tmp: Path) -> Path:
 
 
 def check_logs(store: Store, *, repair: bool) -> list[Finding]:
-    """Checkpoint hint, checkpoint files and commit files of each (local) table's log."""
-    import tempfile
-
-    from rldata.damage import log_damage
-    from rldata.damage import repair as fix
-
-    if "://" in store.root:  # object stores: deltalake's own error names the table (Store._unreadable)
-        return [Finding("log", n, 1, why) for n, why in store.damaged.items()]
+    """Checkpoint hint, checkpoint files and commit files of each table's log (on object storage, of a
+    local copy of it: :mod:`rldata.doctor_remote`)."""
     out = []
+    remote = "://" in store.root
     for name in schemas.TABLES:
-        seen: set[tuple] = set()
-        while (bad := log_damage(name, _log_dir(store, name), full=True)) is not None:
-            detail = f"{bad.path.name} {bad.why}"
-            if bad.kind == "commit":
-                later = [p for v, p in commit_files(bad.path.parent) if v > (bad.version or 0)]
-                detail = (
-                    f"version {bad.version} ({bad.path.name}) {bad.why}; {len(later)} later commit(s) intact"
-                )
-            key = (bad.kind, str(bad.path))
-            if not repair or key in seen:
-                out.append(Finding("log", name, 1, detail))
-                break
-            seen.add(key)
+        if remote:
+            from rldata.doctor_remote import mirrored_log
+
+            root = None
             try:
-                with tempfile.TemporaryDirectory() as tmp:
-                    template = _template_log(store, name, Path(tmp)) if bad.version == 0 else None
-                    did = fix(bad, root=Path(store.root), dest=_dest(store, "log"), template_log=template)
+                with mirrored_log(store, name) as (root, push):
+                    found = _log_findings(name, root, root / _stamp() / "log", repair=repair)
+                    if any(f.repaired for f in found):
+                        push()
             except (OSError, RldataError) as e:
-                out.append(Finding("log", name, 1, f"{detail}; not repaired: {e}"))
-                break
-            out.append(Finding("log", name, 1, f"{detail}; {did}", True))
+                found = [Finding("log", name, 1, f"the log could not be checked or repaired: {e}")]
+            out += [_relocated(f, root, store.root) for f in found] if root is not None else found
+        else:
+            out += _log_findings(name, Path(store.root), _dest(store, "log"), repair=repair)
         if name in store.damaged and not any(f.table == name and not f.repaired for f in out):
             store.damaged.pop(name)
             try:
@@ -151,13 +139,55 @@ def check_logs(store: Store, *, repair: bool) -> list[Finding]:
     return out
 
 
+def _stamp() -> str:
+    return f"{_QUARANTINE}/{dt.datetime.now(dt.UTC).strftime('%Y%m%d-%H%M%S')}"
+
+
+def _relocated(f: Finding, local_root: Path, store_root: str) -> Finding:
+    """A finding made on a local copy of a remote log, with the copy's paths shown as the store's."""
+    detail = f.detail.replace(str(local_root), store_root.rstrip("/"))
+    return Finding(f.check, f.table, f.count, detail, f.repaired, f.problem)
+
+
+def _log_findings(name: str, root: Path, dest: Path, *, repair: bool) -> list[Finding]:
+    """Find (and with ``repair`` fix, moving what is replaced under ``dest``) the damage of table
+    ``name``'s log under the store directory ``root``; one finding per damaged file."""
+    import tempfile
+
+    from rldata.damage import log_damage
+    from rldata.damage import repair as fix
+
+    out: list[Finding] = []
+    seen: set[tuple] = set()
+    log_dir = root / name / "_delta_log"
+    while (bad := log_damage(name, log_dir, full=True)) is not None:
+        detail = f"{bad.path.name} {bad.why}"
+        if bad.kind == "commit":
+            later = [p for v, p in commit_files(bad.path.parent) if v > (bad.version or 0)]
+            detail = f"version {bad.version} ({bad.path.name}) {bad.why}; {len(later)} later commit(s) intact"
+        key = (bad.kind, str(bad.path))
+        if not repair or key in seen:
+            out.append(Finding("log", name, 1, detail))
+            break
+        seen.add(key)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                template = _template_log(name, Path(tmp)) if bad.version == 0 else None
+                did = fix(bad, root=root, dest=dest, template_log=template)
+        except (OSError, RldataError) as e:
+            out.append(Finding("log", name, 1, f"{detail}; not repaired: {e}"))
+            break
+        out.append(Finding("log", name, 1, f"{detail}; {did}", True))
+    return out
+
+
 def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
     """Data files the current version needs that are missing, truncated or not Parquet.  Repair
     commits their removal (their rows are lost; every other row reads again) and moves them aside."""
     from rldata.damage import data_file_damage, repair_data_files
 
     if "://" in store.root:
-        return []
+        return [f for name in tables for f in _remote_data_files(store, name, repair=repair)]
     out = []
     for name in tables:
         tdir = Path(store.uri(name))
@@ -171,6 +201,35 @@ def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[F
             store.damaged.pop(name, None)
         out.append(Finding("data_files", name, len(bad), detail, repair))
     return out
+
+
+def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding]:
+    """check_data_files on object storage: sizes from the listing; the removal commit is written on a
+    local copy of the log and pushed, the damaged objects copied aside and deleted."""
+    from rldata.damage import data_file_damage, repair_data_files
+    from rldata.doctor_remote import mirrored_log, move_aside, object_sizes
+
+    sizes = object_sizes(store, name)
+    bad = data_file_damage(name, Path(name), store.table(name), sizes=sizes)  # paths relative to the root
+    if not bad:
+        return []
+    rows = sum(d.rows or 0 for d in bad)
+    detail = f"{len(bad)} data file(s) unreadable ({rows} row(s)), e.g. {bad[0].path.name} {bad[0].why}"
+    if not repair:
+        return [Finding("data_files", name, len(bad), detail)]
+    stamp = _stamp()
+    try:
+        with mirrored_log(store, name) as (root, push):
+            local = [replace(d, path=root / d.path) for d in bad]
+            did = repair_data_files(local, root, root / stamp / "data")
+            rels = [d.path.relative_to(root).as_posix() for d in local]
+            moved = move_aside(store, rels, f"{stamp}/data")
+            push()
+    except (OSError, RldataError) as e:
+        return [Finding("data_files", name, len(bad), f"{detail}; not repaired: {e}")]
+    where = f", moved {moved} to {store.root.rstrip('/')}/{stamp}/data" if moved else ""
+    store.damaged.pop(name, None)
+    return [Finding("data_files", name, len(bad), f"{detail}; {did}{where}", True)]
 
 
 def check_duplicates(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
@@ -327,14 +386,24 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
     The latter (``leftover``) are what a writer leaves when its commit loses a race and is retried
     with new files, or when it is killed: harmless (no reader sees them), so not a problem; ``rldata
     compact`` vacuums them.  Repair moves strays, and leftovers older than an hour (a younger one
-    may be a concurrent write's, about to be committed), into the quarantine directory.  On an
-    object store both are listed, never moved."""
+    may be a concurrent write's, about to be committed), into the quarantine directory (on an
+    object store, under its prefix: a copy, then a delete)."""
     local = "://" not in store.root
     files = _listing(store)
     if files is None:
         return []
     out = []
-    dest = _dest(store, "stray")
+    stamp = _stamp()
+    dest = _dest(store, "stray") if local else f"{store.root.rstrip('/')}/{stamp}/stray"
+
+    def move(rels: list[str]) -> None:  # paths relative to the store root
+        if local:
+            _move([Path(store.root) / r for r in rels], Path(store.root), Path(dest))
+        else:
+            from rldata.doctor_remote import move_aside
+
+            move_aside(store, rels, f"{stamp}/stray")
+
     tops = {rel.split("/", 1)[0] for rel, _, _ in files}
     extra = sorted(t for t in tops if t not in schemas.TABLES and t != _QUARANTINE)
     if local:
@@ -345,10 +414,10 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
         )
     if extra:
         detail = "not a table: " + ", ".join(extra[:5])
-        if repair and local:
-            _move([Path(store.root) / e for e in extra], Path(store.root), dest)
+        if repair:
+            move(extra if local else [r for r, _, _ in files if r.split("/", 1)[0] in extra])
             detail += f"; moved to {dest}"
-        out.append(Finding("stray", "-", len(extra), detail, repair and local))
+        out.append(Finding("stray", "-", len(extra), detail, repair))
     now = time.time()
     for name in schemas.TABLES:
         if name in store.damaged:
@@ -366,10 +435,10 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
         left = [f for f in unknown if _DATA_FILE.fullmatch(f[0])]
         if stray:
             detail = "files no commit added: " + ", ".join(f[0] for f in stray[:5])
-            if repair and local:
-                _move([Path(store.uri(name)) / f[0] for f in stray], Path(store.root), dest)
+            if repair:
+                move([f"{name}/{f[0]}" for f in stray])
                 detail += f"; moved to {dest}"
-            out.append(Finding("stray", name, len(stray), detail, repair and local))
+            out.append(Finding("stray", name, len(stray), detail, repair))
         if left:
             old = [f for f in left if now - f[2] > _IN_FLIGHT_S]
             size = sum(f[1] for f in left)
@@ -377,9 +446,9 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
                 f"{len(left)} data file(s), {size:,} bytes, no commit added (a retried or killed write left "
                 f"them; harmless, rldata compact removes them), e.g. {left[0][0]}"
             )
-            moved = repair and local and bool(old)
+            moved = repair and bool(old)
             if moved:
-                _move([Path(store.uri(name)) / f[0] for f in old], Path(store.root), dest)
+                move([f"{name}/{f[0]}" for f in old])
                 detail += f"; moved {len(old)} older than an hour to {dest}"
             out.append(Finding("leftover", name, len(left), detail, moved, problem=False))
     return out
@@ -410,25 +479,9 @@ def _listing(store: Store) -> list[tuple[str, int, float]] | None:
 
 
 def _remote_fs(store: Store):
-    """A pyarrow S3 filesystem from the store's deltalake options (or the AWS_* environment)."""
-    import os
+    from rldata.doctor_remote import remote_fs
 
-    import pyarrow.fs as pafs
-
-    opts = {k.upper(): v for k, v in (store.storage_options or {}).items()}
-    get = lambda k: opts.get(k) or os.environ.get(k)
-    endpoint = get("AWS_ENDPOINT_URL") or ""
-    kwargs = {
-        "access_key": get("AWS_ACCESS_KEY_ID"),
-        "secret_key": get("AWS_SECRET_ACCESS_KEY"),
-        "session_token": get("AWS_SESSION_TOKEN"),
-        "region": get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
-    }
-    if endpoint:
-        scheme, _, host = endpoint.partition("://")
-        kwargs.update(endpoint_override=host, scheme=scheme)
-    fs = pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v})
-    return fs, store.root.split("://", 1)[1].rstrip("/")
+    return remote_fs(store)
 
 
 def _move(paths: list[Path], root: Path, dest: Path) -> None:
