@@ -62,7 +62,7 @@ _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
 def parse_count(text: str | float, *, what: str = "value") -> float:
-    """'7e9', '7B', '1.5T', '500M', 7000000000 -> a float; anything else is a clear error."""
+    """'7e9', '7B', '1.5T', '500M', 7000000000 -> a float above 0; anything else is a clear error."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
@@ -76,6 +76,10 @@ def parse_count(text: str | float, *, what: str = "value") -> float:
     if not math.isfinite(value):  # 1e400 parses as inf: every cost would print as inf or 0
         raise RldataError(
             f"{what}: expected a finite number, got {text!r}", field=what if what.isidentifier() else None
+        )
+    if value <= 0:  # a count of zero parameters or tokens prices nothing: a typo, not a question
+        raise RldataError(
+            f"{what}: expected a number above 0, got {text!r}", field=what if what.isidentifier() else None
         )
     return value
 

@@ -53,6 +53,9 @@ def test_parse_count(text, value):
 def test_parse_count_rejects_garbage():
     with pytest.raises(RldataError, match="--params: expected a number"):
         parse_count("seven billion", what="--params")
+    for zero in ("0", "0B", "0e5", 0):  # found by benchmarks/hostile29.py: `cost --tokens 0` printed a cost
+        with pytest.raises(RldataError, match="tokens: expected a number above 0"):
+            parse_count(zero, what="tokens")
 
 
 def _traj(run, task, i, *, prompt=5, completion=10, step=None, model="m", kept=None):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store
+from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.trainer.config import TrainCommand
 
@@ -45,7 +45,12 @@ def train(ctx: typer.Context, config: TrainCommand, fmt: Format = FORMAT_OPT) ->
 
 def export_model(
     run_id: str = typer.Argument(..., help="The training run (a directory under --runs-dir)."),
-    out: Path = typer.Option(..., "--out", help="Where to write the model directory (new or empty)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Where to write the model directory (new or empty).",
+        callback=out_path_check("out", directory=True),  # a model directory inside the store is a stray
+    ),
     merged: bool = typer.Option(
         False,
         "--merged",
