@@ -13,7 +13,7 @@ import polars as pl
 import typer
 
 from rldata.errors import RldataError
-from rldata.outputs import write_output
+from rldata.outputs import write_output as _write_output
 
 __all__ = [
     "FIELD_FLAGS",
@@ -209,9 +209,26 @@ def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns([pl.Series(c, vals, dtype=pl.String) for c, vals in enc.items()])
 
 
-def emit(df: pl.DataFrame, fmt: Format | str = Format.table, out: Path | None = None) -> None:
-    """Print (or write to ``out``) a frame in the chosen format; data goes to stdout only."""
+def emit(
+    df: pl.DataFrame,
+    fmt: Format | str = Format.table,
+    out: Path | None = None,
+    *,
+    committed: str | None = None,
+) -> None:
+    """Print (or write to ``out``) a frame in the chosen format; data goes to stdout only.
+    ``committed``: what the command committed before its summary rows, said when ``out`` cannot be
+    written (a device that refuses bytes passes every check made before the commit)."""
     fmt = Format(fmt)
+
+    def write_output(path, data, *, name):
+        try:
+            _write_output(path, data, name=name)
+        except RldataError as e:
+            if committed is None:
+                raise
+            raise RldataError(f"{e}; {committed}: only this output is missing", field=e.field) from None
+
     if fmt is Format.parquet:
         if out is None and sys.stdout.isatty():
             raise RldataError("--format parquet writes binary: give --out FILE or redirect stdout")

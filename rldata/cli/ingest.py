@@ -119,7 +119,7 @@ def ingest(
             f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
         )
         if fmt is not None:
-            emit(pl.DataFrame([summary.row()]), fmt, out)
+            emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
         return
     limits = Limits.parse(limit)  # before the store is opened: a bad --limit creates nothing
     cfg = None
@@ -159,7 +159,7 @@ def ingest(
             f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
         )
         if fmt is not None:
-            emit(pl.DataFrame([summary.row()]), fmt, out)
+            emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
         return
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
@@ -171,7 +171,13 @@ def ingest(
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"
     )
     if fmt is not None:
-        emit(pl.DataFrame([summary.row()]), fmt, out)
+        emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
+
+
+def _committed(summary, dry_run: bool) -> str | None:
+    if dry_run or not summary.added:
+        return None  # nothing was written: a failed summary is the whole story
+    return f"the ingest committed {summary.added} task(s) (tasks version {summary.version})"
 
 
 def register(app: typer.Typer) -> None:

@@ -36,13 +36,15 @@ def rewards(
     reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()
     composed = rewards_for_run(store, run_id, reward_spec, verifier=verifier)
     metrics = reward_metrics(composed)
-    if step is not None:
-        n = store.upsert("metrics", metrics_rows(run_id, step, metrics))
-        log(f"wrote {n} reward metric(s) for run {run_id!r} at step {step}")
+    # the rows do not depend on the commit below: written first, so an --out that cannot take them
+    # fails the command before anything is stored
     if rows:
         emit(composed, fmt, out)
     else:
         emit(pl.DataFrame({"name": list(metrics), "value": list(metrics.values())}), fmt, out)
+    if step is not None:
+        n = store.upsert("metrics", metrics_rows(run_id, step, metrics))
+        log(f"wrote {n} reward metric(s) for run {run_id!r} at step {step}")
 
 
 def register(app: typer.Typer) -> None:

@@ -59,7 +59,12 @@ def filter_cmd(
         }
         for r in REASONS
     ]
-    emit(pl.DataFrame(rows), fmt, out)
+    done = (
+        None
+        if dry_run
+        else f"filter committed selection {name!r} (selections version {res.selections_version})"
+    )
+    emit(pl.DataFrame(rows), fmt, out, committed=done)
 
 
 @command(StratifyConfig)
@@ -75,7 +80,8 @@ def stratify(
     log(f"stratify {selection!r}: {sizes}; wrote {curriculum} (selections version {res.selections_version})")
     for w in res.warnings:
         log(f"warning: {w}")
-    emit(res.counts, fmt, out)
+    done = f"stratify committed the buckets of {selection!r} (selections version {res.selections_version})"
+    emit(res.counts, fmt, out, committed=done)
 
 
 def curriculum_cmd(

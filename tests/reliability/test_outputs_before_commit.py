@@ -1,10 +1,12 @@
 """An output a committing command writes (a curriculum, ingest's rejects) is written before its commit
 (issue 29): when the output cannot be written, the command fails with one line and every file of the
-store is byte-identical.  Outputs that only describe the commit (``--out`` summary rows) are checked
-before the command runs: a directory, a missing directory.  The commands audited (each writes a file
-and commits): ``stratify --curriculum``, ``ingest --rejects``, ``env profile --report`` (checked
-before sampling), and the summary ``--out`` of ``ingest``, ``filter``, ``stratify``,
-``rewards --write-metrics``."""
+store is byte-identical.  Outputs that only describe the commit (``--out`` summary rows of
+``ingest``, ``filter``, ``stratify``) are checked before the command runs (a directory, a missing
+directory), and when a device refuses them after the commit the one error line says what was
+committed.  The commands audited (each writes a file and commits): ``stratify --curriculum``,
+``ingest --rejects``, ``rewards --write-metrics --out`` (rows first: tests/rewards/test_compose.py),
+``env profile --report`` and ``export-model --out`` (checked before anything runs), and the
+summaries above."""
 
 from __future__ import annotations
 
@@ -178,3 +180,17 @@ def test_an_env_report_inside_the_store_is_refused_before_sampling(root, capsys)
         ["env", "profile", "calculator", "--report", str(Path(root) / "card.html")],
         "is inside the store",
     )
+
+
+@_full
+def test_a_summary_that_cannot_be_written_after_the_commit_says_what_was_committed(root, bad_jsonl, capsys):
+    argv = ["ingest", str(bad_jsonl), "--on-error", "skip", "-f", "json", "--out", "/dev/full"]
+    code, out, err = run(capsys, "--store", root, *argv)
+    line = [ln for ln in err.splitlines() if ln.startswith("rldata: error:")]
+    assert code == 1 and out == "" and len(line) == 1 and "Traceback" not in err, err
+    assert "/dev/full: cannot write" in line[0]
+    assert "the ingest committed 1 task(s) (tasks version 2): only this output is missing" in line[0]
+    before = fingerprint(root)
+    code, _, err = run(capsys, "--store", root, *argv)  # the re-run adds nothing: no commit to mention
+    assert code == 1 and "committed" not in err and fingerprint(root) != before  # its run is recorded
+    assert open_store(root).sql("SELECT count(*) FROM tasks").fetchall() == [(13,)]

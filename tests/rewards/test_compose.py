@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import polars as pl
 import pytest
@@ -303,6 +304,21 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
     bad.write_text("domains:\n  code: {alpha: 3}\n")
     assert main(["--store", store.root, "rewards", "--run-id", "r1", "--spec", str(bad)]) == 1
     assert "alpha must be in [0, 1]" in capsys.readouterr().err
+    if os.path.exists("/dev/full"):  # the rows are written before the metrics commit (issue 29)
+        before = store.version("metrics")
+        argv = [
+            "--store",
+            store.root,
+            "rewards",
+            "--run-id",
+            "r1",
+            "--write-metrics",
+            "1",
+            "--out",
+            "/dev/full",
+        ]
+        assert main(argv) == 1 and "cannot write" in capsys.readouterr().err
+        assert store.version("metrics") == before
 
 
 def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
