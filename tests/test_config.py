@@ -18,8 +18,9 @@ from rldata.params import SampleConfig, SamplingSpec
 from rldata.trainer.config import TrainConfig
 
 # Options that print the result rows or write them to a file (--out, the shared OUT_OPT, where the
-# config has no `out` field of its own), and --config itself: not parameters of the work
-OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out"}
+# config has no `out` field of its own; ingest's --rejects), and --config itself: not parameters of
+# the work
+OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out", "rejects", "as_json"}
 
 
 def _command(name: str):
@@ -34,6 +35,11 @@ def test_every_option_maps_to_exactly_one_field_with_the_same_default(name):
     seen = set()
     for p in _command(name).params:
         if p.name in OUTPUT_OPTIONS and p.name not in by_name:
+            continue
+        if p.param_type_name == "argument":  # a positional argument sets its file-only field
+            leaf = by_name.get(p.name)
+            assert leaf is not None and not leaf.meta.cli, f"rldata {name} {p.name}: no file-only field"
+            assert p.default is None or p.default == leaf.default, (p.name, p.default, leaf.default)
             continue
         if "__deprecated_" in p.name:  # a hidden old flag: it feeds its field, and has no default
             field = p.name.split("__deprecated_")[0]

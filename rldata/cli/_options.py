@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from rldata.config import REQUIRED, Leaf, cli_leaves, load, warn_deprecated
+from rldata.config import REQUIRED, Leaf, cli_leaves, leaves, load, warn_deprecated
 from rldata.errors import ConfigError
 
 __all__ = ["command"]
@@ -44,8 +44,10 @@ def _cli_type(leaf: Leaf) -> Any:
 def command(cls: type, *, file_option: str = "--config") -> Callable:
     """Decorate a CLI function ``fn(ctx, config: CLS, ...own options)``: its Typer signature gets one
     option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``;
-    it is called with the built config."""
+    it is called with the built config.  An own parameter named after a file-only field (``cli=False``,
+    e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
     ls = cli_leaves(cls)
+    file_only = {leaf.name for leaf in leaves(cls) if not leaf.meta.cli}
     names = [leaf.name for leaf in ls]
     dup = {n for n in names if names.count(n) > 1}
     if dup:  # a definition error of the config, caught by the tests at import
@@ -96,6 +98,10 @@ def command(cls: type, *, file_option: str = "--config") -> Callable:
                     if leaf.name in given:
                         raise ConfigError(f"give {leaf.flag} or {old}, not both", field=leaf.name)
                     given[leaf.name] = value if leaf.meta.to_field is None else leaf.meta.to_field(value)
+            for name in file_only & set(kwargs):
+                value = kwargs.pop(name)
+                if value is not None:
+                    given[name] = value
             given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
             cfg = load(cls, path, **given)
             return fn(config=cfg, **kwargs)
