@@ -258,12 +258,8 @@ class Engine:
             return []
         params = [
             SamplingParams(
+                **spec.vllm_kwargs(),
                 n=spec.n,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=max(0, spec.top_k),  # 0 disables top-k in vLLM
-                max_tokens=spec.max_tokens,
-                stop=list(spec.stop) or None,
                 seed=s,
                 logprobs=0 if logprobs else None,  # 0: just the sampled token's log-prob
             )
@@ -304,12 +300,13 @@ class Engine:
         fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
         params = [
             SamplingParams(
+                **{
+                    **spec.vllm_kwargs(),
+                    "max_tokens": max(
+                        1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))
+                    ),
+                },
                 n=1,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=max(0, spec.top_k),
-                max_tokens=max(1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))),
-                stop=list(spec.stop) or None,
                 seed=seeds[i],
                 logprobs=0 if logprobs else None,
             )

@@ -13,6 +13,7 @@ from pathlib import Path
 from rldata.config import docs_table
 from rldata.demo import DemoConfig
 from rldata.ingest.options import IngestConfig
+from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
 from rldata.jobs.verify import VerifyJob
 from rldata.params import SampleConfig
 from rldata.select_config import FilterConfig, StratifyConfig
@@ -31,6 +32,8 @@ def configs() -> dict[str, type]:
         "stratify": StratifyConfig,
         "train": TrainCommand,
         "demo": DemoConfig,
+        "export": ExportConfig,
+        "import-rollouts": ImportConfig,
     }
 
 
@@ -49,6 +52,10 @@ def docs_tables() -> str:
     for name, cls in configs().items():
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         parts.append(f"## rldata {name}\n\n`{cls.__module__}.{cls.__name__}`: {doc}\n\n{docs_table(cls)}\n")
+    parts.append(
+        "## Options of each format (`--option KEY=VALUE`, or a config file's `options:` mapping)\n\n"
+        "Each format owns these (its options dataclass in the format registry).\n\n" + format_option_tables()
+    )
     return "\n".join(parts)
 
 

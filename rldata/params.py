@@ -102,6 +102,16 @@ class SamplingSpec:
             max_tokens=self.max_tokens, seed=self.seed,
         )  # fmt: skip
         object.__setattr__(self, "stop", tuple(self.stop))
+        validate(self)  # a field added later is checked by its own declaration
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
+        per request).  A field is passed under its own name, so a new field named as vLLM names it
+        (``min_p``, ``repetition_penalty``...) reaches the engine with no other edit."""
+        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        kw["top_k"] = max(0, self.top_k)  # 0 disables top-k in vLLM; -1 is this spec's "off"
+        kw["stop"] = list(self.stop) or None
+        return kw
 
     def to_dict(self, *, with_seed: bool = True) -> dict:
         d = asdict(self)

@@ -26,12 +26,23 @@ def _option(leaf: Leaf):
         decls[0] += "/--no-" + decls[0][2:]  # an option that is on by default can be turned off
     if m.short:
         decls.append(m.short)
+    extra = {"callback": _usage_check(leaf)} if m.usage_check and m.check is not None else {}
     if leaf.default is REQUIRED:  # checked when the config is built: a --config file may give it
-        return typer.Option(None, *decls, help=m.help + " [required]", show_default=False)
+        return typer.Option(None, *decls, help=m.text() + " [required]", show_default=False, **extra)
     default = leaf.default if m.from_field is None else m.from_field(leaf.default)
     if isinstance(default, tuple):
         default = list(default)
-    return typer.Option(default, *decls, help=m.help, show_default=default is not None)
+    return typer.Option(default, *decls, help=m.text(), show_default=default is not None, **extra)
+
+
+def _usage_check(leaf: Leaf) -> Callable[[Any], Any]:
+    def callback(value):
+        why = None if value is None else leaf.meta.check(value)
+        if why:
+            raise typer.BadParameter(why)
+        return value
+
+    return callback
 
 
 def _cli_type(leaf: Leaf) -> Any:
