@@ -14,6 +14,8 @@ from rldata.config import docs_table
 from rldata.demo import DemoConfig
 from rldata.ingest.options import IngestConfig
 from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
+from rldata.jobs.judge import JudgeConfig
+from rldata.jobs.profile import ProfileConfig
 from rldata.jobs.verify import VerifyJob
 from rldata.params import SampleConfig
 from rldata.select_config import FilterConfig, StratifyConfig
@@ -34,6 +36,8 @@ def configs() -> dict[str, type]:
         "demo": DemoConfig,
         "export": ExportConfig,
         "import-rollouts": ImportConfig,
+        "env profile": ProfileConfig,
+        "judge run": JudgeConfig,
     }
 
 

@@ -20,12 +20,15 @@ from rldata.trainer.config import TrainConfig
 # Options that print the result rows or write them to a file (--out, the shared OUT_OPT, where the
 # config has no `out` field of its own; ingest's --rejects), and --config itself: not parameters of
 # the work
-OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out", "rejects", "as_json"}
+OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out", "rejects", "as_json", "report"}
 
 
 def _command(name: str):
     _load()
-    return typer.main.get_command(app).commands[name]
+    cmd = typer.main.get_command(app)
+    for word in name.split():  # "env profile": a subcommand
+        cmd = cmd.commands[word]
+    return cmd
 
 
 @pytest.mark.parametrize("name", sorted(configs()))
