@@ -350,6 +350,14 @@ def export(
     ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
     (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
     data, and swaps the directory into place only when complete."""
+    from rldata.config import load
+    from rldata.interop.options import ExportConfig
+
+    # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store
+    load(
+        ExportConfig, None, out=os.fspath(out), format=format, selection=selection, rollouts=rollouts,
+        run_id=run_id, where=where, correct_only=correct_only, **options,
+    )  # fmt: skip
     st = _open(store, create=False)
     if rollouts:
         from rldata.interop.chat_export import export_conversations

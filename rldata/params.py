@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -75,11 +75,30 @@ def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, s
         raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
 
 
-def params_hash_of(params: dict) -> str:
+# The fields the hash has always covered.  A field added since is hashed only when it differs from
+# its default: adding a sampling parameter (one field, docs/contributing.md) leaves every stored
+# params hash, and so the ledger's pooling, as it was, while a run that sets it gets its own.
+HASHED_ALWAYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+
+
+def params_hash_of(params: dict, defaults: dict | None = None) -> str:
     """The params hash of a ``SamplingSpec.to_dict()``-shaped dict (one definition for the spec and
-    for :mod:`rldata.rehash`, which recomputes it from the JSON stored with each trajectory)."""
-    blob = json.dumps({k: v for k, v in params.items() if k not in NOT_HASHED}, sort_keys=True).encode()
+    for :mod:`rldata.rehash`, which recomputes it from the JSON stored with each trajectory);
+    ``defaults``: the spec's field defaults (default: SamplingSpec's)."""
+    defaults = _DEFAULTS if defaults is None else defaults
+    blob = json.dumps(
+        {
+            k: v
+            for k, v in params.items()
+            if k not in NOT_HASHED and (k in HASHED_ALWAYS or k not in defaults or v != defaults[k])
+        },
+        sort_keys=True,
+    ).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)
@@ -131,7 +150,7 @@ class SamplingSpec:
     @cached_property
     def params_hash(self) -> str:
         """Hash of everything but the seed and N (see module docstring)."""
-        return params_hash_of(self.to_dict())
+        return params_hash_of(self.to_dict(), _field_defaults(type(self)))
 
     def request_seed(self, task_id: str) -> int | None:
         """A per-task seed: reproducible for (seed, task) whatever the batching or engine count."""
@@ -140,6 +159,8 @@ class SamplingSpec:
         h = hashlib.sha256(f"{self.seed}:{task_id}".encode()).digest()
         return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
+
+_DEFAULTS = _field_defaults(SamplingSpec)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 

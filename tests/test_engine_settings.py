@@ -37,3 +37,27 @@ def test_sample_builds_its_engines_with_the_configs_dtype_and_kv_cache(store, ra
     )
     (args,) = store.sql("SELECT args FROM runs WHERE kind = 'sample'").fetchall()[0]
     assert json.loads(args)["vllm"] == {"dtype": "bfloat16", "tensor_parallel_size": 1, "kv_cache_gib": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("verb", "kw", "argv"),
+    [
+        ("sample", {"dtype": "fp8"}, ["sample", "--dtype", "fp8"]),
+        ("train", {"dtype": "fp8"}, ["train", "--dtype", "fp8"]),
+        ("train", {"kv_cache_gib": -1.0}, ["train", "--kv-cache-gib", "-1"]),
+        ("judge", {"tensor_parallel_size": 0}, ["judge", "run", "--tensor-parallel-size", "0"]),
+    ],
+)
+def test_a_bad_engine_setting_is_one_line_naming_its_field_before_ray(tmp_path, capsys, verb, kw, argv):
+    from rldata.cli import main
+    from rldata.errors import ConfigError
+
+    root = tmp_path / "nowhere"
+    (field,) = kw
+    with pytest.raises(ConfigError) as e:
+        getattr(rldata, verb)(root, **kw)
+    assert e.value.field == field and str(e.value).startswith(f"{field}: must be")
+    assert main(["--store", str(root), *argv]) == 1
+    flag = argv[-2]
+    assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
+    assert not root.exists()  # refused before the store (or Ray, or an engine) was touched
