@@ -47,7 +47,8 @@ HEAD = """# Options of the commands
 Generated from the config fields by `python -m rldata.options_docs --docs > docs/options.md`; a test
 fails when this page and the code differ.  Every option can also be set in the file given to
 `--config FILE` (YAML or TOML), by its field name, flat or nested by section (`sampling: {n: 4}`
-or `n: 4`); options given on the command line win over the file.
+or `n: 4`); options given on the command line win over the file.  `rldata ingest` names that file
+`--config-file`: its `--config` is the reasoning-gym dataset's own config, as before.
 """
 
 
