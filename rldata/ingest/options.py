@@ -16,17 +16,17 @@ from rldata.errors import ConfigError
 from rldata.ingest.presets import ANSWER_FORMATS
 from rldata.ingest.read import Limits
 
-__all__ = ["CLI_PRESETS", "IngestConfig"]
+__all__ = ["CLI_PRESETS", "ON_ERROR", "IngestConfig", "choice_value", "choices"]
 
 CLI_PRESETS = ("gsm8k", "verl", "math")  # "default" is what no preset means
 ON_ERROR = ("fail", "skip")
 
 
-def _choices(name: str, names: tuple[str, ...]) -> type[Enum]:
+def choices(name: str, names: tuple[str, ...]) -> type[Enum]:
     return Enum(name, {n: n for n in names}, type=str)
 
 
-def _value(member: Any) -> Any:
+def choice_value(member: Any) -> Any:
     return member.value if isinstance(member, Enum) else member
 
 
@@ -66,8 +66,8 @@ class IngestConfig:
     preset: str | None = param(
         None,
         check=one_of(*CLI_PRESETS),
-        cli_type=_choices("Preset", CLI_PRESETS),
-        to_field=_value,
+        cli_type=choices("Preset", CLI_PRESETS),
+        to_field=choice_value,
         help="Column layout: gsm8k, verl or math.",
     )
     sample: str | None = param(
@@ -78,8 +78,8 @@ class IngestConfig:
     answer_format: str | None = param(
         None,
         check=one_of(*ANSWER_FORMATS),
-        cli_type=_choices("AnswerFormat", ANSWER_FORMATS),
-        to_field=_value,
+        cli_type=choices("AnswerFormat", ANSWER_FORMATS),
+        to_field=choice_value,
         help="How to read the answer: text, gsm8k (#### N) or boxed (last \\boxed{}).",
     )
     category_field: str | None = param(None, help="Column holding the category.")
@@ -94,8 +94,8 @@ class IngestConfig:
     on_error: str = param(
         "fail",
         check=one_of(*ON_ERROR),
-        cli_type=_choices("OnError", ON_ERROR),
-        to_field=_value,
+        cli_type=choices("OnError", ON_ERROR),
+        to_field=choice_value,
         help="fail: a bad record stops the ingest, nothing is written; skip: the rest lands and the "
         "rejects are listed.",
     )

@@ -14,10 +14,9 @@ from typing import Any
 
 from rldata.config import REQUIRED, one_of, param, sql_predicate, validate
 from rldata.errors import ConfigError
+from rldata.ingest.options import ON_ERROR, choice_value, choices
 
 __all__ = ["ExportConfig", "ImportConfig", "format_option_tables"]
-
-ON_ERROR = ("fail", "skip")
 
 
 def _pairs(items: Any) -> dict[str, str]:
@@ -191,6 +190,8 @@ class ImportConfig:
     on_error: str = param(
         "fail",
         check=one_of(*ON_ERROR),
+        cli_type=choices("OnError", ON_ERROR),  # a misspelt choice: a usage error listing them
+        to_field=choice_value,
         help="fail: a bad record aborts, nothing written; skip: import the rest.",
     )
     model: str = param("unknown", help="Model name recorded on the trajectories.")
