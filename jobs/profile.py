@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
+from rldata.config import at_least, load, nested, param, validate
 from rldata.envs.profile import card_from_rates
 from rldata.errors import RldataError
+from rldata.params import EngineConfig, SamplingSpec
 
-__all__ = ["profile_env"]
+__all__ = ["ProfileConfig", "profile_env"]
 
 
 def _pick_tasks(store, binding, k: int) -> list[str]:
@@ -30,33 +33,38 @@ def _pick_tasks(store, binding, k: int) -> list[str]:
     return [r[0] for r in plain]
 
 
-def profile_env(
-    store,
-    name: str,
-    *,
-    model: str | None = None,
-    n: int = 16,
-    tasks: int = 32,
-    max_tokens: int = 16,
-    temperature: float = 1.0,
-    seed: int = 0,
-    engines: int | None = None,
-    batch_tasks: int = 128,
-    max_model_len: int | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ProfileConfig:
+    """How `rldata env profile` measures an environment: which one, how many tasks, sampled how and
+    on which engines."""
+
+    name: str | None = param(None, cli=False, help="The environment, NAME or NAME@VERSION (the argument).")
+    tasks: int = param(32, check=at_least(1), help="Tasks to sample (K).")
+    sampling: SamplingSpec = nested(SamplingSpec)
+    engine: EngineConfig = nested(EngineConfig)
+    batch_tasks: int = param(128, check=at_least(1), help="Tasks per engine call and per store commit.")
+
+    def __post_init__(self):
+        validate(self)
+        if not self.name:
+            raise RldataError("name: the environment to profile is required", field="name")
+
+
+def profile_env(store, name: str | None = None, *, config=None, **overrides) -> dict[str, Any]:
     """Sample and store the learnability card of environment ``name`` (NAME or NAME@VERSION).
 
-    The tasks: the first ``tasks`` (by task_id) tied to this environment version, or, for an
-    environment without tasks of its own (``calculator``, ``single-turn``), the first tasks that
-    name no environment, run in it as ``rldata sample --env`` would.  Returns the ``env_profiles`` row.
+    ``config`` (a :class:`ProfileConfig`, a mapping or a YAML/TOML file) and ``overrides`` are its
+    fields by name (``n``, ``tasks``, ``max_tokens``, ``model``, ``dtype``...).  The tasks: the first
+    ``tasks`` (by task_id) tied to this environment version, or, for an environment without tasks of
+    its own (``calculator``, ``single-turn``), the first tasks that name no environment, run in it as
+    ``rldata sample --env`` would.  Returns the ``env_profiles`` row.
     """
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
     from rldata.rollout.bind import env_binding
 
-    for what, v in (("n", n), ("tasks", tasks)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise RldataError(f"{what}: expected an integer >= 1, got {v!r}", field=what)
+    cfg = load(ProfileConfig, config, **({"name": name} if name is not None else {}), **overrides)
+    name, tasks, spec, engine = cfg.name, cfg.tasks, cfg.sampling, cfg.engine
+    n = spec.n
     b = env_binding(store, name)
     ids = _pick_tasks(store, b, tasks)
     if not ids:
@@ -64,16 +72,16 @@ def profile_env(
             f"environment {b.env_id!r} has no tasks to profile: ingest some (rldata ingest --env "
             f"{b.env_id} --n K, or a file)"
         )
-    spec = SamplingSpec(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     where = "task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in ids) + ")"
     job = SampleJob(
         spec=spec,
-        model=model,
         where=where,
         env=f"{b.env_id}@{b.version}",
-        engines=engines,
-        batch_tasks=batch_tasks,
-        max_model_len=max_model_len,
+        model=engine.model,
+        engines=engine.engines,
+        batch_tasks=cfg.batch_tasks,
+        max_model_len=engine.max_model_len,
+        vllm=engine.vllm,
     )
     s = run_sample(store, job)
     row = _measure(store, b, ids, s.model, spec)

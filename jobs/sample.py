@@ -46,7 +46,7 @@ from rldata.jobs.sample_stored import (
     traj_id,
 )
 from rldata.ledger import recompute_passrates, verifier_key
-from rldata.params import SamplingSpec
+from rldata.params import SamplingSpec, VllmConfig
 from rldata.results import SampleResult, accumulator
 from rldata.rewards.compose import RewardSpec, metrics_rows
 from rldata.runs import record_run
@@ -73,7 +73,7 @@ class SampleJob:
     adaptive: object = (
         None  # rldata.adaptive.AdaptiveSpec: sample in rounds, stop a task once its band decision is settled
     )
-    kv_cache_gib: float = 1.0  # vllm-cpu KV cache size
+    vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
     reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
 
@@ -193,6 +193,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         "where": job.where,
         "selection": job.selection,
         "engines": job.engines,
+        "vllm": asdict(job.vllm),
         "address": job.address,
         "reward": asdict(job.reward),
         "env": job.env,

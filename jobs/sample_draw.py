@@ -34,7 +34,8 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
         # very weights whose revision the ledger records; None keeps the bundled model's own id
         None if job.model is None else str(Path(ctx.model_path).resolve()),
         seed=spec.seed or 0,
-        engine_kwargs={"max_model_len": ctx.max_model_len, "kv_cache_gib": job.kv_cache_gib},
+        tensor_parallel_size=job.vllm.tensor_parallel_size,
+        engine_kwargs={"max_model_len": ctx.max_model_len, **job.vllm.engine_kwargs()},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
         batches=-(-todo.height // job.batch_tasks),
     )

@@ -29,7 +29,7 @@ would bind the verb).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -94,72 +94,61 @@ __all__ = [
 def ingest(
     store: StoreLike,
     *,
-    path: str | os.PathLike | None = None,
-    sample: str | None = None,
-    gym: str | None = None,
-    n: int | None = None,
-    config: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    preset: str | None = None,
-    prompt_field: str | None = None,
-    answer_field: str | None = None,
-    answer_format: str | None = None,
-    category_field: str | None = None,
-    source: str | None = None,
-    domain: str | None = None,
-    on_error: str = "fail",
-    decontaminate: str | os.PathLike | None = None,
-    ngram: int = 13,
-    dry_run: bool = False,
+    spec=None,
     progress: bool = False,
-    limits=None,
     rejects_out: str | os.PathLike | None = None,
+    **fields: Any,
 ):
     """Load tasks into ``tasks`` from one of: a file or dataset dir (``path``), a bundled sample
-    (``sample``: arith, arith-heldout, gsm8k, gsm8k-test) or a reasoning-gym dataset (``gym`` with
-    ``n`` entries, its ``config`` and ``seed``).  ``limits``: a :class:`rldata.ingest.Limits` (bounds
-    on a record's nesting, line, field and prompt size).  ``rejects_out``: a JSON-lines file for every
-    reject, written before the commit (a path that cannot take it fails the ingest, the store as it
-    was).  Returns :class:`rldata.ingest.IngestSummary`."""
+    (``sample``: arith, arith-heldout, gsm8k, gsm8k-test), a reasoning-gym dataset (``gym`` with
+    ``n`` entries, its ``config`` and ``seed``) or an environment's own generator (``env`` with ``n``,
+    ``seed``).  ``spec`` is a :class:`rldata.ingest.options.IngestConfig`, a mapping or the path of a
+    YAML/TOML file of its fields; ``fields`` are its fields by name and win over it (``limits``: a
+    :class:`rldata.ingest.Limits` or a mapping of bounds; docs/options.md lists them, the same as
+    ``rldata ingest``'s options).  ``rejects_out``: a JSON-lines file for every reject, written
+    before the commit (a path that cannot take it fails the ingest, the store as it was).  Returns
+    :class:`rldata.ingest.IngestSummary`."""
+    from rldata.config import load
     from rldata.ingest import SAMPLES, sample_path
     from rldata.ingest import ingest as ingest_file
     from rldata.ingest import preset as get_preset
+    from rldata.ingest.options import IngestConfig
 
-    if sum(x is not None for x in (path, sample, gym)) != 1:
-        raise RldataError("give exactly one of path, sample or gym", field="path")
-    if gym is not None:
+    fields = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in fields.items()}
+    cfg = load(IngestConfig, spec, **fields)  # every check here, before the store is opened
+    if cfg.env is not None:  # tasks from an environment's own reset (OpenEnv)
+        from rldata.ingest.env import ingest_env
+
+        return ingest_env(_open(store, create=True), cfg.env, n=cfg.n, seed=cfg.seed, dry_run=cfg.dry_run)
+    if cfg.gym is not None:
         from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
 
-        if n is None:
-            raise RldataError("gym needs n (how many entries to generate)", field="n")
-        if n < 1:
-            raise RldataError(f"n must be at least 1, got {n}", field="n")
-        if config is not None and not isinstance(config, Mapping):
-            raise RldataError(
-                f"config must be a mapping (a JSON object), got {type(config).__name__}", field="config"
-            )
         st = _open(store, create=True)
-        return ingest_gym(st, gym, n=n, config=dict(config or {}), seed=seed, dry_run=dry_run)
-    if n is not None or config is not None:
-        raise RldataError("n and config go with gym", field="n" if n is not None else "config")
-    if sample is not None:
-        path = sample_path(sample)
-        preset = preset or SAMPLES[sample][1]
+        return ingest_gym(
+            st, cfg.gym, n=cfg.n, config=dict(cfg.config or {}), seed=cfg.seed, dry_run=cfg.dry_run
+        )
+    path, preset = cfg.path, cfg.preset
+    if cfg.sample is not None:
+        path = sample_path(cfg.sample)
+        preset = preset or SAMPLES[cfg.sample][1]
     fields_ = get_preset(preset).with_overrides(
-        prompt=prompt_field, answer=answer_field, category=category_field, answer_format=answer_format
+        prompt=cfg.prompt_field,
+        answer=cfg.answer_field,
+        category=cfg.category_field,
+        answer_format=cfg.answer_format,
     )
     return ingest_file(
         _open(store, create=True),
         path,
         fields=fields_,
-        source=source,
-        domain=domain,
-        on_error=on_error,
-        decontaminate=decontaminate,
-        ngram=ngram,
-        dry_run=dry_run,
+        source=cfg.source,
+        domain=cfg.domain,
+        on_error=cfg.on_error,
+        decontaminate=cfg.decontaminate,
+        ngram=cfg.ngram,
+        dry_run=cfg.dry_run,
         show_progress=progress,
-        limits=limits,
+        limits=cfg.limits,
         rejects_out=rejects_out,
     )
 
@@ -195,7 +184,7 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
         address=cfg.address,
         batch_tasks=cfg.batch_tasks,
         max_model_len=engine.max_model_len,
-        kv_cache_gib=engine.kv_cache_gib,
+        vllm=engine.vllm,
         reward=reward_spec,
         env=cfg.env,
         adaptive=stopping,
@@ -346,6 +335,7 @@ def _train(store: StoreLike, command) -> TrainResult:
         eval_where=HELDOUT_WHERE if run.eval_heldout else run.eval_where,
         address=run.address,
         max_model_len=run.max_model_len,
+        vllm=run.vllm,
         tag=run.tag,
         tracker=run.tracker,
         tracker_dir=run.tracker_dir,
@@ -370,6 +360,14 @@ def export(
     ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
     (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
     data, and swaps the directory into place only when complete."""
+    from rldata.config import load
+    from rldata.interop.options import ExportConfig
+
+    # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store
+    load(
+        ExportConfig, None, out=os.fspath(out), format=format, selection=selection, rollouts=rollouts,
+        run_id=run_id, where=where, correct_only=correct_only, **options,
+    )  # fmt: skip
     st = _open(store, create=False)
     if rollouts:
         from rldata.interop.chat_export import export_conversations

@@ -75,6 +75,14 @@ class Param:
     cli_type: Any = None
     to_field: Callable[[Any], Any] | None = None
     from_field: Callable[[Any], Any] | None = None
+    # help built when the CLI loads and the docs are generated (e.g. from a registry's names); `help`
+    # is then its short form
+    help_fn: Callable[[], str] | None = None
+    # on the command line a failed check is a usage error (exit 2), as a misspelt choice is
+    usage_check: bool = False
+
+    def text(self) -> str:
+        return self.help_fn() if self.help_fn is not None else self.help
 
 
 def param(default: Any = MISSING, *, default_factory: Any = MISSING, compare: bool = True, **kw) -> Any:
@@ -377,6 +385,6 @@ def docs_table(cls: type) -> str:
         flag = f"`{leaf.meta.flag or '--' + leaf.name.replace('_', '-')}`" if leaf.meta.cli else "(file only)"
         field = ".".join(leaf.path)
         alias = "".join(f" (deprecated: `{o}`)" for o in leaf.meta.deprecated)
-        text = leaf.meta.help.replace("|", "\\|").replace("\n", " ")
+        text = leaf.meta.text().replace("|", "\\|").replace("\n", " ")
         rows.append(f"| {flag} | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
     return "\n".join(rows)

@@ -6,7 +6,8 @@ vLLM is imported inside :class:`Engine` so that ``import rldata`` stays light.
 Defaults chosen for this project:
 - ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless the caller set it: the engine core runs in the
   calling process, which starts in ~3 s on CPU instead of ~25 s and needs no ``__main__`` guard.
-- On CPU the KV cache is bounded by ``kv_cache_gib``; on CUDA by ``gpu_memory_utilization``.
+- The KV cache is ``kv_cache_gib`` (vLLM's ``kv_cache_memory_bytes``, which CPU and GPU engines
+  both honour); unset, 1 GiB on CPU and ``gpu_memory_utilization`` of the GPU on CUDA.
 - On CPU the model runs eagerly (no torch.compile): compiling costs minutes on a busy machine.
 - In-process on CPU, vLLM sets the calling process's torch threads to 1 (its serving default)
   and pins OpenMP threads; a trainer sharing the process sees that.
@@ -48,6 +49,7 @@ __all__ = [
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _GIB = 1 << 30
+CPU_KV_CACHE_GIB = 1.0  # a CPU engine's KV cache when none is given
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ class Engine:
         seed: int = 0,
         dtype: str = "float32",
         max_model_len: int = 64,
-        kv_cache_gib: float = 1.0,
+        kv_cache_gib: float | None = None,
         tensor_parallel_size: int = 1,
         enable_prefix_caching: bool = True,
         gpu_memory_utilization: float = 0.5,
@@ -166,8 +168,8 @@ class Engine:
         **llm_kwargs,
     ):
         """``model`` None = the bundled tiny model; ``llm_kwargs`` go to ``vllm.LLM`` as they are."""
-        if kv_cache_gib <= 0:
-            raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}")
+        if kv_cache_gib is not None and not kv_cache_gib > 0:
+            raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}", field="kv_cache_gib")
         ident = model_identity(model)
         load_path, self.model_id, self.revision = ident.load, ident.model_id, ident.revision
         self.device = device_kind()
@@ -177,12 +179,14 @@ class Engine:
             # Passed as an argument, not through VLLM_CPU_KVCACHE_SPACE: an environment variable
             # would outlive this engine and size the next one.  vLLM lets that variable, when the
             # user set it, override the argument.
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
+            kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or CPU_KV_CACHE_GIB) * _GIB)
             # No chunked prefill on CPU: a seeded request whose prefill is split over steps makes vLLM
             # rewind its CPU generator's offset, which CPU generators refuse ("CPU Generator does not
             # use offset").  Many short episode turns in one call hit that; whole prefills do not.
             kwargs["enable_chunked_prefill"] = False
             kwargs["max_num_batched_tokens"] = max(8192, max_model_len)
+        elif kv_cache_gib is not None:  # vLLM then ignores gpu_memory_utilization
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if enforce_eager is None:
@@ -205,6 +209,17 @@ class Engine:
         )
         self.max_model_len = max_model_len
         self._direct_refused: str | None = None  # why direct weight loads do not apply here
+
+    def built_with(self) -> dict:
+        """The dtype and KV cache vLLM actually built this engine with (read back from its config,
+        so a caller can tell that the settings it passed arrived)."""
+        cfg = self._llm.llm_engine.vllm_config
+        kv = cfg.cache_config.kv_cache_memory_bytes
+        return {
+            "dtype": str(cfg.model_config.dtype).removeprefix("torch."),
+            "kv_cache_gib": None if kv is None else kv / _GIB,
+            "tensor_parallel_size": cfg.parallel_config.tensor_parallel_size,
+        }
 
     @property
     def llm(self):
@@ -243,12 +258,8 @@ class Engine:
             return []
         params = [
             SamplingParams(
+                **spec.vllm_kwargs(),
                 n=spec.n,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=max(0, spec.top_k),  # 0 disables top-k in vLLM
-                max_tokens=spec.max_tokens,
-                stop=list(spec.stop) or None,
                 seed=s,
                 logprobs=0 if logprobs else None,  # 0: just the sampled token's log-prob
             )
@@ -289,12 +300,13 @@ class Engine:
         fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
         params = [
             SamplingParams(
+                **{
+                    **spec.vllm_kwargs(),
+                    "max_tokens": max(
+                        1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))
+                    ),
+                },
                 n=1,
-                temperature=spec.temperature,
-                top_p=spec.top_p,
-                top_k=max(0, spec.top_k),
-                max_tokens=max(1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))),
-                stop=list(spec.stop) or None,
                 seed=seeds[i],
                 logprobs=0 if logprobs else None,
             )

@@ -12,6 +12,10 @@ from pathlib import Path
 
 from rldata.config import docs_table
 from rldata.demo import DemoConfig
+from rldata.ingest.options import IngestConfig
+from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
+from rldata.jobs.judge import JudgeConfig
+from rldata.jobs.profile import ProfileConfig
 from rldata.jobs.verify import VerifyJob
 from rldata.params import SampleConfig
 from rldata.select_config import FilterConfig, StratifyConfig
@@ -23,12 +27,17 @@ __all__ = ["DOCS", "configs", "docs_tables", "main"]
 def configs() -> dict[str, type]:
     """The command -> config table the docs and tests walk ."""
     return {
+        "ingest": IngestConfig,
         "sample": SampleConfig,
         "verify": VerifyJob,
         "filter": FilterConfig,
         "stratify": StratifyConfig,
         "train": TrainCommand,
         "demo": DemoConfig,
+        "export": ExportConfig,
+        "import-rollouts": ImportConfig,
+        "env profile": ProfileConfig,
+        "judge run": JudgeConfig,
     }
 
 
@@ -38,7 +47,8 @@ HEAD = """# Options of the commands
 Generated from the config fields by `python -m rldata.options_docs --docs > docs/options.md`; a test
 fails when this page and the code differ.  Every option can also be set in the file given to
 `--config FILE` (YAML or TOML), by its field name, flat or nested by section (`sampling: {n: 4}`
-or `n: 4`); options given on the command line win over the file.
+or `n: 4`); options given on the command line win over the file.  `rldata ingest` names that file
+`--config-file`: its `--config` is the reasoning-gym dataset's own config, as before.
 """
 
 
@@ -47,6 +57,10 @@ def docs_tables() -> str:
     for name, cls in configs().items():
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         parts.append(f"## rldata {name}\n\n`{cls.__module__}.{cls.__name__}`: {doc}\n\n{docs_table(cls)}\n")
+    parts.append(
+        "## Options of each format (`--option KEY=VALUE`, or a config file's `options:` mapping)\n\n"
+        "Each format owns these (its options dataclass in the format registry).\n\n" + format_option_tables()
+    )
     return "\n".join(parts)
 
 

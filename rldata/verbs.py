@@ -209,38 +209,29 @@ def cost(
 
 
 # ---- the generative judge -----------------------------------------------------------------------
-JUDGE_MODES = ("pointwise", "pairwise")
-
-
-def judge(
-    store: StoreLike,
-    *,
-    mode: str = "pointwise",
-    model: str | None = None,
-    run_id: str | None = None,
-    limit: int | None = None,
-    max_tokens: int = 256,
-    max_model_len: int = 4096,
-    swap: bool = True,
-) -> JudgeResult:
+def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
     """Judge stored trajectories with an LLM (``model``: a directory or name; default the bundled
     model) and store each verdict and rationale in ``verifications``: ``pointwise`` (VERDICT: 1/0) or
     ``pairwise`` (VERDICT: A/B between consecutive samples of a task, judged in both orders unless
-    ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs)."""
+    ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs).
+    ``config`` (a :class:`rldata.jobs.judge.JudgeConfig`, a mapping or a YAML/TOML file) and
+    ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s)."""
+    from rldata.config import load
     from rldata.engine import Engine
-    from rldata.jobs.judge import judge_store
+    from rldata.jobs.judge import JudgeConfig, judge_store
     from rldata.params import SamplingSpec
     from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
 
-    if mode not in JUDGE_MODES:
-        raise ConfigError(f"mode must be one of {', '.join(JUDGE_MODES)}, got {mode!r}", field="mode")
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be >= 1, got {limit}", field="limit")
-    sampling = SamplingSpec(n=1, temperature=0.0, max_tokens=max_tokens)  # checks max_tokens
-    if max_model_len < 2:
-        raise ConfigError(f"max_model_len must be >= 2, got {max_model_len}", field="max_model_len")
+    cfg = load(JudgeConfig, config, **overrides)  # every check before the store or an engine
+    mode, run_id, limit, swap = cfg.mode, cfg.run_id, cfg.limit, cfg.swap
+    sampling = SamplingSpec(n=1, temperature=0.0, max_tokens=cfg.max_tokens)
     st = _open(store, create=True)
-    engine = Engine(model, max_model_len=max_model_len)
+    engine = Engine(
+        cfg.model,
+        max_model_len=cfg.max_model_len,
+        tensor_parallel_size=cfg.vllm.tensor_parallel_size,
+        **cfg.vllm.engine_kwargs(),
+    )
     try:
         judge_ = Judge(engine, sampling=sampling, swap=swap)
         added = judge_store(st, judge_, mode=mode, run_id=run_id, limit=limit)

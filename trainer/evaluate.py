@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from rldata.errors import RldataError
+from rldata.params import VllmConfig
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.trainer.config import TrainConfig
@@ -67,7 +68,7 @@ def evaluate(
     *,
     address: str | None = None,
     max_model_len: int | None = None,
-    kv_cache_gib: float = 1.0,
+    vllm: VllmConfig | None = None,
     env: str | None = None,
 ) -> EvalResult:
     """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
@@ -87,7 +88,7 @@ def evaluate(
             where=where,
             address=address,
             max_model_len=max_model_len,
-            kv_cache_gib=kv_cache_gib,
+            vllm=vllm or VllmConfig(),
             env=env,
         ),
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from rldata.config import REQUIRED, Leaf, cli_leaves, load, warn_deprecated
+from rldata.config import REQUIRED, Leaf, cli_leaves, leaves, load, warn_deprecated
 from rldata.errors import ConfigError
 
 __all__ = ["command"]
@@ -26,12 +26,23 @@ def _option(leaf: Leaf):
         decls[0] += "/--no-" + decls[0][2:]  # an option that is on by default can be turned off
     if m.short:
         decls.append(m.short)
+    extra = {"callback": _usage_check(leaf)} if m.usage_check and m.check is not None else {}
     if leaf.default is REQUIRED:  # checked when the config is built: a --config file may give it
-        return typer.Option(None, *decls, help=m.help + " [required]", show_default=False)
+        return typer.Option(None, *decls, help=m.text() + " [required]", show_default=False, **extra)
     default = leaf.default if m.from_field is None else m.from_field(leaf.default)
     if isinstance(default, tuple):
         default = list(default)
-    return typer.Option(default, *decls, help=m.help, show_default=default is not None)
+    return typer.Option(default, *decls, help=m.text(), show_default=default is not None, **extra)
+
+
+def _usage_check(leaf: Leaf) -> Callable[[Any], Any]:
+    def callback(value):
+        why = None if value is None else leaf.meta.check(value)
+        if why:
+            raise typer.BadParameter(why)
+        return value
+
+    return callback
 
 
 def _cli_type(leaf: Leaf) -> Any:
@@ -44,8 +55,10 @@ def _cli_type(leaf: Leaf) -> Any:
 def command(cls: type, *, file_option: str = "--config") -> Callable:
     """Decorate a CLI function ``fn(ctx, config: CLS, ...own options)``: its Typer signature gets one
     option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``;
-    it is called with the built config."""
+    it is called with the built config.  An own parameter named after a file-only field (``cli=False``,
+    e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
     ls = cli_leaves(cls)
+    file_only = {leaf.name for leaf in leaves(cls) if not leaf.meta.cli}
     names = [leaf.name for leaf in ls]
     dup = {n for n in names if names.count(n) > 1}
     if dup:  # a definition error of the config, caught by the tests at import
@@ -96,6 +109,10 @@ def command(cls: type, *, file_option: str = "--config") -> Callable:
                     if leaf.name in given:
                         raise ConfigError(f"give {leaf.flag} or {old}, not both", field=leaf.name)
                     given[leaf.name] = value if leaf.meta.to_field is None else leaf.meta.to_field(value)
+            for name in file_only & set(kwargs):
+                value = kwargs.pop(name)
+                if value is not None:
+                    given[name] = value
             given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
             cfg = load(cls, path, **given)
             return fn(config=cfg, **kwargs)

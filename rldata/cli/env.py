@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, out_path_check
+from rldata.cli._options import command
 from rldata.console import log
+from rldata.jobs.profile import ProfileConfig
 
 _SPEC_ARG = typer.Argument(
     ...,
@@ -91,15 +93,11 @@ _PROFILE_REPORT_OPT = typer.Option(
 
 
 @env_app.command("profile")
+@command(ProfileConfig)
 def profile_cmd(
     ctx: typer.Context,
-    name: str = _NAME_ARG,
-    model: str = typer.Option(None, help="Model to measure with (default: the bundled tiny model)."),
-    n: int = typer.Option(16, "--n", min=1, help="Samples per task."),
-    tasks: int = typer.Option(32, "--tasks", min=1, help="Tasks to sample (K)."),
-    max_tokens: int = typer.Option(16, min=1, help="Tokens per assistant turn at most."),
-    temperature: float = typer.Option(1.0, help="Sampling temperature."),
-    seed: int = typer.Option(0, help="Sampling seed."),
+    config: ProfileConfig,
+    name: str = _NAME_ARG,  # ProfileConfig.name: goes into config
     report: Path = _PROFILE_REPORT_OPT,
     fmt: Format = FORMAT_OPT,
     out: Path = OUT_OPT,
@@ -110,16 +108,7 @@ def profile_cmd(
     from rldata.envs.profile import card_line
     from rldata.jobs.profile import profile_env
 
-    row = profile_env(
-        get_store(ctx, create=True),
-        name,
-        model=model,
-        n=n,
-        tasks=tasks,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        seed=seed,
-    )
+    row = profile_env(get_store(ctx, create=True), config=config)
     log(f"{row['env_id']}@{row['env_version']}: {card_line(row)}")
     if report is not None:
         from rldata.report.env_card import write_card

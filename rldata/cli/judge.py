@@ -8,7 +8,9 @@ import polars as pl
 import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store, lazy_store
+from rldata.cli._options import command
 from rldata.console import log
+from rldata.jobs.judge import JudgeConfig
 
 judge_app = typer.Typer(
     help="Generative judge (GenRM): judge trajectories, export preference pairs.", no_args_is_help=True
@@ -16,36 +18,12 @@ judge_app = typer.Typer(
 
 
 @judge_app.command("run")
-def run_cmd(
-    ctx: typer.Context,
-    mode: str = typer.Option(
-        "pointwise", "--mode", help="pointwise (VERDICT: 1/0) or pairwise (VERDICT: A/B)."
-    ),
-    model: str = typer.Option(
-        None,
-        "--model",
-        help="Judge model directory, or a hub id found in the local Hugging Face cache (default: the bundled model).",
-    ),
-    run_id: str = typer.Option(None, "--run-id", help="Only trajectories of this run."),
-    limit: int = typer.Option(None, "--limit", help="Judge at most this many trajectories (pairs)."),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Judge output budget."),
-    max_model_len: int = typer.Option(4096, "--max-model-len", help="Engine context length."),
-    no_swap: bool = typer.Option(False, "--no-swap", help="Pairwise: judge each pair in one order only."),
-    fmt: Format = FORMAT_OPT,
-) -> None:
+@command(JudgeConfig)
+def run_cmd(ctx: typer.Context, config: JudgeConfig, fmt: Format = FORMAT_OPT) -> None:
     """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
     from rldata.api import judge
 
-    res = judge(
-        lazy_store(ctx),
-        mode=mode,
-        model=model,
-        run_id=run_id,
-        limit=limit,
-        max_tokens=max_tokens,
-        max_model_len=max_model_len,
-        swap=not no_swap,
-    )
+    res = judge(lazy_store(ctx), config=config)
     log(f"judge {res.mode}: {res.added} verdict row(s) added ({res.judge})")
     emit(res.verdicts, fmt, None)
 

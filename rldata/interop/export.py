@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from rldata import schemas
 from rldata._version import __version__
+from rldata.config import param
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
@@ -107,17 +108,21 @@ def _check_shard_rows(rows: int) -> None:
 
 @dataclass(frozen=True)
 class VerlOptions:
-    data_source: str | None = None  # overrides each task's source (veRL picks its scorer by data_source)
-    env: str | None = None  # the environment (NAME[@VERSION]) the tasks run in; None = each task's own
+    data_source: str | None = param(
+        None, help="Overrides each task's source (veRL picks its scorer by data_source)."
+    )
+    env: str | None = param(
+        None, help="The environment (NAME[@VERSION]) the tasks run in (default: each task's own)."
+    )
 
 
 @dataclass(frozen=True)
 class TrlOptions:
-    prompt_style: str = "text"  # a plain string or a [{role, content}] list
-    answer_column: str = (
-        "solution"  # the column reward functions read (trl.rewards.accuracy_reward: solution)
+    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    answer_column: str = param(
+        "solution", help="The column reward functions read (trl.rewards.accuracy_reward: solution)."
     )
-    shard_rows: int = 100_000  # rows per Parquet shard
+    shard_rows: int = param(100_000, help="Rows per Parquet shard.")
 
     def __post_init__(self):
         _check_prompt_style(self.prompt_style)
@@ -128,9 +133,9 @@ class TrlOptions:
 
 @dataclass(frozen=True)
 class OpenRLHFOptions:
-    prompt_style: str = "text"  # a plain string or a [{role, content}] list
-    input_key: str = "input"  # OpenRLHF's --input_key
-    label_key: str = "label"  # OpenRLHF's --label_key
+    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    input_key: str = param("input", help="OpenRLHF's --input_key.")
+    label_key: str = param("label", help="OpenRLHF's --label_key.")
 
     def __post_init__(self):
         _check_prompt_style(self.prompt_style)
@@ -143,7 +148,7 @@ class OpenRLHFOptions:
 
 @dataclass(frozen=True)
 class HfOptions:
-    shard_rows: int = 100_000  # rows per Parquet shard
+    shard_rows: int = param(100_000, help="Rows per Parquet shard.")
 
     def __post_init__(self):
         _check_shard_rows(self.shard_rows)

@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rldata.config import param
 from rldata.errors import ConfigError, InputError
 from rldata.registry import Registry
 
@@ -329,12 +330,12 @@ def read_jsonl(
 class JsonlImportOptions:
     """The file's key for each rldata name (default: the same name)."""
 
-    prompt: str = "prompt"
-    completion: str = "completion"
-    answer: str = "answer"
-    score: str = "score"
-    step: str = "step"
-    advantage: str = "advantage"
+    prompt: str = param("prompt", help="The file's key of the prompt.")
+    completion: str = param("completion", help="The file's key of the completion.")
+    answer: str = param("answer", help="The file's key of the reference answer.")
+    score: str = param("score", help="The file's key of the reward.")
+    step: str = param("step", help="The file's key of the training step.")
+    advantage: str = param("advantage", help="The file's key of the advantage.")
 
     def __post_init__(self):
         for k, v in asdict(self).items():
@@ -344,7 +345,9 @@ class JsonlImportOptions:
 
 @dataclass(frozen=True)
 class TrlImportOptions:
-    reward_columns: tuple[str, ...] = ()  # default: every numeric column TRL does not reserve
+    reward_columns: tuple[str, ...] = param(
+        (), help="Reward columns, comma-separated (default: every numeric column TRL does not reserve)."
+    )
 
     def __post_init__(self):
         cols = self.reward_columns
