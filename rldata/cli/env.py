@@ -11,7 +11,8 @@ from rldata.console import log
 
 _SPEC_ARG = typer.Argument(
     ...,
-    help="YAML (or JSON) environment spec; or, with --openenv / --openenv-image, the environment's NAME. "
+    help="YAML (or JSON) environment spec; or, with --openenv / --openenv-image / --verifiers, the "
+    "environment's NAME. "
     "See docs/environments.md.",
 )
 _NAME_ARG = typer.Argument(..., help="The environment's name (env_id).")
@@ -28,9 +29,15 @@ def register_cmd(
     observation_role: str = typer.Option(
         "user", help="--openenv: the role of the server's observations, user or tool."
     ),
-    pass_reward: float = typer.Option(1.0, help="--openenv: the episode return that counts as a pass."),
-    max_turns: int = typer.Option(8, min=1, help="--openenv: assistant turns per episode at most."),
-    step_timeout_s: float = typer.Option(10.0, help="--openenv: seconds per reset/step call at most."),
+    pass_reward: float = typer.Option(
+        1.0, help="--openenv/--verifiers: the episode return (rubric reward) that counts as a pass."
+    ),
+    max_turns: int = typer.Option(
+        8, min=1, help="--openenv/--verifiers: assistant turns per episode at most."
+    ),
+    step_timeout_s: float = typer.Option(
+        10.0, help="--openenv/--verifiers: seconds per reset/step call at most."
+    ),
     openenv_image: str = typer.Option(
         None,
         "--openenv-image",
@@ -40,6 +47,12 @@ def register_cmd(
     port: int = typer.Option(8000, help="--openenv-image: the port of 127.0.0.1 the server is published on."),
     start_timeout_s: float = typer.Option(
         120.0, min=1, help="--openenv-image: seconds to wait for the container's /health."
+    ),
+    verifiers: str = typer.Option(
+        None,
+        "--verifiers",
+        help="Register NAME as the verifiers environment this installed module loads "
+        "(verifiers 0.1.x: pip install 'rldata[verifiers]').",
     ),
     fmt: Format = FORMAT_OPT,
 ) -> None:
@@ -54,9 +67,17 @@ def register_cmd(
     from rldata.envs.catalog import openenv_spec
     from rldata.errors import RldataError
 
-    if openenv is not None and openenv_image is not None:
-        raise RldataError("--openenv URL and --openenv-image IMAGE: give one of them")
+    if sum(x is not None for x in (openenv, openenv_image, verifiers)) > 1:
+        raise RldataError("--openenv URL, --openenv-image IMAGE and --verifiers MODULE: give one of them")
     spec, container = spec_file, contextlib.nullcontext()
+    if verifiers is not None:
+        spec = {
+            "name": spec_file,
+            "env": "verifiers",
+            "config": {"module": verifiers, "pass_reward": pass_reward},
+            "max_turns": max_turns,
+            "step_timeout_s": step_timeout_s,
+        }
     if openenv_image is not None:
         from rldata.envs.openenv_container import OpenEnvContainer, container_runtime
 
