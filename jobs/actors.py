@@ -222,6 +222,10 @@ class EngineActor:
         """Seconds this engine has spent generating since it started."""
         return self.busy_s
 
+    def reset_prefix_cache(self) -> bool:
+        """Drop the prefix cache's KV blocks (a benchmark repeating the same prompts starts cold)."""
+        return bool(self.engine.llm.reset_prefix_cache())
+
     def info(self) -> dict[str, Any]:
         return {
             "model_id": self.engine.model_id,

@@ -63,6 +63,9 @@ class Sample:
     cumulative_logprob: float | None  # sum of ``logprobs``; None unless logprobs were asked for
     logprobs: tuple[float, ...] | None  # per generated token, when asked
     finish_reason: str  # "stop" | "length" | "prompt_too_long" (never generated: no room in the context)
+    # prompt tokens vLLM took from its prefix cache (whole KV blocks only): an episode's next turn
+    # repeats the ids of its earlier turns, so this is what turn-to-turn reuse saved
+    cached_tokens: int = 0
 
 
 def default_model_path() -> Path:
@@ -401,4 +404,5 @@ def _sample(out, c, logprobs: bool) -> Sample:
         cumulative_logprob=(sum(lps) if lps is not None else None),
         logprobs=lps,
         finish_reason=c.finish_reason or "length",
+        cached_tokens=int(getattr(out, "num_cached_tokens", None) or 0),
     )

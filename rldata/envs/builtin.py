@@ -1,4 +1,11 @@
 """Importing this module registers the built-in environments (:data:`rldata.envs.base.REGISTRY` does,
 on its first lookup): add a built-in environment's module here."""
 
-from rldata.envs import calculator, code_feedback, openenv, reasoning_gym, single_turn  # noqa: F401
+from rldata.envs import (  # noqa: F401
+    calculator,
+    code_feedback,
+    openenv,
+    reasoning_gym,
+    single_turn,
+    verifiers_env,
+)

@@ -84,9 +84,13 @@ def openenv_spec(
     max_turns: int = 8,
     step_timeout_s: float = 10.0,
     system_prompt: str | None = None,
+    image: str | None = None,
 ) -> dict[str, Any]:
-    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv)."""
-    config = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
+    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv); with
+    ``--openenv-image``, the image that served it too."""
+    config: dict[str, Any] = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
+    if image is not None:
+        config["image"] = image
     return {
         "name": name,
         "env": "openenv",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
@@ -133,9 +134,11 @@ class OpenEnvEnv(BaseEnv):
         observation_role: str = "user",
         pass_reward: float = 1.0,
         step_timeout_s: float = 10.0,
+        image: str | None = None,  # the container image that serves it (--openenv-image), if any
         **config: Any,
     ):
         super().__init__(system_prompt=system_prompt, **config)
+        self.image = image
         if not isinstance(url, str) or not url:
             raise RldataError("config key 'url': expected the OpenEnv server's http://HOST:PORT")
         self.url, self.ws = url, ws_url(url)
@@ -165,7 +168,17 @@ class OpenEnvEnv(BaseEnv):
     @classmethod
     def preflight(cls, config: Mapping[str, Any], *, timeout_s: float) -> None:
         """Before a job or a registration: is the server up?  One line when it is not."""
-        probe(str(config.get("url") or ""), timeout_s=min(timeout_s, 10.0))
+        url = str(config.get("url") or "")
+        try:
+            probe(url, timeout_s=min(timeout_s, 10.0))
+        except RldataError as e:
+            image, port = config.get("image"), urllib.parse.urlsplit(url).port
+            if not isinstance(image, str) or not image or port is None:
+                raise
+            # registered from its image (rldata.envs.openenv_container): say how to serve it again
+            raise RldataError(
+                f"{e}; start its image: docker run -d -p 127.0.0.1:{port}:8000 {image}"
+            ) from None
 
     def _send(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.conn.send(json.dumps(msg))

@@ -85,17 +85,24 @@ class Rollout:
 
 @dataclass
 class EpisodeStats:
-    """Where an episode batch's time went: the engines' busy share is generate / wall."""
+    """Where an episode batch's time went: the engines' busy share is generate / wall; and how much
+    of the turns' prompts the engines' prefix cache served (turn k+1's prompt is turn k's ids)."""
 
     rounds: int = 0
     generate_s: float = 0.0
     env_s: float = 0.0
     wall_s: float = 0.0
     requests: int = 0
+    prompt_tokens: int = 0  # prompt ids sent with the turns that were generated
+    cached_tokens: int = 0  # of which the prefix cache held the KV (vLLM's num_cached_tokens)
 
     @property
     def engine_busy_frac(self) -> float:
         return self.generate_s / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def cache_hit_frac(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 @dataclass
@@ -342,6 +349,9 @@ def run_episodes(
             outs = _generate_ids(engines, prompts, seeds_now, caps, spec)
             stats.generate_s += time.monotonic() - t0
             stats.requests += len(active)
+            ran = [(p, s) for p, s in zip(prompts, outs) if s.finish_reason != "prompt_too_long"]
+            stats.prompt_tokens += sum(len(p) for p, _ in ran)
+            stats.cached_tokens += sum(getattr(s, "cached_tokens", 0) for _, s in ran)
 
             t0 = time.monotonic()
             list(pool.map(lambda p: _advance(p[0], p[1], es, renderer, budget), zip(active, outs)))

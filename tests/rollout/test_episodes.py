@@ -27,7 +27,9 @@ def engines(ray_session):
 
     from rldata.jobs.actors import start_engines
 
-    eng = start_engines(1, None, engine_kwargs={"max_model_len": 64})
+    # 32-token KV blocks (vLLM's CPU default is 128; its CPU attention takes multiples of 32): the
+    # prefix cache holds whole blocks only, and these episodes are a few dozen tokens long
+    eng = start_engines(1, None, engine_kwargs={"max_model_len": 64, "block_size": 32})
     yield eng
     for e in eng:
         ray.kill(e)
@@ -87,6 +89,27 @@ def test_a_two_turn_episode_masks_the_observation(engines, renderer, tmp_path):
     assert stats.rounds == 2 and stats.requests == 12  # every active episode's turn in one call per round
     assert 0 < stats.engine_busy_frac <= 1
     assert _all_closed(tmp_path)
+
+
+def test_the_next_turn_is_the_previous_turns_ids_and_hits_the_prefix_cache(engines, renderer, tmp_path):
+    """Turn 2's prompt is sent as turn 1's prompt ids + its generated ids + the observation's, so
+    vLLM finds turn 1's whole 32-token blocks in its prefix cache.  The openings (30 tokens) fill no
+    block, so whatever the cache served came from turn 1, and a prompt re-tokenized from text (ids
+    that differ anywhere in the first block) would get less than this."""
+    out, stats = _run(
+        engines, renderer, "test-turns", tmp_path, max_turns=2, system_prompt="Add or subtract. Answer. "
+    )
+    eos = renderer.tokenizer.eos_token_id
+    expected = 0
+    for group in out:
+        for r in group:
+            assert len(r.prompt_ids) < 32
+            if r.num_turns == 2:
+                first = r.token_ids.index(eos) + 1  # turn 1's generated ids end with eos
+                expected += (len(r.prompt_ids) + first) // 32 * 32
+    assert expected > 0  # some episode's first turn filled a block: the check below means something
+    assert stats.cached_tokens >= expected
+    assert 0 < stats.cache_hit_frac < 1 and stats.prompt_tokens > stats.cached_tokens
 
 
 def test_episodes_are_reproducible(engines, renderer, tmp_path):
