@@ -176,6 +176,8 @@ def train_rank(rank, world, model, kw, steps, knobs=None):
     with Peak() as pk:
         lrn = Learner(model, _cfg(world, **kw), rank=rank, world_size=world)
         _knobs(lrn, knobs or {})
+        built = max(pk.peak, pk.proc.memory_info().rss)  # the peak of loading and wrapping the model
+        pk.peak = 0
         lrn.step(_batch(seed=99))  # warm-up (optimizer state allocated)
         t0 = time.perf_counter()
         for i in range(steps):
@@ -184,7 +186,13 @@ def train_rank(rank, world, model, kw, steps, knobs=None):
     # base: this process before the learner (interpreter, torch, transformers, rldata imported)
     # steps 0: memory only (the peak comes with the first step, when AdamW's moments are allocated)
     speed = steps * 16 / dt if steps else None
-    return {"peak_rss_mb": pk.peak / 2**20, "base_rss_mb": pk.base / 2**20, "samples_per_s": speed}
+    return {
+        "peak_rss_mb": max(pk.peak, built) / 2**20,
+        "build_peak_rss_mb": built / 2**20,
+        "step_peak_rss_mb": pk.peak / 2**20,
+        "base_rss_mb": pk.base / 2**20,
+        "samples_per_s": speed,
+    }
 
 
 # --- TRL's GRPOTrainer beside rldata's learner at one rank (``trl``) -------------------------------------
@@ -352,6 +360,7 @@ VARIANTS = {
     "fsdp": ({"strategy": "fsdp"}, {}),
     "fsdp_bf16_ckpt": ({"strategy": "fsdp", "mixed_precision": "bf16", "gradient_checkpointing": True}, {}),
     "lora_ddp": ({"lora": {"r": 16, "alpha": 32}}, {}),
+    "lora_ddp_ckpt": ({"lora": {"r": 16, "alpha": 32}, "gradient_checkpointing": True}, {}),
     "fsdp_reshard_all": ({"strategy": "fsdp"}, {"reshard_all": True}),
     "fsdp_keep_gathered": ({"strategy": "fsdp"}, {"keep_gathered": True}),
     "fsdp_sync_last": ({"strategy": "fsdp"}, {"sync_last": 2}),
@@ -402,6 +411,8 @@ def main(
                 res[key][name] = {
                     "peak_rss_mb_per_rank": max(v["peak_rss_mb"] for v in out.values()),
                     "base_rss_mb_per_rank": max(v.get("base_rss_mb", 0) for v in out.values()),
+                    "build_peak_rss_mb_per_rank": max(v.get("build_peak_rss_mb", 0) for v in out.values()),
+                    "step_peak_rss_mb_per_rank": max(v.get("step_peak_rss_mb", 0) for v in out.values()),
                     "samples_per_s": out[0]["samples_per_s"],
                     "load_1min_after": os.getloadavg()[0],
                 }
