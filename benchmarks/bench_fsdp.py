@@ -28,7 +28,12 @@ import torch
 
 OUT = Path(__file__).with_name("bench_fsdp.json")
 STEPS = 2
-SIZE = {"hidden": 768, "inter": 2048, "layers": 12, "vocab": 32000}
+SIZES = {
+    "134m": {"hidden": 768, "inter": 2048, "layers": 12, "vocab": 32000},
+    # the "scaled" size of bench_grpo_vs_trl.py (hidden 512, 8 layers, ~27M), as a Qwen2
+    "27m": {"hidden": 512, "inter": 1536, "layers": 8, "vocab": 512},
+}
+SIZE = dict(SIZES["134m"])
 
 
 def build(path: Path) -> int:
@@ -107,7 +112,8 @@ def spawn(fn, world, *args) -> dict[int, dict]:
 def _cfg(world, **kw):
     from rldata.trainer.config import TrainConfig
 
-    return TrainConfig(prompts_per_step=4, group_size=4, micro_batch=4, num_learners=world, lr=1e-5, **kw)
+    kw = {"micro_batch": 4, **kw}
+    return TrainConfig(prompts_per_step=4, group_size=4, num_learners=world, lr=1e-5, **kw)
 
 
 def gather_rank(rank, world, model, how):
@@ -139,28 +145,242 @@ def _batch(rows=16, seed=0):
     return collate(p, c, advantages=torch.randn(rows, generator=g).tolist())
 
 
-def train_rank(rank, world, model, kw, steps):
+def _knobs(lrn, knobs: dict) -> None:
+    """FSDP2 settings tried for throughput, applied to a built learner (not config fields)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if knobs.get("keep_gathered"):  # no reshard after forward: one all-gather per layer, not two
+        for m in lrn.model.modules():
+            if isinstance(m, FSDPModule):
+                m.set_reshard_after_forward(False, recurse=False)
+    if knobs.get("reshard_all"):  # the layout before the last layer kept its gathered parameters
+        for m in lrn.model.modules():
+            if isinstance(m, FSDPModule) and m is not lrn.model:
+                m.set_reshard_after_forward(True, recurse=False)
+    if knobs.get("sync_last"):  # reduce-scatter once per step: accumulate unsharded gradients
+        per_step = knobs["sync_last"]  # micro-batches per rank per step
+        calls = [0]
+
+        def pre(module, args):
+            calls[0] += 1
+            module.set_requires_gradient_sync(calls[0] % per_step == 0)
+
+        lrn.model.register_forward_pre_hook(pre)
+
+
+def train_rank(rank, world, model, kw, steps, knobs=None):
     from rldata.trainer.learner import Learner
 
+    SIZE.update(json.loads(os.environ["BENCH_FSDP_SIZE"]))
+    torch.set_num_threads(int(os.environ.get("BENCH_FSDP_THREADS", "1")))
     with Peak() as pk:
         lrn = Learner(model, _cfg(world, **kw), rank=rank, world_size=world)
+        _knobs(lrn, knobs or {})
+        built = max(pk.peak, pk.proc.memory_info().rss)  # the peak of loading and wrapping the model
+        pk.peak = 0
         lrn.step(_batch(seed=99))  # warm-up (optimizer state allocated)
         t0 = time.perf_counter()
         for i in range(steps):
             lrn.step(_batch(seed=i))
         dt = time.perf_counter() - t0
-    return {"peak_rss_mb": pk.peak / 2**20, "samples_per_s": steps * 16 / dt}
+    # base: this process before the learner (interpreter, torch, transformers, rldata imported)
+    # steps 0: memory only (the peak comes with the first step, when AdamW's moments are allocated)
+    speed = steps * 16 / dt if steps else None
+    return {
+        "peak_rss_mb": max(pk.peak, built) / 2**20,
+        "build_peak_rss_mb": built / 2**20,
+        "step_peak_rss_mb": pk.peak / 2**20,
+        "base_rss_mb": pk.base / 2**20,
+        "samples_per_s": speed,
+    }
 
 
-VARIANTS = {
-    "ddp": {},
-    "fsdp": {"strategy": "fsdp"},
-    "fsdp_bf16_ckpt": {"strategy": "fsdp", "mixed_precision": "bf16", "gradient_checkpointing": True},
-    "lora_ddp": {"lora": {"r": 16, "alpha": 32}},
+# --- TRL's GRPOTrainer beside rldata's learner at one rank (``trl``) -------------------------------------
+TRL_DIMS = {"hidden": 768, "layers": 12, "heads": 12, "kv_heads": 12, "intermediate": 2048, "vocab": 32000}
+TRL_DIMS |= {"context": 512, "tie_embeddings": False}  # the 134M shape, with a trained tokenizer
+
+
+def solo(fn, *args) -> dict:
+    """``fn(*args)`` in a fresh spawned process without torch.distributed (TRL runs as one process)."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_solo, args=(fn, args, q))
+    p.start()
+    out = q.get(timeout=3600)
+    p.join()
+    return out
+
+
+def _solo(fn, args, q):
+    try:
+        q.put(fn(*args))
+    except Exception as e:  # noqa: BLE001 - recorded in the results, whatever it is
+        q.put({"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+
+
+def trl_run(model: str, lora: dict | None, steps: int) -> dict:
+    """GRPOTrainer, full or PEFT LoRA: 4 prompts x 4 generations per optimizer step, micro-batch 4
+    (gradient accumulation 4), 48 new tokens, beta 0, HF generate.  samples/s over the timed steps;
+    ``update_samples_per_s`` leaves out the time in generation and scoring (rldata's learner rows do
+    not generate either)."""
+    import datasets
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    torch.set_num_threads(1)
+    rng = torch.Generator().manual_seed(0)
+
+    def reward(completions, **_):  # random rewards: non-zero advantages, as the learner rows' batch
+        return torch.rand(len(completions), generator=rng).tolist()
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.ends: list[float] = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.ends.append(time.perf_counter())
+
+    words = [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+    ]
+    rows = [{"prompt": " ".join(words[(i + j) % 12] for j in range(12))} for i in range(4 * (steps + 1))]
+    peft_config = None
+    if lora is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=lora["r"], lora_alpha=lora["alpha"], target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+    with tempfile.TemporaryDirectory() as out, Peak() as pk:
+        args = GRPOConfig(
+            output_dir=out,
+            use_cpu=True,
+            per_device_train_batch_size=4,
+            gradient_accumulation_steps=4,
+            num_generations=4,
+            max_completion_length=48,
+            max_steps=steps + 1,
+            learning_rate=1e-5,
+            beta=0.0,
+            loss_type="dapo",
+            temperature=1.0,
+            report_to=[],
+            logging_steps=1,
+            save_strategy="no",
+            bf16=False,
+            disable_tqdm=True,
+            seed=0,
+        )
+        clock = Clock()
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=args,
+            train_dataset=datasets.Dataset.from_list(rows),
+            peft_config=peft_config,
+            callbacks=[clock],
+        )
+        gen_s: list[float] = []
+        inner = trainer._generate_and_score_completions
+
+        def timed(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return inner(*a, **kw)
+            finally:
+                gen_s.append(time.perf_counter() - t0)
+
+        trainer._generate_and_score_completions = timed
+        trainer.train()
+    wall = clock.ends[-1] - clock.ends[0]
+    gen = sum(gen_s[len(gen_s) // (steps + 1) :])  # the timed steps' generation calls
+    return {
+        "peak_rss_mb": pk.peak / 2**20,
+        "samples_per_s": steps * 16 / wall,
+        "update_samples_per_s": steps * 16 / (wall - gen),
+        "generation_calls": len(gen_s),
+    }
+
+
+TRL_ROWS = {
+    "rldata_full_w1": ("rldata", None),
+    "trl_full": ("trl", None),
+    "rldata_lora_w1": ("rldata", {"r": 16, "alpha": 32}),
+    "trl_peft_lora": ("trl", {"r": 16, "alpha": 32}),
 }
 
 
-def main(what: str) -> None:
+def trl_main(steps: int) -> None:
+    from rldata.model_fixture import make_qwen2_fixture
+
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
+    res = json.loads(OUT.read_text()) if OUT.exists() else {}
+    with tempfile.TemporaryDirectory() as d:
+        model = make_qwen2_fixture(Path(d) / "q", size=TRL_DIMS)
+        cfg = json.loads((model / "config.json").read_text())
+        SIZE.clear()
+        SIZE.update(vocab=cfg["vocab_size"])
+        os.environ["BENCH_FSDP_SIZE"] = json.dumps(SIZE)
+        from transformers import AutoModelForCausalLM
+
+        params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model).parameters())
+        row = res["trl"] = {
+            "model": {**TRL_DIMS, "vocab_size": cfg["vocab_size"], "params": params},
+            "load_1min_start": os.getloadavg()[0],
+            "steps": steps,
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+        for name, (who, lora) in TRL_ROWS.items():
+            if who == "trl":
+                got = solo(trl_run, str(model), lora, steps)
+            else:
+                kw = {"lora": lora} if lora else {}
+                got = spawn(train_rank, 1, str(model), kw, steps)[0]
+            row[name] = {**got, "load_1min_after": os.getloadavg()[0]}
+            print(name, row[name], file=sys.stderr, flush=True)
+            OUT.write_text(json.dumps(res, indent=1) + "\n")
+
+
+# name -> (config fields, FSDP knobs)
+VARIANTS = {
+    "ddp": ({}, {}),
+    "fsdp": ({"strategy": "fsdp"}, {}),
+    "fsdp_bf16_ckpt": ({"strategy": "fsdp", "mixed_precision": "bf16", "gradient_checkpointing": True}, {}),
+    "lora_ddp": ({"lora": {"r": 16, "alpha": 32}}, {}),
+    "lora_ddp_ckpt": ({"lora": {"r": 16, "alpha": 32}, "gradient_checkpointing": True}, {}),
+    "fsdp_reshard_all": ({"strategy": "fsdp"}, {"reshard_all": True}),
+    "fsdp_keep_gathered": ({"strategy": "fsdp"}, {"keep_gathered": True}),
+    "fsdp_sync_last": ({"strategy": "fsdp"}, {"sync_last": 2}),
+    "fsdp_keep_gathered_sync_last": ({"strategy": "fsdp"}, {"keep_gathered": True, "sync_last": 2}),
+    "ddp_mb8": ({"micro_batch": 8}, {}),
+    "fsdp_mb8": ({"strategy": "fsdp", "micro_batch": 8}, {}),
+    "fsdp_mb8_keep_gathered": ({"strategy": "fsdp", "micro_batch": 8}, {"keep_gathered": True}),
+}
+
+
+def main(
+    what: str,
+    size: str = "134m",
+    variants: str = "ddp,fsdp,fsdp_bf16_ckpt,lora_ddp",
+    key: str = "train",
+    steps: int = STEPS,
+) -> None:
+    SIZE.clear()
+    SIZE.update(SIZES[size])
+    os.environ["BENCH_FSDP_SIZE"] = json.dumps(SIZE)  # spawned ranks re-import this module
     # A fixed mmap threshold: glibc otherwise raises it after the first large frees, and the freed
     # multi-MB tensors of model loading stay in the heap, counted in RSS long after they died.
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
@@ -168,7 +388,7 @@ def main(what: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         model = Path(d) / "m"
         params = build(model)
-        res["model"] = {**SIZE, "params": params}
+        res.setdefault("models", {})[size] = {**SIZE, "params": params}
         load = os.getloadavg()[0]
         if what == "gather":
             res["gather"] = {"load_1min": load}
@@ -176,17 +396,41 @@ def main(what: str) -> None:
                 res["gather"][how] = spawn(gather_rank, 2, str(model), how)[0]
                 print(how, res["gather"][how], file=sys.stderr)
         else:
-            res["train"] = {"load_1min": load, "world": 2, "steps": STEPS, "rows": 16, "tokens_per_row": 64}
-            for name, kw in VARIANTS.items():
-                out = spawn(train_rank, 2, str(model), kw, STEPS)
-                res["train"][name] = {
+            res[key] = {
+                "size": size,
+                "load_1min_start": load,
+                "world": 2,
+                "steps": steps,
+                "rows": 16,
+                "tokens_per_row": 64,
+                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            }
+            for name in variants.split(","):
+                kw, knobs = VARIANTS[name]
+                out = spawn(train_rank, 2, str(model), kw, steps, knobs)
+                res[key][name] = {
                     "peak_rss_mb_per_rank": max(v["peak_rss_mb"] for v in out.values()),
+                    "base_rss_mb_per_rank": max(v.get("base_rss_mb", 0) for v in out.values()),
+                    "build_peak_rss_mb_per_rank": max(v.get("build_peak_rss_mb", 0) for v in out.values()),
+                    "step_peak_rss_mb_per_rank": max(v.get("step_peak_rss_mb", 0) for v in out.values()),
                     "samples_per_s": out[0]["samples_per_s"],
+                    "load_1min_after": os.getloadavg()[0],
                 }
-                print(name, res["train"][name], file=sys.stderr)
+                print(name, res[key][name], file=sys.stderr, flush=True)
                 OUT.write_text(json.dumps(res, indent=1) + "\n")  # each row as it comes
     OUT.write_text(json.dumps(res, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "gather")
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", nargs="?", default="gather", choices=["gather", "train", "trl"])
+    ap.add_argument("--size", default="134m", choices=sorted(SIZES))
+    ap.add_argument("--variants", default="ddp,fsdp,fsdp_bf16_ckpt,lora_ddp")
+    ap.add_argument("--key", default="train", help="where in bench_fsdp.json the rows go")
+    ap.add_argument("--steps", type=int, default=STEPS)
+    a = ap.parse_args()
+    if a.what == "trl":
+        sys.exit(trl_main(a.steps))
+    main(a.what, a.size, a.variants, a.key, a.steps)

@@ -87,8 +87,12 @@ def shard_model(model, cfg, *, device: str):
     # Offload moves parameters, gradients and the optimizer step to CPU between uses; on CPU learners
     # they are on CPU already, so the policy only applies to GPU ranks.
     offload = CPUOffloadPolicy() if cfg.cpu_offload and device.startswith("cuda") else OffloadPolicy()
-    for layer in decoder_layers(model):
-        fully_shard(layer, mp_policy=mp, offload_policy=offload)
+    layers = decoder_layers(model)
+    for i, layer in enumerate(layers):
+        # The last layer's backward runs right after its forward: resharding it in between would
+        # only buy one all-gather more per micro-batch (the root keeps its own parameters anyway).
+        last = i == len(layers) - 1
+        fully_shard(layer, mp_policy=mp, offload_policy=offload, reshard_after_forward=not last)
     fully_shard(model, mp_policy=mp, offload_policy=offload)
     return model
 

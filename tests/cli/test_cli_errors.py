@@ -67,3 +67,23 @@ def test_flag_for_only_names_options_the_command_has():
     assert flag_for(cli, ["train"], "adam_betas") is None  # a config field with no option: no flag
     assert flag_for(cli, ["sample"], "n") == "--n"
     assert flag_for(cli, ["sample"], None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("lora: {r: 4, alpha: 8}\nkl_coef: 0.1\n", ("lora", "kl_coef")),
+        ("strategy: fsdp\nnum_learners: 0\n", ("num_learners", "strategy")),
+    ],
+)
+def test_a_bad_sharding_combination_is_one_line_and_the_store_is_unchanged(
+    root, tmp_path, capsys, text, names
+):
+    """Issue 26's refused combinations, from a config file through `rldata train`: one line naming
+    the fields, exit 1, and no table of the store gets a new version (no run row, no samples)."""
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(text)
+    before = open_store(root).versions()
+    code, got = _error(capsys, "--store", root, "train", "--config", str(cfg), "--run-id", "bad")
+    assert code == 1 and all(n in got for n in names), got
+    assert open_store(root).versions() == before
