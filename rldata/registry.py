@@ -17,6 +17,7 @@ and iteration work as before) that also knows
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -71,6 +72,9 @@ class Registry(dict):
         self.error = error
         self.sort_known = sort_known
         self._builtin_loaded = False
+        # threads resolving at once (episodes opening in a pool) must all wait for the one import;
+        # re-entrant because a built-in module may resolve names of its own registry while importing
+        self._builtin_lock = threading.RLock()
 
     # dicts compare by their items; two registries of one kind are still two registries
     __eq__ = object.__eq__
@@ -99,9 +103,12 @@ class Registry(dict):
         if b is None:
             return
         if isinstance(b, str):
-            if not self._builtin_loaded:
-                self._builtin_loaded = True
-                importlib.import_module(b)
+            if self._builtin_loaded:
+                return
+            with self._builtin_lock:
+                if not self._builtin_loaded:
+                    importlib.import_module(b)
+                    self._builtin_loaded = True
             return
         for n in b if name is None else [name]:
             if n in b and n not in self:

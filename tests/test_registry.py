@@ -74,3 +74,19 @@ def test_the_registries_keep_their_error_types():
         VERIFIERS.resolve("nope")
     with pytest.raises(RldataError, match="unknown tracker 'neptune'; known: none, tensorboard"):
         TRACKERS.resolve("neptune")
+
+
+def test_threads_resolving_at_once_all_wait_for_the_builtin_import(tmp_path, monkeypatch):
+    # the built-in module registers its name only after a pause: a thread that saw the import
+    # started must not conclude the name is unknown
+    from concurrent.futures import ThreadPoolExecutor
+
+    reg = Registry("toy", builtin="slow_builtins_for_race")
+    (tmp_path / "slow_builtins_for_race.py").write_text(
+        f"import sys, time\ntime.sleep(0.3)\nsys.modules[{__name__!r}].RACE_REGISTRY.register('calc', 42)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys.modules[__name__], "RACE_REGISTRY", reg, raising=False)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: reg.resolve("calc"), range(8)))
+    assert got == [42] * 8
