@@ -15,8 +15,8 @@ sampling drops groups whose verdicts agree and redraws up to ``--max-resample`` 
 
 Out: per config, rollouts generated, groups kept (the GRPO signal), rollouts per kept group, the
 zero-variance share of generated groups, and the mean E[p(1-p)] of the drawn tasks under their true
-rates; means over seeds with t-intervals, and per seed the ratio of uniform+ds's rollouts per kept
-group to each config's.  JSON to benchmarks/bench_live_samplers_sim.json (--out).
+rates; means over seeds with t-intervals, and per seed the ratio of uniform+ds's rollouts per group with
+variance to each config's.  JSON to benchmarks/bench_live_samplers_sim.json (--out).
 """
 
 from __future__ import annotations
