@@ -218,9 +218,7 @@ def main() -> None:
             ray.terminate()
             ray.wait(60)
     out = {"args": vars(args), "seeds": seeds, "configs": {}}
-    base = sql(
-        "SELECT model FROM passrates WHERE run_id IS NULL GROUP BY model ORDER BY count(*) DESC LIMIT 1"
-    )
+    base = sql("SELECT model FROM passrates GROUP BY model ORDER BY count(*) DESC LIMIT 1")
     spread = sql(
         "SELECT stddev_pop(pass_rate) AS sd, avg(pass_rate) AS mean, count(*) AS tasks, "
         "avg(CASE WHEN n_correct = 0 THEN 1.0 ELSE 0.0 END) AS share_all_wrong, "
