@@ -1,21 +1,25 @@
 """Issue 28 §4: live samplers against uniform, dynamic sampling and the static curriculum, through the
 real CLI, on the bundled tiny model and arith tasks (CPU).
 
-    python benchmarks/bench_live_samplers.py [--seeds 5] [--steps 40] [--eval-every 5] [--base-tasks 600]
+    python benchmarks/bench_live_samplers.py [--seeds 3] [--steps 12] [--eval-every 6] [--base-tasks 400]
 
 1. ingest the bundled arith tasks and their held-out split; base pass rates at N=16 on
-   ``--base-tasks`` training tasks (the live samplers' ledger prior, and the curriculum's buckets:
-   ``rldata filter --band 0.1,0.9`` then ``rldata stratify``);
-2. per seed, six runs over the same tasks with the same steps, batch and eval schedule:
-   ``uniform`` (no dynamic sampling), ``uniform+ds`` (today's default), ``curriculum`` (static
-   buckets), ``live:band`` (prime-rl pools), ``live:learnability``, ``live:skip``;
-3. per run, from the metrics table: rollouts generated (``samples`` summed) up to each evaluation,
-   held-out accuracy at N=16, the zero-variance group share; then per config over seeds: the rollouts
-   to reach ``uniform+ds``'s final accuracy (same seed), the final accuracy, the share, as means
-   with a t-interval, and paired differences against ``uniform+ds`` per seed.
+   ``--base-tasks`` training tasks: the pool.  Every config but the curriculum draws from the whole
+   pool (all-wrong and all-right tasks included: what a live sampler has to steer away from; the
+   live samplers' prior is these ledger rows); the curriculum draws from its band-filtered buckets of
+   the same tasks (``rldata filter --band 0.1,0.9`` then ``rldata stratify``), the offline answer;
+2. per seed, six runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
+   sampling), ``uniform+ds`` (today's default), ``curriculum`` (static buckets), ``live:band``
+   (prime-rl pools), ``live:learnability``, ``live:skip``; one local Ray serves all runs;
+3. per run, from the metrics table: rollouts generated (``samples`` summed, resampling rounds
+   included) up to each evaluation, held-out accuracy at N=16, the zero-variance group share; then
+   per config over seeds: the rollouts to reach ``uniform+ds``'s final accuracy (same seed), the
+   final accuracy, the share, as means with a t-interval, and paired differences against
+   ``uniform+ds`` per seed.
 
-Everything lands under benchmarks/_work/live_bench/; the summary is printed as JSON and written to
-benchmarks/bench_live_samplers.json.  On 2 cores a seed of six 40-step runs takes about an hour.
+Everything lands under benchmarks/_work/live_bench/ (``wall-RUN.txt``: seconds and load average per
+run); the summary is printed as JSON and written to benchmarks/bench_live_samplers.json.  A run is
+skipped when the store has it done, so an interrupted benchmark continues; ``--no-run`` summarises.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from _cli_runs import rldata
-from _cli_runs import sql as _sql
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "live_bench"
@@ -48,7 +55,32 @@ def sh(*argv: str) -> str:
 
 
 def sql(q: str) -> list[dict]:
-    return _sql(WORK / "store", q)
+    # in-process: a CLI round trip costs 10-20 s on a loaded 2-core machine, several per run
+    from rldata import open_store
+
+    return open_store(WORK / "store").sql(q).pl().to_dicts()
+
+
+def shared_ray() -> subprocess.Popen:
+    """One local Ray for every run (RAY_ADDRESS): each run would otherwise start and stop its own.
+    The process that started it holds it; ending that process ends it."""
+    # a private cluster on this machine, for this benchmark's own runs: no token between them
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import ray, sys, time; ray.init(address='local', num_cpus=4, include_dashboard=False, "
+                "runtime_env={'env_vars': {'VLLM_ENABLE_V1_MULTIPROCESSING': '0'}}); "
+                "print(ray.get_runtime_context().gcs_address, flush=True); time.sleep(10**7)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    os.environ["RAY_ADDRESS"] = p.stdout.readline().strip()
+    return p
 
 
 def prepare(args) -> None:
@@ -78,10 +110,18 @@ def prepare_base(args) -> None:
     sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0")
 
 
+# The pool every config but the curriculum draws from: the base-sampled tasks, unfiltered (their whole
+# pass-rate spread, all-wrong and all-right tasks included: what a live sampler has to learn to avoid).
+# The curriculum draws from its band-filtered buckets of the same tasks (the offline alternative).
+POOL = "task_id IN (SELECT task_id FROM passrates)"
+
+
 def run(args, name: str, seed: int) -> dict:
-    run_id = f"{name.replace(':', '-').replace('+', '-')}-s{seed}"
+    run_id = f"{name.replace(':', '-').replace('+', '_')}-s{seed}{args.tag}"
     done = sql(f"SELECT count(*) AS n FROM runs WHERE run_id = '{run_id}' AND status = 'done'")[0]["n"]
     if not done:
+        if args.no_run:
+            return None
         cfg = WORK / f"train-{run_id}.yaml"
         cfg.write_text(
             f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
@@ -89,12 +129,13 @@ def run(args, name: str, seed: int) -> dict:
             f"eval_size: {args.eval_size}\neval_n: 16\nlive: {{decay: {args.decay}}}\n"
             f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
         )
+        tasks = ["--curriculum", str(WORK / "buckets.yaml")] if name == "curriculum" else ["--where", POOL]
+        t0 = time.monotonic()
         sh(
             "train",
             "--config",
             str(cfg),
-            "--curriculum",
-            str(WORK / "buckets.yaml"),
+            *tasks,
             "--seed",
             str(seed),
             "--steps",
@@ -108,6 +149,7 @@ def run(args, name: str, seed: int) -> dict:
             str(WORK / "runs"),
             *CONFIGS[name],
         )
+        (WORK / f"wall-{run_id}.txt").write_text(f"{time.monotonic() - t0:.1f} {os.getloadavg()[0]:.2f}\n")
     rows = sql(
         f"SELECT step, name, value FROM metrics WHERE run_id = '{run_id}' AND name IN "
         "('samples', 'eval/accuracy', 'zero_variance_share') ORDER BY step"
@@ -122,7 +164,13 @@ def run(args, name: str, seed: int) -> dict:
     for r in rows:
         if r["name"] == "eval/accuracy":
             curve.append((samples.get(r["step"], 0.0), r["value"]))
-    return {"run_id": run_id, "curve": curve, "zero_variance_share": statistics.fmean(zv) if zv else None}
+    wall = WORK / f"wall-{run_id}.txt"
+    return {
+        "run_id": run_id,
+        "curve": curve,
+        "zero_variance_share": statistics.fmean(zv) if zv else None,
+        "wall": wall.read_text().split() if wall.exists() else None,
+    }
 
 
 def rollouts_to(curve, target: float):
@@ -154,20 +202,34 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--decay", type=float, default=0.9)
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--tag", default="", help="suffix of the run ids (a second setting in the same store)")
+    ap.add_argument("--no-run", action="store_true", help="summarise the finished runs only")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     prepare(args)
     names = args.configs.split(",")
-    runs = {(n, s): run(args, n, s) for s in range(args.seeds) for n in names}
-    out = {"args": vars(args), "configs": {}}
+    ray = None if args.no_run or os.environ.get("RAY_ADDRESS") else shared_ray()
+    try:
+        runs = {(n, s): run(args, n, s) for s in range(args.seeds) for n in names}
+        # --no-run: the seeds whose six runs have all finished
+        seeds = [s for s in range(args.seeds) if all(runs[(n, s)] is not None for n in names)]
+    finally:
+        if ray is not None:
+            ray.terminate()
+            ray.wait(60)
+    out = {"args": vars(args), "seeds": seeds, "configs": {}}
+    base = sql("SELECT model FROM passrates GROUP BY model ORDER BY count(*) DESC LIMIT 1")
     spread = sql(
-        "SELECT stddev_pop(pass_rate) AS sd, avg(pass_rate) AS mean, count(*) AS tasks FROM passrates "
-        "WHERE model NOT LIKE '%+%' AND model NOT LIKE 'step-%'"
+        "SELECT stddev_pop(pass_rate) AS sd, avg(pass_rate) AS mean, count(*) AS tasks, "
+        "avg(CASE WHEN n_correct = 0 THEN 1.0 ELSE 0.0 END) AS share_all_wrong, "
+        "avg(CASE WHEN n_correct = n THEN 1.0 ELSE 0.0 END) AS share_all_right, "
+        "avg(CASE WHEN pass_rate BETWEEN 0.1 AND 0.9 THEN 1.0 ELSE 0.0 END) AS share_in_band "
+        f"FROM passrates WHERE model = '{base[0]['model']}' AND task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT})"
     )
     out["base_pass_rate_spread"] = spread[0]
     for n in names:
         per_seed = []
-        for s in range(args.seeds):
+        for s in seeds:
             r, base = runs[(n, s)], runs.get((BASELINE, s))
             target = base["curve"][-1][1] if base and base["curve"] else None
             per_seed.append(
@@ -179,12 +241,19 @@ def main() -> None:
                     else None,
                     "rollouts_total": r["curve"][-1][0] if r["curve"] else None,
                     "zero_variance_share": r["zero_variance_share"],
+                    "curve": r["curve"],
+                    "wall_s_load": r["wall"],
                 }
             )
+        for p, b in zip(per_seed, [runs[(BASELINE, s)] for s in seeds] if BASELINE in names else []):
+            # > 1: this config reached the baseline's final accuracy with that many times fewer rollouts
+            mine, theirs = p["rollouts_to_baseline_final"], rollouts_to(b["curve"], b["curve"][-1][1])
+            p["rollout_ratio_vs_baseline"] = theirs / mine if mine and theirs else None
         out["configs"][n] = {
             "final": interval([p["final"] for p in per_seed]),
             "rollouts_to_baseline_final": interval([p["rollouts_to_baseline_final"] for p in per_seed]),
             "zero_variance_share": interval([p["zero_variance_share"] for p in per_seed]),
+            "rollout_ratio_vs_baseline": interval([p.get("rollout_ratio_vs_baseline") for p in per_seed]),
             "per_seed": per_seed,
         }
     if BASELINE in names:

@@ -268,15 +268,20 @@ def _build(cls: type, data: dict, overrides: dict) -> Any:
     ls = leaves(cls)
     by_name = {leaf.name: leaf for leaf in ls}
     old_names = {old: leaf for leaf in ls for old in leaf.meta.deprecated if not old.startswith("-")}
-    subs = {leaf.path[0] for leaf in ls if len(leaf.path) > 1}
+    # every sub-config's name at any depth (``live`` inside ``train``): a file may nest any of them
+    subs = {name for leaf in ls for name in leaf.path[:-1]}
+
+    def items(key: str, value: Any):
+        if key in subs and isinstance(value, Mapping):
+            for k, v in value.items():
+                yield from items(k, v)
+        else:
+            yield key, value
+
     flat: dict[str, Any] = {}
     for source in (data, overrides):
         for key, value in source.items():
-            if key in subs and isinstance(value, Mapping):
-                items = value.items()
-            else:
-                items = [(key, value)]
-            for k, v in items:
+            for k, v in items(key, value):
                 if k in old_names:
                     warn_deprecated(k, old_names[k].name)
                     k = old_names[k].name

@@ -100,6 +100,22 @@ def test_a_config_loads_flat_or_nested_and_overrides_win(tmp_path):
         build(SampleConfig, {"max_token": 3})
 
 
+def test_a_sub_config_nests_at_any_depth_as_docs_trainer_shows(tmp_path):
+    """docs/trainer.md's ``live: {decay: ..}`` in a train file: a section two levels down
+    (train -> live) is read like a top-level one, bare or under its parent."""
+    from rldata.trainer.config import TrainCommand
+
+    path = tmp_path / "t.yaml"
+    path.write_text("lr: 1.0e-4\nlive: {decay: 0.5, prior: flat}\n")
+    bare = load(TrainCommand, path)
+    assert (bare.train.live.decay, bare.train.live.prior, bare.train.lr) == (0.5, "flat", 1e-4)
+    under = build(TrainCommand, {"train": {"lr": 1e-4, "live": {"decay": 0.5, "prior": "flat"}}})
+    flat = build(TrainCommand, {"lr": 1e-4, "decay": 0.5, "prior": "flat"})
+    assert bare == under == flat
+    with pytest.raises(ConfigError, match="decy: unknown field"):
+        build(TrainCommand, {"live": {"decy": 0.5}})
+
+
 def test_a_bad_value_in_a_file_names_the_file_and_field(tmp_path):
     toml = tmp_path / "s.toml"
     toml.write_text("[engine]\nengines = 0\n")
