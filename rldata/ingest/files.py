@@ -289,8 +289,7 @@ class IngestRun:
         except (RldataError, OSError) as e:  # the tasks landed: say so, and how it gets recorded
             raise RldataError(
                 f"ingested {summary.added} task(s) (tasks version {summary.version}) but could not "
-                f"record the run {self.run_id}: {e}; rldata doctor --repair records it (re-running the "
-                "same ingest adds nothing and records it too)"
+                f"record the run {self.run_id}: {e}; rldata doctor --repair records it"
             ) from None
 
 
