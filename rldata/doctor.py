@@ -13,6 +13,9 @@ Checks (each a plain function returning :class:`Finding` rows):
   Repair upserts the recount.
 - ``stuck_runs``: runs stored as ``running`` whose owner is gone (:func:`rldata.runs.effective_status`).
   Repair marks them ``failed`` with the reason.
+- ``unrecorded_ingest``: a ``tasks`` commit tagged with an ingest's run id (:mod:`rldata.run_commits`)
+  whose run has no ``runs`` row (the run's write failed after its tasks landed).  Repair records the
+  run, ``done``, from the tag and the commit's row count.
 - ``stray``: files at the store root or in a table directory that belong to no table, and data files
   no commit ever added.  Reported only (``rldata compact`` removes retired files).
 """
@@ -69,6 +72,7 @@ def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
     found += check_ledger(store, readable, repair=repair)
     found += check_stuck_runs(store, readable, repair=repair)
     found += check_partial_imports(store, readable)
+    found += check_unrecorded_ingest(store, readable, repair=repair)
     found += check_stray(store, repair=repair)
     found += check_writable(store)
     return found
@@ -378,6 +382,24 @@ def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
     ids = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
     detail = f"import runs that stopped part-way ({ids}): re-run rldata import-rollouts on the same input"
     return [Finding("partial_import", "runs", len(bad), detail)]
+
+
+def check_unrecorded_ingest(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+    """Tasks commits whose ingest run never got its ``runs`` row (the module docstring)."""
+    from rldata import run_commits
+
+    if not {"tasks", "runs"} <= set(tables):
+        return []
+    missing = run_commits.unrecorded(store)
+    if not missing:
+        return []
+    if repair:
+        run_commits.record(store, missing)
+    said = ", ".join(f"version {t['version']} (run {t['run_id']})" for t in missing[:5])
+    more = " ..." if len(missing) > 5 else ""
+    what = "recorded them as done" if repair else "rldata doctor --repair records them as done"
+    detail = f"tasks commits of an ingest whose run was never recorded: {said}{more}; {what}"
+    return [Finding("unrecorded_ingest", "tasks", len(missing), detail, repair)]
 
 
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:

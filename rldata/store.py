@@ -166,13 +166,16 @@ class Store:
             )
         return table.num_rows
 
-    def append_if_unchanged(self, name: str, data: Any, *, version: int) -> int:
+    def append_if_unchanged(
+        self, name: str, data: Any, *, version: int, commit_info: dict[str, str] | None = None
+    ) -> int:
         """As ``append(dedupe=True)``, but committed only if no other writer changed the table's rows
         since ``version``, the version the caller read to choose ``data``; else :class:`StaleReadError`
         and nothing is written (read again and retry).  What makes a check-then-write (ingest's dedup
         by normalized prompt, which the key cannot express) end as if the writers had run one after
         another.  The merge reads the whole table (no pruning range), so Delta's conflict check sees
-        every concurrent change of its rows.
+        every concurrent change of its rows.  ``commit_info``: extra fields of the commit's
+        ``commitInfo`` (:mod:`rldata.run_commits` tags the commit with the run that made it).
         """
         ts = schemas.get(name)
         table = conform(ts, data)
@@ -181,7 +184,10 @@ class Store:
         self._check_writable(name)
         table = _unique(table, ts.key)
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in ts.key)
-        merger = self.table(name, version=version).merge(table, predicate, source_alias="s", target_alias="t")
+        props = CommitProperties(custom_metadata=commit_info) if commit_info else None
+        merger = self.table(name, version=version).merge(
+            table, predicate, source_alias="s", target_alias="t", commit_properties=props
+        )
         try:
             stats = merger.when_not_matched_insert_all().execute()
         except Exception as e:

@@ -13,7 +13,7 @@ import polars as pl
 
 from rldata.envs.base import resolve
 from rldata.errors import RldataError
-from rldata.ingest.files import IngestSummary, _record_run, add_tasks
+from rldata.ingest.files import IngestRun, IngestSummary, add_tasks
 from rldata.ingest.mapping import normalize_series
 
 __all__ = ["MAX_N", "ingest_env"]
@@ -40,9 +40,11 @@ def ingest_env(store, env: str, *, n: int, seed: int = 0, dry_run: bool = False)
     frame = pl.DataFrame(rows, schema={k: pl.String for k in rows[0]})
     frame = frame.with_columns(normalize_series(frame["prompt"]).alias("__norm"))
     firsts = frame.filter(pl.col("__norm").is_first_distinct())
-    added, dups, _, version = add_tasks(store, firsts, dry_run=dry_run)
+    path, args = f"env:{b.ledger_key}", {"env": b.ledger_key, "n": n, "seed": seed}
+    run = None if dry_run else IngestRun(path, args, started, version_before)
+    added, dups, _, version = add_tasks(store, firsts, dry_run=dry_run, commit_info=run and run.tag())
     dups += frame.height - firsts.height
-    summary = IngestSummary(f"env:{b.ledger_key}", n, added, dups, 0, 0, (), version)
-    if not dry_run:
-        _record_run(store, summary, started, version_before, {"env": b.ledger_key, "n": n, "seed": seed})
+    summary = IngestSummary(path, n, added, dups, 0, 0, (), version)
+    if run is not None:
+        run.record(store, summary)
     return summary

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
+from rldata import run_commits
 from rldata.console import progress
 from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest.mapping import (
@@ -238,29 +239,58 @@ def ingest(
     def unwanted(new: pl.DataFrame) -> pl.Series | None:
         return contaminated(new["__norm"], grams, n=ngram) if grams else None
 
+    args = {
+        "path": str(path),
+        "fields": asdict(fields or preset(None)),
+        "source": source,
+        "domain": domain,
+        "on_error": on_error,
+        "decontaminate": str(decontaminate or ""),
+        "ngram": ngram,
+    }
+    run = IngestRun(str(path), args, started, version_before) if record_run and not dry_run else None
     with staged_output(rejects_out, rejects_jsonl(rejects), name="rejects"):
         if frame is not None and frame.height:
-            added, dups, decont, version = add_tasks(store, firsts, unwanted=unwanted, dry_run=dry_run)
+            added, dups, decont, version = add_tasks(
+                store, firsts, unwanted=unwanted, dry_run=dry_run, commit_info=run and run.tag()
+            )
             dups += frame.height - firsts.height
     summary = IngestSummary(str(path), n_read, added, dups, len(rejects), decont, tuple(rejects), version)
-    if record_run and not dry_run:
-        args = {
-            "path": str(path),
-            "fields": asdict(fields or preset(None)),
-            "source": source,
-            "domain": domain,
-            "on_error": on_error,
-            "decontaminate": str(decontaminate or ""),
-            "ngram": ngram,
-        }
-        try:
-            _record_run(store, summary, started, version_before, args)
-        except (RldataError, OSError) as e:  # the tasks landed: say so (a re-run adds none, records it)
-            raise RldataError(
-                f"ingested {added} task(s) (tasks version {version}) but could not record the run: {e}; "
-                "re-running the same ingest adds nothing and records it"
-            ) from None
+    if run is not None:
+        run.record(store, summary)
     return summary
+
+
+@dataclass
+class IngestRun:
+    """The ``runs`` row of one ingest, its id chosen before the tasks commit, which carries it
+    (:mod:`rldata.run_commits`): a row that then fails to land is found by ``rldata doctor``."""
+
+    path: str  # as the summary names the input
+    args: dict
+    started: dt.datetime
+    version_before: int
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def tag(self) -> dict[str, str]:
+        versions = {"tasks": self.version_before}
+        return run_commits.tag(
+            self.run_id,
+            "ingest",
+            path=self.path,
+            args=self.args,
+            store_versions=versions,
+            started=self.started,
+        )
+
+    def record(self, store, summary: IngestSummary) -> None:
+        try:
+            _record_run(store, summary, self.started, self.version_before, self.args, run_id=self.run_id)
+        except (RldataError, OSError) as e:  # the tasks landed: say so, and how it gets recorded
+            raise RldataError(
+                f"ingested {summary.added} task(s) (tasks version {summary.version}) but could not "
+                f"record the run {self.run_id}: {e}; rldata doctor --repair records it"
+            ) from None
 
 
 def rejects_jsonl(rejects) -> str:
@@ -272,11 +302,11 @@ def rejects_jsonl(rejects) -> str:
 
 
 def add_tasks(
-    store, firsts: pl.DataFrame, *, unwanted=None, dry_run: bool = False
+    store, firsts: pl.DataFrame, *, unwanted=None, dry_run: bool = False, commit_info: dict | None = None
 ) -> tuple[int, int, int, int]:
     """Add the rows of ``firsts`` (distinct ``__norm``) whose normalized prompt the store lacks, in one
     commit; ``unwanted(new)`` may mask rows out (decontamination).  Returns (added, duplicates,
-    unwanted, tasks version).
+    unwanted, tasks version).  ``commit_info`` goes into that commit's metadata (the run's tag).
 
     The store is read at one version and the commit goes through only if ``tasks`` is unchanged since:
     a concurrent ingest that landed first makes this one read again, so ingests of the same prompts at
@@ -295,7 +325,7 @@ def add_tasks(
         rows = with_ids(new).drop("__norm", *([POS] if POS in new.columns else [])).to_arrow()
         store.preflight({"tasks": rows.nbytes, "runs": 0})  # a full disk fails here, before any commit
         try:
-            added = store.append_if_unchanged("tasks", rows, version=version)
+            added = store.append_if_unchanged("tasks", rows, version=version, commit_info=commit_info)
         except StaleReadError:
             time.sleep(random.uniform(0.05, 0.3))  # another writer landed first: read it and retry
             continue
@@ -317,12 +347,14 @@ def _drop_known(new: pl.DataFrame, store, version: int) -> pl.DataFrame:
     return new.join(known, on="__norm", how="anti", maintain_order="left")
 
 
-def _record_run(store, summary: IngestSummary, started, version_before: int, args: dict) -> None:
+def _record_run(
+    store, summary: IngestSummary, started, version_before: int, args: dict, *, run_id: str
+) -> None:
     store.append(
         "runs",
         [
             {
-                "run_id": uuid.uuid4().hex,
+                "run_id": run_id,
                 "kind": "ingest",
                 "args": json.dumps(args, default=str),
                 "store_versions": json.dumps({"tasks": version_before}),

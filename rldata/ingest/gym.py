@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from rldata.gym import DOMAIN, SOURCE, GymError, make_dataset, prompt_for, task_metadata
-from rldata.ingest.files import IngestSummary, _record_run, add_tasks
+from rldata.ingest.files import IngestRun, IngestSummary, add_tasks
 from rldata.ingest.mapping import normalize_series
 
 __all__ = ["MAX_N", "PROBE_ENTRIES", "gym_env_spec", "gym_tasks", "ingest_gym", "probes"]
@@ -217,21 +217,18 @@ def ingest_gym(
     firsts = frame.filter(pl.col("__norm").is_first_distinct())
     if not dry_run:
         store.append("environments", [env], dedupe=True)  # before its tasks: no task names a missing env
-    added, dups, _, version = add_tasks(store, firsts, dry_run=dry_run)
+    path = f"reasoning-gym:{name}"
+    args = {
+        "gym": name,
+        "n": n,
+        "config": dict(config or {}),
+        "seed": seed,
+        "env": f"{env['env_id']}@{env['version']}",
+    }
+    run = IngestRun(path, args, started, version_before) if record_run and not dry_run else None
+    added, dups, _, version = add_tasks(store, firsts, dry_run=dry_run, commit_info=run and run.tag())
     dups += frame.height - firsts.height
-    summary = IngestSummary(f"reasoning-gym:{name}", n, added, dups, 0, 0, (), version)
-    if record_run and not dry_run:
-        _record_run(
-            store,
-            summary,
-            started,
-            version_before,
-            {
-                "gym": name,
-                "n": n,
-                "config": dict(config or {}),
-                "seed": seed,
-                "env": f"{env['env_id']}@{env['version']}",
-            },
-        )
+    summary = IngestSummary(path, n, added, dups, 0, 0, (), version)
+    if run is not None:
+        run.record(store, summary)
     return summary

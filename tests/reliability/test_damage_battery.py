@@ -282,8 +282,15 @@ def test_ingest_that_cannot_record_its_run_says_what_landed(root, tmp_path, caps
     code, _, err = run(capsys, "--store", str(root), "ingest", str(new))
     line = one_error_line(err)
     assert code == 1 and "ingested 1 task(s) (tasks version 5) but could not record the run" in line
-    assert "No space left on device" in line and "re-running the same ingest adds nothing" in line
+    assert "No space left on device" in line and "rldata doctor --repair records it" in line
     monkeypatch.setattr(Store, "append", real)
     code, _, err = run(capsys, "--store", str(root), "ingest", str(new))
     store = open_store(root)
     assert code == 0 and store.count("tasks") == 921 and store.count("runs") == 2, err
+    # the re-run added nothing, so its run does not account for version 5: doctor still finds that one
+    code, out, err = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    assert code == 1 and [(f["check"], f["count"]) for f in json.loads(out)] == [("unrecorded_ingest", 1)]
+    assert "version 5 (run " in json.loads(out)[0]["detail"]
+    code, out, err = run(capsys, "--store", str(root), "doctor", "--repair", "-f", "json")
+    assert code == 0 and store.count("runs") == 3, err
+    assert run(capsys, "--store", str(root), "doctor", "-f", "json")[1].strip() == "[]"

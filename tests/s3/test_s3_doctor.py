@@ -5,10 +5,17 @@ store's `.rldata-doctor/<time>/` prefix."""
 
 from __future__ import annotations
 
+import errno
+import importlib
+import json
+
 import boto3
+import pytest
 from s3_helpers import SECRET
 
 from rldata.doctor import doctor
+from rldata.errors import RldataError
+from rldata.ingest import ingest
 
 
 def _client(s3_server):
@@ -161,3 +168,24 @@ def test_a_deleted_data_file_on_s3_is_removed_by_a_commit(s3_server, s3_uri, s3_
     assert fixed.repaired and "version 4 removes 1 unreadable data file(s) (5 row(s) lost)" in fixed.detail
     assert _tasks_count(s3_uri, s3_server) == 10  # the other files read again
     assert [f for f in doctor(open_store(s3_uri, storage_options=s3_server.options)) if f.problem] == []
+
+
+def test_an_ingest_whose_run_was_lost_is_found_and_recorded(s3_store, tmp_path, monkeypatch):
+    """The tasks history read works on S3: the tagged commit without its run row is found, repaired."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "".join(json.dumps({"prompt": f"{i} + 2?", "answer": str(i + 2)}) + "\n" for i in range(3))
+    )
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(importlib.import_module("rldata.ingest.files"), "_record_run", full)
+    with pytest.raises(RldataError, match="could not record the run"):
+        ingest(s3_store, path)
+    monkeypatch.undo()
+    [f] = doctor(s3_store, repair=True)
+    assert (f.check, f.count, f.repaired) == ("unrecorded_ingest", 1, True)
+    [row] = s3_store.read("runs").to_dicts()
+    assert (row["kind"], row["status"], json.loads(row["summary"])["added"]) == ("ingest", "done", 3)
+    assert doctor(s3_store) == []
