@@ -22,7 +22,7 @@ import gc
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,8 +64,10 @@ class Sample:
     logprobs: tuple[float, ...] | None  # per generated token, when asked
     finish_reason: str  # "stop" | "length" | "prompt_too_long" (never generated: no room in the context)
     # prompt tokens vLLM took from its prefix cache (whole KV blocks only): an episode's next turn
-    # repeats the ids of its earlier turns, so this is what turn-to-turn reuse saved
-    cached_tokens: int = 0
+    # repeats the ids of its earlier turns, so this is what turn-to-turn reuse saved.  A serving
+    # statistic, not part of the sample: it depends on which requests the scheduler ran together, so
+    # two equal completions compare equal whatever their cache hits
+    cached_tokens: int = field(default=0, compare=False)
 
 
 def default_model_path() -> Path:
