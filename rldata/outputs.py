@@ -81,7 +81,7 @@ def check_writable_file(path, *, name: str) -> None:
     elif not os.access(p if p.exists() else p.parent, os.W_OK):
         why = "permission denied"
     if why:
-        raise RldataError(f"{name} {os.fspath(path)}: cannot write: {why}", field=name)
+        raise _cannot_write(name, path, why)
 
 
 def write_output(path, data: str | bytes, *, name: str) -> None:
@@ -94,7 +94,7 @@ def write_output(path, data: str | bytes, *, name: str) -> None:
             f.write(data)
             f.flush()  # a full device refuses here or at close: both inside the try
     except OSError as e:
-        raise RldataError(f"{name} {os.fspath(path)}: cannot write: {e.strerror or e}", field=name) from None
+        raise _cannot_write(name, path, e.strerror or e) from None
 
 
 @contextmanager
@@ -114,7 +114,7 @@ def staged_output(path, data: str | bytes, *, name: str) -> Iterator[None]:
     target = Path(os.path.realpath(os.path.expanduser(os.fspath(path))))  # a link: its file is replaced
     if target.exists() and not target.is_file():
         if target.is_dir():
-            raise RldataError(f"{name} {os.fspath(path)}: cannot write: is a directory", field=name)
+            raise _cannot_write(name, path, "is a directory")
         write_output(path, data, name=name)
         yield
         return
@@ -128,7 +128,7 @@ def staged_output(path, data: str | bytes, *, name: str) -> Iterator[None]:
         os.replace(tmp, target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise RldataError(f"{name} {os.fspath(path)}: cannot write: {e.strerror or e}", field=name) from None
+        raise _cannot_write(name, path, e.strerror or e) from None
 
 
 def _stage(target: Path, data: bytes, *, name: str, shown) -> Path:
@@ -150,8 +150,12 @@ def _stage(target: Path, data: bytes, *, name: str, shown) -> Path:
             os.close(fd)
         if tmp_name is not None:
             Path(tmp_name).unlink(missing_ok=True)
-        raise RldataError(f"{name} {os.fspath(shown)}: cannot write: {e.strerror or e}", field=name) from None
+        raise _cannot_write(name, shown, e.strerror or e) from None
     return Path(tmp_name)
+
+
+def _cannot_write(name: str, path, reason) -> RldataError:
+    return RldataError(f"{name} {os.fspath(path)}: cannot write: {reason}", field=name)
 
 
 def _umask() -> int:
