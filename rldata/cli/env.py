@@ -31,6 +31,22 @@ def register_cmd(
     observation_role: str = typer.Option(
         "user", help="--openenv: the role of the server's observations, user or tool."
     ),
+    mcp: bool = typer.Option(
+        False,
+        "--mcp",
+        help="--openenv/--openenv-image: an MCP tool environment (CallToolAction): its tools are listed "
+        "now, laid out in the chat template and called by the model's tool calls.",
+    ),
+    reward: str = typer.Option(
+        "server",
+        help="--mcp: what judges an episode: server (its rewards, e.g. from a submit tool) or verifier "
+        "(the task's verifier on the last answer; tasks from a dataset).",
+    ),
+    tool_parser: str = typer.Option(
+        None,
+        help="--mcp: how the model's tool calls are read (hermes, llama3_json, mistral); default: the "
+        "one the model's chat template names.",
+    ),
     pass_reward: float = typer.Option(
         1.0, help="--openenv/--verifiers: the episode return (rubric reward) that counts as a pass."
     ),
@@ -71,6 +87,10 @@ def register_cmd(
 
     if sum(x is not None for x in (openenv, openenv_image, verifiers)) > 1:
         raise RldataError("--openenv URL, --openenv-image IMAGE and --verifiers MODULE: give one of them")
+    if (mcp or tool_parser is not None or reward != "server") and openenv is None and openenv_image is None:
+        raise RldataError("--mcp, --reward and --tool-parser go with --openenv URL or --openenv-image IMAGE")
+    if (tool_parser is not None or reward != "server") and not mcp:
+        raise RldataError("--reward and --tool-parser are for an MCP environment: add --mcp")
     spec, container = spec_file, contextlib.nullcontext()
     if verifiers is not None:
         spec = {
@@ -100,6 +120,9 @@ def register_cmd(
                 max_turns=max_turns,
                 step_timeout_s=step_timeout_s,
                 image=openenv_image,
+                mcp=mcp,
+                reward=reward,
+                tool_parser=tool_parser,
             )
         res = env_register(get_store(ctx, create=True), spec=spec)
     log(f"{'registered' if res.new else 'already registered'}: {res.env_id}@{res.version}")

@@ -5,6 +5,7 @@ from rldata.envs import (  # noqa: F401
     calculator,
     code_feedback,
     openenv,
+    openenv_mcp,
     reasoning_gym,
     single_turn,
     verifiers_env,

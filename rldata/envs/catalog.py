@@ -85,20 +85,32 @@ def openenv_spec(
     step_timeout_s: float = 10.0,
     system_prompt: str | None = None,
     image: str | None = None,
+    mcp: bool = False,
+    reward: str = "server",
+    tool_parser: str | None = None,
 ) -> dict[str, Any]:
     """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv); with
-    ``--openenv-image``, the image that served it too."""
+    ``--openenv-image``, the image that served it too.  ``mcp``: an MCP tool environment
+    (rldata.envs.openenv_mcp): its tools are listed now and recorded in the spec."""
     config: dict[str, Any] = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
+    if mcp:
+        from rldata.envs.openenv_mcp import list_tools
+
+        tools = list_tools(url, timeout_s=step_timeout_s)
+        config = {"url": url, "tools": tools, "reward": reward, "pass_reward": pass_reward}
     if image is not None:
         config["image"] = image
-    return {
+    spec = {
         "name": name,
-        "env": "openenv",
+        "env": "openenv-mcp" if mcp else "openenv",
         "config": config,
         "max_turns": max_turns,
         "step_timeout_s": step_timeout_s,
         "system_prompt": system_prompt,
     }
+    if tool_parser is not None:
+        spec["tool_parser"] = tool_parser
+    return spec
 
 
 def default_spec(name: str) -> dict[str, Any]:

@@ -37,7 +37,17 @@ from typing import Any
 from rldata.envs.base import BaseEnv, Message, StepResult, register
 from rldata.errors import RldataError
 
-__all__ = ["OpenEnvEnv", "OpenEnvError", "observation_text", "probe", "reset_tasks", "ws_url"]
+__all__ = [
+    "OpenEnvEnv",
+    "OpenEnvError",
+    "connect_session",
+    "exchange",
+    "observation_text",
+    "probe",
+    "reset_tasks",
+    "step_reward",
+    "ws_url",
+]
 
 _TEXT_FIELDS = ("prompt", "text", "message", "content", "output", "observation")
 _ROLES = ("user", "tool")
@@ -107,12 +117,49 @@ def observation_text(obs: Mapping[str, Any], field: str | None = None) -> str:
     return json.dumps(dict(obs), sort_keys=True, default=str)
 
 
-def _reward(value: Any) -> float | None:
+def step_reward(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise OpenEnvError(f"reward {value!r} is not a finite number")
     return float(value)
+
+
+def exchange(conn, msg: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+    """Send one message on a session and read the server's answer: the observation reply's ``data``
+    (``observation``, ``reward``, ``done``); OpenEnvError for anything else."""
+    conn.send(json.dumps(msg))
+    raw = conn.recv(timeout=timeout_s)
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if len(raw) > MAX_REPLY_BYTES:
+        raise OpenEnvError(f"reply of {len(raw)} characters (at most {MAX_REPLY_BYTES})")
+    try:
+        reply = json.loads(raw)
+    except ValueError:
+        raise OpenEnvError(f"reply is not JSON: {raw[:80]!r}") from None
+    if not isinstance(reply, dict):
+        raise OpenEnvError(f"reply is not a JSON object: {raw[:80]!r}")
+    if reply.get("type") == "error":
+        data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+        raise OpenEnvError(f"server error: {str(data.get('message', reply))[:300]}")
+    data = reply.get("data")
+    if reply.get("type") != "observation" or not isinstance(data, dict):
+        raise OpenEnvError(f"reply is not an observation: {raw[:80]!r}")
+    if not isinstance(data.get("observation"), dict):
+        raise OpenEnvError("reply has no observation object")
+    if not isinstance(data.get("done", False), bool):
+        raise OpenEnvError(f"done is {data.get('done')!r}, not a bool")
+    return data
+
+
+def connect_session(url: str, *, timeout_s: float):
+    """An open WebSocket session on the server's ``/ws`` (the server gives it its own environment)."""
+    from websockets.sync.client import connect
+
+    # entered as the context manager it is (websockets >= 15 warns on a bare connect()); the
+    # caller's close() ends it
+    return connect(ws_url(url), open_timeout=timeout_s, close_timeout=1, max_size=MAX_REPLY_BYTES).__enter__()
 
 
 @register("openenv")
@@ -181,41 +228,13 @@ class OpenEnvEnv(BaseEnv):
             ) from None
 
     def _send(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self.conn.send(json.dumps(msg))
-        raw = self.conn.recv(timeout=self.timeout)
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
-        if len(raw) > MAX_REPLY_BYTES:
-            raise OpenEnvError(f"reply of {len(raw)} characters (at most {MAX_REPLY_BYTES})")
-        try:
-            reply = json.loads(raw)
-        except ValueError:
-            raise OpenEnvError(f"reply is not JSON: {raw[:80]!r}") from None
-        if not isinstance(reply, dict):
-            raise OpenEnvError(f"reply is not a JSON object: {raw[:80]!r}")
-        if reply.get("type") == "error":
-            data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
-            raise OpenEnvError(f"server error: {str(data.get('message', reply))[:300]}")
-        data = reply.get("data")
-        if reply.get("type") != "observation" or not isinstance(data, dict):
-            raise OpenEnvError(f"reply is not an observation: {raw[:80]!r}")
-        if not isinstance(data.get("observation"), dict):
-            raise OpenEnvError("reply has no observation object")
-        if not isinstance(data.get("done", False), bool):
-            raise OpenEnvError(f"done is {data.get('done')!r}, not a bool")
-        return data
+        return exchange(self.conn, msg, timeout_s=self.timeout)
 
     def reset(self, task: Mapping[str, Any], seed: int | None) -> list[Message]:
-        from websockets.sync.client import connect
-
         args = _reset_args(task, seed)
-        # entered as the context manager it is (websockets >= 15 warns on a bare connect()); close()
-        # below ends it
-        self.conn = connect(
-            self.ws, open_timeout=self.timeout, close_timeout=1, max_size=MAX_REPLY_BYTES
-        ).__enter__()
+        self.conn = connect_session(self.url, timeout_s=self.timeout)
         data = self._send({"type": "reset", "data": args})
-        self.total, self.steps = _reward(data.get("reward")), 0
+        self.total, self.steps = step_reward(data.get("reward")), 0
         # the episode's info from the start: an episode cut short (length) is scored by what it has
         self.initial_info = {"env_reward": self.total or 0.0, "pass_reward": self.pass_reward}
         text = observation_text(data["observation"], self.observation_field)
@@ -227,7 +246,7 @@ class OpenEnvEnv(BaseEnv):
             raise OpenEnvError("step() before reset()")
         data = self._send({"type": "step", "data": {self.action_field: assistant_message["content"]}})
         self.steps += 1
-        r = _reward(data.get("reward"))
+        r = step_reward(data.get("reward"))
         if r is not None:
             self.total = r if self.total is None else self.total + r
         done = bool(data.get("done", False))

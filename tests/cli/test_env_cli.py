@@ -101,7 +101,7 @@ def test_a_class_path_registers(root, tmp_path, capsys, monkeypatch):
         ),
         (
             "env: nope\n",
-            "unknown environment 'nope'; known: calculator, calculator-tools, code-feedback, openenv, reasoning-gym, single-turn",  # then any toys other tests registered, then verifiers
+            "unknown environment 'nope'; known: calculator, calculator-tools, code-feedback, openenv, openenv-mcp, reasoning-gym, single-turn",  # then any toys other tests registered, then verifiers
         ),
         ("env: calculator\nmax_turns: 0\n", "spec field 'max_turns': expected a positive integer, got 0"),
         ("env: calculator\nstep_timeout_s: fast\n", "spec field 'step_timeout_s'"),

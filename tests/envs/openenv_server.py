@@ -1,6 +1,7 @@
 """Small OpenEnv environments served by openenv-core's own server, for the OpenEnv tests.
 
-Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``guess`` or ``calc``);
+Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``guess``, ``calc`` or
+``mcp``);
 :func:`serve` starts one in a subprocess and waits for its ``/health``.
 
 - ``guess``: a two-turn game.  The secret is a sum shown as ``A+B=`` (A = 1 + seed % 9, B = 1 +
@@ -8,6 +9,9 @@ Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``g
   "higher"/"lower" after a miss, and has one more try; reward 1 for a hit, 0 otherwise.
 - ``calc``: a tool env.  The question is the sum of two numbers; ``CALC: EXPR`` gets the value back
   as a tool observation, ``ANSWER: N`` ends the episode with reward 1 when N is the sum.
+- ``mcp``: the same question as an MCP tool env (openenv-core's ``MCPEnvironment`` with FastMCP
+  tools, served for ``CallToolAction``): ``add(a, b)``, ``divide(a, b)`` (raises on b = 0),
+  ``submit(answer)``, which ends the episode with reward 1 when the answer is the sum.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pathlib import Path
 
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_environment import MCPEnvironment
+from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 from openenv.core.env_server.types import Action, Observation, State
 
 DELAY_S = float(sys.argv[3]) if __name__ == "__main__" and len(sys.argv) > 3 else 0.0
@@ -105,7 +111,65 @@ class CalcEnv(Environment):
         return self._state
 
 
-ENVS = {"guess": GuessEnv, "calc": CalcEnv}
+class McpCalcEnv(MCPEnvironment):
+    """The calc question with MCP tools.  ``submit`` ends the episode: MCP tool results carry no
+    reward of their own, so the environment puts its reward and done on the submit call's result."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        from fastmcp import FastMCP
+
+        mcp = FastMCP("calc")
+        env = self
+
+        @mcp.tool
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            time.sleep(DELAY_S)
+            return a + b
+
+        @mcp.tool
+        def divide(a: float, b: float) -> float:
+            """Divide a by b."""
+            return a / b  # b = 0 raises: the tool fails on the server
+
+        @mcp.tool
+        def submit(answer: int) -> str:
+            """Submit the final answer; this ends the episode."""
+            env.reward, env.done = (1.0 if answer == env.a + env.b else 0.0), True
+            return "submitted"
+
+        super().__init__(mcp)
+        self._state = State(episode_id="", step_count=0)
+        self.a = self.b = 0
+        self.reward, self.done = 0.0, False
+
+    def reset(self, seed=None, episode_id=None, **kwargs):
+        s = seed or 0
+        self.a, self.b = 100 + 37 * s % 900, 200 + 53 * s % 700
+        self.reward, self.done = 0.0, False
+        self._state = State(episode_id=episode_id or "", step_count=0)
+        return TextObservation(prompt=f"What is {self.a}+{self.b}? Use the tools, then submit the answer.")
+
+    async def step_async(self, action, timeout_s=None, **kwargs):
+        self._state.step_count += 1
+        obs = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if isinstance(action, CallToolAction) and self.done:
+            obs = obs.model_copy(update={"done": True, "reward": self.reward})
+        return obs
+
+    def _step_impl(self, action, timeout_s=None, **kwargs):
+        raise ValueError("this environment takes MCP tool calls only")
+
+    @property
+    def state(self):
+        return self._state
+
+
+ENVS = {"guess": GuessEnv, "calc": CalcEnv, "mcp": McpCalcEnv}
+# the action and observation classes each is served with: an MCP env takes CallToolAction
+PROTOCOL = {"mcp": (CallToolAction, CallToolObservation)}
 
 
 def free_port() -> int:
@@ -149,5 +213,6 @@ if __name__ == "__main__":
     import uvicorn
 
     port, name = int(sys.argv[1]), sys.argv[2]
-    app = create_app(ENVS[name], TextAction, TextObservation, env_name=name, max_concurrent_envs=256)
+    action, observation = PROTOCOL.get(name, (TextAction, TextObservation))
+    app = create_app(ENVS[name], action, observation, env_name=name, max_concurrent_envs=256)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -45,7 +45,7 @@ def test_a_class_path_resolves(tmp_path, monkeypatch):
         ("json:dumps", "environment 'json:dumps' has no reset() method"),
         (
             "no-such-env",
-            "unknown environment 'no-such-env'; known: calculator, calculator-tools, code-feedback, openenv, reasoning-gym, single-turn",  # then any toys other tests registered, then verifiers
+            "unknown environment 'no-such-env'; known: calculator, calculator-tools, code-feedback, openenv, openenv-mcp, reasoning-gym, single-turn",  # then any toys other tests registered, then verifiers
         ),
     ],
 )
