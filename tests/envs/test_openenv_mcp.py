@@ -16,9 +16,10 @@ pytest.importorskip("openenv.core.env_server.mcp_environment")
 
 from rldata.engine import Sample
 from rldata.envs.base import EnvSpec, make_env
-from rldata.envs.catalog import openenv_spec, register_env
+from rldata.envs.catalog import openenv_spec, register_env, spec_of
 from rldata.envs.guard import guarded_reset, guarded_step
 from rldata.envs.openenv_mcp import OpenEnvMCPEnv, list_tools, tool_result_text
+from rldata.envs.tools import env_tool_schemas
 from rldata.errors import RldataError
 from rldata.rollout import EnvBinding, Renderer
 from rldata.rollout.episodes import _advance, _Episode, _open
@@ -93,6 +94,7 @@ def test_register_lists_the_servers_tools_into_the_spec(store, mcp):
     assert spec["config"]["reward"] == "server"
     # the environment built from the row declares them: the rollout and the exports read them there
     assert OpenEnvMCPEnv(**spec["config"]).tool_schemas == tools
+    assert env_tool_schemas(spec_of(row)) == tools
     assert register_env(store, openenv_spec("calc", mcp, mcp=True, max_turns=6))[1] is False
 
 
