@@ -78,9 +78,10 @@ def list_tools(url: str, *, timeout_s: float = 10.0) -> list[dict[str, Any]]:
     try:
         conn = connect_session(url, timeout_s=timeout_s)
         data = exchange(conn, {"type": "step", "data": {"type": "list_tools"}}, timeout_s=timeout_s)
-    except (OpenEnvError, OSError, TimeoutError) as e:
+    except Exception as e:  # noqa: BLE001 - a refused handshake, a closed socket, a bad reply: one line
         raise RldataError(
-            f"OpenEnv server at {url} did not list MCP tools: {e} (an MCP environment is served with "
+            f"OpenEnv server at {url} did not list MCP tools: {' '.join(str(e).split())} (an MCP "
+            "environment is served with "
             "create_app(Env, CallToolAction, CallToolObservation))"
         ) from None
     finally:
