@@ -28,9 +28,7 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
             "--out",
             str(tmp_path / "demo"),
             "--tasks",
-            "24",
-            "--n",
-            "8",
+            "48",
             "--steps",
             "2",
             "--eval-tasks",
@@ -52,7 +50,7 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
     training = Path(result["training_report"])  # the run's training page, linked from the selection page
     assert "Held-out accuracy" in training.read_text() and (training.parent / "train_heldout.png").is_file()
     assert 'href="training.html"' in Path(result["report"]).read_text()
-    assert result["sampled_tasks"] == 24 and result["samples"] == 24 * 8
+    assert result["sampled_tasks"] == 48 and result["samples"] == 48 * 16
     assert 0 <= result["heldout_accuracy_before"] <= 1 and 0 <= result["heldout_accuracy_after"] <= 1
 
     from rldata import open_store
@@ -80,9 +78,7 @@ def test_demo_env_calculator_runs_the_loop_as_episodes(tmp_path):
             "--out",
             str(tmp_path / "demo"),
             "--tasks",
-            "24",
-            "--n",
-            "8",
+            "48",
             "--steps",
             "2",
             "--eval-tasks",
