@@ -31,6 +31,15 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def _session_ray_is_narrow(request):
+    """A test on the session's Ray runs on its 2 CPUs even after a test that widened it."""
+    if "ray_session" in request.fixturenames:
+        from tests.ray_helpers import narrow_session_ray
+
+        narrow_session_ray()
+
+
 @pytest.fixture(scope="session")
 def qwen_model(tmp_path_factory):
     """The tiny Qwen2-architecture fixture (rldata.model_fixture), built once per test session."""

@@ -21,16 +21,22 @@ def init_ray(num_cpus: int = SESSION_CPUS) -> None:
 @contextmanager
 def ray_with_cpus(num_cpus: int) -> Iterator[None]:
     """A local Ray with at least ``num_cpus`` logical CPUs for the block.  A narrower running one
-    (the session's) is replaced and given back after; with none running, the block's driver starts
-    its own (``ensure_ray``) and keeps it."""
+    (the session's) is shut down and the block's driver starts its own (``ensure_ray``); with none
+    running, the driver starts one too.  The wide Ray is left running after the block: the next test
+    that needs one reuses it instead of paying two restarts (~8 s each here), and a test that asks
+    for the session's Ray gets the narrow one back first (``narrow_session_ray``)."""
     import ray
 
-    restore = ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < num_cpus
-    if restore:
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) < num_cpus:
         ray.shutdown()
-    try:
-        yield
-    finally:
-        if restore:
-            ray.shutdown()
-            init_ray(SESSION_CPUS)
+    yield
+
+
+def narrow_session_ray() -> None:
+    """Put the session's ``SESSION_CPUS`` Ray back where a wider one runs (left by ``ray_with_cpus``):
+    tests on the session's Ray size their engines by its CPUs."""
+    import ray
+
+    if ray.is_initialized() and ray.cluster_resources().get("CPU", 0) != SESSION_CPUS:
+        ray.shutdown()
+        init_ray(SESSION_CPUS)

@@ -19,9 +19,9 @@ from rldata.errors import ConfigError
 from rldata.names import check_name
 from rldata.params import SamplingSpec, VllmConfig, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
-from rldata.trainer.loss import AGGREGATIONS
 
 __all__ = [
+    "AGGREGATIONS",
     "LORA_DEFAULTS",
     "MODES",
     "PRECISIONS",
@@ -34,6 +34,9 @@ __all__ = [
 ]  # ConfigError: rldata.errors'
 
 MODES = ("sync", "async")
+# agg values (trainer/loss.py applies them); declared here so that reading a config (every CLI
+# command does) does not import torch
+AGGREGATIONS = ("token", "sequence")
 STRATEGIES = ("ddp", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 # lora: {...} keys and their defaults; "all-linear" is peft's every linear layer but the output head

@@ -35,10 +35,10 @@ from typing import Literal
 import torch
 
 from rldata.errors import ConfigError
+from rldata.trainer.config import AGGREGATIONS
 
 __all__ = ["AGGREGATIONS", "KL_CLAMP", "behaviour_weight", "grpo_loss", "k3_kl"]
 
-AGGREGATIONS = ("token", "sequence")
 KL_CLAMP = 10.0  # cap of the per-token k3 value: one token far off the reference cannot dominate a step
 _LOG_CLAMP = 20.0  # |log-ratio| bound before exp: exp(20) ~ 5e8 is finite in float32, exp(inf) is not
 

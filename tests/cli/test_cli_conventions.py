@@ -69,6 +69,20 @@ def test_console_script_data_on_stdout_logs_on_stderr(tmp_path):
     assert pq.read_table(io.BytesIO(r.stdout)).to_pylist() == [{"domain": "math", "n": 3000}]
 
 
+def test_store_commands_do_not_import_torch_or_vllm(tmp_path):
+    """Every command is registered at start-up, the train command's config included: a store command
+    (ingest, tables, sql...) must not pay torch's and vLLM's import (seconds per process)."""
+    code = (
+        "import sys\nfrom rldata.cli import main\n"
+        f"rc = main(['--store', {str(tmp_path / 's')!r}, 'ingest', '--sample', 'arith'])\n"
+        f"rc += main(['--store', {str(tmp_path / 's')!r}, 'tables'])\n"
+        "print(rc, sorted(m for m in ('torch', 'vllm', 'transformers') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "0 []"
+
+
 def test_console_script_errors_are_one_line_with_exit_1_and_debug_shows_the_traceback(tmp_path):
     store = str(tmp_path / "s")
     open_store(store)

@@ -1,6 +1,6 @@
 """The README's quick tour, run as written (commands read from README.md) on a fresh store.
 
-Only size flags are appended (fewer tasks, one training step): the commands themselves are the
+Only size flags are appended (fewer tasks, one small training step): the commands themselves are the
 README's, so a tour that stops working fails here.
 """
 
@@ -20,10 +20,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 README = Path(__file__).resolve().parents[2] / "README.md"
 RLDATA = str(Path(sys.executable).parent / "rldata")
 # a few dozen tasks (task ids are hashes: a mix of arith and GSM8K, whose long prompts exceed the
-# default context and must be recorded, not fatal) and one training step
+# default context and must be recorded, not fatal) and one training step of 4 groups of 4
 _SMALL = {
     "sample": ["--where", "task_id IN (SELECT task_id FROM tasks ORDER BY task_id LIMIT 40)"],
-    "train": ["--steps", "1"],
+    "train": ["--steps", "1", "--prompts-per-step", "4", "--group-size", "4"],
 }
 
 

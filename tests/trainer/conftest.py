@@ -13,7 +13,8 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def train_ray():
-    """A local Ray with 4 logical CPUs: engine + learner + verification tasks (+ an eval engine)."""
+    """A local Ray with 4 logical CPUs: engine + learner + verification tasks (+ an eval engine).  The
+    trainer modules share it (the learner-only tests too): it stays up from one module to the next."""
     import ray
 
     from tests.ray_helpers import init_ray, ray_with_cpus

@@ -84,7 +84,7 @@ def test_weights_are_hf_named_cpu_tensors(tiny_model_dir):
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_ddp_two_learners_equal_one(ray_session, tiny_model_dir):
+def test_ddp_two_learners_equal_one(train_ray, tiny_model_dir):
     """Same global batch, W=1 vs W=2 (gloo): same gradients and parameters after each step, and
     identical ranks.  Token-level aggregation (the global token denominator is the delicate part)
     with a KL term (a reference model on each rank); the per-sequence denominator takes the same

@@ -198,7 +198,7 @@ def test_fsdp_on_qwen2_with_tied_embeddings(tmp_path):
 # --- through Ray: the path the driver takes ----------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.ray
-def test_fsdp_learner_group_publishes_and_checkpoints(ray_session, tiny_model_dir, tmp_path):
+def test_fsdp_learner_group_publishes_and_checkpoints(train_ray, tiny_model_dir, tmp_path):
     """Two FSDP ranks as Ray actors: the weights the driver publishes (rank 0's flat buffer, gathered
     one tensor at a time with rank 1 joining) are the full model, and a checkpoint is a sharded
     torch.distributed.checkpoint plus a consolidated HF model dir holding the same weights."""
