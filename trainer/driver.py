@@ -58,7 +58,6 @@ class DriverOptions:
 
     sampler: str | None = None  # override the curriculum's sampler, e.g. "uniform" (the baseline)
     tasks_where: str | None = None  # SQL predicate over tasks, for a run without a curriculum
-    eval_where: str | None = None  # SQL predicate over tasks naming the held-out split
     resume: bool = False  # continue run_id from its newest checkpoint
     address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
@@ -79,12 +78,10 @@ class DriverOptions:
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.tag is not None:
             check_name(self.tag, field="tag")
-        # the predicates are spliced into SQL: one predicate each, checked before Ray starts
-        # (build_sampler and eval_task_ids check again for their direct callers)
+        # the predicate is spliced into SQL: one predicate, checked before Ray starts (build_sampler
+        # checks again for its direct callers; the held-out one is TrainConfig.eval's, checked there)
         if self.tasks_where is not None:
             check_predicate(self.tasks_where, field="where")
-        if self.eval_where is not None:
-            check_predicate(self.eval_where, field="eval_where")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.verify_timeout_s <= 0:
@@ -252,13 +249,13 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
         log(
-            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval.n} "
             f"(ledger model {res.model})"
         )
 
     def eval_due(step: int) -> bool:
         return bool(state.eval_ids) and (
-            step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0)
+            step == cfg.steps or (cfg.eval.every > 0 and step % cfg.eval.every == 0)
         )
 
     if state.eval_ids and ckpt_path is None:

@@ -120,7 +120,7 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
             f"resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs",
             field="run_id",
         )
-    eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
+    eval_ids = eval_task_ids(store, cfg)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(
         store,
