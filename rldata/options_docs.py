@@ -13,6 +13,7 @@ from typing import Any
 
 from rldata.config import REQUIRED, leaves
 from rldata.demo import DemoConfig
+from rldata.envs.register import EnvRegisterConfig
 from rldata.ingest.options import IngestConfig
 from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
 from rldata.jobs.judge import JudgeConfig
@@ -59,6 +60,7 @@ def configs() -> dict[str, type]:
         "demo": DemoConfig,
         "export": ExportConfig,
         "import-rollouts": ImportConfig,
+        "env register": EnvRegisterConfig,
         "env profile": ProfileConfig,
         "judge run": JudgeConfig,
     }
