@@ -235,8 +235,9 @@ class Leaf:
 
     @property
     def aliases(self) -> tuple[str, ...]:
-        """The deprecated flat names that still set this leaf (not the ``--flag`` ones)."""
-        old = tuple(o for o in self.meta.deprecated if not o.startswith("-"))
+        """The deprecated flat names that still set this leaf (not the ``--flag`` ones): its old
+        names, and inside a prefixed section its flat name (``eval_n``)."""
+        old = tuple(self.prefix + o for o in self.meta.deprecated if not o.startswith("-"))
         return old + ((self.name,) if self.prefix else ())
 
     @property
@@ -343,7 +344,7 @@ def _flatten(cls: type, source: Mapping[str, Any], *, warn: bool = True) -> dict
     """``source`` (nested by section or flat; old names warn) -> values by leaf name."""
     ls = leaves(cls)
     by_name = {leaf.name: leaf for leaf in ls}
-    old_names = {leaf.prefix + old if old != leaf.name else old: leaf for leaf in ls for old in leaf.aliases}
+    old_names = {old: leaf for leaf in ls for old in leaf.aliases}
     # every sub-config's name at any depth (``live`` inside ``train``): a file may nest any of them
     sections = _sections(cls)
 

@@ -231,6 +231,26 @@ class EngineConfig:
         validate(self)
 
 
+@dataclass(frozen=True)
+class VerifyConfig:
+    """How completions are checked: which verifier, and how long one check may take."""
+
+    verifier: str | None = param(
+        None,
+        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
+        "domain verifier.",
+    )
+    timeout_s: float = param(
+        10.0,
+        flag="--timeout",
+        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
+        help="Seconds per distinct check; a timeout is an error.",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+
 ADAPTIVE_RULES = ("fixed", "exact", "sequential")
 
 
@@ -240,6 +260,7 @@ class SampleConfig:
 
     sampling: SamplingSpec = nested(SamplingSpec)
     engine: EngineConfig = nested(EngineConfig)
+    verify: VerifyConfig = nested(VerifyConfig)
     where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
     selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
@@ -341,23 +362,3 @@ class EvalConfig:
     def spec(self, *, max_tokens: int, seed: int | None) -> SamplingSpec:
         """The eval's sampling params; the completion cap and the seed are the run's."""
         return SamplingSpec(n=self.n, temperature=self.temperature, max_tokens=max_tokens, seed=seed)
-
-
-@dataclass(frozen=True)
-class VerifyConfig:
-    """How completions are checked: which verifier, and how long one check may take."""
-
-    verifier: str | None = param(
-        None,
-        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
-        "domain verifier.",
-    )
-    timeout_s: float = param(
-        10.0,
-        flag="--timeout",
-        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
-        help="Seconds per distinct check; a timeout is an error.",
-    )
-
-    def __post_init__(self):
-        validate(self)
