@@ -53,7 +53,7 @@ from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 
-__all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "traj_id"]
+__all__ = ["SampleJob", "SampleSummary", "override_verifier", "run_sample", "select_tasks", "traj_id"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class SampleJob:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", field=name)
         self.reward.check_max_tokens(self.spec.max_tokens)
         if self.verifier:  # an unknown name or a class that does not import fails before anything starts
-            _verifier(self.verifier)
+            override_verifier(self.verifier)
         if (
             self.adaptive is not None
             and self.adaptive.rule != "fixed"
@@ -135,7 +135,8 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
     return df
 
 
-def _verifier(name: str):
+def override_verifier(name: str):
+    """The verifier ``name`` (registry name or module:Class) names; one line naming `verifier` when none."""
     from rldata.verify import get_verifier
     from rldata.verify.run import resolve_verifier
 
@@ -160,7 +161,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         )
     verifiers = {}
     for domain in tasks["domain"].unique().to_list():
-        v = _verifier(job.verifier) if job.verifier else for_domain(domain)
+        v = override_verifier(job.verifier) if job.verifier else for_domain(domain)
         verifiers[domain] = (v.name, v.version)
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}
     task_ids = tasks["task_id"].to_list()

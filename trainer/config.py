@@ -17,7 +17,7 @@ from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
 from rldata.names import check_name
-from rldata.params import EvalConfig, SamplingSpec, VllmConfig, check_sampling
+from rldata.params import EvalConfig, SamplingSpec, VerifyConfig, VllmConfig, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.trainer.loss import AGGREGATIONS
 
@@ -257,6 +257,8 @@ class TrainConfig:
         None,
         help="YAML reward spec (judge mix, length penalty, per-domain z-scores). Default: the verifier's 1/0.",
     )
+    # the verifier of the rollouts and the evals (default: each domain's) and its per-check timeout
+    verify: VerifyConfig = nested(VerifyConfig)
     # the held-out evaluation: --eval-n, eval: {n: ..} in a file (the flat eval_n: deprecated)
     eval: EvalConfig = nested(EvalConfig, prefixed=True)
     live: LiveConfig = nested(LiveConfig, help="Live pass-rate posteriors and the live:* samplers.")

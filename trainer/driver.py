@@ -62,7 +62,6 @@ class DriverOptions:
     address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
-    verify_timeout_s: float = 10.0
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
     tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
     tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
@@ -84,8 +83,6 @@ class DriverOptions:
             check_predicate(self.tasks_where, field="where")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.verify_timeout_s <= 0:
-            raise RldataError("verify_timeout_s must be > 0")
         if self.writeback_interval_s < 0:
             raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
 
@@ -110,10 +107,14 @@ class _Ctx:
     _verifiers: dict = field(default_factory=dict)
 
     def verifier_for(self, domain: str) -> tuple[str, str]:
+        """(name, version) of the verifier that scores ``domain``: the config's override, else the
+        domain's; they key the verdicts and the ledger rows."""
         if domain not in self._verifiers:
+            from rldata.jobs.sample import override_verifier
             from rldata.verify import for_domain
 
-            v = for_domain(domain)
+            name = self.cfg.verify.verifier
+            v = override_verifier(name) if name else for_domain(domain)
             self._verifiers[domain] = (v.name, v.version)
         return self._verifiers[domain]
 
@@ -309,7 +310,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             tasks=state.tasks,
             sampler=state.sampler,
             spec=cfg.sampling_spec(),
-            verify_timeout_s=opts.verify_timeout_s,
+            verify_timeout_s=cfg.verify.timeout_s,
             reward=reward,
             bindings=state.bindings,
             renderer=Renderer(tokenizer) if episodic else None,

@@ -91,12 +91,16 @@ def evaluate(
             max_model_len=max_model_len,
             vllm=vllm or VllmConfig(),
             env=env,
+            verifier=cfg.verify.verifier,  # the run's verifier scores its evals too
+            verify_timeout_s=cfg.verify.timeout_s,
         ),
     )
+    # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
+    # run evaluates at step 0) may have ledger rows under another verifier or version too
     acc, n_tasks, n, err = store.sql(
         "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
-        "WHERE p.model = $1 AND p.params_hash = $2",
-        params=[name, spec.params_hash],
+        "WHERE p.model = $1 AND p.params_hash = $2 AND p.verifier_key IN (SELECT unnest($3))",
+        params=[name, spec.params_hash, _verifier_keys(store, cfg, ids)],
         extra={"_ids": ids},
     ).fetchall()[0]
     if not n_tasks:
@@ -104,3 +108,17 @@ def evaluate(
     return EvalResult(
         model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0)
     )
+
+
+def _verifier_keys(store: Store, cfg: TrainConfig, ids: pa.Table) -> list[str]:
+    """The ledger keys the evaluation's samples were verified under (rldata.jobs.sample picks the
+    verifiers the same way: the override, else each task's domain's)."""
+    from rldata.jobs.sample import override_verifier
+    from rldata.ledger import verifier_key
+    from rldata.verify import for_domain
+
+    if cfg.verify.verifier:
+        v = override_verifier(cfg.verify.verifier)
+        return [verifier_key(v.name, v.version)]
+    domains = store.sql("SELECT DISTINCT domain FROM tasks JOIN _ids USING (task_id)", extra={"_ids": ids})
+    return sorted({verifier_key(for_domain(d).name, for_domain(d).version) for (d,) in domains.fetchall()})
