@@ -38,7 +38,7 @@ STRATEGIES = ("ddp", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 # lora: {...} keys and their defaults; "all-linear" is peft's every linear layer but the output head
 LORA_DEFAULTS = {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}
-# SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
+# SamplingSpec field -> the TrainConfig field that sets it, for the rollout (the eval: EvalConfig.spec)
 _ROLLOUT_PARAMS = {
     "n": "group_size",
     "temperature": "temperature",
