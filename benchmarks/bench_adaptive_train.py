@@ -91,7 +91,7 @@ def train(args, rule: str, seed: int) -> dict | None:
     cfg.write_text(
         f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: 8\n"
         f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: {seed}\n"
-        f"eval_size: {args.eval_size}\neval_n: {args.eval_n}\n"
+        f"eval: {{size: {args.eval_size}, n: {args.eval_n}}}\n"
     )
     load0, t0 = os.getloadavg()[0], time.monotonic()
     out = rldata(

@@ -85,8 +85,7 @@ def train(args, name: str, seed: int) -> dict:
         "lr": args.lr,
         "micro_batch": args.prompts * args.group,
         "dynamic_sampling": False,  # every step trains on exactly prompts x G rollouts
-        "eval_size": args.eval_size,
-        "eval_n": args.eval_n,
+        "eval": {"size": args.eval_size, "n": args.eval_n},
         **CONFIGS[name],
     }
     cfg = WORK / f"{run_id}.yaml"

@@ -126,7 +126,7 @@ def run(args, name: str, seed: int) -> dict:
         cfg.write_text(
             f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
             f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\n"
-            f"eval_size: {args.eval_size}\neval_n: 16\nlive: {{decay: {args.decay}}}\n"
+            f"eval: {{size: {args.eval_size}, n: 16}}\nlive: {{decay: {args.decay}}}\n"
             f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
         )
         tasks = ["--curriculum", str(WORK / "buckets.yaml")] if name == "curriculum" else ["--where", POOL]

@@ -91,7 +91,7 @@ def train(args, run_id: str, *extra: str) -> dict:
     cfg.write_text(
         f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
         f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: 0\n"
-        f"eval_size: {args.eval_size}\neval_n: 16\n"
+        f"eval: {{size: {args.eval_size}, n: 16}}\n"
     )
     t0 = time.monotonic()
     out = sh(

@@ -53,7 +53,7 @@ from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 
-__all__ = ["SampleJob", "SampleSummary", "run_sample", "select_tasks", "traj_id"]
+__all__ = ["SampleJob", "SampleSummary", "override_verifier", "run_sample", "select_tasks", "traj_id"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ class SampleJob:
     address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
     batch_tasks: int = 128  # tasks per engine call and per commit
     verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
+    # a verifier for every task instead of each domain's (registry name or module:Class); its name
+    # and version key the verdicts and the ledger rows, as rldata verify's override does
+    verifier: str | None = None
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     env: str | None = (
         None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
@@ -90,6 +93,8 @@ class SampleJob:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", field=name)
         self.reward.check_max_tokens(self.spec.max_tokens)
+        if self.verifier:  # an unknown name or a class that does not import fails before anything starts
+            override_verifier(self.verifier)
         if (
             self.adaptive is not None
             and self.adaptive.rule != "fixed"
@@ -130,6 +135,17 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
     return df
 
 
+def override_verifier(name: str):
+    """The verifier ``name`` (registry name or module:Class) names; one line naming `verifier` when none."""
+    from rldata.verify import get_verifier
+    from rldata.verify.run import resolve_verifier
+
+    try:
+        return get_verifier(resolve_verifier(name))
+    except KeyError as e:
+        raise RldataError(str(e.args[0]), field="verifier") from None
+
+
 def run_sample(store: Store, job: SampleJob) -> SampleSummary:
     """Run (or resume) a sampling job; return what it did."""
     from rldata.verify import for_domain
@@ -145,7 +161,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         )
     verifiers = {}
     for domain in tasks["domain"].unique().to_list():
-        v = for_domain(domain)
+        v = override_verifier(job.verifier) if job.verifier else for_domain(domain)
         verifiers[domain] = (v.name, v.version)
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}
     task_ids = tasks["task_id"].to_list()
@@ -155,6 +171,14 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
         store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env
     )
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
+    if job.verifier and ekeys:
+        # an episode's verdict may be its environment's reward, recorded under the task's verifier:
+        # an override would put another verifier's name on it
+        raise ConfigError(
+            f"verifier: an override applies to single-turn tasks; {len(ekeys)} of these tasks run as "
+            "episodes (give where or selection without them, or no verifier)",
+            field="verifier",
+        )
     drop_env_errors(store, task_ids, model=model, params_hash=ph, seed=spec.seed, ekeys=ekeys)
 
     status = stored_status(

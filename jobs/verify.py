@@ -26,10 +26,11 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from rldata.config import at_least, param, sql_predicate, validate
+from rldata.config import at_least, nested, param, sql_predicate, validate
 from rldata.console import log, progress
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger import recompute_passrates, verifier_key
+from rldata.params import VerifyConfig
 from rldata.results import VerifyResult, accumulator
 from rldata.runs import record_run
 from rldata.sql_guard import check_predicate
@@ -43,22 +44,13 @@ __all__ = ["VerifyJob", "VerifySummary", "run_verify", "select_trajectories"]
 class VerifyJob:
     """Which stored trajectories `rldata verify` re-scores, under which verifier."""
 
-    verifier: str | None = param(
-        None,
-        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
-        "domain verifier.",
-    )
+    # which verifier and how long a check may take: the knobs every verifying verb shares
+    verify: VerifyConfig = nested(VerifyConfig)
     run_id: str | None = param(None, help="Only this run's trajectories.")
     where: str | None = param(
         None, check=sql_predicate("where"), help="SQL predicate over trajectories t JOIN tasks k."
     )
     batch: int = param(1024, check=at_least(1), help="Trajectories per verification call and per commit.")
-    timeout_s: float = param(
-        10.0,
-        flag="--timeout",
-        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
-        help="Seconds per distinct check; a timeout is an error.",
-    )
     address: str | None = param(
         None, help="Ray cluster address (default: Ray if already initialized, else this machine)."
     )
@@ -105,7 +97,8 @@ def _verifiers(job: VerifyJob, domains: list[str]) -> dict[str, tuple[str, str]]
     out = {}
     for d in domains:
         try:
-            v = get_verifier(resolve_verifier(job.verifier)) if job.verifier else for_domain(d)
+            name = job.verify.verifier
+            v = get_verifier(resolve_verifier(name)) if name else for_domain(d)
         except KeyError as e:
             raise RldataError(str(e.args[0])) from None
         out[d] = (v.name, v.version)
@@ -162,7 +155,12 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
             "and ledger rows"
         )
         return summary
-    args = {"verifier": job.verifier, "run_id": job.run_id, "where": job.where, "verifiers": sorted(vkeys)}
+    args = {
+        "verifier": job.verify.verifier,
+        "run_id": job.run_id,
+        "where": job.where,
+        "verifiers": sorted(vkeys),
+    }
     with record_run(store, "verify", args) as run:
         summary.run_id = run.run_id
         t0 = time.monotonic()
@@ -215,7 +213,7 @@ def _verify_batch(
         for r in rows
     ]
     # Verification is all this job does: every core of the cluster checks, not one child of the driver.
-    verdicts = verify_on_ray(items, timeout_s=job.timeout_s, where="ray")
+    verdicts = verify_on_ray(items, timeout_s=job.verify.timeout_s, where="ray")
     out = []
     for r in rows:
         vs = verdicts[r["traj_id"]]  # keyed by traj_id: a failed check cannot shift results between samples

@@ -183,6 +183,8 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
         engines=engine.engines,
         address=cfg.address,
         batch_tasks=cfg.batch_tasks,
+        verifier=cfg.verify.verifier,
+        verify_timeout_s=cfg.verify.timeout_s,
         max_model_len=engine.max_model_len,
         vllm=engine.vllm,
         reward=reward_spec,
@@ -300,8 +302,9 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     file of its fields; ``settings`` override it, by field name: the TrainConfig fields
     (``curriculum="buckets.yaml"``, ``steps=50``, ``mode="async"``...) and the
     :class:`rldata.trainer.config.TrainRun` ones (``where`` picks the tasks of a run without a
-    curriculum; ``eval_heldout`` evaluates on the bundled held-out split, or ``eval_where`` names
-    one; ``resume``, ``address``, ``tracker``...).  docs/options.md lists them, the same as
+    curriculum; ``resume``, ``address``, ``tracker``...) and the held-out eval's, nested as ``eval``
+    (``eval={"heldout": True, "n": 4}``: the bundled held-out split, 4 samples per task; the flat
+    ``eval_heldout=``, ``eval_n=`` ... are deprecated and warn).  docs/options.md lists them, the same as
     ``rldata train``'s options; a setting given as None counts as not given.
     """
     from rldata.config import as_flat, load
@@ -322,7 +325,6 @@ def _train(store: StoreLike, command) -> TrainResult:
     """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
     from rldata.trainer.driver import DriverOptions
     from rldata.trainer.driver import train as run_train
-    from rldata.trainer.evaluate import HELDOUT_WHERE
 
     run = command.run
     # every check (the config's, DriverOptions' predicates, output paths) before the store is opened
@@ -332,7 +334,6 @@ def _train(store: StoreLike, command) -> TrainResult:
         sampler="uniform" if run.uniform else run.sampler,
         tasks_where=run.where,
         resume=run.resume,
-        eval_where=HELDOUT_WHERE if run.eval_heldout else run.eval_where,
         address=run.address,
         max_model_len=run.max_model_len,
         vllm=run.vllm,

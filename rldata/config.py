@@ -8,7 +8,8 @@ sub-config such as :class:`rldata.params.SamplingSpec`).  From those fields alon
 - the CLI options (:func:`rldata.cli._options.command`): one Typer option per leaf field, ``--FIELD-NAME`` unless the
   field names another flag, its default the field's default, plus ``--config FILE`` (YAML or TOML);
   options given on the command line win over the file, the file over the defaults;
-- the loading of a mapping or a file (:func:`build`), with deprecated names that still work;
+- the loading of a mapping or a file (:func:`build`), with deprecated names that still work (a
+  field's old names, and the flat ``eval_n`` of a prefixed section's ``eval.n``);
 - the option tables of the docs (``python -m rldata.options_docs --docs`` prints them, ``--check``
   fails when docs/options.md differs).
 
@@ -39,6 +40,7 @@ __all__ = [
     "finite_between",
     "leaves",
     "load",
+    "nest",
     "nested",
     "one_of",
     "param",
@@ -80,6 +82,9 @@ class Param:
     help_fn: Callable[[], str] | None = None
     # on the command line a failed check is a usage error (exit 2), as a misspelt choice is
     usage_check: bool = False
+    # a nested section whose leaves keep its name in front on the command line and as flat keys
+    # (``--eval-n``, ``eval_n``) so they never clash with the parent's (``--n``); see :func:`nested`
+    prefixed: bool = False
 
     def text(self) -> str:
         return self.help_fn() if self.help_fn is not None else self.help
@@ -92,9 +97,15 @@ def param(default: Any = MISSING, *, default_factory: Any = MISSING, compare: bo
     )
 
 
-def nested(cls: type, *, help: str = "") -> Any:
-    """A sub-config field: its own fields become options of the commands that use the parent."""
-    return dataclasses.field(default_factory=cls, metadata={KEY: Param(help=help or cls.__doc__ or "")})
+def nested(cls: type, *, help: str = "", prefixed: bool = False) -> Any:
+    """A sub-config field: its own fields become options of the commands that use the parent.
+
+    ``prefixed``: a shared section whose field names would clash with the parent's (``eval`` has an
+    ``n`` and a ``temperature`` of its own).  Its leaves are ``--eval-n`` on the command line and
+    ``eval: {n: 8}`` in a file; the flat key ``eval_n`` (a file key or a Python keyword) is a
+    deprecated alias of ``eval.n``, as any field's ``deprecated`` names are."""
+    meta = Param(help=help or cls.__doc__ or "", prefixed=prefixed)
+    return dataclasses.field(default_factory=cls, metadata={KEY: meta})
 
 
 # --- checks ----------------------------------------------------------------------------------------
@@ -207,10 +218,27 @@ class Leaf:
     field: dataclasses.Field
     type: Any
     meta: Param
+    prefix: str = ""  # "eval_" inside a prefixed section (nested(..., prefixed=True))
+    top: int = 0  # where in ``path`` the outermost prefixed section is (its nested file form starts)
 
     @property
     def name(self) -> str:
-        return self.path[-1]
+        """The leaf's one flat name: its CLI parameter (``--`` + dashes) and its key in ``build``."""
+        return self.prefix + self.path[-1]
+
+    @property
+    def key(self) -> str:
+        """How a file or an error names it: ``eval.n`` inside a prefixed section, else ``name``."""
+        if not self.prefix:
+            return self.name
+        return self.prefix.replace("_", ".") + self.path[-1]
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The deprecated flat names that still set this leaf (not the ``--flag`` ones): its old
+        names, and inside a prefixed section its flat name (``eval_n``)."""
+        old = tuple(self.prefix + o for o in self.meta.deprecated if not o.startswith("-"))
+        return old + ((self.name,) if self.prefix else ())
 
     @property
     def default(self) -> Any:
@@ -225,29 +253,71 @@ class Leaf:
         return (self.meta.flag or "--" + self.name.replace("_", "-")).split("/")[0]
 
 
-def leaves(cls: type, prefix: tuple[str, ...] = ()) -> list[Leaf]:
+def _is_section(f: dataclasses.Field, tp: Any) -> bool:
+    return _is_config(tp) and f.default_factory is tp
+
+
+def leaves(cls: type, prefix: tuple[str, ...] = (), _flat: str = "", _top: int | None = None) -> list[Leaf]:
     """The leaf fields of a config, sub-configs flattened, in declaration order."""
     out = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        if _is_config(hints[f.name]) and f.default_factory is hints[f.name]:
-            out += leaves(hints[f.name], (*prefix, f.name))
+        if _is_section(f, hints[f.name]):
+            pre = _meta(f).prefixed
+            top = len(prefix) if pre and _top is None else _top
+            out += leaves(hints[f.name], (*prefix, f.name), _flat + (f.name + "_" if pre else ""), top)
         else:
-            out.append(Leaf((*prefix, f.name), f, hints[f.name], _meta(f)))
+            leaf = Leaf(
+                (*prefix, f.name), f, hints[f.name], _meta(f), _flat, len(prefix) if _top is None else _top
+            )
+            out.append(leaf)
+    return out
+
+
+def _sections(cls: type, flat: str = "") -> dict[str, str]:
+    """Every sub-config's name at any depth (``live`` inside ``train``) -> the flat prefix its
+    leaves take (``eval`` -> ``eval_``; "" for a plain section)."""
+    out: dict[str, str] = {}
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.init and _is_section(f, hints[f.name]):
+            sub = flat + (f.name + "_" if _meta(f).prefixed else "")
+            out[f.name] = sub
+            out.update(_sections(hints[f.name], sub))
+    return out
+
+
+def nest(cls: type, flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Values by leaf name -> the mapping :func:`build` reads without a deprecation warning: a
+    prefixed section's leaves go under their section (``eval_n`` -> ``{"eval": {"n": ..}}``)."""
+    by_name = {leaf.name: leaf for leaf in leaves(cls)}
+    out: dict[str, Any] = {}
+    for k, v in flat.items():
+        leaf = by_name.get(k)
+        if leaf is None or not leaf.prefix:
+            out[k] = v
+            continue
+        # the path from the outermost prefixed section down (a plain section above it may be left out)
+        path = leaf.path[leaf.top :]
+        node = out
+        for name in path[:-1]:
+            node = node.setdefault(name, {})
+        node[path[-1]] = v
     return out
 
 
 def as_flat(obj: Any) -> dict[str, Any]:
-    """A config's leaf values by leaf name (what :func:`build` takes back)."""
+    """A config's leaf values by leaf name, in the mapping :func:`build` takes back (a prefixed
+    section's leaves nested under it, see :func:`nest`)."""
     out = {}
     for leaf in leaves(type(obj)):
         value = obj
         for name in leaf.path:
             value = getattr(value, name)
         out[leaf.name] = value
-    return out
+    return nest(type(obj), out)
 
 
 def warn_deprecated(old: str, new: str) -> None:
@@ -265,43 +335,61 @@ def build(cls: type, data: Mapping[str, Any] | None = None, /, **overrides) -> A
 
 
 def _build(cls: type, data: dict, overrides: dict) -> Any:
-    ls = leaves(cls)
-    by_name = {leaf.name: leaf for leaf in ls}
-    old_names = {old: leaf for leaf in ls for old in leaf.meta.deprecated if not old.startswith("-")}
-    # every sub-config's name at any depth (``live`` inside ``train``): a file may nest any of them
-    subs = {name for leaf in ls for name in leaf.path[:-1]}
-
-    def items(key: str, value: Any):
-        if key in subs and isinstance(value, Mapping):
-            for k, v in value.items():
-                yield from items(k, v)
-        else:
-            yield key, value
-
-    flat: dict[str, Any] = {}
-    for source in (data, overrides):
-        for key, value in source.items():
-            for k, v in items(key, value):
-                if k in old_names:
-                    warn_deprecated(k, old_names[k].name)
-                    k = old_names[k].name
-                if k not in by_name:
-                    known = ", ".join(sorted(by_name))
-                    raise ConfigError(f"{k}: unknown field; known fields: {known}", field=k)
-                flat[k] = v
+    flat = _flatten(cls, data)
+    flat.update(_flatten(cls, overrides))
     return _assemble(cls, flat)
 
 
-def _assemble(cls: type, flat: dict, prefix: tuple[str, ...] = ()) -> Any:
+def _flatten(cls: type, source: Mapping[str, Any], *, warn: bool = True) -> dict[str, Any]:
+    """``source`` (nested by section or flat; old names warn) -> values by leaf name."""
+    ls = leaves(cls)
+    by_name = {leaf.name: leaf for leaf in ls}
+    old_names = {old: leaf for leaf in ls for old in leaf.aliases}
+    # every sub-config's name at any depth (``live`` inside ``train``): a file may nest any of them
+    sections = _sections(cls)
+
+    def items(key: str, value: Any, prefix: str):
+        if key in sections and isinstance(value, Mapping):
+            for k, v in value.items():
+                yield from items(k, v, sections[key])
+        else:
+            yield prefix + key, value, prefix
+
+    flat: dict[str, Any] = {}
+    for key, value in source.items():
+        for k, v, prefix in items(key, value, ""):
+            leaf = by_name.get(k)
+            # a prefixed section's leaf is named flat (``eval_n``) only by its deprecated alias
+            if leaf is None or (leaf.prefix and not prefix):
+                leaf = old_names.get(k)
+                if leaf is None:
+                    known = ", ".join(sorted(x.key for x in ls))
+                    raise ConfigError(f"{k}: unknown field; known fields: {known}", field=k)
+                if warn:
+                    warn_deprecated(k, leaf.key)
+            flat[leaf.name] = v
+    return flat
+
+
+def _assemble(cls: type, flat: dict, prefix: str = "") -> Any:
     hints = _hints(cls)
     kw = {}
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        if _is_config(hints[f.name]) and f.default_factory is hints[f.name]:
-            kw[f.name] = _assemble(hints[f.name], flat, (*prefix, f.name))
-        elif f.name in flat:
-            kw[f.name] = flat[f.name]
+        if _is_section(f, hints[f.name]):
+            if not _meta(f).prefixed:
+                kw[f.name] = _assemble(hints[f.name], flat, prefix)
+                continue
+            try:
+                kw[f.name] = _assemble(hints[f.name], flat, f"{prefix}{f.name}_")
+            except ConfigError as e:  # the section's own check names its field: put the section in front
+                if not e.field or e.field.startswith(f"{f.name}."):
+                    raise
+                field = f"{f.name}.{e.field}"
+                raise ConfigError(f"{field}: {e.reason.removeprefix(f'{e.field}: ')}", field=field) from None
+        elif prefix + f.name in flat:
+            kw[f.name] = flat[prefix + f.name]
         elif f.default is MISSING and f.default_factory is MISSING:
             raise ConfigError(f"{f.name}: required; {_meta(f).help}", field=f.name)
     return cls(**kw)
@@ -325,7 +413,7 @@ def load(cls: type, config: Any = None, /, **overrides) -> Any:
     try:
         return build(cls, data, **overrides)
     except ConfigError as e:
-        if where is None or e.field in overrides:
+        if where is None or (e.field or "").replace(".", "_") in _flatten(cls, overrides, warn=False):
             raise
         raise InputError(where, None, str(e).removeprefix(f"{e.field}: "), field=e.field) from None
 
@@ -369,27 +457,3 @@ def read_file(path: str | Path) -> dict[str, Any]:
 
 def cli_leaves(cls: type) -> list[Leaf]:
     return [leaf for leaf in leaves(cls) if leaf.meta.cli]
-
-
-# --- docs ------------------------------------------------------------------------------------------
-
-
-def _cell(v: Any) -> str:
-    if v is REQUIRED:
-        return "required"
-    if v is None:
-        return ""
-    if isinstance(v, (list, tuple)) and not v:
-        return ""
-    return f"`{v}`".replace("|", "\\|")
-
-
-def docs_table(cls: type) -> str:
-    rows = ["| option | field | default | meaning |", "|---|---|---|---|"]
-    for leaf in leaves(cls):
-        flag = f"`{leaf.meta.flag or '--' + leaf.name.replace('_', '-')}`" if leaf.meta.cli else "(file only)"
-        field = ".".join(leaf.path)
-        alias = "".join(f" (deprecated: `{o}`)" for o in leaf.meta.deprecated)
-        text = leaf.meta.text().replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| {flag} | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
-    return "\n".join(rows)

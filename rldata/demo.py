@@ -164,13 +164,12 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
             "max_tokens": max_tokens,
             "lr": 1e-4,
             "micro_batch": 256,
-            "eval_size": cfg.eval_tasks,
-            "eval_n": cfg.n,
+            "eval": {"heldout": True, "size": cfg.eval_tasks, "n": cfg.n},
             "env": cfg.env,
             "model": cfg.model,
         }
     )
-    trained = train(store, tcfg, DriverOptions(eval_where=HELDOUT_WHERE))
+    trained = train(store, tcfg, DriverOptions())
     times["train"] = time.monotonic() - t
 
     t = _stage("6/6 report")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
-from rldata.config import docs_table
+from rldata.config import REQUIRED, leaves
 from rldata.demo import DemoConfig
+from rldata.envs.register import EnvRegisterConfig
 from rldata.ingest.options import IngestConfig
 from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
 from rldata.jobs.judge import JudgeConfig
@@ -21,7 +23,29 @@ from rldata.params import SampleConfig
 from rldata.select_config import FilterConfig, StratifyConfig
 from rldata.trainer.config import TrainCommand
 
-__all__ = ["DOCS", "configs", "docs_tables", "main"]
+__all__ = ["DOCS", "configs", "docs_table", "docs_tables", "main"]
+
+
+def _cell(v: Any) -> str:
+    if v is REQUIRED:
+        return "required"
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)) and not v:
+        return ""
+    return f"`{v}`".replace("|", "\\|")
+
+
+def docs_table(cls: type) -> str:
+    rows = ["| option | field | default | meaning |", "|---|---|---|---|"]
+    for leaf in leaves(cls):
+        flag = f"`{leaf.meta.flag or '--' + leaf.name.replace('_', '-')}`" if leaf.meta.cli else "(file only)"
+        field = ".".join(leaf.path)
+        old = leaf.meta.deprecated + ((leaf.name,) if leaf.prefix else ())
+        alias = "".join(f" (deprecated: `{o}`)" for o in old)
+        text = leaf.meta.text().replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| {flag} | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
+    return "\n".join(rows)
 
 
 def configs() -> dict[str, type]:
@@ -36,6 +60,7 @@ def configs() -> dict[str, type]:
         "demo": DemoConfig,
         "export": ExportConfig,
         "import-rollouts": ImportConfig,
+        "env register": EnvRegisterConfig,
         "env profile": ProfileConfig,
         "judge run": JudgeConfig,
     }

@@ -18,18 +18,21 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from rldata.config import at_least, nested, one_of, param, validate
+from rldata.config import at_least, finite_between, nested, one_of, param, sql_predicate, validate
 from rldata.errors import ConfigError
 
 __all__ = [
     "DTYPES",
+    "HELDOUT_WHERE",
     "MAX_N",
     "MAX_SEED",
     "MAX_TEMPERATURE",
     "NOT_HASHED",
     "EngineConfig",
+    "EvalConfig",
     "SampleConfig",
     "SamplingSpec",
+    "VerifyConfig",
     "VllmConfig",
     "check_sampling",
     "params_hash_of",
@@ -228,6 +231,26 @@ class EngineConfig:
         validate(self)
 
 
+@dataclass(frozen=True)
+class VerifyConfig:
+    """How completions are checked: which verifier, and how long one check may take."""
+
+    verifier: str | None = param(
+        None,
+        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
+        "domain verifier.",
+    )
+    timeout_s: float = param(
+        10.0,
+        flag="--timeout",
+        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
+        help="Seconds per distinct check; a timeout is an error.",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+
 ADAPTIVE_RULES = ("fixed", "exact", "sequential")
 
 
@@ -237,6 +260,7 @@ class SampleConfig:
 
     sampling: SamplingSpec = nested(SamplingSpec)
     engine: EngineConfig = nested(EngineConfig)
+    verify: VerifyConfig = nested(VerifyConfig)
     where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
     selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
@@ -274,3 +298,67 @@ class SampleConfig:
 
     def __post_init__(self):
         validate(self)
+
+
+# The bundled held-out split: tasks whose metadata says split = 'heldout' (sample_data's tiny sets)
+HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
+
+
+def _eval_n(v):
+    return None if 1 <= v <= MAX_N else f"must be in [1, {MAX_N}], got {v}"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation: which tasks, how often, with how many samples at which temperature.
+
+    Nested as ``eval`` with its name in front (``--eval-n``, ``eval: {n: 8}`` in a file), so its
+    ``n`` and ``temperature`` never clash with the rollout's; the old flat ``eval_n`` still works,
+    with a warning, for one release."""
+
+    every: int = param(
+        0,
+        check=at_least(0),
+        help="Evaluate every K steps; 0 = only before the first and after the last step.",
+    )
+    selection: str | None = param(
+        None, help="Selection (in the store) holding the held-out tasks; None = no eval."
+    )
+    size: int = param(
+        200, check=at_least(1), help="Held-out tasks per eval (the first ones, in task_id order)."
+    )
+    n: int = param(16, check=_eval_n, help="Samples per held-out task.")
+    temperature: float = param(
+        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature of the eval (0 = greedy)."
+    )
+    heldout: bool = param(
+        False,
+        help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
+        "--eval-every steps, and after.",
+    )
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="SQL predicate over tasks naming the held-out set."
+    )
+
+    def __post_init__(self):
+        validate(self)
+        if self.heldout and self.where:
+            raise ConfigError("heldout: give heldout or where, not both", field="heldout")
+        if self.selection and self.tasks_where:
+            raise ConfigError(
+                "selection: give a held-out selection or a held-out predicate (heldout, where), not both",
+                field="selection",
+            )
+
+    @property
+    def tasks_where(self) -> str | None:
+        """The SQL predicate naming the held-out tasks (``heldout``: the bundled split), if any."""
+        return HELDOUT_WHERE if self.heldout else self.where
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.selection or self.tasks_where)
+
+    def spec(self, *, max_tokens: int, seed: int | None) -> SamplingSpec:
+        """The eval's sampling params; the completion cap and the seed are the run's."""
+        return SamplingSpec(n=self.n, temperature=self.temperature, max_tokens=max_tokens, seed=seed)

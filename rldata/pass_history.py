@@ -28,6 +28,7 @@ import polars as pl
 from rldata.curriculum.live import LiveConfig, LiveState
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger import counts_sql
+from rldata.sql_guard import check_predicate
 from rldata.store import Store
 
 __all__ = [
@@ -287,6 +288,22 @@ def filter_from_run(
     return result, out
 
 
+def _stored_eval(cfg: dict, opts: dict) -> dict:
+    """The held-out eval of a stored train config: ``size``, ``selection`` and the predicate as
+    ``where``.  This release stores ``config.eval`` (``heldout`` for the bundled split); the
+    previous one stored flat ``config.eval_size``/``eval_selection`` and ``options.eval_where``."""
+    from rldata.params import HELDOUT_WHERE
+
+    ev = cfg.get("eval")
+    if isinstance(ev, dict):
+        return {**ev, "where": HELDOUT_WHERE if ev.get("heldout") else ev.get("where")}
+    return {
+        "size": cfg.get("eval_size"),
+        "selection": cfg.get("eval_selection"),
+        "where": opts.get("eval_where"),
+    }
+
+
 def run_pool(store: Store, info: RunInfo) -> list[str] | None:
     """The tasks the run drew from, rebuilt from its recorded arguments as rldata train built them
     (the curriculum's selection, or the tasks matching ``tasks_where``, minus the held-out tasks);
@@ -305,17 +322,19 @@ def run_pool(store: Store, info: RunInfo) -> list[str] | None:
         else:
             where = opts.get("tasks_where")
             rows = store.sql("SELECT task_id FROM tasks" + (f" WHERE {where}" if where else "")).fetchall()
-        size = int(cfg.get("eval_size") or 200)
+        ev = _stored_eval(cfg, opts)
+        size = int(ev.get("size") or 200)
         held: list = []
-        if opts.get("eval_where"):
+        if ev.get("where"):
+            check_predicate(ev["where"], field="eval.where")  # read back from the store: spliced into SQL
             held = store.sql(
-                f"SELECT task_id FROM tasks WHERE {opts['eval_where']} ORDER BY task_id LIMIT {size}"
+                f"SELECT task_id FROM tasks WHERE {ev['where']} ORDER BY task_id LIMIT {size}"
             ).fetchall()
-        elif cfg.get("eval_selection"):
+        elif ev.get("selection"):
             held = store.sql(
                 "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "
                 "ORDER BY task_id LIMIT $2",
-                params=[cfg["eval_selection"], size],
+                params=[ev["selection"], size],
             ).fetchall()
     except Exception:  # noqa: BLE001 - best effort: the page says the pool is unknown
         return None

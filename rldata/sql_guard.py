@@ -109,7 +109,7 @@ def check_predicate(text: str, *, field: str = "where", option: str | None = Non
     text, not the query it is spliced into, and no second statement can ride along).
 
     Every verb that splices a predicate into its SQL calls this first; the error names ``field``
-    (the parameter, e.g. ``where`` or ``eval_where``) and the CLI puts the option's flag in front.
+    (the parameter, e.g. ``where`` or ``eval.where``) and the CLI puts the option's flag in front.
     ``option`` is the older name of ``field`` (``"--eval-where"`` is read as ``eval_where``)."""
     if option is not None:
         field = option.lstrip("-").replace("-", "_")

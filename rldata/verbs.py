@@ -16,7 +16,7 @@ result with ``to_dict()``.  The ``rldata`` commands of the same names are thin c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,14 +269,46 @@ def judge_export(
 
 
 # ---- environments -------------------------------------------------------------------------------
-def env_register(store: StoreLike, *, spec: str | os.PathLike | Mapping[str, Any]) -> EnvResult:
+def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **settings: Any) -> EnvResult:
     """Validate an environment spec (a YAML/JSON file, or its mapping: fields, limits, that the
     class imports and accepts its config) and add it to ``environments`` as a new version; the same
-    spec again adds nothing (``new`` is False).  See docs/environments.md."""
-    from rldata.envs.catalog import load_spec_file, register_env
+    spec again adds nothing (``new`` is False).  See docs/environments.md.
 
-    data = dict(spec) if isinstance(spec, Mapping) else load_spec_file(spec)
-    row, new = register_env(_open(store, create=True), data)
+    ``settings`` are the :class:`rldata.envs.register.EnvRegisterConfig` fields, the options of
+    ``rldata env register`` (``config``: that config, a mapping or a YAML/TOML file of them): with
+    ``openenv=URL``, ``openenv_image=IMAGE`` (run with docker or podman while it registers) or
+    ``verifiers=MODULE``, ``spec`` is the environment's NAME.  Every check runs, and a container
+    is healthy, before the store is opened."""
+    import contextlib
+
+    from rldata.config import load
+    from rldata.console import log
+    from rldata.envs.catalog import load_spec_file, register_env
+    from rldata.envs.register import EnvRegisterConfig
+
+    if spec is not None:
+        settings["spec"] = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
+    cfg = (
+        config
+        if isinstance(config, EnvRegisterConfig) and not settings
+        else load(EnvRegisterConfig, config, **settings)
+    )
+    container, url = contextlib.nullcontext(), None
+    if cfg.openenv_image is not None:
+        from rldata.envs.openenv_container import OpenEnvContainer, container_runtime
+
+        # the arguments are checked, then the runtime looked for, before anything runs or the
+        # store is opened: each says so in one line
+        container = OpenEnvContainer(cfg.openenv_image, cfg.port)
+        container.runtime = container_runtime()
+        log(f"starting {cfg.openenv_image} on {container.url} ...")
+        container.started(cfg.start_timeout_s)
+        url = container.url
+    with container:
+        data = cfg.spec_data(url)
+        if data is None:
+            data = load_spec_file(cfg.spec)
+        row, new = register_env(_open(store, create=True), data)
     return EnvResult(
         env_id=row["env_id"], version=row["version"], kind=row["kind"], spec=row["spec"], new=bool(new)
     )

@@ -178,7 +178,7 @@ def _hostile_calls(tmp_path, text):
         (lambda st: rldata.sample(st, where=text), ["sample", "--where", text], "where"),
         (lambda st: rldata.verify(st, where=text), ["verify", "--where", text], "where"),
         (lambda st: rldata.train(st, where=text), ["train", "--where", text], "where"),
-        (lambda st: rldata.train(st, eval_where=text), ["train", "--eval-where", text], "eval_where"),
+        (lambda st: rldata.train(st, eval={"where": text}), ["train", "--eval-where", text], "eval.where"),
         (
             lambda st: rldata.export(st, rollouts=True, format="jsonl", where=text, out=tmp_path / "x"),
             ["export", "--rollouts", "--format", "jsonl", "--where", text, "--out", str(tmp_path / "x")],
@@ -204,7 +204,7 @@ def test_every_verb_refuses_a_hostile_predicate_with_the_clis_one_line_error(sto
         assert "--" not in msg.replace(text, ""), msg
         code = main(["--store", store.root, *argv])
         out, err = capsys.readouterr()
-        flag = "--eval-where" if field == "eval_where" else "--where"
+        flag = "--eval-where" if field == "eval.where" else "--where"
         assert (code, out, err) == (1, "", f"rldata: error: {flag}: {msg}\n"), argv
     assert fingerprint(store.root) == before  # nothing written, no run recorded
     assert not (tmp_path / "x").exists()
@@ -276,7 +276,7 @@ def test_the_documented_example_runs_as_written(tmp_path):
         ),
         ({"verb": "ingest", "sample": "arith", "n": 3}, ["ingest", "--sample", "arith", "--n", "3"], "--n"),
         (
-            {"verb": "train", "eval_heldout": True, "eval_where": "true"},
+            {"verb": "train", "eval": {"heldout": True, "where": "true"}},
             ["train", "--eval-heldout", "--eval-where", "true"],
             "--eval-heldout",
         ),
@@ -299,7 +299,8 @@ def test_option_combinations_are_checked_by_the_verb(
     verb = getattr(rldata, kwargs.pop("verb"))
     with pytest.raises(RldataError) as e:
         verb(store, **kwargs)
-    assert flag == "--" + e.value.field.replace("_", "-") and "--" not in str(e.value)
+    # eval.heldout, a field of the prefixed eval section, is --eval-heldout
+    assert flag == "--" + e.value.field.replace("_", "-").replace(".", "-") and "--" not in str(e.value)
     assert main(["--store", store.root, *argv]) == 1
     assert capsys.readouterr().err == f"rldata: error: {flag}: {e.value}\n"
     assert not (tmp_path / "x").exists()

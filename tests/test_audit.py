@@ -21,10 +21,13 @@ def _scored(store):
     from test_verify import ROWS, seed
 
     from rldata.jobs.verify import VerifyJob, run_verify
+    from rldata.params import VerifyConfig
 
     seed(store)
-    run_verify(store, VerifyJob(run_id="r1", timeout_s=2))  # math-verify, the hostile sample times out
-    run_verify(store, VerifyJob(verifier="exact", run_id="r1"))
+    run_verify(
+        store, VerifyJob(run_id="r1", verify=VerifyConfig(timeout_s=2))
+    )  # math-verify, the hostile sample times out
+    run_verify(store, VerifyJob(run_id="r1", verify=VerifyConfig(verifier="exact")))
     math = dict(store.sql("SELECT traj_id, passed FROM verifications WHERE verifier = 'math'").fetchall())
     labels = []
     for t, (_, cs) in ROWS.items():
@@ -159,6 +162,7 @@ def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
     # re-score it with rldata's math verifier, audit the verifier against the labels
     from rldata.interop.imports import ImportSpec, import_rollouts
     from rldata.jobs.verify import VerifyJob, run_verify
+    from rldata.params import VerifyConfig
 
     recs = [
         ("What is 6*7?", "42", r"so \boxed{42}", 1.0),
@@ -174,7 +178,7 @@ def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
     )
     res = import_rollouts(store, path=dump, spec=ImportSpec(format="jsonl", run_id="imp"))
     assert res.trajectories_added == 4
-    v = run_verify(store, VerifyJob(run_id="imp", timeout_s=5))
+    v = run_verify(store, VerifyJob(run_id="imp", verify=VerifyConfig(timeout_s=5)))
     assert v.verified == 4 and v.no_answer == 1
     audit = audit_store(store, verifier="math", against="labels", run_id="imp")
     assert audit.compared == 4 and audit.agreement["agree"][0] == 3

@@ -16,7 +16,7 @@ from rldata.errors import ConfigError, InputError
 from rldata.interop.options import ExportConfig
 from rldata.options_docs import configs, docs_tables
 from rldata.params import SampleConfig, SamplingSpec
-from rldata.trainer.config import TrainConfig
+from rldata.trainer.config import TrainCommand, TrainConfig
 
 # Options that print the result rows or write them to a file (--out, the shared OUT_OPT, where the
 # config has no `out` field of its own; ingest's --rejects), and --config itself: not parameters of
@@ -73,7 +73,7 @@ def test_the_commands_keep_their_flags():
     assert {
         "--curriculum", "-c", "--config", "--model", "--steps", "--learners", "--engines", "--out",
         "--resume", "--run-id", "--sampler", "--uniform", "--where", "--eval-heldout", "--eval-where",
-        "--eval-every", "--checkpoint-every", "--seed", "--address", "--max-model-len", "--env", "--async",
+        "--eval-every", "--eval-n", "--eval-size", "--eval-selection", "--eval-temperature", "--checkpoint-every", "--seed", "--address", "--max-model-len", "--env", "--async",
         "--max-staleness", "--reward-spec", "--tag", "--tracker", "--tracker-dir", "--format",
     } <= train  # fmt: skip
 
@@ -133,6 +133,53 @@ def test_the_old_name_of_a_field_works_and_warns(capsys):
     assert cfg.engines == 2 and cfg.num_engines == 2
     assert "num_engines is deprecated, use engines" in capsys.readouterr().err
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg and "engines" in cfg.to_dict()
+
+
+def test_a_prefixed_section_is_nested_in_a_file_and_flat_on_the_command_line(tmp_path, capsys):
+    """eval: {n: 8} in a file, --eval-n 8 on the command line; the flat eval_n (a file key or a
+    Python keyword of the previous release) is a deprecated alias: same config, one warning line."""
+    from rldata.cli._options import command
+
+    new, old = tmp_path / "new.yaml", tmp_path / "old.yaml"
+    new.write_text("eval: {n: 8, every: 5, heldout: true}\n")
+    old.write_text("eval_n: 8\neval_every: 5\neval_heldout: true\n")
+    cfg = load(TrainCommand, new)
+    assert (cfg.train.eval.n, cfg.train.eval.every, cfg.train.eval.heldout) == (8, 5, True)
+    assert capsys.readouterr().err == ""
+    assert load(TrainCommand, old) == cfg
+    assert capsys.readouterr().err.splitlines() == [
+        f"rldata: warning: eval_{k} is deprecated, use eval.{k} (the old name goes in the next release)"
+        for k in ("n", "every", "heldout")
+    ]
+    # the section's n is not the rollout's: each keeps its own value
+    both = build(TrainCommand, {"eval": {"n": 3}, "group_size": 4})
+    assert (both.train.eval.n, both.train.group_size) == (3, 4)
+
+    # the command line: --eval-n sets eval.n and warns about nothing; it wins over the file
+    app_ = typer.Typer()
+    seen = []
+
+    @app_.command()
+    @command(TrainCommand)
+    def cmd(config: TrainCommand):
+        seen.append(config)
+
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app_, ["--config", str(new), "--eval-n", "2", "--eval-size", "7"])
+    assert res.exit_code == 0, res.output
+    assert (seen[-1].train.eval.n, seen[-1].train.eval.size, seen[-1].train.eval.every) == (2, 7, 5)
+    assert "deprecated" not in res.output
+    # a Python keyword of the old name reaches the same field (a bad value: the verb stops first)
+    with pytest.raises(ConfigError) as e:
+        rldata.train(tmp_path / "nowhere", eval_n=0)
+    assert e.value.field == "eval.n" and str(e.value) == "eval.n: must be in [1, 100000], got 0"
+    assert "eval_n is deprecated, use eval.n" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
+    # the docs table names the nested field and its alias
+    assert "| `--eval-n` | `train.eval.n` | `16` | Samples per held-out task. (deprecated: `eval_n`) |" in (
+        docs_tables()
+    )
 
 
 def test_the_verbs_take_the_fields_by_name(tmp_path):
@@ -200,13 +247,13 @@ def test_a_hostile_predicate_is_refused_from_python_as_from_the_cli(tmp_path, ca
     root = tmp_path / "s"
     open_store(root).append("tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1="}])
     bad = "1=1; COPY tasks TO 'x.csv'"
-    for verb, field, argv in [
-        (rldata.verify, "where", ["verify", "--where", bad]),
-        (rldata.train, "where", ["train", "--where", bad]),
-        (rldata.train, "eval_where", ["train", "--eval-where", bad]),
+    for verb, field, kw, argv in [
+        (rldata.verify, "where", {"where": bad}, ["verify", "--where", bad]),
+        (rldata.train, "where", {"where": bad}, ["train", "--where", bad]),
+        (rldata.train, "eval.where", {"eval": {"where": bad}}, ["train", "--eval-where", bad]),
     ]:
         with pytest.raises(ConfigError) as e:
-            verb(root, **{field: bad})
+            verb(root, **kw)
         assert e.value.field == field and "not a single SQL predicate" in str(e.value)
         assert main(["--store", str(root), *argv]) == 1
         flag = argv[1]
@@ -235,7 +282,7 @@ def test_a_sampling_parameter_is_one_edit(tmp_path, monkeypatch):
     from vllm import SamplingParams
 
     from rldata.cli._options import command
-    from rldata.config import docs_table
+    from rldata.options_docs import docs_table
 
     mod = _recipe_module(
         tmp_path, monkeypatch, "recipe_min_p",

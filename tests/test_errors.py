@@ -20,7 +20,7 @@ from rldata.gym import GymError
 from rldata.ingest.gym import gym_tasks
 from rldata.jobs.sample import SampleJob
 from rldata.jobs.verify import VerifyJob
-from rldata.params import SamplingSpec
+from rldata.params import SamplingSpec, VerifyConfig
 from rldata.select import Band, parse_buckets, quantile_buckets
 from rldata.stats import pass_at_k
 from rldata.trainer.advantages import compute_advantages
@@ -52,7 +52,7 @@ BAND = Band(0.1, 0.9)
         (lambda: CostSpec.from_gpu(None), "gpu"),
         (lambda: CostSpec.from_gpu("z80"), "gpu"),
         (lambda: VerifyJob(batch=0), "batch"),
-        (lambda: VerifyJob(timeout_s=0), "timeout_s"),
+        (lambda: VerifyJob(verify=VerifyConfig(timeout_s=0)), "timeout_s"),
         (lambda: SampleJob(where="1=1", selection="s"), "selection"),
         (lambda: SampleJob(batch_tasks=0), "batch_tasks"),
         (lambda: parse_buckets("nonsense"), "buckets"),

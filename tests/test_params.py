@@ -73,14 +73,21 @@ def test_the_sample_verb_refuses_before_opening_anything(tmp_path, kw, field):
     [
         ({"seed": 2**70}, "seed"),
         ({"temperature": math.inf}, "temperature"),
-        ({"eval_temperature": math.nan}, "eval_temperature"),
         ({"group_size": MAX_N + 1, "prompts_per_step": 1, "micro_batch": 1}, "group_size"),
-        ({"eval_n": MAX_N + 1}, "eval_n"),
     ],
 )
 def test_the_trainer_names_its_own_field(kw, field):
     with pytest.raises(ConfigError) as e:
         TrainConfig(**kw)
+    assert e.value.field == field and str(e.value).startswith(f"{field}: "), e.value
+
+
+@pytest.mark.parametrize(
+    ("eval_", "field"), [({"temperature": math.nan}, "eval.temperature"), ({"n": MAX_N + 1}, "eval.n")]
+)
+def test_the_eval_section_names_its_field_with_the_section_in_front(eval_, field):
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict({"eval": eval_})
     assert e.value.field == field and str(e.value).startswith(f"{field}: "), e.value
 
 

@@ -17,7 +17,7 @@ from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
 from rldata.names import check_name
-from rldata.params import SamplingSpec, VllmConfig, check_sampling
+from rldata.params import EvalConfig, SamplingSpec, VerifyConfig, VllmConfig, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 
 __all__ = [
@@ -41,7 +41,7 @@ STRATEGIES = ("ddp", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 # lora: {...} keys and their defaults; "all-linear" is peft's every linear layer but the output head
 LORA_DEFAULTS = {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}
-# SamplingSpec field -> the TrainConfig field that sets it, for the rollout and for the eval
+# SamplingSpec field -> the TrainConfig field that sets it, for the rollout (the eval: EvalConfig.spec)
 _ROLLOUT_PARAMS = {
     "n": "group_size",
     "temperature": "temperature",
@@ -49,7 +49,6 @@ _ROLLOUT_PARAMS = {
     "max_tokens": "max_tokens",
     "seed": "seed",
 }
-_EVAL_PARAMS = {"n": "eval_n", "temperature": "eval_temperature", "max_tokens": "max_tokens", "seed": "seed"}
 
 
 def _need(ok: bool, name: str, reason: str) -> None:
@@ -261,17 +260,10 @@ class TrainConfig:
         None,
         help="YAML reward spec (judge mix, length penalty, per-domain z-scores). Default: the verifier's 1/0.",
     )
-    eval_every: int = param(
-        0, check=_ZERO, help="Evaluate every K steps; 0 = only before the first and after the last step."
-    )
-    eval_selection: str | None = param(
-        None, help="Selection (in the store) holding the held-out tasks; None = no eval."
-    )
-    eval_size: int = param(
-        200, check=_ONE, help="Held-out tasks per eval (the first ones, in task_id order)."
-    )
-    eval_n: int = param(16, check=_ONE, help="Samples per held-out task.")
-    eval_temperature: float = param(1.0, help="Sampling temperature of the eval (0 = greedy).")
+    # the verifier of the rollouts and the evals (default: each domain's) and its per-check timeout
+    verify: VerifyConfig = nested(VerifyConfig)
+    # the held-out evaluation: --eval-n, eval: {n: ..} in a file (the flat eval_n: deprecated)
+    eval: EvalConfig = nested(EvalConfig, prefixed=True)
     live: LiveConfig = nested(LiveConfig, help="Live pass-rate posteriors and the live:* samplers.")
     extra: dict[str, Any] = param(
         default_factory=dict, compare=False, cli=False, help="Free-form notes, stored with the run."
@@ -302,7 +294,6 @@ class TrainConfig:
             "temperature",
             f"must be > 0 for policy-gradient training, got {self.temperature}",
         )
-        _need(self.eval_temperature >= 0, "eval_temperature", f"must be >= 0, got {self.eval_temperature}")
         # The engine's log-probs under top_p < 1 are renormalised over the nucleus while the learner
         # scores the full softmax: every behaviour weight would be biased.  Refused rather than guessed.
         _need(
@@ -329,12 +320,13 @@ class TrainConfig:
             "advantage",
             f"must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}",
         )
-        # The rollout's and the eval's sampling parameters, under the bounds `rldata sample` has
-        for names in (_ROLLOUT_PARAMS, _EVAL_PARAMS):
-            try:
-                check_sampling(**{k: getattr(self, v) for k, v in names.items()})
-            except ConfigError as e:
-                raise ConfigError.of(names[e.field], str(e).removeprefix(f"{e.field} ")) from None
+        # The rollout's sampling parameters, under the bounds `rldata sample` has (EvalConfig checks
+        # the eval's n and temperature; max_tokens and seed are these)
+        try:
+            check_sampling(**{k: getattr(self, v) for k, v in _ROLLOUT_PARAMS.items()})
+        except ConfigError as e:
+            field = _ROLLOUT_PARAMS[e.field]
+            raise ConfigError.of(field, str(e).removeprefix(f"{e.field} ")) from None
         # Derived sizes: equal shards per learner, and whole micro-batches within a shard.
         _need(
             self.batch_size % self.num_learners == 0,
@@ -393,9 +385,8 @@ class TrainConfig:
         )
 
     def eval_spec(self) -> SamplingSpec:
-        return SamplingSpec(
-            n=self.eval_n, temperature=self.eval_temperature, max_tokens=self.max_tokens, seed=self.seed
-        )
+        """The held-out eval's sampling params (eval.n, eval.temperature; the run's cap and seed)."""
+        return self.eval.spec(max_tokens=self.max_tokens, seed=self.seed)
 
     # --- I/O ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -413,7 +404,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Fields by name (``num_engines``, the old name of ``engines``, warns)."""
+        """Fields by name, nested (``eval: {n: 8}``) or flat; an old name warns and still works
+        (``num_engines`` for ``engines``, the flat ``eval_n`` of a previous release's stored config)."""
         return build(cls, data)
 
     @classmethod
@@ -439,14 +431,6 @@ class TrainRun:
     resume: bool = param(
         False, help="Continue RUN_ID (default: the newest run in OUT) from its newest checkpoint."
     )
-    eval_heldout: bool = param(
-        False,
-        help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
-        "--eval-every steps, and after.",
-    )
-    eval_where: str | None = param(
-        None, check=sql_predicate("eval_where"), help="SQL predicate over tasks naming the held-out set."
-    )
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
     max_model_len: int | None = param(
         None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
@@ -468,8 +452,6 @@ class TrainRun:
         validate(self)
         if self.uniform and self.sampler not in (None, "uniform"):
             raise ConfigError(f"uniform contradicts sampler {self.sampler!r}", field="uniform")
-        if self.eval_heldout and self.eval_where:
-            raise ConfigError("give eval_heldout or eval_where, not both", field="eval_heldout")
 
 
 @dataclass(frozen=True)

@@ -58,12 +58,10 @@ class DriverOptions:
 
     sampler: str | None = None  # override the curriculum's sampler, e.g. "uniform" (the baseline)
     tasks_where: str | None = None  # SQL predicate over tasks, for a run without a curriculum
-    eval_where: str | None = None  # SQL predicate over tasks naming the held-out split
     resume: bool = False  # continue run_id from its newest checkpoint
     address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
-    verify_timeout_s: float = 10.0
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
     tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
     tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
@@ -79,16 +77,12 @@ class DriverOptions:
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.tag is not None:
             check_name(self.tag, field="tag")
-        # the predicates are spliced into SQL: one predicate each, checked before Ray starts
-        # (build_sampler and eval_task_ids check again for their direct callers)
+        # the predicate is spliced into SQL: one predicate, checked before Ray starts (build_sampler
+        # checks again for its direct callers; the held-out one is TrainConfig.eval's, checked there)
         if self.tasks_where is not None:
             check_predicate(self.tasks_where, field="where")
-        if self.eval_where is not None:
-            check_predicate(self.eval_where, field="eval_where")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.verify_timeout_s <= 0:
-            raise RldataError("verify_timeout_s must be > 0")
         if self.writeback_interval_s < 0:
             raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
 
@@ -113,10 +107,14 @@ class _Ctx:
     _verifiers: dict = field(default_factory=dict)
 
     def verifier_for(self, domain: str) -> tuple[str, str]:
+        """(name, version) of the verifier that scores ``domain``: the config's override, else the
+        domain's; they key the verdicts and the ledger rows."""
         if domain not in self._verifiers:
+            from rldata.jobs.sample import override_verifier
             from rldata.verify import for_domain
 
-            v = for_domain(domain)
+            name = self.cfg.verify.verifier
+            v = override_verifier(name) if name else for_domain(domain)
             self._verifiers[domain] = (v.name, v.version)
         return self._verifiers[domain]
 
@@ -252,13 +250,13 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
         log(
-            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_n} "
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval.n} "
             f"(ledger model {res.model})"
         )
 
     def eval_due(step: int) -> bool:
         return bool(state.eval_ids) and (
-            step == cfg.steps or (cfg.eval_every > 0 and step % cfg.eval_every == 0)
+            step == cfg.steps or (cfg.eval.every > 0 and step % cfg.eval.every == 0)
         )
 
     if state.eval_ids and ckpt_path is None:
@@ -312,7 +310,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             tasks=state.tasks,
             sampler=state.sampler,
             spec=cfg.sampling_spec(),
-            verify_timeout_s=opts.verify_timeout_s,
+            verify_timeout_s=cfg.verify.timeout_s,
             reward=reward,
             bindings=state.bindings,
             renderer=Renderer(tokenizer) if episodic else None,

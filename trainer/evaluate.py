@@ -3,7 +3,7 @@
 The samples and ledger rows land under the checkpoint's own model name (``step-000010@<weights
 hash>``, from :func:`rldata.engine.model_identity`), so an evaluation is an ordinary pass-rate
 slice: ``rldata passrates --model step-000010@...``.  Accuracy = mean pass rate over the held-out
-tasks (each task has ``eval_n`` samples), verifier errors excluded as everywhere in the ledger.
+tasks (each task has ``eval.n`` samples), verifier errors excluded as everywhere in the ledger.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 import pyarrow as pa
 
 from rldata.errors import RldataError
-from rldata.params import VllmConfig
+from rldata.params import HELDOUT_WHERE, VllmConfig
 from rldata.sql_guard import check_predicate
 from rldata.store import Store
 from rldata.trainer.config import TrainConfig
 
 __all__ = ["HELDOUT_WHERE", "EvalResult", "eval_task_ids", "evaluate"]
 
-# The bundled arith tasks mark their held-out split in metadata (rldata ingest --sample arith-heldout).
-HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
+# HELDOUT_WHERE (rldata.params): the bundled arith tasks mark their held-out split in metadata
+# (rldata ingest --sample arith-heldout)
 
 
 @dataclass(frozen=True)
@@ -34,21 +34,22 @@ class EvalResult:
     errors: int
 
 
-def eval_task_ids(store: Store, cfg: TrainConfig, *, where: str | None = None) -> list[str]:
-    """The first ``cfg.eval_size`` held-out tasks (task_id order), from ``where`` or ``cfg.eval_selection``."""
-    if where and cfg.eval_selection:
-        raise RldataError("give a held-out predicate or eval_selection, not both")
-    if cfg.eval_selection:
+def eval_task_ids(store: Store, cfg: TrainConfig) -> list[str]:
+    """The first ``cfg.eval.size`` held-out tasks (task_id order), from ``cfg.eval``'s selection or
+    predicate (EvalConfig refuses both at once); none without either."""
+    ev = cfg.eval
+    where = ev.tasks_where
+    if ev.selection:
         rows = store.sql(
             "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "
             "ORDER BY task_id LIMIT $2",
-            params=[cfg.eval_selection, cfg.eval_size],
+            params=[ev.selection, ev.size],
         ).fetchall()
-        what = f"selection {cfg.eval_selection!r}"
+        what = f"selection {ev.selection!r}"
     elif where:
-        check_predicate(where, field="eval_where")
+        check_predicate(where, field="eval.where")  # checked by EvalConfig; spliced into SQL here
         rows = store.sql(
-            f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(cfg.eval_size)}"
+            f"SELECT task_id FROM tasks WHERE {where} ORDER BY task_id LIMIT {int(ev.size)}"
         ).fetchall()
         what = f"tasks matching {where!r}"
     else:
@@ -71,7 +72,7 @@ def evaluate(
     vllm: VllmConfig | None = None,
     env: str | None = None,
 ) -> EvalResult:
-    """Sample ``cfg.eval_n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
+    """Sample ``cfg.eval.n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
     from rldata.engine import model_identity
     from rldata.jobs.sample import SampleJob, run_sample
 
@@ -90,12 +91,16 @@ def evaluate(
             max_model_len=max_model_len,
             vllm=vllm or VllmConfig(),
             env=env,
+            verifier=cfg.verify.verifier,  # the run's verifier scores its evals too
+            verify_timeout_s=cfg.verify.timeout_s,
         ),
     )
+    # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
+    # run evaluates at step 0) may have ledger rows under another verifier or version too
     acc, n_tasks, n, err = store.sql(
         "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
-        "WHERE p.model = $1 AND p.params_hash = $2",
-        params=[name, spec.params_hash],
+        "WHERE p.model = $1 AND p.params_hash = $2 AND p.verifier_key IN (SELECT unnest($3))",
+        params=[name, spec.params_hash, _verifier_keys(store, cfg, ids)],
         extra={"_ids": ids},
     ).fetchall()[0]
     if not n_tasks:
@@ -103,3 +108,17 @@ def evaluate(
     return EvalResult(
         model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0)
     )
+
+
+def _verifier_keys(store: Store, cfg: TrainConfig, ids: pa.Table) -> list[str]:
+    """The ledger keys the evaluation's samples were verified under (rldata.jobs.sample picks the
+    verifiers the same way: the override, else each task's domain's)."""
+    from rldata.jobs.sample import override_verifier
+    from rldata.ledger import verifier_key
+    from rldata.verify import for_domain
+
+    if cfg.verify.verifier:
+        v = override_verifier(cfg.verify.verifier)
+        return [verifier_key(v.name, v.version)]
+    domains = store.sql("SELECT DISTINCT domain FROM tasks JOIN _ids USING (task_id)", extra={"_ids": ids})
+    return sorted({verifier_key(for_domain(d).name, for_domain(d).version) for (d,) in domains.fetchall()})

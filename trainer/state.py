@@ -120,7 +120,7 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
             f"resume: unknown run {run_id!r}: no checkpoint under {ckpt_root} and no row in runs",
             field="run_id",
         )
-    eval_ids = eval_task_ids(store, cfg, where=opts.eval_where)
+    eval_ids = eval_task_ids(store, cfg)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     sampler, tasks = build_sampler(
         store,
@@ -133,6 +133,8 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
     from rldata.rollout import bind_envs
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
+    if cfg.verify.verifier:
+        _check_override(store, cfg, bindings, eval_ids)
     state = RunState(
         run_id=run_id,
         base=base,
@@ -145,6 +147,30 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         summary=TrainSummary(run_id=run_id, model=base.name),
     )
     return cfg, opts, state
+
+
+def _check_override(store: Store, cfg: TrainConfig, bindings: dict, eval_ids: list[str]) -> None:
+    """A verifier override names a verifier that loads, and no task (trained or held out) runs as
+    an episode: an episode's verdict may be its environment's reward, which the override's name
+    would mislabel (rldata sample refuses the same)."""
+    from rldata.jobs.sample import override_verifier
+    from rldata.rollout import bind_envs
+
+    override_verifier(cfg.verify.verifier)
+    held = []
+    if eval_ids:
+        rows = store.sql(
+            "SELECT task_id, env_id, env_version FROM tasks WHERE task_id IN (SELECT unnest($ids))",
+            params={"ids": eval_ids},
+        ).pl()
+        held = list(bind_envs(store, rows.iter_rows(named=True), env=cfg.env).values())
+    episodes = sum(b is not None for b in [*bindings.values(), *held])
+    if episodes:
+        raise ConfigError(
+            f"verifier: an override applies to single-turn tasks; {episodes} of the run's tasks run as "
+            "episodes (train or evaluate on single-turn tasks, or give no verifier)",
+            field="verifier",
+        )
 
 
 def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) -> None:

@@ -130,6 +130,7 @@ def flag_for(root, argv: list[str], field: str | None) -> str | None:
     """The long option of the command ``argv`` runs that sets library field ``field`` (None: none does)."""
     if not field:
         return None
+    field = field.replace(".", "_")  # eval.n, a prefixed section's field, is set by --eval-n
     try:
         chain = _commands_of(root, argv)
     except Exception:  # noqa: BLE001 - only a nicer message is at stake; never mask the real error

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from rldata.config import REQUIRED, Leaf, cli_leaves, leaves, load, warn_deprecated
+from rldata.config import REQUIRED, Leaf, cli_leaves, leaves, load, nest, warn_deprecated
 from rldata.errors import ConfigError
 
 __all__ = ["command"]
@@ -114,7 +114,7 @@ def command(cls: type, *, file_option: str = "--config") -> Callable:
                 if value is not None:
                     given[name] = value
             given = {k: (str(v) if isinstance(v, Path) else v) for k, v in given.items()}
-            cfg = load(cls, path, **given)
+            cfg = load(cls, path, **nest(cls, given))  # --eval-n is eval.n, not the old flat eval_n
             return fn(config=cfg, **kwargs)
 
         wrapper.__signature__ = inspect.Signature(params, return_annotation=None)

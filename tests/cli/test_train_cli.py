@@ -99,7 +99,7 @@ def _one_step(capsys, tmp_path):
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
     cfg.write_text(
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n"
+        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n"
     )
     code, out, err = run(
         capsys,

@@ -101,7 +101,7 @@ def test_no_container_runtime_is_one_line_and_registers_nothing(tmp_path, monkey
         (["--openenv-image=--privileged"], "expected an image reference"),
         (["--openenv-image", "img:latest; rm -rf /"], "expected an image reference"),
         (["--openenv-image", "img", "--port", "70000"], "expected a TCP port"),
-        (["--openenv-image", "img", "--openenv", "http://127.0.0.1:1"], "give one of them"),
+        (["--openenv-image", "img", "--openenv", "http://127.0.0.1:1"], "give one of openenv"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_runtime_runs(stand_in, tmp_path, capsys, args, why):

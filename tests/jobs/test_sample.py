@@ -246,3 +246,31 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     capsys.readouterr()
     assert main(["--store", str(root), *args]) == 0
     assert "nothing to do" in capsys.readouterr().err
+
+
+def test_a_verifier_override_keys_the_verdicts_and_the_ledger(store, ray_session):
+    """rldata sample --verifier exact: every verdict and ledger row is under exact's name and
+    version, never the domain's; a later run without it verifies the same stored completions under
+    the domain's verifier, each into its own ledger slice."""
+    from rldata.errors import ConfigError
+    from rldata.verify import get_verifier
+
+    store.append("tasks", _arith_tasks(4))
+    spec = SamplingSpec(n=2, temperature=1.0, max_tokens=8, seed=0)
+    exact = f"exact@{get_verifier('exact').version}"
+    s = run_sample(store, SampleJob(spec=spec, verifier="exact", verify_timeout_s=5.0))
+    assert s.samples == 8
+    rows = store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall()
+    assert rows == [("exact", 8)]
+    keys = store.sql("SELECT DISTINCT verifier_key FROM passrates").fetchall()
+    assert keys == [(exact,)]
+    run_sample(store, SampleJob(spec=spec))
+    assert _counts(store)[0] == 8  # the same completions, not sampled again
+    by = dict(store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall())
+    assert by == {"exact": 8, "math": 8}
+    keys = dict(store.sql("SELECT verifier_key, sum(n) FROM passrates GROUP BY 1").fetchall())
+    assert keys[exact] == 8 and len(keys) == 2 and all(v == 8 for v in keys.values())
+    # an episode's verdict may be its environment's reward: an override is refused for episodes
+    with pytest.raises(ConfigError, match="^verifier: an override applies to single-turn tasks"):
+        run_sample(store, SampleJob(spec=spec, verifier="exact", env="calculator"))
+    assert _counts(store)[0] == 8

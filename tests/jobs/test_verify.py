@@ -7,6 +7,7 @@ import pytest
 
 from rldata.errors import RldataError
 from rldata.jobs.verify import VerifyJob, run_verify
+from rldata.params import VerifyConfig
 from rldata.verify.base import REGISTRY
 from rldata.verify.math import MathVerifier
 
@@ -59,9 +60,11 @@ class MathV2(MathVerifier):
 def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypatch):
     seed(store)
     v1 = f"math@{MathVerifier.version}"
-    first = run_verify(store, VerifyJob(run_id="r1", where="t.sample_idx < 2", timeout_s=2))
+    first = run_verify(
+        store, VerifyJob(run_id="r1", where="t.sample_idx < 2", verify=VerifyConfig(timeout_s=2))
+    )
     assert (first.trajectories, first.verified, first.errors) == (8, 8, 1)  # a "killed" run: half done
-    rest = run_verify(store, VerifyJob(run_id="r1", timeout_s=2))
+    rest = run_verify(store, VerifyJob(run_id="r1", verify=VerifyConfig(timeout_s=2)))
     assert (rest.trajectories, rest.already_verified, rest.verified) == (16, 8, 8)  # only what was missing
     assert first.correct + rest.correct == 8 and first.errors + rest.errors == 1
     assert first.no_answer + rest.no_answer == 2  # "no idea", "I give up": parse failures
@@ -80,14 +83,14 @@ def test_verify_is_resumable_idempotent_and_never_mixes_versions(store, monkeypa
     assert (ledger["t3"]["n"], ledger["t3"]["n_correct"]) == (4, 3)
 
     runs = store.sql("SELECT count(*) FROM runs WHERE kind = 'verify'").fetchall()[0][0]
-    again = run_verify(store, VerifyJob(run_id="r1", timeout_s=2))
+    again = run_verify(store, VerifyJob(run_id="r1", verify=VerifyConfig(timeout_s=2)))
     assert (
         again.noop and store.sql("SELECT count(*) FROM runs WHERE kind = 'verify'").fetchall()[0][0] == runs
     )
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 16
 
     monkeypatch.setitem(REGISTRY, "math", MathV2)  # a new version of the same verifier
-    new = run_verify(store, VerifyJob(verifier="math", run_id="r1", timeout_s=2))
+    new = run_verify(store, VerifyJob(run_id="r1", verify=VerifyConfig(verifier="math", timeout_s=2)))
     assert new.verifiers == ["math@test-v2"] and new.verified == 16 and new.already_verified == 0
     by_version = dict(store.sql("SELECT verifier_version, count(*) FROM verifications GROUP BY 1").fetchall())
     assert by_version == {MathVerifier.version: 16, "test-v2": 16}  # the old results stay
@@ -107,7 +110,7 @@ def test_verify_errors_are_one_line_and_write_nothing(store):
     with pytest.raises(RldataError, match="^where 'no_such_column = 1'"):
         run_verify(store, VerifyJob(where="no_such_column = 1"))
     with pytest.raises(RldataError, match="no verifier named 'nope'"):
-        run_verify(store, VerifyJob(verifier="nope"))
+        run_verify(store, VerifyJob(verify=VerifyConfig(verifier="nope")))
     with pytest.raises(RldataError, match="^batch: must be >= 1"):  # the field: reason form of rldata.config
         VerifyJob(batch=0)
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 0
@@ -136,3 +139,13 @@ def test_verify_cli_prints_a_summary_and_reruns_as_a_noop(store, capsys):
     assert main(["--store", str(store.root), "verify", "--run-id", "nope"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("rldata: error: no trajectories to verify") and err.count("\n") == 1
+
+
+def test_the_verify_section_is_set_flat_or_nested():
+    """verifier and timeout_s are VerifyConfig's (the knobs verifying verbs share): set by the flat
+    names rldata.verify and the CLI (--verifier, --timeout) take, or under verify: in a file."""
+    from rldata.config import build
+
+    flat = build(VerifyJob, {"verifier": "exact", "timeout_s": 2.5, "run_id": "r"})
+    nested = build(VerifyJob, {"verify": {"verifier": "exact", "timeout_s": 2.5}, "run_id": "r"})
+    assert flat == nested and flat.verify == VerifyConfig(verifier="exact", timeout_s=2.5)

@@ -528,3 +528,35 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     assert all(0 <= gap <= 2 for _, _, gap in per_step.values())
     _check_ledger_counts_every_stored_sample(store, "ka")
     assert (tmp_path / "runs" / "ka" / "checkpoints" / "step-000008").is_dir()
+
+
+def test_a_verifier_override_scores_the_rollouts_and_the_evals(train_ray, tmp_path):
+    """verify: {verifier: exact}: the rollouts' verdicts, the run's ledger rows and the evals' are all
+    exact's (name and version), never the domain's math; a run with episode tasks refuses it."""
+    from rldata.errors import ConfigError
+    from rldata.params import EvalConfig, VerifyConfig
+    from rldata.verify import get_verifier
+
+    store = _store(tmp_path)
+    cfg = _cfg(tmp_path / "runs", "exact", 1).replace(
+        verify=VerifyConfig(verifier="exact", timeout_s=5.0),
+        eval=EvalConfig(heldout=True, size=4, n=2),
+        checkpoint_every=0,
+    )
+    summary = _train(store, cfg)
+    exact = f"exact@{get_verifier('exact').version}"
+    verdicts = store.sql(
+        "SELECT v.verifier, count(*) FROM verifications v JOIN trajectories t USING (traj_id) "
+        "WHERE t.run_id = 'exact' GROUP BY 1"
+    ).fetchall()
+    assert verdicts == [("exact", summary.samples)]
+    assert store.sql("SELECT DISTINCT verifier FROM verifications").fetchall() == [("exact",)]  # evals too
+    assert store.sql("SELECT DISTINCT verifier_key FROM passrates").fetchall() == [(exact,)]
+    assert [e["step"] for e in summary.evals] == [0, 1] and all(e["tasks"] == 4 for e in summary.evals)
+    stored = json.loads(
+        store.sql("SELECT args FROM runs WHERE run_id = 'exact' AND kind = 'train'").fetchall()[0][0]
+    )
+    assert stored["config"]["verify"] == {"verifier": "exact", "timeout_s": 5.0}
+    assert stored["config"]["eval"]["heldout"] is True  # the nested eval section is what a run stores
+    with pytest.raises(ConfigError, match="^verifier: an override applies to single-turn tasks"):
+        _train(store, cfg.replace(run_id="episodes", env="calculator"))

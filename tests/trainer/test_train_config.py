@@ -15,7 +15,7 @@ def test_defaults_and_derived_sizes():
     assert cfg.grad_accum_steps == 4
     spec = cfg.sampling_spec()
     assert (spec.n, spec.temperature, spec.max_tokens, spec.seed) == (4, 1.0, cfg.max_tokens, cfg.seed)
-    assert cfg.eval_spec().n == cfg.eval_n
+    assert (cfg.eval_spec().n, cfg.eval_spec().temperature) == (cfg.eval.n, cfg.eval.temperature)
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
     cfg.write_text(
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval_n: 4\nmax_resample: 1\n"
+        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n"
     )
     _cli(
         capsys,

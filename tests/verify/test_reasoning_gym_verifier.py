@@ -254,6 +254,7 @@ def test_rldata_verify_scores_stored_gym_trajectories(store):
     """``rldata verify`` (jobs/verify.py) carries each task's metadata to the verifier: correct,
     wrong, hedged and no-answer samples over real ingested tasks, with a ledger row per task."""
     from rldata.jobs.verify import VerifyJob, run_verify
+    from rldata.params import VerifyConfig
     from rldata.verify import for_domain
 
     assert for_domain("reasoning-gym").name == "reasoning-gym"
@@ -283,7 +284,7 @@ def test_rldata_verify_scores_stored_gym_trajectories(store):
             for i, c in enumerate(comps(t["answer"]))
         ],
     )
-    s = run_verify(store, VerifyJob(run_id="r", timeout_s=10))
+    s = run_verify(store, VerifyJob(run_id="r", verify=VerifyConfig(timeout_s=10)))
     assert (s.verified, s.correct, s.errors, s.no_answer) == (12, 3, 0, 3)
     rows = store.sql(
         "SELECT sample_idx, passed, detail FROM verifications JOIN trajectories USING (traj_id) "

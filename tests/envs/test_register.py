@@ -1,0 +1,76 @@
+"""rldata.envs.register.EnvRegisterConfig: `rldata env register`'s options, declared once, checked
+in the library; ``rldata.env_register`` from Python meets the CLI's one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rldata
+from rldata.cli import main
+from rldata.envs.register import EnvRegisterConfig
+from rldata.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("kw", "argv", "flag"),
+    [
+        (
+            {"openenv": "http://127.0.0.1:1", "openenv_image": "img"},
+            ["--openenv", "http://127.0.0.1:1", "--openenv-image", "img"],
+            "--openenv-image",
+        ),
+        (
+            {"openenv": "http://127.0.0.1:1", "verifiers": "m"},
+            ["--openenv", "http://127.0.0.1:1", "--verifiers", "m"],
+            "--verifiers",
+        ),
+        (
+            {"openenv": "http://127.0.0.1:1", "observation_role": "system"},
+            ["--openenv", "http://127.0.0.1:1", "--observation-role", "system"],
+            "--observation-role",
+        ),
+        ({"verifiers": "m", "max_turns": 0}, ["--verifiers", "m", "--max-turns", "0"], "--max-turns"),
+    ],
+)
+def test_a_python_call_meets_the_clis_one_line_error_and_nothing_is_created(tmp_path, capsys, kw, argv, flag):
+    root = tmp_path / "s"
+    with pytest.raises(ConfigError) as e:
+        rldata.env_register(root, spec="x", **kw)
+    assert "--" not in str(e.value) and "\n" not in str(e.value)
+    assert main(["--store", str(root), "env", "register", "x", *argv]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"rldata: error: {flag}: {e.value}\n", err
+    assert not root.exists()
+
+
+def test_two_sources_name_both():
+    with pytest.raises(ConfigError) as e:
+        EnvRegisterConfig(spec="x", openenv="http://h:1", openenv_image="img")
+    assert e.value.field == "openenv_image" and "not openenv and openenv_image" in str(e.value)
+
+
+def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path):
+    """--verifiers MODULE: NAME registers as the verifiers environment with the limits given; the
+    spec the library builds is the one the store holds (the module is loaded only when used)."""
+    cfg = EnvRegisterConfig(spec="vf", verifiers="my_vf_env", max_turns=3, pass_reward=0.5)
+    assert cfg.spec_data() == {
+        "name": "vf",
+        "env": "verifiers",
+        "config": {"module": "my_vf_env", "pass_reward": 0.5},
+        "max_turns": 3,
+        "step_timeout_s": 10.0,
+    }
+    # a spec file: nothing built, the file is read by the verb
+    assert EnvRegisterConfig(spec="calc.yaml").spec_data() is None
+
+
+def test_the_verb_registers_a_spec_mapping_or_file_as_before(tmp_path):
+    spec = {"name": "calc", "env": "calculator", "max_turns": 4}
+    res = rldata.env_register(tmp_path / "s", spec=spec)
+    assert res.new and res.env_id == "calc" and json.loads(res.spec)["max_turns"] == 4
+    path = tmp_path / "calc.yaml"
+    path.write_text("name: calc\nenv: calculator\nmax_turns: 4\n")
+    again = rldata.env_register(tmp_path / "s", spec=path)
+    assert not again.new and again.version == res.version
