@@ -116,9 +116,35 @@ def prepare_base(args) -> None:
 POOL = "task_id IN (SELECT task_id FROM passrates)"
 
 
+# The configs whose runs do not read the live state: a run of one is a function of its seed and
+# settings (same held-out curve bit for bit, checked on seed 0), so --reuse may take them from an
+# earlier summary made with the same settings instead of training them again.
+REUSABLE = ("uniform", "uniform+ds", "curriculum")
+
+
+def reused(args, name: str, seed: int) -> dict | None:
+    if not args.reuse or name not in REUSABLE:
+        return None
+    old = json.loads(Path(args.reuse).read_text())
+    keys = ("steps", "eval_every", "eval_size", "prompts", "group", "max_tokens", "lr", "base_tasks")
+    if any(old["args"][k] != getattr(args, k) for k in keys):
+        raise SystemExit(f"--reuse {args.reuse}: made with other settings")
+    for p in old["configs"].get(name, {}).get("per_seed", []):
+        if p["seed"] == seed:
+            return {
+                "run_id": f"reused from {Path(args.reuse).name}",
+                "curve": p["curve"],
+                "zero_variance_share": p["zero_variance_share"],
+                "wall": p["wall_s_load"],
+            }
+    return None
+
+
 def run(args, name: str, seed: int) -> dict:
     run_id = f"{name.replace(':', '-').replace('+', '_')}-s{seed}{args.tag}"
     done = sql(f"SELECT count(*) AS n FROM runs WHERE run_id = '{run_id}' AND status = 'done'")[0]["n"]
+    if not done and (prior := reused(args, name, seed)) is not None:
+        return prior
     if not done:
         if args.no_run:
             return None
@@ -204,6 +230,9 @@ def main() -> None:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--tag", default="", help="suffix of the run ids (a second setting in the same store)")
     ap.add_argument("--no-run", action="store_true", help="summarise the finished runs only")
+    ap.add_argument(
+        "--reuse", help="a summary JSON with the same settings: its uniform, uniform+ds and curriculum runs"
+    )
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     prepare(args)

@@ -69,7 +69,7 @@ def simulate(store, args, name: str, seed: int, truth: dict[str, float], base: s
         max_resample=args.max_resample,
         dynamic_sampling=ds,
         curriculum=str(WORK / "buckets.yaml") if name == "curriculum" else None,
-        live=LiveConfig(decay=args.decay, **LIVE.get(name, {})),
+        live=LiveConfig(decay=args.decay, age=args.age, **LIVE.get(name, {})),
     )
     where = (
         None
@@ -130,6 +130,7 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--max-resample", type=int, default=2)
     ap.add_argument("--decay", type=float, default=0.9, help="live.decay of the live configs")
+    ap.add_argument("--age", default="drawn", help="live.age of the live configs (drawn or version)")
     ap.add_argument("--out", default=str(HERE / "bench_live_samplers_sim.json"))
     args = ap.parse_args()
     from rldata import open_store

@@ -101,7 +101,10 @@ def run_info(store: Store, run_id: str) -> RunInfo:
     cfg = args.get("config") or {}
     live = cfg.get("live")
     try:
-        live_cfg = LiveConfig.from_dict(live if isinstance(live, dict) else {})
+        live = dict(live) if isinstance(live, dict) else {}
+        # a run stored before `age` existed aged its posteriors by policy version
+        live.setdefault("age", "version")
+        live_cfg = LiveConfig.from_dict(live)
     except ConfigError:
         live_cfg = LiveConfig()
     base = models[0][0].rsplit(f"+{run_id}/v", 1)[0] if models else None

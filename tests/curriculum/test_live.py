@@ -23,7 +23,7 @@ from rldata.errors import ConfigError
 
 
 def test_update_and_decay_by_hand():
-    live = LiveState(LiveConfig(decay=0.5, prior="flat"))
+    live = LiveState(LiveConfig(decay=0.5, prior="flat", age="version"))
     assert live.posterior("t") == (1.0, 1.0)  # never seen: flat
     live.update("t", version=0, passes=3, fails=1)
     assert live.posterior("t", 0) == (4.0, 2.0)
@@ -41,7 +41,7 @@ def test_consumption_order_does_not_change_the_posterior():
     ev = [("t", 0, 3, 1), ("t", 2, 1, 3), ("t", 1, 2, 0), ("t", 4, 0, 8)]
     want = None
     for order in ([0, 1, 2, 3], [2, 0, 3, 1], [3, 2, 1, 0]):
-        live = LiveState(LiveConfig(decay=0.5, prior="flat"))
+        live = LiveState(LiveConfig(decay=0.5, prior="flat", age="version"))
         live.update_groups([ev[i] for i in order])
         got = live.posterior("t", 4)
         # the definition: a = 1 + sum w_e passes_e, w_e = decay ** (V - v_e)
@@ -51,16 +51,39 @@ def test_consumption_order_does_not_change_the_posterior():
 
 
 def test_decay_one_keeps_everything_and_zero_keeps_the_newest_version():
-    keep = LiveState(LiveConfig(decay=1.0, prior="flat"))
-    newest = LiveState(LiveConfig(decay=0.0, prior="flat"))
+    keep = LiveState(LiveConfig(decay=1.0, prior="flat", age="version"))
+    newest = LiveState(LiveConfig(decay=0.0, prior="flat", age="version"))
     for live in (keep, newest):
         live.update_groups([("t", 0, 2, 2), ("t", 3, 1, 0), ("t", 1, 5, 5)])
     assert keep.posterior("t", 3) == (9.0, 8.0)
     assert newest.posterior("t", 3) == (2.0, 1.0)
 
 
+def test_age_drawn_discounts_old_evidence_only_when_new_evidence_arrives():
+    live = LiveState(LiveConfig(decay=0.5, prior_weight=0.5), prior={"t": (12, 4), "u": (0, 16)})
+    assert live.config.age == "drawn"  # the default
+    live.set_version(40)
+    # undrawn for 40 versions: still the offline estimate (version aging would give ~Beta(1, 1))
+    assert live.posterior("t") == (7.0, 3.0)
+    assert live.posterior("u") == (1.0, 9.0)
+    # drawn at version 2: the prior (version 0) weighs 0.5 ** 2 against the new group
+    live.update("t", version=2, passes=0, fails=4)
+    assert live.posterior("t") == (1 + 6 * 0.25, 1 + 2 * 0.25 + 4)
+    # a stale group (version 1) after it: its own discount relative to the newest evidence
+    live.update("t", version=1, passes=2, fails=0)
+    assert live.posterior("t", 40) == (1 + 6 * 0.25 + 2 * 0.5, 1 + 2 * 0.25 + 4)
+    # the same evidence under age: version decays all of it further by 0.5 ** (40 - 2)
+    old = LiveState(LiveConfig(decay=0.5, prior_weight=0.5, age="version"), prior={"t": (12, 4)})
+    old.update("t", version=2, passes=0, fails=4)
+    old.update("t", version=1, passes=2, fails=0)
+    a, b = old.posterior("t", 40)
+    assert (a - 1, b - 1) == pytest.approx((2.5 * 0.5**38, 4.5 * 0.5**38))
+
+
 def test_ledger_prior_is_version_zero_evidence():
-    live = LiveState(LiveConfig(decay=0.5, prior_weight=0.5), prior={"t": (12, 4), "z": (0, 0)})
+    live = LiveState(
+        LiveConfig(decay=0.5, prior_weight=0.5, age="version"), prior={"t": (12, 4), "z": (0, 0)}
+    )
     assert live.posterior("t", 0) == (7.0, 3.0)
     assert live.posterior("t", 1) == (4.0, 2.0)
     assert live.posterior("z", 0) == (1.0, 1.0)  # no samples: flat

@@ -58,8 +58,9 @@ def test_observations_feed_evidence_in_consumption_order_with_stale_discount(sto
     obs.apply()
     s.live.set_version(2)
     d = 0.9
-    a = 1 + 2 * d**2 + 4 * d + 0 * d**2
-    b = 1 + 2 * d**2 + 0 * d + 4 * d**2
+    # age: drawn (the default): weights relative to the task's newest evidence, version 1
+    a = 1 + 2 * d + 4 + 0 * d
+    b = 1 + 2 * d + 0 + 4 * d
     got = s.live.posterior("t00")
     assert abs(got[0] - a) < 1e-12 and abs(got[1] - b) < 1e-12
     assert s.last_observed == 3 and s.live.zero_run("t00") == 2  # the last two groups had no variance
