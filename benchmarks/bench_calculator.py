@@ -17,8 +17,10 @@ Run: ``python benchmarks/bench_calculator.py --seeds 0,1,2 --steps 40 --out benc
 Standard tool calls (issue 27 §2): ``--env calculator-tools --model DIR`` runs the same comparison with
 the ``calculate`` tool in the chat template's ``tools`` and the model's own call format, for a chat
 model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.model_fixture --out DIR``;
-it has random weights, so it needs pretraining on tool calls before the gain means anything).  The
-result keys stay ``calculator``; ``args.env`` says which protocol ran.
+it has random weights, so it needs pretraining on tool calls before the gain means anything), or the
+bundled chat model ``sample_data/models/tiny-arith-chat`` (its recipe trains the bare prompt, which
+is what the no-tool runs send, as tiny-arith's does).  The result keys stay ``calculator``;
+``args.env`` says which protocol ran.
 (prints one JSON object; RESULTS.md reports it with the machine's load).
 """
 
@@ -73,7 +75,9 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     key = (
         ""
         if env is None
-        else store.sql("SELECT DISTINCT env_version FROM passrates WHERE env_version <> ''").fetchall()[0][0]
+        else store.sql(
+            "SELECT DISTINCT env_version FROM passrates WHERE env_version LIKE $1", params=[f"{env}@%"]
+        ).fetchall()[0][0]
     )
     acc = store.sql(
         "SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "

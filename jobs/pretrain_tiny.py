@@ -3,6 +3,11 @@
     python -m rldata.jobs.pretrain_tiny --out sample_data/models/tiny-arith
     python -m rldata.jobs.pretrain_tiny --report sample_data/models/tiny-arith         # N=16 pass rates
     python -m rldata.jobs.pretrain_tiny --report-tools sample_data/models/tiny-arith   # with the calculator
+    python -m rldata.jobs.pretrain_tiny --format chatml --out sample_data/models/tiny-arith-chat
+
+``--format chatml`` trains the chat model instead: ChatML, tools through the chat template and
+Hermes ``<tool_call>`` JSON (:mod:`rldata.jobs.tiny_chat`); the loop, the problems, the held-out
+exclusion and the determinism are the same.  The rest of this text is about ``tiny-arith``.
 
 One token per character, plus five tool tokens.  A training sequence is one of three
 conversations, rendered by the saved chat template:
@@ -68,6 +73,7 @@ TOOLS_ID, CALC_ID, CALC_END_ID, TOOL_ID, TOOL_END_ID = range(
 TOOLS_PROMPT = "<tools>"  # the system message that advertises the calculator
 CONTEXT = 256  # positions, and the tokenizer's model_max_length
 KINDS = ("plain", "direct", "call")  # the three training conversations
+FORMATS = ("calc", "chatml")
 
 # assistant -> content + </s>; tool -> <tool>content</tool>; system and user -> content as is;
 # a generation prompt adds nothing (the model's turn starts right after the last message).
@@ -123,6 +129,10 @@ class TrainConfig:
     level_weights: dict = field(default_factory=lambda: {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0})
     plain_share: float = 0.5  # share of sequences with no calculator advertised
     tool_share: float = 0.3  # share of the calculator-advertised sequences that call it
+    # "calc": tiny-arith's <calc> protocol; "chatml": tiny-arith-chat's ChatML with Hermes tool calls
+    # (rldata.jobs.tiny_chat), where raw_share of the sequences are bare prompts with no template
+    format: str = "calc"
+    raw_share: float = 0.0
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1:
@@ -133,9 +143,17 @@ class TrainConfig:
             raise ConfigError("lr must be > 0", field="lr")
         if not self.level_weights or min(self.level_weights.values()) < 0:
             raise ConfigError("level_weights must be non-negative and not empty", field="level_weights")
-        for name in ("plain_share", "tool_share"):
+        for name in ("plain_share", "tool_share", "raw_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}", field=name)
+        if self.format not in FORMATS:
+            raise ConfigError(
+                f"format must be one of {', '.join(FORMATS)}, got {self.format!r}", field="format"
+            )
+        if self.raw_share and (self.format != "chatml" or self.raw_share + self.plain_share > 1.0):
+            raise ConfigError(
+                "raw_share is for format chatml, with raw_share + plain_share <= 1", field="raw_share"
+            )
 
 
 def build_char_tokenizer():
@@ -173,22 +191,25 @@ def build_tokenizer():
     )
 
 
-def build_model(cfg: TinyConfig, *, seed: int = 0):
+def build_model(cfg: TinyConfig, *, seed: int = 0, format: str = "calc"):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from rldata.jobs import tiny_chat
+
     torch.manual_seed(seed)
+    chat = format == "chatml"
     config = LlamaConfig(
-        vocab_size=vocab_size(),
+        vocab_size=tiny_chat.vocab_size() if chat else vocab_size(),
         hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_hidden_layers,
         num_attention_heads=cfg.num_attention_heads,
         num_key_value_heads=cfg.num_attention_heads,
         max_position_embeddings=cfg.max_position_embeddings,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        pad_token_id=PAD_ID,
+        bos_token_id=None if chat else BOS_ID,  # ChatML has no bos, as in Qwen
+        eos_token_id=tiny_chat.EOS_ID if chat else EOS_ID,
+        pad_token_id=tiny_chat.PAD_ID if chat else PAD_ID,
         tie_word_embeddings=False,
         torch_dtype="float32",
     )
@@ -277,8 +298,14 @@ def example_stream(cfg: TrainConfig, *, exclude: set[str]):
 
     The kinds are drawn from their own generator, so the problems are the same for any mix.
     """
+    problems = problem_stream(cfg.level_weights, seed=cfg.seed, exclude=exclude)
+    if cfg.format == "chatml":
+        from rldata.jobs import tiny_chat
+
+        yield from tiny_chat.example_stream(cfg, problems)
+        return
     rng = random.Random(f"format:{cfg.seed}")
-    for prompt, answer in problem_stream(cfg.level_weights, seed=cfg.seed, exclude=exclude):
+    for prompt, answer in problems:
         if rng.random() < cfg.plain_share:
             kind = "plain"
         else:
@@ -351,7 +378,7 @@ def train(
         from rldata.sample_data.arith import load_bundled
 
         exclude = {r["prompt"] for r in load_bundled("heldout")}
-    model = build_model(model_cfg, seed=train_cfg.seed)
+    model = build_model(model_cfg, seed=train_cfg.seed, format=train_cfg.format)
     model.train()
     opt = torch.optim.AdamW(
         model.parameters(), lr=train_cfg.lr, betas=(0.9, 0.98), weight_decay=train_cfg.weight_decay
@@ -396,19 +423,27 @@ def save(
     """Weights, config, tokenizer and generation config, loadable by transformers and vLLM."""
     from transformers import GenerationConfig
 
+    from rldata.jobs import tiny_chat
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
     model.save_pretrained(out)
-    GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID).save_pretrained(out)
-    build_tokenizer().save_pretrained(out)
+    if train_cfg.format == "chatml":
+        template = tiny_chat.CHAT_TEMPLATE
+        GenerationConfig(eos_token_id=tiny_chat.EOS_ID, pad_token_id=tiny_chat.PAD_ID).save_pretrained(out)
+        tiny_chat.build_tokenizer(model_cfg.max_position_embeddings).save_pretrained(out)
+    else:
+        template = CHAT_TEMPLATE
+        GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID).save_pretrained(out)
+        build_tokenizer().save_pretrained(out)
     # "PreTrainedTokenizerFast" also names the tokenizers-backed class in transformers < 5.
     cfg_path = out / "tokenizer_config.json"
     tok_cfg = json.loads(cfg_path.read_text())
     tok_cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
     # The template lives in tokenizer_config.json, where every transformers version (and so vLLM)
     # reads it; newer transformers would otherwise write a separate chat_template.jinja.
-    tok_cfg["chat_template"] = CHAT_TEMPLATE
+    tok_cfg["chat_template"] = template
     (out / "chat_template.jinja").unlink(missing_ok=True)
     cfg_path.write_text(json.dumps(tok_cfg, indent=2) + "\n")
     meta = {
@@ -432,10 +467,22 @@ def _main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--level-weights", default="1,1,1,1,1", help="training mix weights of levels 1..5")
     p.add_argument(
+        "--format",
+        default="calc",
+        choices=FORMATS,
+        help="calc: tiny-arith's <calc> protocol; chatml: ChatML with Hermes tool calls (tiny-arith-chat)",
+    )
+    p.add_argument(
         "--plain-share",
         type=float,
-        default=TrainConfig.plain_share,
-        help="share of sequences with no calculator advertised",
+        default=None,
+        help="share of sequences with no calculator advertised (default 0.5; chatml: chat turns, 0.1)",
+    )
+    p.add_argument(
+        "--raw-share",
+        type=float,
+        default=None,
+        help="chatml: share of bare prompts with no template (default 0.4)",
     )
     p.add_argument(
         "--tool-share",
@@ -471,6 +518,11 @@ def _main(argv: list[str] | None = None) -> None:
     if not a.out:
         p.error("--out is required (or --report / --report-tools MODEL_DIR)")
     weights = {i + 1: float(w) for i, w in enumerate(a.level_weights.split(","))}
+    chat = a.format == "chatml"
+    # chatml: the bare prompt is what single-turn sampling and training send (no template), so it
+    # gets most of calc's plain share; a chat turn without tools keeps a little
+    plain_share = a.plain_share if a.plain_share is not None else (0.1 if chat else TrainConfig.plain_share)
+    raw_share = a.raw_share if a.raw_share is not None else (0.4 if chat else 0.0)
     model_cfg = TinyConfig(a.hidden, a.intermediate, a.layers, a.heads)
     train_cfg = TrainConfig(
         steps=a.steps,
@@ -479,8 +531,10 @@ def _main(argv: list[str] | None = None) -> None:
         seed=a.seed,
         threads=a.threads,
         level_weights=weights,
-        plain_share=a.plain_share,
+        plain_share=plain_share,
         tool_share=a.tool_share,
+        format=a.format,
+        raw_share=raw_share,
     )
     train(a.out, model_cfg=model_cfg, train_cfg=train_cfg)
     print(f"model -> {a.out}")

@@ -58,8 +58,10 @@ class DemoConfig:
     seed: int = param(0, help="Seed for sampling and training.")
     env: str | None = param(
         None,
-        help="Run the loop in this environment, e.g. calculator (the bundled model's tool use: sample, "
-        "filter, train and evaluate as episodes). Default: single-turn.",
+        help="Run the loop in this environment: calculator-tools (standard tool calls: the tools in the chat "
+        "template, Hermes <tool_call> JSON, with the bundled tiny-arith-chat model unless --model is given) "
+        "or calculator (tiny-arith's legacy <calc> tag); sample, filter, train and evaluate as episodes. "
+        "Default: single-turn.",
     )
     model: str | None = param(
         None,
@@ -91,6 +93,12 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
     out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
+    model = cfg.model
+    if model is None and cfg.env == "calculator-tools":
+        from rldata.engine import chat_model_path
+
+        # tiny-arith only knows the legacy <calc> tag; the chat model calls tools as Qwen models do
+        model = str(chat_model_path())
     out.mkdir(parents=True, exist_ok=True)
     # One local Ray for every stage, with the logical CPUs the trainer schedules (engine, learner,
     # verification, evaluation); the phases alternate, so two physical cores are enough.
@@ -105,17 +113,18 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     times["ingest"] = time.monotonic() - t
 
     t = _stage(
-        f"2/6 sample N={cfg.n} per task with {cfg.model or 'the embedded model'} (vLLM on Ray), verify, "
+        f"2/6 sample N={cfg.n} per task with {model or 'the embedded model'} (vLLM on Ray), verify, "
         "fill the ledger"
     )
     where = (
         f"t.task_id IN (SELECT task_id FROM tasks WHERE source = 'arith' AND NOT ({HELDOUT_WHERE}) "
         f"ORDER BY task_id LIMIT {cfg.tasks})"
     )
-    # a calculator episode's call turn is `<calc>EXPR</calc>` + eos: up to ~24 tokens on these tasks
+    # a calculator episode's call turn is `<calc>EXPR</calc>` + eos (up to ~24 tokens on these tasks), or
+    # tiny-arith-chat's `<tool_call>` JSON (up to ~27: the fixed JSON words are one token each)
     max_tokens = 8 if cfg.env is None else 32
     spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=max_tokens, seed=cfg.seed)
-    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env, model=cfg.model))
+    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env, model=model))
     if cfg.env is not None:
         log(
             f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
@@ -166,7 +175,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
             "micro_batch": 256,
             "eval": {"heldout": True, "size": cfg.eval_tasks, "n": cfg.n},
             "env": cfg.env,
-            "model": cfg.model,
+            "model": model,
         }
     )
     trained = train(store, tcfg, DriverOptions())

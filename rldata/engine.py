@@ -39,6 +39,7 @@ __all__ = [
     "Engine",
     "ModelIdentity",
     "Sample",
+    "chat_model_path",
     "default_model_path",
     "device_kind",
     "model_context",
@@ -72,12 +73,22 @@ class Sample:
 
 def default_model_path() -> Path:
     """The bundled tiny-arith model directory (inside the installed package)."""
+    return _bundled_model("tiny-arith", "")
+
+
+def chat_model_path() -> Path:
+    """The bundled tiny-arith-chat model directory: ChatML, tools through the chat template, Hermes
+    tool calls (docs/model.md)."""
+    return _bundled_model("tiny-arith-chat", " --format chatml")
+
+
+def _bundled_model(name: str, recipe: str) -> Path:
     from importlib.resources import files
 
-    path = Path(str(files("rldata.sample_data").joinpath("models", "tiny-arith")))
+    path = Path(str(files("rldata.sample_data").joinpath("models", name)))
     if not (path / "config.json").is_file():
         raise RldataError(
-            f"bundled model missing at {path}: run python -m rldata.jobs.pretrain_tiny --out {path}"
+            f"bundled model missing at {path}: run python -m rldata.jobs.pretrain_tiny{recipe} --out {path}"
         )
     return path
 

@@ -108,3 +108,51 @@ def test_demo_env_calculator_runs_the_loop_as_episodes(tmp_path):
     keys = s.sql("SELECT DISTINCT env_version FROM passrates").fetchall()
     assert len(keys) == 1 and keys[0][0].startswith("calculator@")
     assert s.sql("SELECT count(*) FROM metrics WHERE name = 'episode/tool_call_frac'").fetchall()[0][0] == 2
+
+
+def test_demo_env_calculator_tools_runs_standard_tool_calls_with_the_chat_model(tmp_path):
+    """The path Qwen models take: the bundled tiny-arith-chat model, tools in its ChatML template,
+    Hermes <tool_call> JSON parsed, tool_calls and tool_call_id in the store."""
+    store = tmp_path / "store"
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    argv = ["--tasks", "48", "--steps", "2", "--eval-tasks", "8", "--env", "calculator-tools"]
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rldata",
+            "--store",
+            str(store),
+            "demo",
+            "--out",
+            str(tmp_path / "demo"),
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = json.loads(p.stdout)
+    assert result["env"] == "calculator-tools" and result["model"].startswith("tiny-arith-chat@")
+    assert 0 < result["tool_call_frac_sampled"] < 1
+
+    from rldata import open_store
+
+    s = open_store(store)
+    assert s.sql(
+        "SELECT count(*) FROM trajectories WHERE env_id IS DISTINCT FROM 'calculator-tools'"
+    ).fetchall() == [(0,)]
+    assert s.sql("SELECT count(DISTINCT step) FROM trajectories WHERE step IS NOT NULL").fetchall() == [(2,)]
+    calls = s.sql(
+        "SELECT m.tool_calls[1].id, m.tool_calls[1].name, json_extract_string(env_info, '$.tool_parser') "
+        "FROM (SELECT unnest(messages) AS m, env_info FROM trajectories) WHERE len(m.tool_calls) > 0"
+    ).fetchall()
+    assert calls and {(name, parser) for _, name, parser in calls} == {("calculate", "hermes")}
+    answered = s.sql(
+        "SELECT count(*) FROM (SELECT unnest(messages) AS m FROM trajectories) WHERE m.role = 'tool' "
+        "AND m.tool_call_id IS NOT NULL"
+    ).fetchall()[0][0]
+    assert answered >= len(calls)
