@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import random
 
+from rldata.model_fixture import TOOL_RESPONSE_TURN
+
 __all__ = [
     "CHARS",
     "CHAT_TEMPLATE",
@@ -109,12 +111,7 @@ CHAT_TEMPLATE = (
     "{%- if fn['arguments'] is string %}{{- fn['arguments'] }}{%- else %}{{- fn['arguments'] | tojson }}{%- endif %}"
     "{{- '}\\n</tool_call>' }}"
     "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif message['role'] == 'tool' %}"
-    "{%- if loop.first or loop.previtem['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
-    "{%- if loop.last or loop.nextitem['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- elif message['role'] in ['system', 'user'] %}"
+    "{{- '<|im_end|>\\n' }}" + TOOL_RESPONSE_TURN + "{%- elif message['role'] in ['system', 'user'] %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- else %}{{- raise_exception('unknown role: ' + message['role']) }}"
     "{%- endif %}"

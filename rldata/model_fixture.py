@@ -47,6 +47,15 @@ SPLIT_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
+# A ChatML tool message, shared by the templates that lay tool results out the Qwen way
+# (jobs/tiny_chat.py too): consecutive tool messages share one user turn, each in <tool_response>.
+TOOL_RESPONSE_TURN = (
+    "{%- elif message['role'] == 'tool' %}"
+    "{%- if loop.first or loop.previtem['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
+    "{%- if loop.last or loop.nextitem['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
+)
+
 # ChatML with the tools branch, as the Qwen family lays it out (the wording of the instructions is
 # this project's own).  With ``tools``: one system turn holding the system message (if any), then
 # the function schemas as JSON lines between <tools></tools>, then how to call.  Assistant tool
@@ -75,12 +84,7 @@ CHAT_TEMPLATE = (
     "{%- if fn['arguments'] is string %}{{- fn['arguments'] }}{%- else %}{{- fn['arguments'] | tojson }}{%- endif %}"
     "{{- '}\\n</tool_call>' }}"
     "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif message['role'] == 'tool' %}"
-    "{%- if loop.first or loop.previtem['role'] != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
-    "{%- if loop.last or loop.nextitem['role'] != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- else %}"
+    "{{- '<|im_end|>\\n' }}" + TOOL_RESPONSE_TURN + "{%- else %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endif %}"
     "{%- endfor %}"
