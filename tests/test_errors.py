@@ -156,6 +156,10 @@ ALLOWED = {
         "jobs/pretrain_tiny.py",
         "ValueError",
     ): "the tiny tokenizer's internal checks (the config raises ConfigError)",
+    (
+        "jobs/tiny_chat.py",
+        "ValueError",
+    ): "the chat model's training conversations: internal checks of the recipe's own generator",
     ("jobs/tiny_report.py", "ValueError"): "an internal invariant of a report record",
     ("trainer/advantages.py", "ValueError"): "reward-array invariants: the driver builds the array",
     ("trainer/checkpoint.py", "TypeError"): "an internal invariant: the driver writes only JSON values",
