@@ -2,13 +2,16 @@
 
 Each call runs in a daemon worker thread with the spec's ``step_timeout_s``.  A Python thread
 cannot be killed, so a hung call is abandoned (its thread stays parked) and the episode ends with
-``env_error``; the caller never waits longer than the timeout.  Whenever an episode ends here (the
+``env_error``; the caller never waits longer than the timeout.  Worker threads are reused: starting
+one per call cost more than a calculator's whole step, thousands of times per batch.  Whenever an episode ends here (the
 environment says done, or errs) ``close()`` is called, also under the timeout, and a failing close
 is reported in ``info`` without hiding the original outcome.
 """
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,19 +39,46 @@ class _Garbage(Exception):
     pass
 
 
-def _call(fn: Callable[[], Any], timeout_s: float) -> Any:
-    box: dict[str, Any] = {}
+_MAX_IDLE = 64  # idle workers kept; a burst beyond that lets its extra threads end
+_idle: list[queue.SimpleQueue] = []  # the inboxes of idle workers
+_idle_lock = threading.Lock()
 
-    def run():
+
+def _worker(inbox: queue.SimpleQueue) -> None:
+    while True:
+        fn, box, done = inbox.get()
         try:
             box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - everything an env raises becomes its error verdict
             box["error"] = e
+        done.set()
+        # a call that outlived its caller's timeout lands here too, late: the worker is free again
+        with _idle_lock:
+            if len(_idle) >= _MAX_IDLE:
+                return
+            _idle.append(inbox)
 
-    t = threading.Thread(target=run, daemon=True, name="rldata-env-call")
-    t.start()
-    t.join(timeout_s)
-    if t.is_alive():
+
+def _forget_workers() -> None:  # a forked child has none of its parent's threads
+    global _idle_lock
+    _idle.clear()
+    _idle_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def _call(fn: Callable[[], Any], timeout_s: float) -> Any:
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    with _idle_lock:
+        inbox = _idle.pop() if _idle else None
+    if inbox is None:
+        inbox = queue.SimpleQueue()
+        threading.Thread(target=_worker, args=(inbox,), daemon=True, name="rldata-env-call").start()
+    inbox.put((fn, box, done))
+    if not done.wait(timeout_s):
         raise TimeoutError(f"no answer within {timeout_s:g} s")
     if "error" in box:
         e = box["error"]

@@ -18,6 +18,7 @@ message naming its ``tool_call_id``.  A turn without calls ends the episode.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -92,6 +93,19 @@ def _docstring(fn: Callable) -> tuple[str, dict[str, str]]:
 
 def schema_of(fn: Callable) -> dict[str, Any]:
     """The OpenAI function schema of a typed, documented Python function."""
+    try:
+        text = _schema_text(fn)
+    except TypeError:  # an unhashable callable: derived each time
+        return _schema(fn)
+    return json.loads(text)  # a fresh copy: callers may change theirs
+
+
+@functools.lru_cache(maxsize=1024)  # every episode builds its environment's tools: derive once
+def _schema_text(fn: Callable) -> str:
+    return json.dumps(_schema(fn))
+
+
+def _schema(fn: Callable) -> dict[str, Any]:
     name = getattr(fn, "__name__", None)
     if not name or not name.isidentifier():
         raise RldataError(f"tool {fn!r}: a tool function needs a name")

@@ -3,9 +3,10 @@
 :func:`generate` is the one entry point of ``rldata sample`` and the trainer.  Tasks without an
 environment (or in a plain ``single-turn`` one) go to the engines as text prompts with ``n=N``,
 as they always have.  Tasks in an environment run as episodes, all of them advanced together:
-each round, every active episode's next turn goes into ONE generate call per engine (so the
-engines are not idle between turns), then every episode's environment steps (in a thread pool:
-a slow tool does not hold the others up), and the episodes that go on join the next round.
+the episodes' next turns go to the engines in batched generate calls, two queued per engine on
+large batches, so an engine generates one call's turns while the driver steps the previous call's
+environments (in a thread pool: a slow tool does not hold the others up); the episodes that go on
+join the next call.
 
 An episode is a token sequence: the opening ids, then each assistant turn's generated ids (mask 1:
 they enter the loss) and each observation's ids (mask 0: tool results and environment text never
@@ -86,11 +87,12 @@ class Rollout:
 @dataclass
 class EpisodeStats:
     """Where an episode batch's time went: the engines' busy share is generate / wall; and how much
-    of the turns' prompts the engines' prefix cache served (turn k+1's prompt is turn k's ids)."""
+    of the turns' prompts the engines' prefix cache served (turn k+1's prompt is turn k's ids).
+    Calls are queued while the driver steps environments, so generate_s and env_s overlap."""
 
-    rounds: int = 0
-    generate_s: float = 0.0
-    env_s: float = 0.0
+    rounds: int = 0  # generate calls
+    generate_s: float = 0.0  # wall time with at least one generate call queued or running
+    env_s: float = 0.0  # driver time opening and stepping environments
     wall_s: float = 0.0
     requests: int = 0
     prompt_tokens: int = 0  # prompt ids sent with the turns that were generated
@@ -171,18 +173,6 @@ def _generate_text(engines, prompts: list[str], seeds: list, spec: SamplingSpec)
     parts = _split(engines, len(prompts))
     refs = [engines[i].generate.remote(prompts[a:b], spec, seeds[a:b], True) for i, a, b in parts]
     return [g for chunk in ray.get(refs) for g in chunk]
-
-
-def _generate_ids(
-    engines, prompts: list[list[int]], seeds: list, caps: list[int], spec: SamplingSpec
-) -> list:
-    import ray
-
-    parts = _split(engines, len(prompts))
-    refs = [
-        engines[i].generate_ids.remote(prompts[a:b], spec, seeds[a:b], caps[a:b], True) for i, a, b in parts
-    ]
-    return [s for chunk in ray.get(refs) for s in chunk]
 
 
 def _assistant_turn(ep: _Episode, text: str) -> tuple[dict, dict | None, list[dict]]:
@@ -307,6 +297,18 @@ def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
     ep.logprobs += [0.0] * len(obs)
 
 
+# Calls kept queued per engine: while the driver steps one call's episodes, the engine generates
+# the next call's turns, so neither waits for the other.  Episode batches smaller than
+# 2 * _MIN_CALL per engine go in one call per round (splitting them only shrinks the batches).
+_DEPTH = 2
+_MIN_CALL = 32
+
+
+def _chunks(items: list, k: int) -> list[list]:
+    bounds = [round(i * len(items) / k) for i in range(k + 1)]
+    return [items[bounds[i] : bounds[i + 1]] for i in range(k) if bounds[i + 1] > bounds[i]]
+
+
 def run_episodes(
     engines,
     tasks: Sequence[Mapping[str, Any]],
@@ -322,7 +324,14 @@ def run_episodes(
 ) -> list[list[Rollout]]:
     """``spec.n`` episodes per task in ``binding``'s environment; results in task order.  Task i's
     episodes are samples ``first_index[i] ..`` of it (default 0): a later round of adaptive sampling
-    draws exactly the episodes a single N-sample draw would have."""
+    draws exactly the episodes a single N-sample draw would have.
+
+    Scheduling: up to ``_DEPTH`` generate calls are queued on each engine.  When one returns, its
+    episodes step their environments and every episode ready for its next turn goes out in one call
+    to an engine with room, while the engines work through what is queued.  Each turn's seed is
+    fixed by (seed, sample, turn), so the samples are the same however the turns are batched."""
+    import ray
+
     es = binding.spec
     timeout = es.step_timeout_s
     stats = stats if stats is not None else EpisodeStats()
@@ -334,30 +343,59 @@ def run_episodes(
         for j in range(spec.n)
     ]
     budget = min(es.max_total_tokens, max_model_len - 1)
+    depth = _DEPTH if len(episodes) >= _DEPTH * _MIN_CALL * len(engines) else 1
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
-    try:
-        t0 = time.monotonic()
-        list(pool.map(lambda ep: _open(ep, binding, renderer, budget), episodes))
-        stats.env_s += time.monotonic() - t0
-        active = [ep for ep in episodes if ep.finish is None]
-        while active:
-            stats.rounds += 1
-            prompts = [ep.prompt_ids + ep.ids for ep in active]
+    inflight: dict[Any, tuple[int, list[_Episode], list[list[int]]]] = {}  # ref -> engine, episodes, prompts
+    queued = [0] * len(engines)  # calls in flight per engine
+    ready: list[_Episode] = []
+    busy_since: float | None = None  # wall time with at least one call in flight: generate_s
+
+    def dispatch() -> None:
+        nonlocal busy_since
+        free = [i for i in range(len(engines)) if queued[i] < depth]
+        if not ready or not free:
+            return
+        batch, ready[:] = list(ready), []
+        for j, a, b in _split(free, len(batch)):
+            i, eps = free[j], batch[a:b]
+            prompts = [ep.prompt_ids + ep.ids for ep in eps]
             caps = [budget - len(p) for p in prompts]
-            seeds_now = [turn_seed(ep.seed, ep.sample_idx, ep.turns) for ep in active]
+            seeds_now = [turn_seed(ep.seed, ep.sample_idx, ep.turns) for ep in eps]
+            ref = engines[i].generate_ids.remote(prompts, spec, seeds_now, caps, True)
+            inflight[ref] = (i, eps, prompts)
+            queued[i] += 1
+            stats.rounds += 1
+            stats.requests += len(eps)
+        if busy_since is None:
+            busy_since = time.monotonic()
+
+    try:
+        # open in slices, so the first calls generate while the later episodes still open
+        for part in _chunks(episodes, depth * len(engines)):
             t0 = time.monotonic()
-            outs = _generate_ids(engines, prompts, seeds_now, caps, spec)
-            stats.generate_s += time.monotonic() - t0
-            stats.requests += len(active)
+            list(pool.map(lambda ep: _open(ep, binding, renderer, budget), part))
+            stats.env_s += time.monotonic() - t0
+            ready += [ep for ep in part if ep.finish is None]
+            dispatch()
+        while inflight:
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            i, eps, prompts = inflight.pop(done[0])
+            queued[i] -= 1
+            outs = ray.get(done[0])
+            if not inflight and busy_since is not None:
+                stats.generate_s += time.monotonic() - busy_since
+                busy_since = None
             ran = [(p, s) for p, s in zip(prompts, outs) if s.finish_reason != "prompt_too_long"]
             stats.prompt_tokens += sum(len(p) for p, _ in ran)
             stats.cached_tokens += sum(getattr(s, "cached_tokens", 0) for _, s in ran)
-
             t0 = time.monotonic()
-            list(pool.map(lambda p: _advance(p[0], p[1], es, renderer, budget), zip(active, outs)))
+            list(pool.map(lambda p: _advance(p[0], p[1], es, renderer, budget), zip(eps, outs)))
             stats.env_s += time.monotonic() - t0
-            active = [ep for ep in active if ep.finish is None]
+            ready += [ep for ep in eps if ep.finish is None]
+            dispatch()
     finally:
+        if busy_since is not None:
+            stats.generate_s += time.monotonic() - busy_since
         for ep in episodes:  # generation failed mid-way, or Ctrl-C: nothing stays open
             if ep.env is not None and not ep.closed:
                 ep.closed = True

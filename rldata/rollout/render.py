@@ -28,6 +28,8 @@ from rldata.errors import RldataError
 
 __all__ = ["DEFAULT_TEMPLATE", "Renderer", "chat_form"]
 
+_OPENINGS_KEPT = 4096
+
 DEFAULT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
     "{% if m['role'] == 'assistant' %}{{ m['content'] }}{{ eos_token }}"
@@ -70,6 +72,9 @@ class Renderer:
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
         self.template = getattr(tokenizer, "chat_template", None) or DEFAULT_TEMPLATE
+        # a task's N episodes open with the same messages: rendered once (the template and the
+        # tokenizer are deterministic); cleared when full, so a long run's memory stays bounded
+        self._openings: dict[str, tuple[int, ...]] = {}
 
     @classmethod
     def for_model(cls, path: str) -> Renderer:
@@ -102,7 +107,14 @@ class Renderer:
 
     def opening(self, messages: Sequence[dict], *, tools: Sequence[dict] | None = None) -> list[int]:
         """The ids of the opening messages, ready for the first assistant turn."""
-        return self.encode(self.text(messages, generation_prompt=True, tools=tools))
+        key = json.dumps([chat_form(messages), tools], sort_keys=True, default=repr)
+        ids = self._openings.get(key)
+        if ids is None:
+            ids = tuple(self.encode(self.text(messages, generation_prompt=True, tools=tools)))
+            if len(self._openings) >= _OPENINGS_KEPT:
+                self._openings.clear()
+            self._openings[key] = ids
+        return list(ids)
 
     def observation(
         self, history: Sequence[dict], observations: Sequence[dict], *, tools: Sequence[dict] | None = None

@@ -129,3 +129,24 @@ def test_a_failing_close_is_reported_not_hidden():
 def test_make_env_passes_the_system_prompt():
     env = make_env(EnvSpec("single-turn", system_prompt="Be brief."))
     assert guarded_reset(env, TASK, 0, timeout_s=5).messages[0] == {"role": "system", "content": "Be brief."}
+
+
+def test_worker_threads_are_reused_and_a_hung_one_is_not():
+    """Calls run on reused daemon threads (one thread per call cost more than a calculator step);
+    a hung call keeps its thread, the next call gets another and is not held up."""
+    env = Probe("continue")
+    for _ in range(5):  # warm: leaves an idle worker
+        guarded_step(env, {"role": "assistant", "content": "4"}, timeout_s=5)
+    before = {t.ident for t in threading.enumerate() if t.name == "rldata-env-call"}
+    for _ in range(200):
+        assert guarded_step(env, {"role": "assistant", "content": "4"}, timeout_s=5).finish_reason is None
+    after = {t.ident for t in threading.enumerate() if t.name == "rldata-env-call"}
+    assert after == before  # 200 calls, no new thread
+
+    hung = Probe("hangs")
+    g = guarded_step(hung, {"role": "assistant", "content": "4"}, timeout_s=0.2)
+    assert g.finish_reason == "env_error"
+    t0 = time.monotonic()
+    assert guarded_step(env, {"role": "assistant", "content": "4"}, timeout_s=5).finish_reason is None
+    assert time.monotonic() - t0 < 2  # served by another worker while the hung one is parked
+    hung.release.set()

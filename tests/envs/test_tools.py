@@ -55,6 +55,15 @@ def test_a_schema_is_derived_from_type_hints_and_docstring():
     }
 
 
+def test_a_derived_schema_is_a_fresh_copy_each_time():
+    """Schemas are derived once per function (every episode builds its tools); each caller gets its own copy."""
+    a = schema_of(calculate)
+    a["function"]["name"] = "changed"
+    a["function"]["parameters"]["properties"].clear()
+    b = schema_of(calculate)
+    assert b["function"]["name"] == "calculate" and b["function"]["parameters"]["properties"]
+
+
 def test_the_calculator_is_a_standard_tool():
     s = tool(calculate).schema["function"]
     assert s["name"] == "calculate" and s["parameters"]["required"] == ["expression"]

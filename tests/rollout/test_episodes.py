@@ -118,6 +118,27 @@ def test_episodes_are_reproducible(engines, renderer, tmp_path):
     assert [[r.token_ids for r in g] for g in a] == [[r.token_ids for r in g] for g in b]
 
 
+def test_queued_calls_give_the_episodes_one_call_per_round_gives(engines, renderer, tmp_path, monkeypatch):
+    """A large batch goes out as calls queued on the engine (it generates one while the driver steps
+    the other's environments, and an episode's next turn goes out as soon as its call is back).
+    Turns are seeded per (seed, sample, turn), so the episodes are exactly those that one call per
+    round gives."""
+    from rldata.rollout import episodes
+
+    monkeypatch.setattr(episodes, "_MIN_CALL", 10**6)  # one call per round
+    a, sa = _run(engines, renderer, "test-turns", tmp_path / "a", max_turns=4, n=4)
+    monkeypatch.setattr(episodes, "_MIN_CALL", 2)  # 12 episodes: two calls queued on the engine
+    b, sb = _run(engines, renderer, "test-turns", tmp_path / "b", max_turns=4, n=4)
+    assert sa.rounds == 2 and sb.rounds > 2 and sa.requests == sb.requests == 24
+
+    def key(out):
+        return [[(r.token_ids, r.mask, r.messages, r.finish_reason) for r in g] for g in out]
+
+    assert key(a) == key(b)
+    assert all(r.num_turns == 2 for g in b for r in g)
+    assert _all_closed(tmp_path / "b")
+
+
 def test_max_turns_ends_the_episode_and_closes(engines, renderer, tmp_path):
     b = EnvBinding(
         "test-turns",

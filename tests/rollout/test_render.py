@@ -20,6 +20,25 @@ def test_opening_is_the_plain_prompt_for_a_user_message(renderer):
     assert renderer.opening([{"role": "user", "content": "12+7="}]) == tok("12+7=")["input_ids"]
 
 
+def test_an_opening_is_rendered_once_and_its_copy_is_the_callers(renderer):
+    """A task's N episodes share their opening: rendered once; changing the list one episode got
+    changes no other's; other messages or tools render anew."""
+    msgs = [{"role": "user", "content": "5+6="}]
+    first = renderer.opening(msgs)
+    first.append(99)
+    assert renderer.opening(msgs) == renderer.tokenizer("5+6=")["input_ids"]
+    assert renderer.opening([{"role": "user", "content": "5+7="}]) != renderer.opening(msgs)
+    calls = []
+    real = renderer.text
+    renderer.text = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        for _ in range(3):
+            renderer.opening([{"role": "user", "content": "8+1="}])
+    finally:
+        del renderer.text
+    assert len(calls) == 1
+
+
 def test_observation_ids_are_the_template_delta(renderer):
     tok = renderer.tokenizer
     hist = [{"role": "user", "content": "3+4="}, {"role": "assistant", "content": "7"}]
