@@ -12,7 +12,10 @@ For each configuration one engine actor is started (its start-up is not timed), 
 tasks, then single-turn (the tasks' prompts, ``n=N`` each) and episodes (the same tasks in the
 environment, N episodes each) are timed back to back, ``--repeats`` times in alternating order.
 Tokens/s counts the tokens the model generated (episodes: every assistant turn; observations are
-not generated); samples/s is reported beside it.  The prefix-cache share is the prompt tokens of
+not generated); samples/s is reported beside it.  A second single-turn baseline, ``opening``, sends
+each task's episode opening (the environment's reset messages and tools through the chat template)
+as a text prompt with ``n=N``: the same first turn as the episodes, so the ratio to it is the cost of
+the episode path and its later turns, not of a different prompt.  The prefix-cache share is the prompt tokens of
 the episodes' turns that vLLM found cached (its ``num_cached_tokens``).
 
 Default workload: the bundled model in the ``calculator`` environment on the held-out arithmetic
@@ -90,6 +93,22 @@ def _timed(engines, tasks, seeds, spec, *, binding, renderer, max_model_len) -> 
     return row
 
 
+def _openings(tasks, binding, renderer) -> list[dict]:
+    """The tasks with their prompt replaced by the episode's opening as text (the environment's reset
+    messages and tool schemas through the chat template): the single-turn baseline whose first turn
+    is the episodes' first turn."""
+    from rldata.envs import make_env
+
+    out = []
+    for i, t in enumerate(tasks):
+        env = make_env(binding.spec)
+        msgs = env.reset(t, i)
+        text = renderer.text(msgs, generation_prompt=True, tools=getattr(env, "tool_schemas", None))
+        env.close()
+        out.append({**t, "prompt": text})
+    return out
+
+
 def _config(args, name: str, engine_kwargs: dict, tasks, renderer, binding) -> dict:
     import ray
 
@@ -107,15 +126,17 @@ def _config(args, name: str, engine_kwargs: dict, tasks, renderer, binding) -> d
         _timed(engines, warm, seeds, spec, binding=None, **kw)
         _timed(engines, warm, seeds, spec, binding=binding, **kw)
         runs = []
+        opening = _openings(tasks, binding, renderer)
         for rep in range(args.repeats):
-            order = ("single", "episodes") if rep % 2 == 0 else ("episodes", "single")
+            order = ("single", "opening", "episodes") if rep % 2 == 0 else ("episodes", "opening", "single")
             for mode in order:
                 # every repeat resamples the same requests: drop what the previous one left cached
                 # so each timed call starts from an empty prefix cache
                 ray.get([e.reset_prefix_cache.remote() for e in engines])
-                b = None if mode == "single" else binding
+                b = binding if mode == "episodes" else None
+                ts = opening if mode == "opening" else tasks
                 runs.append(
-                    {"mode": mode, "repeat": rep, **_timed(engines, tasks, seeds, spec, binding=b, **kw)}
+                    {"mode": mode, "repeat": rep, **_timed(engines, ts, seeds, spec, binding=b, **kw)}
                 )
     finally:
         for e in engines:
@@ -125,14 +146,17 @@ def _config(args, name: str, engine_kwargs: dict, tasks, renderer, binding) -> d
         return sum(r[key] for r in runs if r["mode"] == mode)
 
     single = total("single", "generated_tokens") / total("single", "wall_s")
+    opened = total("opening", "generated_tokens") / total("opening", "wall_s")
     episodes = total("episodes", "generated_tokens") / total("episodes", "wall_s")
     return {
         "config": name,
         "engine_kwargs": engine_kwargs,
         "engine_start_s": round(start_s, 1),
         "single_tokens_per_s": round(single, 1),
+        "opening_tokens_per_s": round(opened, 1),
         "episode_tokens_per_s": round(episodes, 1),
         "episodes_over_single": round(episodes / single, 3),
+        "episodes_over_opening": round(episodes / opened, 3),
         "runs": runs,
     }
 
