@@ -46,6 +46,9 @@ CONFIGS = {
     "live:band": ["--sampler", "live:band"],
     "live:learnability": ["--sampler", "live:learnability"],
     "live:skip": ["--sampler", "live:skip"],
+    # live:band choosing among each curriculum phase's band-filtered tasks (issue 28 §2: "with the
+    # bucket curriculum")
+    "curriculum+live:band": ["--sampler", "live:band"],
 }
 BASELINE = "uniform+ds"
 
@@ -155,7 +158,13 @@ def run(args, name: str, seed: int) -> dict:
             f"eval: {{size: {args.eval_size}, n: 16}}\nlive: {{decay: {args.decay}}}\n"
             f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
         )
-        tasks = ["--curriculum", str(WORK / "buckets.yaml")] if name == "curriculum" else ["--where", POOL]
+        tasks = (
+            ["--curriculum", str(WORK / "buckets.yaml")]
+            if name.startswith("curriculum")
+            else ["--where", POOL]
+        )
+        # a run killed part-way (its checkpoints are there, its status is not done) continues
+        resume = ["--resume"] if (WORK / "runs" / run_id / "checkpoints").is_dir() else []
         t0 = time.monotonic()
         sh(
             "train",
@@ -174,6 +183,7 @@ def run(args, name: str, seed: int) -> dict:
             "--out",
             str(WORK / "runs"),
             *CONFIGS[name],
+            *resume,
         )
         (WORK / f"wall-{run_id}.txt").write_text(f"{time.monotonic() - t0:.1f} {os.getloadavg()[0]:.2f}\n")
     rows = sql(
