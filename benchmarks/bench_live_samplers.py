@@ -8,9 +8,10 @@ real CLI, on the bundled tiny model and arith tasks (CPU).
    pool (all-wrong and all-right tasks included: what a live sampler has to steer away from; the
    live samplers' prior is these ledger rows); the curriculum draws from its band-filtered buckets of
    the same tasks (``rldata filter --band 0.1,0.9`` then ``rldata stratify``), the offline answer;
-2. per seed, six runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
+2. per seed, seven runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
    sampling), ``uniform+ds`` (today's default), ``curriculum`` (static buckets), ``live:band``
-   (prime-rl pools), ``live:learnability``, ``live:skip``; one local Ray serves all runs;
+   (prime-rl pools), ``live:learnability``, ``live:skip``, and ``curriculum+live:band`` (the
+   curriculum's phases, live:band choosing within each); one local Ray serves all runs;
 3. per run, from the metrics table: rollouts generated (``samples`` summed, resampling rounds
    included) up to each evaluation, held-out accuracy at N=16, the zero-variance group share; then
    per config over seeds: the rollouts to reach ``uniform+ds``'s final accuracy (same seed), the
@@ -46,6 +47,9 @@ CONFIGS = {
     "live:band": ["--sampler", "live:band"],
     "live:learnability": ["--sampler", "live:learnability"],
     "live:skip": ["--sampler", "live:skip"],
+    # live:band choosing among each curriculum phase's band-filtered tasks (issue 28 §2: "with the
+    # bucket curriculum")
+    "curriculum+live:band": ["--sampler", "live:band"],
 }
 BASELINE = "uniform+ds"
 
@@ -155,7 +159,13 @@ def run(args, name: str, seed: int) -> dict:
             f"eval: {{size: {args.eval_size}, n: 16}}\nlive: {{decay: {args.decay}}}\n"
             f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
         )
-        tasks = ["--curriculum", str(WORK / "buckets.yaml")] if name == "curriculum" else ["--where", POOL]
+        tasks = (
+            ["--curriculum", str(WORK / "buckets.yaml")]
+            if name.startswith("curriculum")
+            else ["--where", POOL]
+        )
+        # a run killed part-way (its checkpoints are there, its status is not done) continues
+        resume = ["--resume"] if (WORK / "runs" / run_id / "checkpoints").is_dir() else []
         t0 = time.monotonic()
         sh(
             "train",
@@ -174,6 +184,7 @@ def run(args, name: str, seed: int) -> dict:
             "--out",
             str(WORK / "runs"),
             *CONFIGS[name],
+            *resume,
         )
         (WORK / f"wall-{run_id}.txt").write_text(f"{time.monotonic() - t0:.1f} {os.getloadavg()[0]:.2f}\n")
     rows = sql(

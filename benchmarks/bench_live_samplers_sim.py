@@ -40,6 +40,9 @@ CONFIGS = {
     "live:skip": "live:skip",
     # the band pools at the offline filter's edges: the live counterpart of filter --band 0.1,0.9
     "live:band[0.1,0.9]": "live:band",
+    # the live samplers choosing among the curriculum phase's band-filtered tasks
+    "curriculum+live:band": "live:band",
+    "curriculum+live:learnability": "live:learnability",
 }
 LIVE = {"live:band[0.1,0.9]": {"pools": "0.1:0.05,0.9:1.0,1.0:0.05"}}
 BASELINE = "uniform+ds"
@@ -68,12 +71,12 @@ def simulate(store, args, name: str, seed: int, truth: dict[str, float], base: s
         group_size=args.group,
         max_resample=args.max_resample,
         dynamic_sampling=ds,
-        curriculum=str(WORK / "buckets.yaml") if name == "curriculum" else None,
+        curriculum=str(WORK / "buckets.yaml") if name.startswith("curriculum") else None,
         live=LiveConfig(decay=args.decay, age=args.age, **LIVE.get(name, {})),
     )
     where = (
         None
-        if name == "curriculum"
+        if name.startswith("curriculum")
         else f"task_id IN (SELECT task_id FROM passrates WHERE model = '{base}') AND {TRAIN_SPLIT}"
     )
     sampler, _ = build_sampler(store, cfg, sampler=CONFIGS[name], tasks_where=where, prior_model=base)
@@ -141,7 +144,7 @@ def main() -> None:
     ][0]
     counts = store.sql(
         f"SELECT task_id, n_correct, n FROM passrates WHERE model = $1 AND task_id IN "
-        f"(SELECT task_id FROM tasks WHERE {TRAIN_SPLIT})",
+        f"(SELECT task_id FROM tasks WHERE {TRAIN_SPLIT}) ORDER BY task_id",  # truth drawn in a fixed order
         params=[base],
     ).fetchall()
     out = {"args": vars(args), "pool_tasks": len(counts), "configs": {}}
