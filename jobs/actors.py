@@ -250,9 +250,17 @@ class EngineActor:
     ):
         return self._timed(self.engine.generate, prompts, spec, seeds=seeds, logprobs=logprobs)
 
-    def generate_ids(self, prompt_ids, spec: SamplingSpec, seeds, max_tokens=None, logprobs: bool = False):
+    def generate_ids(
+        self, prompt_ids, spec: SamplingSpec, seeds, max_tokens=None, logprobs: bool = False, n=None
+    ):
         return self._timed(
-            self.engine.generate_ids, prompt_ids, spec, seeds=seeds, max_tokens=max_tokens, logprobs=logprobs
+            self.engine.generate_ids,
+            prompt_ids,
+            spec,
+            seeds=seeds,
+            max_tokens=max_tokens,
+            logprobs=logprobs,
+            n=n,
         )
 
     def reload_weights(self, weights: Iterable[tuple[str, Any]], direct: bool = True) -> str:

@@ -299,19 +299,27 @@ class Engine:
         seeds: Sequence[int | None],
         max_tokens: Sequence[int] | None = None,
         logprobs: bool = False,
+        n: Sequence[int] | None = None,
     ) -> list[Sample]:
-        """One sample per token-id prompt (``spec.n`` is ignored): the next turn of many episodes.
+        """``n[i]`` samples (default 1; ``spec.n`` is ignored) per token-id prompt, flat in prompt
+        order: the next turn of many episodes.  A prompt shared by several episodes' first turns goes
+        as one request with ``n`` > 1: sample j gets seed ``seeds[i] + j``, as vLLM seeds an n-request.
 
         Prompts go in as token ids, never as text, so an episode's tokens are exactly the ones the
         engine saw and generated (re-tokenizing a conversation can merge tokens differently).
         ``max_tokens[i]`` caps request i below ``spec.max_tokens`` (the episode's remaining budget).
-        A prompt that leaves no room in the context gets a ``prompt_too_long`` sample.
+        A prompt that leaves no room in the context gets ``prompt_too_long`` samples.
         """
         from vllm import SamplingParams
 
         prompt_ids = [list(p) for p in prompt_ids]
-        if len(seeds) != len(prompt_ids) or (max_tokens is not None and len(max_tokens) != len(prompt_ids)):
-            raise RldataError(f"got {len(seeds)} seeds / max_tokens for {len(prompt_ids)} prompts")
+        counts = list(n) if n is not None else [1] * len(prompt_ids)
+        if (
+            len(seeds) != len(prompt_ids)
+            or (max_tokens is not None and len(max_tokens) != len(prompt_ids))
+            or len(counts) != len(prompt_ids)
+        ):
+            raise RldataError(f"got {len(seeds)} seeds / max_tokens / n for {len(prompt_ids)} prompts")
         caps = list(max_tokens) if max_tokens is not None else [spec.max_tokens] * len(prompt_ids)
         fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
         params = [
@@ -322,20 +330,20 @@ class Engine:
                         1, min(spec.max_tokens, caps[i], self.max_model_len - len(prompt_ids[i]))
                     ),
                 },
-                n=1,
+                n=counts[i],
                 seed=seeds[i],
                 logprobs=0 if logprobs else None,
             )
             for i in fits
         ]
-        result = [_too_long(len(p)) for p in prompt_ids]
+        result = [[_too_long(len(p))] * k for p, k in zip(prompt_ids, counts)]
         if fits:
             outputs = self.llm.generate(
                 [{"prompt_token_ids": prompt_ids[i]} for i in fits], params, use_tqdm=False
             )
             for i, out in zip(fits, outputs):
-                result[i] = _sample(out, out.outputs[0], logprobs)
-        return result
+                result[i] = [_sample(out, c, logprobs) for c in out.outputs]
+        return [s for group in result for s in group]
 
     def reload_weights(
         self, weights: Iterable[tuple[str, torch.Tensor]] | FlatWeights, *, direct: bool = True

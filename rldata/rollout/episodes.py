@@ -309,6 +309,29 @@ def _chunks(items: list, k: int) -> list[list]:
     return [items[bounds[i] : bounds[i + 1]] for i in range(k) if bounds[i + 1] > bounds[i]]
 
 
+def _requests(eps: list[_Episode]) -> list[tuple[int, int]]:
+    """(first episode, count) per engine request: the first turns of consecutive samples of one task
+    with the same opening go as one request with n = count (sample j of it is seeded seed + j, which
+    is each episode's own first-turn seed), so they share the request's processing; later turns go
+    one request each."""
+    out: list[tuple[int, int]] = []
+    for k, ep in enumerate(eps):
+        if out and ep.turns == 0 and ep.seed is not None:
+            f, m = out[-1]
+            head = eps[f]
+            if (
+                head.turns == 0
+                and head.task is ep.task
+                and head.seed == ep.seed
+                and head.sample_idx + m == ep.sample_idx
+                and head.prompt_ids == ep.prompt_ids
+            ):
+                out[-1] = (f, m + 1)
+                continue
+        out.append((k, 1))
+    return out
+
+
 def run_episodes(
     engines,
     tasks: Sequence[Mapping[str, Any]],
@@ -358,11 +381,13 @@ def run_episodes(
         batch, ready[:] = list(ready), []
         for j, a, b in _split(free, len(batch)):
             i, eps = free[j], batch[a:b]
-            prompts = [ep.prompt_ids + ep.ids for ep in eps]
+            reqs = _requests(eps)
+            prompts = [eps[k].prompt_ids + eps[k].ids for k, _ in reqs]
             caps = [budget - len(p) for p in prompts]
-            seeds_now = [turn_seed(ep.seed, ep.sample_idx, ep.turns) for ep in eps]
-            ref = engines[i].generate_ids.remote(prompts, spec, seeds_now, caps, True)
-            inflight[ref] = (i, eps, prompts)
+            seeds_now = [turn_seed(eps[k].seed, eps[k].sample_idx, eps[k].turns) for k, _ in reqs]
+            counts = [m for _, m in reqs]
+            ref = engines[i].generate_ids.remote(prompts, spec, seeds_now, caps, True, counts)
+            inflight[ref] = (i, eps, [p for p, m in zip(prompts, counts) for _ in range(m)])
             queued[i] += 1
             stats.rounds += 1
             stats.requests += len(eps)

@@ -139,6 +139,26 @@ def test_queued_calls_give_the_episodes_one_call_per_round_gives(engines, render
     assert _all_closed(tmp_path / "b")
 
 
+def test_first_turns_sent_as_one_n_request_per_task_are_the_one_request_each_turns(
+    engines, renderer, tmp_path, monkeypatch
+):
+    """A task's N episodes open alike: their first turns go as one request with n = N (sample j
+    seeded seed + j, vLLM's n-request seeding), which must give each episode exactly the turn its own
+    request with seed + j gives."""
+    from rldata.rollout import episodes
+
+    a, sa = _run(engines, renderer, "test-turns", tmp_path / "a", max_turns=4, n=4)
+    monkeypatch.setattr(episodes, "_requests", lambda eps: [(k, 1) for k in range(len(eps))])
+    b, sb = _run(engines, renderer, "test-turns", tmp_path / "b", max_turns=4, n=4)
+    assert sa.requests == sb.requests == 24
+
+    def key(out):
+        return [[(r.token_ids, r.mask, r.messages, r.finish_reason) for r in g] for g in out]
+
+    assert key(a) == key(b)
+    assert len({r.token_ids for g in a for r in g}) > 3  # the samples differ: the seeds were not all one
+
+
 def test_max_turns_ends_the_episode_and_closes(engines, renderer, tmp_path):
     b = EnvBinding(
         "test-turns",
