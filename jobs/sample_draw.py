@@ -147,8 +147,9 @@ def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) 
     if ctx.tool_episodes[1]:
         ctx.summary.tool_call_frac = ctx.tool_episodes[0] / ctx.tool_episodes[1]
     log(
-        f"episodes: {es.requests} turn requests in {es.rounds} rounds; engines busy {es.engine_busy_frac:.0%} "
-        f"of the episode time (generate {es.generate_s:.1f}s, environments {es.env_s:.1f}s); the prefix "
+        f"episodes: {es.requests} turns in {es.rounds} generate calls; engines had work "
+        f"{es.engine_busy_frac:.0%} of the episode time (generate {es.generate_s:.1f}s, environments "
+        f"{es.env_s:.1f}s, overlapping); the prefix "
         f"cache held {es.cache_hit_frac:.0%} of the turns' prompt tokens"
     )
 

@@ -111,7 +111,7 @@ class SampleResult(Result):
     stopped_early: int = 0  # tasks an adaptive job settled before N samples
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
-    episode_rounds: int = 0  # episode batches: generate calls per engine (one per turn of the batch)
+    episode_rounds: int = 0  # episode batches: generate calls (two queued per engine on large batches)
     engines: int = 0  # engine actors the job started (jobs.actors.default_engines when not told)
     engine_busy_frac: float | None = None  # share of the sampling time the engines were generating
     tool_call_frac: float | None = None  # episodes that called a tool at least once
