@@ -3,9 +3,9 @@
 Each call runs in a daemon worker thread with the spec's ``step_timeout_s``.  A Python thread
 cannot be killed, so a hung call is abandoned (its thread stays parked) and the episode ends with
 ``env_error``; the caller never waits longer than the timeout.  Worker threads are reused: starting
-one per call cost more than a calculator's whole step, thousands of times per batch.  Whenever an episode ends here (the
-environment says done, or errs) ``close()`` is called, also under the timeout, and a failing close
-is reported in ``info`` without hiding the original outcome.
+one per call cost more than a calculator's whole step, thousands of times per batch.  Whenever an
+episode ends here (the environment says done, or errs) ``close()`` is called, also under the
+timeout, and a failing close is reported in ``info`` without hiding the original outcome.
 """
 
 from __future__ import annotations

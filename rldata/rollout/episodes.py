@@ -304,11 +304,6 @@ _DEPTH = 2
 _MIN_CALL = 32
 
 
-def _chunks(items: list, k: int) -> list[list]:
-    bounds = [round(i * len(items) / k) for i in range(k + 1)]
-    return [items[bounds[i] : bounds[i + 1]] for i in range(k) if bounds[i + 1] > bounds[i]]
-
-
 def _requests(eps: list[_Episode]) -> list[tuple[int, int]]:
     """(first episode, count) per engine request: the first turns of consecutive samples of one task
     with the same opening go as one request with n = count (sample j of it is seeded seed + j, which
@@ -396,7 +391,7 @@ def run_episodes(
 
     try:
         # open in slices, so the first calls generate while the later episodes still open
-        for part in _chunks(episodes, depth * len(engines)):
+        for part in [episodes[a:b] for _, a, b in _split(range(depth * len(engines)), len(episodes))]:
             t0 = time.monotonic()
             list(pool.map(lambda ep: _open(ep, binding, renderer, budget), part))
             stats.env_s += time.monotonic() - t0
