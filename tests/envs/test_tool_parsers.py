@@ -75,6 +75,18 @@ def test_a_malformed_call_is_a_failure_with_a_reason(name, text, reason):
     assert p.calls == [] and len(p.failures) == 1 and reason in p.failures[0].reason
 
 
+def test_a_last_call_left_open_counts_only_when_its_json_is_whole():
+    # The model ended its turn right after the JSON (vLLM's hermes parser takes that as a call): a
+    # right answer's tool call is not turned into a tool error.  Cut off mid-JSON it stays a failure.
+    whole = 'I will compute.\n<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n'
+    p = PARSERS["hermes"](whole)
+    assert (p.content, p.calls, p.failures) == ("I will compute.", [CALC], [])
+    two = '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b", "arguments": {}}'
+    assert [c.name for c in PARSERS["hermes"](two).calls] == ["a", "b"]
+    cut = PARSERS["hermes"]('<tool_call>{"name": "calculate", "arguments": {"expression": "2+')
+    assert cut.calls == [] and "unclosed <tool_call>" in cut.failures[0].reason
+
+
 def test_a_good_call_next_to_a_bad_one_still_counts():
     p = PARSERS["hermes"](
         '<tool_call>{"name": "calculate", "arguments": {"expression": "2+2"}}</tool_call><tool_call>x</tool_call>'
