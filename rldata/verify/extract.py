@@ -254,10 +254,10 @@ def _final_number(tail: str, *, revised: bool = False) -> list[str]:
         return []
     # A number that merely stops the text ("First, the triangle has 3") may be a cut-off
     # completion: it counts when a sentence ends after it, when it follows "=", or when it is
-    # alone on its line (a bare completion such as "27").
+    # alone on its line (a bare completion such as "27", or "$27" / LaTeX-escaped "\$27").
     line = tail[tail.rfind("\n", 0, m.start()) + 1 : m.start()]
     short = revised and len(tail.strip()) <= MAX_REVISION_TAIL and last is m and len(_numbers(tail)) == 1
-    if not (short or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$")):
+    if not (short or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$\\")):
         return []
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1 : end]

@@ -93,7 +93,7 @@ class MathVerifier:
     name = "math"
     cheap = True  # well under a millisecond per distinct answer: checked in the driver, not a Ray task
     # Bump the +rldataN suffix whenever extraction or gold handling changes what passes.
-    version = f"math-verify-{_pkg_version('math-verify')}+rldata3"
+    version = f"math-verify-{_pkg_version('math-verify')}+rldata4"
 
     def prepare(self) -> None:
         """Import and warm math-verify (rldata.verify.run calls this outside any deadline)."""

@@ -206,6 +206,8 @@ def test_final_number_only_when_it_plainly_ends_the_text(text):
         ("so 3 + 4 = 7", "7"),
         ("That makes 12 in total.", "12"),
         ("$\\frac{1}{2}$", "\\frac{1}{2}"),
+        ("So the total is:\n$18", "18"),
+        ("So the total is:\n\\$18", "18"),  # a LaTeX-escaped dollar, as markdown-trained models write
     ],
 )
 def test_final_number_that_ends_the_text(text, expected):

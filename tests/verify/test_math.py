@@ -193,7 +193,8 @@ def test_percent_is_not_a_fraction(mv):
 
 
 def test_version_moved_past_rldata2(mv):
-    assert mv.version.endswith("+rldata3")  # revisions, markdown bold and quoted boxes changed extraction
+    # +rldata3: revisions, markdown bold and quoted boxes; +rldata4: "\$27" alone on its line
+    assert mv.version.endswith("+rldata4")
 
 
 def test_the_prompt_reaches_the_verifier_and_its_boxes_are_quotes():
