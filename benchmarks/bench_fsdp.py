@@ -2,6 +2,7 @@
 
     python benchmarks/bench_fsdp.py gather   # extra peak RSS on rank 0 when FSDP weights are gathered
     python benchmarks/bench_fsdp.py train    # per-rank peak RSS and samples/s: DDP, FSDP, FSDP+bf16+ckpt, LoRA
+    python benchmarks/bench_fsdp.py trl      # TRL's GRPOTrainer (full, PEFT LoRA) beside the learner, W=1 and 2
 
 ``gather`` compares the streamed path the driver uses (``Learner.flat_weights``: one all-gather per
 tensor, each copied into the flat buffer as it arrives) with gathering the full state dict first
@@ -220,11 +221,13 @@ def _solo(fn, args, q):
         q.put({"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
 
 
-def trl_run(model: str, lora: dict | None, steps: int) -> dict:
+def trl_run(model: str, lora: dict | None, steps: int, world: int = 1) -> dict:
     """GRPOTrainer, full or PEFT LoRA: 4 prompts x 4 generations per optimizer step, micro-batch 4
-    (gradient accumulation 4), 48 new tokens, beta 0, HF generate.  samples/s over the timed steps;
-    ``update_samples_per_s`` leaves out the time in generation and scoring (rldata's learner rows do
-    not generate either)."""
+    (gradient accumulation 4 at one process, 2 at two: 16 sequences per step either way), 48 new
+    tokens, beta 0, HF generate.  samples/s over the timed steps; ``update_samples_per_s`` leaves out
+    the time in generation and scoring (rldata's learner rows do not generate either).  At
+    ``world`` 2 it runs in a rank of :func:`spawn` (accelerate's multi-CPU DDP over the gloo group
+    already initialised there)."""
     import datasets
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -269,7 +272,7 @@ def trl_run(model: str, lora: dict | None, steps: int) -> dict:
             output_dir=out,
             use_cpu=True,
             per_device_train_batch_size=4,
-            gradient_accumulation_steps=4,
+            gradient_accumulation_steps=4 // world,
             num_generations=4,
             max_completion_length=48,
             max_steps=steps + 1,
@@ -315,15 +318,31 @@ def trl_run(model: str, lora: dict | None, steps: int) -> dict:
     }
 
 
+def trl_rank(rank, world, model, lora, steps):
+    """One rank of a W-process GRPOTrainer: accelerate reads its place from these variables."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
+    os.environ.update(LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
+    try:
+        return trl_run(model, lora, steps, world)
+    except Exception as e:  # noqa: BLE001 - recorded in the results, whatever it is
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+
+
+LORA16 = {"r": 16, "alpha": 32}
+# name -> (who, LoRA, world size)
 TRL_ROWS = {
-    "rldata_full_w1": ("rldata", None),
-    "trl_full": ("trl", None),
-    "rldata_lora_w1": ("rldata", {"r": 16, "alpha": 32}),
-    "trl_peft_lora": ("trl", {"r": 16, "alpha": 32}),
+    "rldata_full_w1": ("rldata", None, 1),
+    "trl_full": ("trl", None, 1),
+    "rldata_lora_w1": ("rldata", LORA16, 1),
+    "trl_peft_lora": ("trl", LORA16, 1),
+    "rldata_full_w2": ("rldata", None, 2),
+    "trl_full_w2": ("trl", None, 2),
+    "rldata_lora_w2": ("rldata", LORA16, 2),
+    "trl_peft_lora_w2": ("trl", LORA16, 2),
 }
 
 
-def trl_main(steps: int) -> None:
+def trl_main(steps: int, rows: str | None = None, key: str = "trl") -> None:
     from rldata.model_fixture import make_qwen2_fixture
 
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
@@ -337,19 +356,24 @@ def trl_main(steps: int) -> None:
         from transformers import AutoModelForCausalLM
 
         params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model).parameters())
-        row = res["trl"] = {
+        row = res[key] = {
             "model": {**TRL_DIMS, "vocab_size": cfg["vocab_size"], "params": params},
             "load_1min_start": os.getloadavg()[0],
             "steps": steps,
             "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         }
-        for name, (who, lora) in TRL_ROWS.items():
-            if who == "trl":
-                got = solo(trl_run, str(model), lora, steps)
+        for name in rows.split(",") if rows else TRL_ROWS:
+            who, lora, world = TRL_ROWS[name]
+            if who == "trl" and world == 1:
+                out = {0: solo(trl_run, str(model), lora, steps)}
+            elif who == "trl":
+                out = spawn(trl_rank, world, str(model), lora, steps)
             else:
                 kw = {"lora": lora} if lora else {}
-                got = spawn(train_rank, 1, str(model), kw, steps)[0]
-            row[name] = {**got, "load_1min_after": os.getloadavg()[0]}
+                out = spawn(train_rank, world, str(model), kw, steps)
+            got = dict(out[0])  # rank 0's speed; the peak is the larger rank's
+            got["peak_rss_mb"] = max(v.get("peak_rss_mb", 0) for v in out.values())
+            row[name] = {**got, "world": world, "load_1min_after": os.getloadavg()[0]}
             print(name, row[name], file=sys.stderr, flush=True)
             OUT.write_text(json.dumps(res, indent=1) + "\n")
 
@@ -430,7 +454,8 @@ if __name__ == "__main__":
     ap.add_argument("--variants", default="ddp,fsdp,fsdp_bf16_ckpt,lora_ddp")
     ap.add_argument("--key", default="train", help="where in bench_fsdp.json the rows go")
     ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--rows", default=None, help="trl: which rows (default: all of TRL_ROWS)")
     a = ap.parse_args()
     if a.what == "trl":
-        sys.exit(trl_main(a.steps))
+        sys.exit(trl_main(a.steps, a.rows, a.key if a.key != "train" else "trl"))
     main(a.what, a.size, a.variants, a.key, a.steps)
