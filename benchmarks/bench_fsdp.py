@@ -214,11 +214,16 @@ def solo(fn, *args) -> dict:
     return out
 
 
-def _solo(fn, args, q):
+def _guarded(fn, *args) -> dict:
+    """``fn(*args)``, or its failure as a row: recorded in the results, whatever it is."""
     try:
-        q.put(fn(*args))
-    except Exception as e:  # noqa: BLE001 - recorded in the results, whatever it is
-        q.put({"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+
+
+def _solo(fn, args, q):
+    q.put(_guarded(fn, *args))
 
 
 def trl_run(model: str, lora: dict | None, steps: int, world: int = 1) -> dict:
@@ -322,10 +327,7 @@ def trl_rank(rank, world, model, lora, steps):
     """One rank of a W-process GRPOTrainer: accelerate reads its place from these variables."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world))
     os.environ.update(LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
-    try:
-        return trl_run(model, lora, steps, world)
-    except Exception as e:  # noqa: BLE001 - recorded in the results, whatever it is
-        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    return _guarded(trl_run, model, lora, steps, world)
 
 
 LORA16 = {"r": 16, "alpha": 32}
@@ -452,10 +454,10 @@ if __name__ == "__main__":
     ap.add_argument("what", nargs="?", default="gather", choices=["gather", "train", "trl"])
     ap.add_argument("--size", default="134m", choices=sorted(SIZES))
     ap.add_argument("--variants", default="ddp,fsdp,fsdp_bf16_ckpt,lora_ddp")
-    ap.add_argument("--key", default="train", help="where in bench_fsdp.json the rows go")
+    ap.add_argument("--key", default=None, help="where in bench_fsdp.json the rows go (train / trl)")
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--rows", default=None, help="trl: which rows (default: all of TRL_ROWS)")
     a = ap.parse_args()
     if a.what == "trl":
-        sys.exit(trl_main(a.steps, a.rows, a.key if a.key != "train" else "trl"))
-    main(a.what, a.size, a.variants, a.key, a.steps)
+        sys.exit(trl_main(a.steps, a.rows, a.key or "trl"))
+    main(a.what, a.size, a.variants, a.key or "train", a.steps)

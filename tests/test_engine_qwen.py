@@ -25,7 +25,7 @@ TOOLS = [
 
 @pytest.fixture(scope="module")
 def engine(qwen_model):
-    eng = Engine(qwen_model, seed=0, max_model_len=512, block_size=32)
+    eng = Engine(qwen_model, seed=0, max_model_len=512)  # 32-token KV blocks: the CPU default
     yield eng
     eng.close()
 

