@@ -99,7 +99,14 @@ class Learner:
         if self.sharded:
             shard_model(self.model, cfg, device=device)
         elif world_size > 1:
-            # DDP broadcasts rank 0's parameters at construction: all ranks start identical.
+            # DDP broadcasts rank 0's parameters at construction: all ranks start identical.  Frozen
+            # ones (LoRA's base) are read from the same checkpoint on every rank, so they are left
+            # out: broadcasting them writes into every weight (copy-on-write pages of the mmapped
+            # checkpoint) through bucket buffers, ~2.5 models of transient memory for no change.
+            frozen = [n for n, p in self.model.named_parameters() if not p.requires_grad]
+            torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+                self.model, frozen
+            )
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model,
                 device_ids=[torch.device(device).index or 0] if device.startswith("cuda") else None,

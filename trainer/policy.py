@@ -8,6 +8,7 @@ to ``input_ids[:, t+1]``; ``loss_mask`` marks the columns whose target is a comp
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -155,6 +156,13 @@ def collate(
     return RolloutBatch(input_ids, attention, loss_mask, adv, old)
 
 
+def _takes_logits_to_keep(model) -> bool:
+    """Whether the HF model under any DDP/peft wrapper can skip the last position's logits."""
+    inner = getattr(model, "module", model)  # DDP
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
+    return "logits_to_keep" in inspect.signature(inner.forward).parameters
+
+
 def token_logprobs(
     model,
     input_ids: torch.Tensor,
@@ -167,13 +175,26 @@ def token_logprobs(
 
     Logits are divided by the sampling temperature, so the scores are those of the distribution
     the engine sampled from.  The entropy is a statistic only (no gradient).
+
+    The [B, L-1, V] tensors are the largest of a step on real vocabularies, so no copy is made that
+    is not needed: the last position's logits are never computed (``logits_to_keep``, where the
+    model takes it), fp32 logits are not copied to be upcast or divided by 1, only log_softmax's
+    output is kept for backward, and the entropy is computed a row at a time.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # [B, L, V]
-    logits = logits[:, :-1].float() / temperature  # [B, L-1, V]
+    L = input_ids.shape[1]
+    if _takes_logits_to_keep(model):
+        keep = torch.arange(L - 1, device=input_ids.device)  # positions 0..L-2 predict tokens 1..L-1
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]  # [B, L-1, V]
+    logits = logits.float()  # [B, L-1, V]; a no-op in fp32, the upcast under bf16 compute
+    if temperature != 1.0:
+        logits = logits / temperature
     logsm = F.log_softmax(logits, dim=-1)  # [B, L-1, V]
+    del logits  # autograd keeps log_softmax's output only
     logp = logsm.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, L-1]
     entropy = None
     if with_entropy:
-        with torch.no_grad():
-            entropy = -(logsm.exp() * logsm).sum(dim=-1)  # [B, L-1]
+        with torch.no_grad():  # row by row: two [L-1, V] temporaries, not two [B, L-1, V]
+            entropy = torch.stack([-(row.exp() * row).sum(dim=-1) for row in logsm])  # [B, L-1]
     return logp, entropy

@@ -72,6 +72,35 @@ def test_token_logprobs_match_unpadded_scoring(tiny_model_dir):
     assert (logp <= 0).all() and (ent >= 0).all()
 
 
+class _NoLogitsToKeep(torch.nn.Module):
+    """A causal LM whose forward takes only input_ids and attention_mask (older or remote-code models)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_token_logprobs_without_logits_to_keep_score_and_train_the_same(tiny_model_dir, temperature):
+    """Models that cannot skip the last position's logits get the same log-probs, entropy and gradients."""
+    model = load_model(tiny_model_dir)
+    p, c, o, a = make_rollouts(2, rows=4)
+    b = collate(p, c, advantages=a, old_logps=o)
+    out = []
+    for m in (model, _NoLogitsToKeep(model)):
+        model.zero_grad()
+        logp, ent = token_logprobs(m, b.input_ids, b.attention_mask, temperature=temperature)
+        (logp * b.loss_mask).sum().backward()
+        out.append((logp.detach(), ent, model.lm_head.weight.grad.clone()))
+    (lp0, ent0, g0), (lp1, ent1, g1) = out
+    assert lp0.shape == lp1.shape == b.loss_mask.shape
+    assert torch.allclose(lp0, lp1, atol=1e-5) and torch.allclose(ent0, ent1, atol=1e-5)
+    assert torch.allclose(g0, g1, atol=1e-5) and float(g0.abs().max()) > 1e-3
+
+
 def test_collate_masks_environment_tokens_out_of_the_loss():
     """A hand-built episode: prompt [5, 6], turn 1 [7, 2], a tool result [8, 9, 10], turn 2 [11, 2]."""
     from rldata.trainer.policy import collate

@@ -104,6 +104,10 @@ def test_fsdp_needs_a_process_group(tiny_model_dir):
 
 
 # --- equivalence over gloo -----------------------------------------------------------------------------
+# DDP leaves LoRA's frozen base out of its start-up broadcast (every rank reads it from the same file).
+LORA_DDP = {"lora": {"r": 4, "alpha": 8}, "kl_coef": 0.0}
+
+
 @pytest.fixture(scope="module")
 def sharded(tiny_model_dir, tmp_path_factory):
     """One W=2 launch (DDP, FSDP, FSDP saved after 2 steps) and one W=1 launch (FSDP; FSDP resumed
@@ -118,6 +122,7 @@ def sharded(tiny_model_dir, tmp_path_factory):
             ("ddp2", {}, "full"),
             ("fsdp2", {"strategy": "fsdp"}, "full"),
             ("save2", {"strategy": "fsdp"}, "save"),
+            ("lora_ddp2", LORA_DDP, "full"),
         ],
     )
     run_ranks(
@@ -127,6 +132,7 @@ def sharded(tiny_model_dir, tmp_path_factory):
         str(out),
         [
             ("fsdp1", {"strategy": "fsdp"}, "full"),
+            ("lora1", LORA_DDP, "full"),
             ("resume1", {"strategy": "fsdp"}, "resume:save2"),
             ("fp32_1", {"strategy": "fsdp"}, "mismatch"),
             (
@@ -153,6 +159,15 @@ def test_fsdp_equals_ddp_at_two_ranks(sharded, tiny_model_dir):
 def test_fsdp_one_rank_equals_two(sharded):
     _close_losses(sharded["fsdp1"]["stats"], sharded["fsdp2"]["stats"])
     _close_weights(sharded["fsdp1"]["weights"], sharded["fsdp2"]["weights"])
+
+
+@pytest.mark.slow
+def test_lora_under_ddp_at_two_ranks_equals_one(sharded, tiny_model_dir):
+    _close_losses(sharded["lora_ddp2"]["stats"], sharded["lora1"]["stats"])
+    _close_weights(sharded["lora_ddp2"]["weights"], sharded["lora1"]["weights"])
+    init = load_model(tiny_model_dir).state_dict()
+    moved = max(float((t - init[k]).abs().max() / t.abs().max()) for k, t in sharded["lora_ddp2"]["weights"])
+    assert moved > 100 * REL
 
 
 @pytest.mark.slow
