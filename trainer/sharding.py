@@ -2,8 +2,9 @@
 fp32 or bf16 compute; and the weights out of it in HF naming, one tensor at a time.
 
 FSDP2 (``torch.distributed.fsdp.fully_shard``) wraps each decoder layer (the classes a transformers
-model lists in ``_no_split_modules``) and then the root: each rank keeps 1/W of every parameter,
-gradient and AdamW moment, and a layer's full parameters exist only while it runs.  Under
+model lists in ``_no_split_modules``), untied input and output embeddings, and then the root:
+each rank keeps 1/W of every parameter, gradient and AdamW moment, and a layer's full parameters
+exist only while it runs.  Under
 ``mixed_precision: bf16`` the gathered parameters are cast to bf16 for compute while the sharded
 masters, the optimizer state and the gradient reduction stay fp32 (``MixedPrecisionPolicy``); under
 DDP the same split comes from ``torch.autocast``.  Either way the log-probs that enter the ratio
@@ -93,6 +94,15 @@ def shard_model(model, cfg, *, device: str):
         # only buy one all-gather more per micro-batch (the root keeps its own parameters anyway).
         last = i == len(layers) - 1
         fully_shard(layer, mp_policy=mp, offload_policy=offload, reshard_after_forward=not last)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    emb, head = base.get_input_embeddings(), base.get_output_embeddings()
+    if emb is not None and head is not None and emb.weight is not head.weight:
+        # Untied vocabulary matrices are a real model's largest tensors (Qwen2.5-7B: 0.55B parameters
+        # each).  Left in the root they stay gathered, and the head's gradient unsharded, through the
+        # whole step; in units of their own the embedding reshards after its forward, and the head's
+        # gradient is reduce-scattered as soon as its backward ends (its backward follows its forward).
+        fully_shard(emb, mp_policy=mp, offload_policy=offload)
+        fully_shard(head, mp_policy=mp, offload_policy=offload, reshard_after_forward=False)
     fully_shard(model, mp_policy=mp, offload_policy=offload)
     return model
 
