@@ -385,6 +385,8 @@ VARIANTS = {
     "ddp": ({}, {}),
     "fsdp": ({"strategy": "fsdp"}, {}),
     "fsdp_bf16_ckpt": ({"strategy": "fsdp", "mixed_precision": "bf16", "gradient_checkpointing": True}, {}),
+    "ddp_bf16": ({"mixed_precision": "bf16"}, {}),
+    "fsdp_bf16": ({"strategy": "fsdp", "mixed_precision": "bf16"}, {}),
     "lora_ddp": ({"lora": {"r": 16, "alpha": 32}}, {}),
     "lora_ddp_ckpt": ({"lora": {"r": 16, "alpha": 32}, "gradient_checkpointing": True}, {}),
     "fsdp_reshard_all": ({"strategy": "fsdp"}, {"reshard_all": True}),
