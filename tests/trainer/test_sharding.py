@@ -25,6 +25,13 @@ def _close_weights(a, b, rel=REL):
         assert float((x - y).abs().max()) <= rel * scale, (k, float((x - y).abs().max()), scale)
 
 
+def _moved_beyond_tolerance(weights, model_dir):
+    """The steps moved the weights well beyond the tolerance (so an equality check can fail)."""
+    init = load_model(model_dir).state_dict()
+    moved = max(float((t - init[k]).abs().max() / t.abs().max()) for k, t in weights)
+    assert moved > 100 * REL
+
+
 def _close_losses(a, b, rel=REL):
     for sa, sb in zip(a, b, strict=True):
         assert sa["loss"] == pytest.approx(sb["loss"], rel=rel), (sa["loss"], sb["loss"])
@@ -149,10 +156,7 @@ def sharded(tiny_model_dir, tmp_path_factory):
 def test_fsdp_equals_ddp_at_two_ranks(sharded, tiny_model_dir):
     _close_losses(sharded["fsdp2"]["stats"], sharded["ddp2"]["stats"])
     _close_weights(sharded["fsdp2"]["weights"], sharded["ddp2"]["weights"])
-    # The steps moved the weights well beyond the tolerance (the comparison can fail).
-    init = load_model(tiny_model_dir).state_dict()
-    moved = max(float((t - init[k]).abs().max() / t.abs().max()) for k, t in sharded["fsdp2"]["weights"])
-    assert moved > 100 * REL
+    _moved_beyond_tolerance(sharded["fsdp2"]["weights"], tiny_model_dir)
 
 
 @pytest.mark.slow
@@ -165,9 +169,7 @@ def test_fsdp_one_rank_equals_two(sharded):
 def test_lora_under_ddp_at_two_ranks_equals_one(sharded, tiny_model_dir):
     _close_losses(sharded["lora_ddp2"]["stats"], sharded["lora1"]["stats"])
     _close_weights(sharded["lora_ddp2"]["weights"], sharded["lora1"]["weights"])
-    init = load_model(tiny_model_dir).state_dict()
-    moved = max(float((t - init[k]).abs().max() / t.abs().max()) for k, t in sharded["lora_ddp2"]["weights"])
-    assert moved > 100 * REL
+    _moved_beyond_tolerance(sharded["lora_ddp2"]["weights"], tiny_model_dir)
 
 
 @pytest.mark.slow
