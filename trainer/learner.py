@@ -47,6 +47,7 @@ from rldata.trainer.policy import RolloutBatch, token_logprobs
 from rldata.trainer.sharding import (
     autocast,
     full_tensor,
+    hf_model,
     prepare_model,
     shard_model,
     stream_adapter,
@@ -256,8 +257,7 @@ class Learner:
         """The consolidated HF model directory (LoRA merged); all ranks call it, rank 0 writes."""
         tensors = dict(self.get_weights())
         if self.rank == 0:
-            base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-            save_hf_tensors(path, tensors, config=base.config, source_dir=self.model_path)
+            save_hf_tensors(path, tensors, config=hf_model(self.model).config, source_dir=self.model_path)
 
 
 def _to(mb: RolloutBatch, device: str) -> RolloutBatch:

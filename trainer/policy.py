@@ -8,6 +8,7 @@ to ``input_ids[:, t+1]``; ``loss_mask`` marks the columns whose target is a comp
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
+
+from rldata.trainer.sharding import hf_model
 
 __all__ = ["RolloutBatch", "collate", "token_logprobs"]
 
@@ -156,11 +159,10 @@ def collate(
     return RolloutBatch(input_ids, attention, loss_mask, adv, old)
 
 
-def _takes_logits_to_keep(model) -> bool:
-    """Whether the HF model under any DDP/peft wrapper can skip the last position's logits."""
-    inner = getattr(model, "module", model)  # DDP
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
-    return "logits_to_keep" in inspect.signature(inner.forward).parameters
+@functools.cache
+def _takes_logits_to_keep(cls) -> bool:
+    """Whether a model class's forward can skip the last position's logits (checked once per class)."""
+    return "logits_to_keep" in inspect.signature(cls.forward).parameters
 
 
 def token_logprobs(
@@ -182,7 +184,7 @@ def token_logprobs(
     output is kept for backward, and the entropy is computed a row at a time.
     """
     L = input_ids.shape[1]
-    if _takes_logits_to_keep(model):
+    if _takes_logits_to_keep(type(hf_model(model))):
         keep = torch.arange(L - 1, device=input_ids.device)  # positions 0..L-2 predict tokens 1..L-1
         logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
     else:

@@ -4,9 +4,8 @@ fp32 or bf16 compute; and the weights out of it in HF naming, one tensor at a ti
 FSDP2 (``torch.distributed.fsdp.fully_shard``) wraps each decoder layer (the classes a transformers
 model lists in ``_no_split_modules``), untied input and output embeddings, and then the root:
 each rank keeps 1/W of every parameter, gradient and AdamW moment, and a layer's full parameters
-exist only while it runs.  Under
-``mixed_precision: bf16`` the gathered parameters are cast to bf16 for compute while the sharded
-masters, the optimizer state and the gradient reduction stay fp32 (``MixedPrecisionPolicy``); under
+exist only while it runs.  Under ``mixed_precision: bf16`` the gathered parameters are cast to
+bf16 for compute while the sharded masters, the optimizer state and the gradient reduction stay fp32 (``MixedPrecisionPolicy``); under
 DDP the same split comes from ``torch.autocast``.  Either way the log-probs that enter the ratio
 are computed from logits upcast to fp32 (``token_logprobs``).
 
@@ -31,6 +30,7 @@ __all__ = [
     "autocast",
     "decoder_layers",
     "full_tensor",
+    "hf_model",
     "prepare_model",
     "shard_model",
     "stream_adapter",
@@ -63,9 +63,16 @@ def prepare_model(model, cfg, *, trainable: bool = True):
     return model
 
 
+def hf_model(model):
+    """The transformers model inside a DDP and/or peft wrapper (FSDP2 wraps in place: no unwrapping)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        model = model.module
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def decoder_layers(model) -> list[torch.nn.Module]:
     """The repeated blocks to shard one by one: modules of a class the HF model declares unsplittable."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = hf_model(model)
     names = set(getattr(base, "_no_split_modules", None) or ())
     layers = [m for m in base.modules() if type(m).__name__ in names]
     if not layers:
@@ -94,7 +101,7 @@ def shard_model(model, cfg, *, device: str):
         # only buy one all-gather more per micro-batch (the root keeps its own parameters anyway).
         last = i == len(layers) - 1
         fully_shard(layer, mp_policy=mp, offload_policy=offload, reshard_after_forward=not last)
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = hf_model(model)
     emb, head = base.get_input_embeddings(), base.get_output_embeddings()
     if emb is not None and head is not None and emb.weight is not head.weight:
         # Untied vocabulary matrices are a real model's largest tensors (Qwen2.5-7B: 0.55B parameters
