@@ -37,7 +37,7 @@ SIZES = {
 SIZE = dict(SIZES["134m"])
 
 
-def build(path: Path) -> int:
+def build(path: Path, dtype: str = "float32") -> int:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
@@ -52,7 +52,7 @@ def build(path: Path) -> int:
         tie_word_embeddings=False,
     )
     model = Qwen2ForCausalLM(cfg)
-    model.save_pretrained(path)
+    model.to(getattr(torch, dtype)).save_pretrained(path)  # bfloat16: as Qwen and Llama releases ship
     return sum(p.numel() for p in model.parameters())
 
 
@@ -389,6 +389,12 @@ VARIANTS = {
     "fsdp_bf16": ({"strategy": "fsdp", "mixed_precision": "bf16"}, {}),
     "lora_ddp": ({"lora": {"r": 16, "alpha": 32}}, {}),
     "lora_ddp_ckpt": ({"lora": {"r": 16, "alpha": 32}, "gradient_checkpointing": True}, {}),
+    # on a bf16 checkpoint (--checkpoint-dtype bfloat16) the frozen base stays in bf16
+    "lora_ddp_bf16": ({"lora": {"r": 16, "alpha": 32}, "mixed_precision": "bf16"}, {}),
+    "lora_ddp_bf16_ckpt": (
+        {"lora": {"r": 16, "alpha": 32}, "mixed_precision": "bf16", "gradient_checkpointing": True},
+        {},
+    ),
     "fsdp_reshard_all": ({"strategy": "fsdp"}, {"reshard_all": True}),
     "fsdp_keep_gathered": ({"strategy": "fsdp"}, {"keep_gathered": True}),
     "fsdp_sync_last": ({"strategy": "fsdp"}, {"sync_last": 2}),
@@ -405,6 +411,7 @@ def main(
     variants: str = "ddp,fsdp,fsdp_bf16_ckpt,lora_ddp",
     key: str = "train",
     steps: int = STEPS,
+    checkpoint_dtype: str = "float32",
 ) -> None:
     SIZE.clear()
     SIZE.update(SIZES[size])
@@ -415,7 +422,7 @@ def main(
     res = json.loads(OUT.read_text()) if OUT.exists() else {}
     with tempfile.TemporaryDirectory() as d:
         model = Path(d) / "m"
-        params = build(model)
+        params = build(model, checkpoint_dtype)
         res.setdefault("models", {})[size] = {**SIZE, "params": params}
         load = os.getloadavg()[0]
         if what == "gather":
@@ -429,6 +436,7 @@ def main(
                 "load_1min_start": load,
                 "world": 2,
                 "steps": steps,
+                "checkpoint_dtype": checkpoint_dtype,
                 "rows": 16,
                 "tokens_per_row": 64,
                 "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -459,7 +467,8 @@ if __name__ == "__main__":
     ap.add_argument("--key", default=None, help="where in bench_fsdp.json the rows go (train / trl)")
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--rows", default=None, help="trl: which rows (default: all of TRL_ROWS)")
+    ap.add_argument("--checkpoint-dtype", default="float32", choices=["float32", "bfloat16"])
     a = ap.parse_args()
     if a.what == "trl":
         sys.exit(trl_main(a.steps, a.rows, a.key or "trl"))
-    main(a.what, a.size, a.variants, a.key or "train", a.steps)
+    main(a.what, a.size, a.variants, a.key or "train", a.steps, a.checkpoint_dtype)

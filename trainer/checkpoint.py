@@ -14,6 +14,7 @@ learner, driver) into the same staging directory.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import shutil
@@ -44,6 +45,7 @@ __all__ = [
     "save_trainer_state",
     "set_rng_state",
     "staging_dir",
+    "stored_dtype",
 ]
 
 OPTIMIZER_FILE = "optimizer.pt"
@@ -173,6 +175,10 @@ def save_hf_tensors(path: str | Path, tensors: dict[str, torch.Tensor], *, confi
         str(path / "model.safetensors"),
         metadata={"format": "pt"},
     )
+    # The config names the dtype the file holds (a learner holding its frozen base in bf16 still
+    # writes fp32 tensors), so `dtype="auto"` and vLLM load what was written.
+    config = copy.deepcopy(config)
+    config.dtype = next((t.dtype for t in tensors.values() if t.is_floating_point()), config.dtype)
     config.save_pretrained(path)
     copy_aux_files(source_dir, path)
 
@@ -253,6 +259,20 @@ def save_checkpoint(
 
 
 # --- load -----------------------------------------------------------------------------------------
+def stored_dtype(path: str | Path) -> torch.dtype | None:
+    """The one floating dtype a model directory's safetensors files store, read from their headers
+    (no tensor is loaded); None when there are none or they mix dtypes."""
+    from safetensors import safe_open
+
+    found: set[str] = set()
+    for f in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            found.update(st.get_slice(k).get_dtype() for k in st.keys())  # noqa: SIM118 (not a dict)
+    floating = {d for d in found if d.startswith(("F", "BF"))}
+    names = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+    return names.get(floating.pop()) if len(floating) == 1 else None
+
+
 def load_model(path: str | Path, *, dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """An HF causal LM from a model dir or a checkpoint dir (a checkpoint IS a model dir)."""
     from transformers import AutoModelForCausalLM

@@ -46,8 +46,10 @@ from rldata.trainer.loss import grpo_loss
 from rldata.trainer.policy import RolloutBatch, token_logprobs
 from rldata.trainer.sharding import (
     autocast,
+    frozen_dtype,
     full_tensor,
     hf_model,
+    hold_frozen,
     prepare_model,
     shard_model,
     stream_adapter,
@@ -92,9 +94,14 @@ class Learner:
         # A LoRA run resumes from the base model plus the checkpoint's adapter (the checkpoint's HF
         # weights have the adapter merged in already).
         base = ref_path if resume and cfg.lora is not None and ref_path is not None else model_path
+        # A LoRA base is frozen: under bf16 compute it stays in the checkpoint's bf16 (peft keeps the
+        # adapters, all that trains, in fp32).
+        dtype = frozen_dtype(base, cfg) if cfg.lora is not None else torch.float32
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)  # LoRA's initial A: the same on every rank (FSDP does not broadcast)
-            self.model = prepare_model(load_model(base, device=device), cfg)
+            self.model = prepare_model(hold_frozen(load_model(base, dtype=dtype, device=device)), cfg)
+        if any(p.dtype != torch.float32 for p in self.model.parameters() if p.requires_grad):
+            raise RldataError("a trained parameter is not fp32 (the optimizer keeps fp32 masters)")
         self.model.train()
         self.ddp = None
         if self.sharded:
@@ -115,7 +122,9 @@ class Learner:
         self.ref = None
         if cfg.kl_coef > 0:
             # The reference is the model training started from, also when resuming from a checkpoint.
-            self.ref = load_model(ref_path or model_path, device=device).eval().requires_grad_(False)
+            ref = ref_path or model_path
+            self.ref = hold_frozen(load_model(ref, dtype=frozen_dtype(ref, cfg), device=device))
+            self.ref.eval().requires_grad_(False)
             if self.sharded:
                 shard_model(self.ref, cfg, device=device)
         # Under LoRA only the adapters require grad: only they get AdamW moments.

@@ -29,14 +29,42 @@ __all__ = [
     "WeightPlan",
     "autocast",
     "decoder_layers",
+    "frozen_dtype",
     "full_tensor",
     "hf_model",
+    "hold_frozen",
     "prepare_model",
     "shard_model",
     "stream_adapter",
     "stream_hf_weights",
     "weight_plan",
 ]
+
+
+def frozen_dtype(path, cfg) -> torch.dtype:
+    """The dtype to hold frozen weights in (LoRA's base, the KL reference).
+
+    bf16 when compute is bf16 and the checkpoint itself stores bf16, as Qwen and Llama releases do:
+    the values are the checkpoint's own and every matmul reads them in bf16 anyway, so holding them
+    in fp32 would only double their memory.  Otherwise fp32 (a trained weight needs fp32 masters,
+    and rounding an fp32 checkpoint would change the model)."""
+    from rldata.trainer.checkpoint import stored_dtype
+
+    if cfg.mixed_precision == "bf16" and stored_dtype(path) == torch.bfloat16:
+        return torch.bfloat16
+    return torch.float32
+
+
+def hold_frozen(model):
+    """Make a model loaded in bf16 compute what its fp32 copy computes under bf16 autocast.
+
+    Autocast casts matmul weights to bf16 (the same values), and RMSNorm's ``weight * x`` promotes to
+    fp32 either way; only the embedding lookup is not autocast: its fp32 output keeps the residual
+    stream in fp32, so the bf16 embedding's output is upcast to match."""
+    emb = hf_model(model).get_input_embeddings()
+    if emb.weight.dtype == torch.bfloat16:
+        emb.register_forward_hook(lambda _m, _args, out: out.float())
+    return model
 
 
 def prepare_model(model, cfg, *, trainable: bool = True):
@@ -166,7 +194,10 @@ def weight_plan(model, cfg) -> WeightPlan:
         keys = (key,)
         if prefix != key and prefix in lora_of:
             keys = (key, lora_of[prefix]["A"], lora_of[prefix]["B"])
-        entries.append(_Entry(_hf_name(key), keys, t.dtype, tuple(t.shape)))
+        # Weights leave in fp32 also when a frozen base is held in bf16: the merged sum must not be
+        # rounded to bf16 (an adapter's early updates are below a bf16 ulp of the base weight).
+        dtype = torch.float32 if t.is_floating_point() else t.dtype
+        entries.append(_Entry(_hf_name(key), keys, dtype, tuple(t.shape)))
     scaling = cfg.lora["alpha"] / cfg.lora["r"] if cfg.lora is not None else 1.0
     return WeightPlan(tuple(entries), tuple(adapter), scaling)
 
@@ -184,7 +215,7 @@ def stream_hf_weights(model, plan: WeightPlan) -> Iterator[torch.Tensor]:
     sd = model.state_dict()
     for e in plan.entries:
         if len(e.keys) == 1:
-            yield full_tensor(sd[e.keys[0]])
+            yield full_tensor(sd[e.keys[0]]).to(e.dtype)
             continue
         w, a, b = (full_tensor(sd[k]) for k in e.keys)
         yield (w.float() + plan.scaling * (b.float() @ a.float())).to(e.dtype)  # [out, in]

@@ -124,3 +124,54 @@ def test_export_model_errors_are_one_line(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 1 and "nope" in err and "no checkpoint" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def _bf16_copy(src, dst):
+    load_model(src).to(torch.bfloat16).save_pretrained(dst)
+    return dst
+
+
+def test_bf16_lora_keeps_a_bf16_base_in_bf16_and_trains_as_the_fp32_copy(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    import rldata.trainer.learner as learner_mod
+
+    model = _bf16_copy(tiny_model_dir, tmp_path / "bf16")
+    stored = load_model(model, dtype=torch.bfloat16).state_dict()
+    batches = _batches()
+    cfg = _cfg(mixed_precision="bf16")
+    held = Learner(model, cfg)
+    assert {p.dtype for p in held.model.parameters() if not p.requires_grad} == {torch.bfloat16}
+    assert {p.dtype for p in held.model.parameters() if p.requires_grad} == {torch.float32}
+    base = {
+        k.removeprefix("base_model.model.").replace(".base_layer.", "."): v
+        for k, v in _named(held.model, False).items()
+    }
+    assert all(torch.equal(base[k], stored[k]) for k in stored)  # the checkpoint's own values
+    # The same run with the base upcast to fp32 (what an fp32 checkpoint gets, and the old path):
+    # bf16 autocast reads the same bf16 values, so the steps and the weights out agree.
+    with monkeypatch.context() as m:
+        m.setattr(learner_mod, "frozen_dtype", lambda *_: torch.float32)
+        upcast = Learner(model, cfg)
+    assert {p.dtype for p in upcast.model.parameters()} == {torch.float32}
+    # peft draws lora_A in the base layer's dtype (then casts it to fp32): start both from one draw
+    upcast.model.load_state_dict(_named(held.model, True), strict=False)
+    for b in batches:
+        a, u = combine_stats([held.step(b)]), combine_stats([upcast.step(b)])
+        assert a["loss"] == pytest.approx(u["loss"], rel=1e-6, abs=1e-9)
+        assert a["logp_mean"] == pytest.approx(u["logp_mean"], rel=1e-6)
+    got, want = dict(held.get_weights()), dict(upcast.get_weights())
+    assert got.keys() == want.keys() and {t.dtype for t in got.values()} == {torch.float32}
+    assert all(torch.allclose(got[k], want[k], rtol=0, atol=1e-6) for k in want)
+    # the merged update is kept in fp32, not rounded away into the bf16 base
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(got[q], stored[q].float())
+    held.save_hf(tmp_path / "out")
+    import json
+
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["dtype"] == "float32"
+
+
+def test_an_fp32_checkpoint_keeps_an_fp32_base_under_bf16(tiny_model_dir):
+    lrn = Learner(tiny_model_dir, _cfg(mixed_precision="bf16"))
+    assert {p.dtype for p in lrn.model.parameters()} == {torch.float32}  # rounding it would change the model

@@ -86,6 +86,8 @@ def test_bf16_scores_tokens_at_the_fp32_mismatch_level(tiny_model_dir):
 
 
 MISMATCH_BF16 = 1e-5  # measured 2.6e-7 (autocast) on the tiny Llama; fp32 gives 0
+# bf16 runs at W=2 against W=1 (tiny Llama, 3 steps): measured loss 1.8e-4, weights 1.8e-5 (moved 3.3e-3)
+BF16_LOSS_REL, BF16_WEIGHT_REL = 1e-3, 2e-4
 
 
 # --- bad combinations --------------------------------------------------------------------------------
@@ -240,3 +242,24 @@ def test_fsdp_learner_group_publishes_and_checkpoints(train_ray, tiny_model_dir,
     assert len(list((tmp_path / "ckpt" / "dcp").glob("*.distcp"))) == 2  # one file per rank
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").state_dict()
     assert all(torch.equal(hf[k], weights[k]) for k in weights)
+
+
+@pytest.mark.slow
+def test_fsdp_lora_keeps_a_bf16_checkpoints_base_in_bf16(tiny_model_dir, tmp_path):
+    """FSDP2 shards a bf16 frozen base beside fp32 adapters (only trained parameters must share a
+    dtype): W=2 agrees with W=1, the base leaves unchanged and everything leaves in fp32."""
+    model = tmp_path / "bf16"
+    load_model(tiny_model_dir).to(torch.bfloat16).save_pretrained(model)
+    kw = {**LORA_DDP, "strategy": "fsdp", "mixed_precision": "bf16"}
+    run_ranks(sharded_runs, 2, str(model), str(tmp_path), [("w2", kw, "full")])
+    run_ranks(sharded_runs, 1, str(model), str(tmp_path), [("w1", kw, "full")])
+    w2, w1 = (torch.load(tmp_path / f"{n}.pt", weights_only=False) for n in ("w2", "w1"))
+    _close_losses(w2["stats"], w1["stats"], rel=BF16_LOSS_REL)
+    _close_weights(w2["weights"], w1["weights"], rel=BF16_WEIGHT_REL)
+    _moved_beyond_tolerance(w2["weights"], model)
+    stored = load_model(model, dtype=torch.bfloat16).state_dict()
+    out = dict(w2["weights"])
+    assert {t.dtype for t in out.values()} == {torch.float32}
+    assert torch.equal(out["model.norm.weight"], stored["model.norm.weight"].float())  # frozen, not adapted
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(out[q], stored[q].float())  # base + the trained adapter
