@@ -85,6 +85,30 @@ def test_bf16_scores_tokens_at_the_fp32_mismatch_level(tiny_model_dir):
     assert bf16["loss"] == pytest.approx(fp32["loss"], rel=1e-2)
 
 
+def test_bf16_keeps_a_bf16_checkpoints_reference_in_bf16(tiny_model_dir, tmp_path, monkeypatch):
+    """The KL reference is frozen: from a bf16 checkpoint under bf16 it is held in bf16, and the
+    step equals one whose reference is an fp32 copy (autocast reads the same bf16 values)."""
+    import rldata.trainer.learner as learner_mod
+
+    model = tmp_path / "bf16"
+    load_model(tiny_model_dir).to(torch.bfloat16).save_pretrained(model)
+    cfg = TrainConfig(prompts_per_step=4, group_size=4, micro_batch=8, mixed_precision="bf16", kl_coef=0.5)
+    p, c, o, a = make_rollouts(40, rows=16)
+    batches = [
+        collate(p, c, advantages=a, old_logps=o)
+    ] * 2  # step 2: the policy has moved from the reference
+    held = Learner(model, cfg)
+    assert {t.dtype for t in held.ref.parameters()} == {torch.bfloat16}
+    assert {t.dtype for t in held.model.parameters()} == {torch.float32}  # trained: fp32 masters
+    monkeypatch.setattr(learner_mod, "frozen_dtype", lambda *_: torch.float32)
+    upcast = Learner(model, cfg)
+    assert {t.dtype for t in upcast.ref.parameters()} == {torch.float32}
+    for b in batches:
+        x, y = combine_stats([held.step(b)]), combine_stats([upcast.step(b)])
+        assert x["kl"] == pytest.approx(y["kl"], rel=1e-6) and x["loss"] == pytest.approx(y["loss"], rel=1e-6)
+    assert x["kl"] > 0
+
+
 MISMATCH_BF16 = 1e-5  # measured 2.6e-7 (autocast) on the tiny Llama; fp32 gives 0
 # bf16 runs at W=2 against W=1 (tiny Llama, 3 steps): measured loss 1.8e-4, weights 1.8e-5 (moved 3.3e-3)
 BF16_LOSS_REL, BF16_WEIGHT_REL = 1e-3, 2e-4
