@@ -9,6 +9,8 @@ Defaults chosen for this project:
 - The KV cache is ``kv_cache_gib`` (vLLM's ``kv_cache_memory_bytes``, which CPU and GPU engines
   both honour); unset, 1 GiB on CPU and ``gpu_memory_utilization`` of the GPU on CUDA.
 - On CPU the model runs eagerly (no torch.compile): compiling costs minutes on a busy machine.
+  Generation runs under `torch.compiler.set_stance("force_eager")` too, so vLLM does not compile
+  its sampler's log-prob op either (2-10 s per engine).
 - In-process on CPU, vLLM sets the calling process's torch threads to 1 (its serving default)
   and pins OpenMP threads; a trainer sharing the process sees that.
 - Returned log-probs are of the distribution actually sampled from (after temperature, top-p,
@@ -231,6 +233,7 @@ class Engine:
             **{**kwargs, **llm_kwargs},
         )
         self.max_model_len = max_model_len
+        self._eager = enforce_eager
         self._direct_refused: str | None = None  # why direct weight loads do not apply here
 
     def built_with(self) -> dict:
@@ -293,7 +296,7 @@ class Engine:
         # prompt gets its own outcome and the rest are generated
         lengths = [len(ids) for ids in self.tokenizer(prompts)["input_ids"]]
         fits = [i for i, n in enumerate(lengths) if n < self.max_model_len]
-        outputs = self.llm.generate([prompts[i] for i in fits], [params[i] for i in fits], use_tqdm=False)
+        outputs = self._generate([prompts[i] for i in fits], [params[i] for i in fits])
         result = [[_too_long(n)] * spec.n for n in lengths]
         for i, out in zip(fits, outputs):
             result[i] = [_sample(out, c, logprobs) for c in out.outputs]
@@ -346,12 +349,23 @@ class Engine:
         ]
         result = [[_too_long(len(p))] * k for p, k in zip(prompt_ids, counts)]
         if fits:
-            outputs = self.llm.generate(
-                [{"prompt_token_ids": prompt_ids[i]} for i in fits], params, use_tqdm=False
-            )
+            outputs = self._generate([{"prompt_token_ids": prompt_ids[i]} for i in fits], params)
             for i, out in zip(fits, outputs):
                 result[i] = [_sample(out, c, logprobs) for c in out.outputs]
         return [s for group in result for s in group]
+
+    def _generate(self, prompts: list, params: list) -> list:
+        """``vllm.LLM.generate``; an eager engine stays eager in its sampler too.  vLLM compiles one
+        sampler op (the rank of each sampled token's log-prob) on the first call that asks for
+        log-probs: 2.5 s per engine on a CPU with a warm compile cache and 10 s with a cold one,
+        for an op that runs as fast eagerly.  The stance is scoped to the call, so other code in the
+        process keeps torch.compile."""
+        if not self._eager:
+            return self.llm.generate(prompts, params, use_tqdm=False)
+        import torch
+
+        with torch.compiler.set_stance("force_eager"):
+            return self.llm.generate(prompts, params, use_tqdm=False)
 
     def reload_weights(
         self, weights: Iterable[tuple[str, torch.Tensor]] | FlatWeights, *, direct: bool = True

@@ -109,6 +109,21 @@ def _chars(token_ids) -> str:
 
 @pytest.mark.slow
 @pytest.mark.vllm
+def test_an_eager_engine_compiles_nothing_for_logprobs(engine, prompts):
+    """vLLM's sampler compiles an op when log-probs are asked for (seconds per engine on a CPU); an
+    eager engine, the CPU default, generates without compiling anything."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()  # nothing compiled earlier in this process can hide a compile here
+    frames = counters["frames"]["total"]
+    groups = engine.generate(prompts[:2], SamplingSpec(n=2, max_tokens=4, seed=3), logprobs=True)
+    assert all(s.logprobs is not None for g in groups for s in g)
+    assert counters["frames"]["total"] == frames
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
 def test_n_samples_per_prompt_stop_at_eos_and_decode_without_spaces(engine, prompts):
     assert (engine.model_id, engine.revision) == (DEFAULT_MODEL_ID, model_revision(default_model_path()))
     if engine.device == "cpu":  # kv_cache_gib=1.0 bounds the CPU KV cache
