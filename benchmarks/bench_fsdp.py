@@ -158,6 +158,15 @@ def _knobs(lrn, knobs: dict) -> None:
         for m in lrn.model.modules():
             if isinstance(m, FSDPModule) and m is not lrn.model:
                 m.set_reshard_after_forward(True, recurse=False)
+    if knobs.get("prefetch"):  # issue the next layer's all-gather before this layer computes
+        layers = [
+            m for n, m in lrn.model.named_modules() if isinstance(m, FSDPModule) and ".layers." in f".{n}"
+        ]
+        for i, layer in enumerate(layers):
+            if i + 1 < len(layers):
+                layer.set_modules_to_forward_prefetch([layers[i + 1]])
+            if i > 0:
+                layer.set_modules_to_backward_prefetch([layers[i - 1]])
     if knobs.get("sync_last"):  # reduce-scatter once per step: accumulate unsharded gradients
         per_step = knobs["sync_last"]  # micro-batches per rank per step
         calls = [0]
@@ -399,6 +408,7 @@ VARIANTS = {
     "fsdp_keep_gathered": ({"strategy": "fsdp"}, {"keep_gathered": True}),
     "fsdp_sync_last": ({"strategy": "fsdp"}, {"sync_last": 2}),
     "fsdp_keep_gathered_sync_last": ({"strategy": "fsdp"}, {"keep_gathered": True, "sync_last": 2}),
+    "fsdp_prefetch": ({"strategy": "fsdp"}, {"prefetch": True}),
     "ddp_mb8": ({"micro_batch": 8}, {}),
     "fsdp_mb8": ({"strategy": "fsdp", "micro_batch": 8}, {}),
     "fsdp_mb8_keep_gathered": ({"strategy": "fsdp", "micro_batch": 8}, {"keep_gathered": True}),
