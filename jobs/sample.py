@@ -146,8 +146,11 @@ def override_verifier(name: str):
         raise RldataError(str(e.args[0]), field="verifier") from None
 
 
-def run_sample(store: Store, job: SampleJob) -> SampleSummary:
-    """Run (or resume) a sampling job; return what it did."""
+def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> SampleSummary:
+    """Run (or resume) a sampling job; return what it did.
+
+    ``engines``: running engine actors that hold ``job.model``'s weights (a training run's, for its
+    held-out evaluations): the job draws on them instead of starting its own, and leaves them running."""
     from rldata.verify import for_domain
 
     spec = job.spec
@@ -259,6 +262,7 @@ def run_sample(store: Store, job: SampleJob) -> SampleSummary:
                 adaptive=adaptive,
                 counts=counts or {},
                 first=first,
+                lent=engines,
             )
             generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()

@@ -28,7 +28,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ensure_ray(job.address)
     warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
     t_start = time.monotonic()
-    engines = start_engines(
+    engines = ctx.lent or start_engines(
         job.engines,
         # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
         # very weights whose revision the ledger records; None keeps the bundled model's own id
@@ -46,15 +46,15 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
         from rldata.rewards.judge import Judge
 
         ctx.judge = Judge(RemoteEngine(engines[0]))
+    busy0 = _busy(engines) if ctx.lent else 0.0  # lent engines' clocks have run before this job
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
         try:
             t0 = time.monotonic()
             with progress("sampling", total=todo.height, unit="tasks") as bar:
                 _adaptive_rounds(ctx, engines, todo, bar)
-            _engine_time(ctx, engines, t0)
+            _engine_time(ctx, engines, t0, busy0)
         finally:
-            for a in engines:
-                ray.kill(a)
+            _release(ctx, engines)
         return
     # Plain prompts (no environment, or a plain single-turn one) go to the engines as text with n=N,
     # pipelined: two batches per engine in flight while the driver verifies and commits.  Episodes
@@ -97,19 +97,31 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
             if env_tasks.height:
                 _run_episode_batches(ctx, engines, env_tasks, bar, t0)
-        _engine_time(ctx, engines, t0)
+        _engine_time(ctx, engines, t0, busy0)
     finally:
+        _release(ctx, engines)
+
+
+def _release(ctx: Ctx, engines) -> None:
+    """Stop the engines the job started; lent ones go back to their owner running."""
+    import ray
+
+    if not ctx.lent:
         for a in engines:
             ray.kill(a)
 
 
-def _engine_time(ctx: Ctx, engines, t0: float) -> None:
-    """The sampling phase's wall time and the engines' busy share of it (their own clocks)."""
+def _busy(engines) -> float:
     import ray
 
+    return sum(ray.get([a.busy.remote() for a in engines]))
+
+
+def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
+    """The sampling phase's wall time and the engines' busy share of it (their own clocks)."""
     s = ctx.summary
     s.time_sampling_s = round(time.monotonic() - t0, 3)
-    busy = sum(ray.get([a.busy.remote() for a in engines]))
+    busy = _busy(engines) - busy0
     if s.time_sampling_s > 0:
         s.engine_busy_frac = round(min(1.0, busy / (s.time_sampling_s * len(engines))), 4)
 

@@ -233,7 +233,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     t_run = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(base_path)
 
-    def run_eval(step: int, model_dir) -> None:
+    def run_eval(step: int, model_dir, engines: list | None = None) -> None:
         res = evaluate(
             store,
             model_dir,
@@ -243,6 +243,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             max_model_len=opts.max_model_len,
             vllm=opts.vllm,
             env=cfg.env,
+            engines=engines,
         )
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
@@ -259,9 +260,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             step == cfg.steps or (cfg.eval.every > 0 and step % cfg.eval.every == 0)
         )
 
-    if state.eval_ids and ckpt_path is None:
-        run_eval(0, base_path)  # before the first step
-    elif (
+    if (
         ckpt_path is not None
         and eval_due(state.start)
         and not store.sql(
@@ -300,6 +299,10 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             tensor_parallel_size=opts.vllm.tensor_parallel_size,
             engine_kwargs={"max_model_len": opts.max_model_len, **opts.vllm.engine_kwargs()},
         )
+        if state.eval_ids and ckpt_path is None:
+            # Before the first step, on the run's own engines: they hold the base model's weights, and
+            # an evaluation's engines of its own would cost an engine start (and a model load) each.
+            run_eval(0, base_path, engines)
         from rldata.rollout import EpisodeStats, Renderer
 
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
@@ -366,7 +369,7 @@ def _train_steps(
     sync_s: dict[int, float] = {}  # step -> seconds its weight load took (in the producer)
 
     def prepare(step: int) -> int:  # producer thread, between generate calls
-        sync_s[step] = weights.load(ctx.engines)
+        sync_s[step] = sync_s.get(step, 0.0) + weights.load(ctx.engines)
         observations.apply()
         if ctx.sampler.live is not None:  # live posteriors are read at the version that will generate
             ctx.sampler.live.set_version(weights.engine_version)
@@ -460,7 +463,10 @@ def _train_steps(
                 path = save(step, state.version)
                 summary.checkpoint = str(path)
                 if eval_due(step):
-                    run_eval(step, path)
+                    # The producer waits for this hold, so the engines are idle: give them the weights
+                    # just saved (the next step's sync, done early) and evaluate on them.
+                    sync_s[step + 1] = weights.load(ctx.engines)
+                    run_eval(step, path, ctx.engines)
                 pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)

@@ -71,8 +71,12 @@ def evaluate(
     max_model_len: int | None = None,
     vllm: VllmConfig | None = None,
     env: str | None = None,
+    engines: list | None = None,
 ) -> EvalResult:
-    """Sample ``cfg.eval.n`` completions per held-out task from ``model_dir`` and read back the accuracy."""
+    """Sample ``cfg.eval.n`` completions per held-out task from ``model_dir`` and read back the accuracy.
+
+    ``engines``: running engine actors that hold ``model_dir``'s weights (the run's own); without them
+    the evaluation starts engines of its own."""
     from rldata.engine import model_identity
     from rldata.jobs.sample import SampleJob, run_sample
 
@@ -94,6 +98,7 @@ def evaluate(
             verifier=cfg.verify.verifier,  # the run's verifier scores its evals too
             verify_timeout_s=cfg.verify.timeout_s,
         ),
+        engines=engines,
     )
     # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
     # run evaluates at step 0) may have ledger rows under another verifier or version too

@@ -530,6 +530,38 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     assert (tmp_path / "runs" / "ka" / "checkpoints" / "step-000008").is_dir()
 
 
+def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ray, tmp_path, monkeypatch):
+    """Held-out evaluations run on the run's own engines (none of their own), the one after a step
+    once the engines hold the checkpoint's weights: their samples are what fresh engines loaded from
+    that checkpoint draw, sample for sample."""
+    from rldata.jobs import actors
+    from rldata.params import EvalConfig
+    from rldata.trainer.evaluate import eval_task_ids, evaluate
+
+    started = []  # every start_engines call (the real one runs)
+    real = actors.start_engines
+    monkeypatch.setattr(actors, "start_engines", lambda *a, **kw: started.append(a) or real(*a, **kw))
+    store = _store(tmp_path)
+    cfg = _cfg(tmp_path / "runs", "lend", 2).replace(
+        eval=EvalConfig(heldout=True, size=6, n=4), checkpoint_every=0
+    )
+    summary = _train(store, cfg)
+    assert len(started) == 1  # the run's engines; the two evaluations started none
+    assert [e["step"] for e in summary.evals] == [0, 2]
+
+    (tmp_path / "fresh").mkdir()
+    fresh = _store(tmp_path / "fresh")
+    res = evaluate(fresh, summary.checkpoint, cfg, eval_task_ids(store, cfg))
+    assert len(started) == 2  # engines of its own
+    assert res.model == summary.evals[-1]["model"] and res.accuracy == summary.evals[-1]["accuracy"]
+    q = "SELECT task_id, sample_idx, completion FROM trajectories WHERE model = $1 ORDER BY 1, 2"
+    drawn = store.sql(q, params=[res.model]).fetchall()
+    assert len(drawn) == 6 * 4 and drawn == fresh.sql(q, params=[res.model]).fetchall()
+    # and the step-2 weights really differ from the base's: the step-0 samples are not these
+    base = store.sql(q, params=[summary.evals[0]["model"]]).fetchall()
+    assert [r[2] for r in base] != [r[2] for r in drawn]
+
+
 def test_a_verifier_override_scores_the_rollouts_and_the_evals(train_ray, tmp_path):
     """verify: {verifier: exact}: the rollouts' verdicts, the run's ledger rows and the evals' are all
     exact's (name and version), never the domain's math; a run with episode tasks refuses it."""
