@@ -119,12 +119,12 @@ class _Ctx:
         return self._verifiers[domain]
 
 
-def _ray_cpus_needed(cfg: TrainConfig, evaluating: bool) -> float:
-    # An engine actor reserves one CPU, each learner its bundle, verification tasks one CPU, and an
-    # evaluation's sample job one more engine.  Phases alternate in synchronous mode, so these are
-    # scheduling slots, not cores that must all be busy at once (async mode runs them at once: the
-    # same slots, sharing the cores).
-    return cfg.engines + cfg.num_learners * cfg.cpus_per_learner + 1 + (1 if evaluating else 0)
+def _ray_cpus_needed(cfg: TrainConfig) -> float:
+    # An engine actor reserves one CPU, each learner its bundle, verification tasks one CPU.  Phases
+    # alternate in synchronous mode, so these are scheduling slots, not cores that must all be busy at
+    # once (async mode runs them at once: the same slots, sharing the cores).  Held-out evaluations
+    # borrow the run's engines; the one a resumed run redoes before they start reuses their slot.
+    return cfg.engines + cfg.num_learners * cfg.cpus_per_learner + 1
 
 
 def _start_ray(address: str | None, need: float) -> None:
@@ -134,7 +134,7 @@ def _start_ray(address: str | None, need: float) -> None:
     if have < need:
         raise RldataError(
             f"the Ray cluster has {have:g} CPUs, this run needs {need:g} (engines + learners x "
-            "cpus_per_learner + 1 for verification [+ 1 for evaluation]); start Ray with more "
+            "cpus_per_learner + 1 for verification); start Ray with more "
             f"--num-cpus or lower engines / num_learners / cpus_per_learner"
         )
 
@@ -202,7 +202,7 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
     from rldata.trackers import open_tracker
 
     cfg, opts, state = plan_run(store, cfg, options)  # every check that needs no Ray
-    _start_ray(opts.address, _ray_cpus_needed(cfg, bool(state.eval_ids)))
+    _start_ray(opts.address, _ray_cpus_needed(cfg))
     restore(store, cfg, state, resume=opts.resume)
 
     args = {
