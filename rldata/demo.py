@@ -100,8 +100,8 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
         # tiny-arith only knows the legacy <calc> tag; the chat model calls tools as Qwen models do
         model = str(chat_model_path())
     out.mkdir(parents=True, exist_ok=True)
-    # One local Ray for every stage, with the logical CPUs the trainer schedules (engine, learner,
-    # verification, evaluation); the phases alternate, so two physical cores are enough.
+    # One local Ray for every stage, with at least the logical CPUs the trainer schedules (engine,
+    # learner, verification); the phases alternate, so two physical cores are enough.
     ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
     t_all = time.monotonic()
     times: dict[str, float] = {}
