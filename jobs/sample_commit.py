@@ -51,9 +51,8 @@ class Ctx:
     first: dict = field(default_factory=dict)  # fixed N: task_id -> first sample index to draw (default 0)
     sampled: set = field(default_factory=set)  # task ids this run drew samples for
     too_long: set = field(default_factory=set)  # task ids whose prompt does not fit the context
-    lent: list | None = (
-        None  # engine actors the caller lent (already holding the model): not started, not killed
-    )
+    # engine actors the caller lent (already holding the model): the job neither starts nor kills them
+    lent: list | None = None
 
 
 def commit_batch(

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from trainer_helpers import make_rollouts
+from trainer_helpers import bf16_copy, build_tiny_qwen2, make_rollouts
 
 from rldata.cli import main
 from rldata.trainer.checkpoint import ADAPTER_DIR, load_model, save_trainer_state
@@ -126,17 +126,14 @@ def test_export_model_errors_are_one_line(capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def _bf16_copy(src, dst):
-    load_model(src).to(torch.bfloat16).save_pretrained(dst)
-    return dst
-
-
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: q/k/v biases, the embedding tied to the head
 def test_bf16_lora_keeps_a_bf16_base_in_bf16_and_trains_as_the_fp32_copy(
-    tiny_model_dir, tmp_path, monkeypatch
+    arch, tiny_model_dir, tmp_path, monkeypatch
 ):
     import rldata.trainer.learner as learner_mod
 
-    model = _bf16_copy(tiny_model_dir, tmp_path / "bf16")
+    src = tiny_model_dir if arch == "llama" else build_tiny_qwen2(tmp_path / "qwen2")
+    model = bf16_copy(src, tmp_path / "bf16")
     stored = load_model(model, dtype=torch.bfloat16).state_dict()
     batches = _batches()
     cfg = _cfg(mixed_precision="bf16")

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainer_helpers import build_tiny_qwen2, engine_like_batch, make_rollouts, run_ranks, sharded_runs
+from trainer_helpers import (
+    bf16_copy,
+    build_tiny_qwen2,
+    engine_like_batch,
+    make_rollouts,
+    run_ranks,
+    sharded_runs,
+)
 
 from rldata.errors import ConfigError
 from rldata.trainer.checkpoint import load_model
@@ -90,8 +97,7 @@ def test_bf16_keeps_a_bf16_checkpoints_reference_in_bf16(tiny_model_dir, tmp_pat
     step equals one whose reference is an fp32 copy (autocast reads the same bf16 values)."""
     import rldata.trainer.learner as learner_mod
 
-    model = tmp_path / "bf16"
-    load_model(tiny_model_dir).to(torch.bfloat16).save_pretrained(model)
+    model = bf16_copy(tiny_model_dir, tmp_path / "bf16")
     cfg = TrainConfig(prompts_per_step=4, group_size=4, micro_batch=8, mixed_precision="bf16", kl_coef=0.5)
     p, c, o, a = make_rollouts(40, rows=16)
     batches = [
@@ -272,8 +278,7 @@ def test_fsdp_learner_group_publishes_and_checkpoints(train_ray, tiny_model_dir,
 def test_fsdp_lora_keeps_a_bf16_checkpoints_base_in_bf16(tiny_model_dir, tmp_path):
     """FSDP2 shards a bf16 frozen base beside fp32 adapters (only trained parameters must share a
     dtype): W=2 agrees with W=1, the base leaves unchanged and everything leaves in fp32."""
-    model = tmp_path / "bf16"
-    load_model(tiny_model_dir).to(torch.bfloat16).save_pretrained(model)
+    model = bf16_copy(tiny_model_dir, tmp_path / "bf16")
     kw = {**LORA_DDP, "strategy": "fsdp", "mixed_precision": "bf16"}
     run_ranks(sharded_runs, 2, str(model), str(tmp_path), [("w2", kw, "full")])
     run_ranks(sharded_runs, 1, str(model), str(tmp_path), [("w1", kw, "full")])

@@ -68,6 +68,14 @@ def build_tiny_qwen2(path, *, seed: int = 0, hidden: int = 64, layers: int = 2):
     return path
 
 
+def bf16_copy(src, dst):
+    """``src``'s model saved in bf16, as Qwen and Llama releases ship; returns ``dst``."""
+    from rldata.trainer.checkpoint import load_model
+
+    load_model(src).to(torch.bfloat16).save_pretrained(dst)
+    return dst
+
+
 def make_rollouts(seed: int, *, rows: int = 8, with_old: bool = True):
     """Prompts of 2-5 tokens, completions of 1-6 tokens, advantages and behaviour log-probs."""
     g = torch.Generator().manual_seed(seed)
