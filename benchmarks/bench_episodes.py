@@ -114,8 +114,8 @@ def _openings(tasks, binding, renderer) -> list[dict]:
 def _config(args, name: str, engine_kwargs: dict, tasks, renderer, binding) -> dict:
     import ray
 
-    from rldata.jobs.actors import start_engines
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.actors import start_engines
 
     t0 = time.monotonic()
     engines = start_engines(1, args.model, engine_kwargs=engine_kwargs)
@@ -180,10 +180,10 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from rldata.engine import model_identity
+    from rldata.engine.actors import ensure_ray
+    from rldata.engine.core import model_identity
     from rldata.envs import EnvSpec
     from rldata.envs.catalog import default_spec
-    from rldata.jobs.actors import ensure_ray
     from rldata.rollout import EnvBinding, Renderer
 
     ensure_ray()

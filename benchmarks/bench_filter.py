@@ -8,9 +8,9 @@ runs in a fresh process, so its peak RSS is its own:
 
 - ``aggregate``: the ledger's aggregation, a DuckDB GROUP BY of the 16M verifications per task,
   appended to ``passrates`` (1M rows).
-- ``filter``: ``rldata.select.filter_store`` (band 0.1-0.9 decided from counts; 1M selection rows
+- ``filter``: ``rldata.ledger.select.filter_store`` (band 0.1-0.9 decided from counts; 1M selection rows
   written in one commit).
-- ``stratify``: ``rldata.select.stratify_store`` (three buckets; 1M rows rewritten in one commit,
+- ``stratify``: ``rldata.ledger.select.stratify_store`` (three buckets; 1M rows rewritten in one commit,
   buckets.yaml written).
 - ``baseline``: the naive filter, one DuckDB query comparing the float pass rate (no exact edges,
   no insufficient-samples rows, no provenance), written to the same table.
@@ -112,12 +112,12 @@ def _stage(name: str, root: str) -> dict:
             FROM verifications GROUP BY task_id, verifier, verifier_version""")
         extra["rows"] = store.append("passrates", rel.to_arrow_table())
     elif name == "filter":
-        from rldata.select import Band, filter_store
+        from rldata.ledger.select import Band, filter_store
 
         res, _ = filter_store(store, name="bench", band=Band(*BAND))
         extra = {"kept": res.kept, "total": res.total}
     elif name == "stratify":
-        from rldata.select import parse_buckets, stratify_store
+        from rldata.ledger.select import parse_buckets, stratify_store
 
         res = stratify_store(
             store, selection="bench", buckets=parse_buckets(BUCKETS), out=Path(root) / "buckets.yaml"

@@ -120,7 +120,7 @@ def _cfg(world, **kw):
 def gather_rank(rank, world, model, how):
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from rldata.engine_weights import FlatWeights
+    from rldata.engine.weights import FlatWeights
     from rldata.trainer.learner import Learner
 
     lrn = Learner(model, _cfg(world, strategy="fsdp"), rank=rank, world_size=world)
@@ -354,7 +354,7 @@ TRL_ROWS = {
 
 
 def trl_main(steps: int, rows: str | None = None, key: str = "trl") -> None:
-    from rldata.model_fixture import make_qwen2_fixture
+    from rldata.models.fixture import make_qwen2_fixture
 
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
     res = json.loads(OUT.read_text()) if OUT.exists() else {}

@@ -93,7 +93,7 @@ def scaled_model(*, stops: bool = False) -> Path:
 
 
 def model_for(size: str) -> str:
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     return str(default_model_path() if size == "tiny" else scaled_model())
 

@@ -4,7 +4,7 @@ own LoRA adapters (issue 26 §3, "measure both and pick one").
     python benchmarks/bench_lora_sync.py [--size tiny] [--reps 10] [--r 8]
 
 One process, no Ray: a LoRA learner (peft, one optimizer step so the adapter is not zero) on the
-Qwen2 fixture, and one vLLM engine at a time (rldata.engine.Engine, fp32, in-process).
+Qwen2 fixture, and one vLLM engine at a time (rldata.engine.core.Engine, fp32, in-process).
 
 - ``merged``: ``Learner.flat_weights()`` (base + alpha/r * B @ A, every tensor of the model, packed)
   then ``Engine.reload_weights`` (copied into vLLM's parameters).  What the trainer does.
@@ -82,8 +82,8 @@ def main() -> None:
 
     import torch
 
-    from rldata.engine import Engine
-    from rldata.model_fixture import make_qwen2_fixture
+    from rldata.engine.core import Engine
+    from rldata.models.fixture import make_qwen2_fixture
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.learner import Learner
 

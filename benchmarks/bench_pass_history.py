@@ -1,4 +1,4 @@
-"""Pass-rate history of a run (rldata.pass_history.history): the ledger rows the trainer writes per
+"""Pass-rate history of a run (rldata.ledger.history.history): the ledger rows the trainer writes per
 policy version, against the recount from trajectories and verifications (HISTORY_SQL).
 
     python benchmarks/bench_pass_history.py [--steps 400] [--prompts 64] [--group 8] [--tasks 4000]
@@ -50,7 +50,7 @@ def make_store(steps: int, prompts: int, group: int, tasks: int) -> Path:
     ).to_arrow_table()
     store.append("trajectories", traj)
     store.append("verifications", ver)
-    from rldata.ledger import passrate_row
+    from rldata.ledger.core import passrate_row
 
     counts = duckdb.sql(
         "SELECT task_id, model, count(*) AS n, sum(passed::INT) AS k FROM rel GROUP BY ALL"
@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     from rldata import open_store
-    from rldata.pass_history import history
+    from rldata.ledger.history import history
 
     store = open_store(make_store(a.steps, a.prompts, a.group, a.tasks))
     out, frames = {}, {}

@@ -124,14 +124,14 @@ def bench_sql(endpoint: str, rows: int, repeat: int) -> None:
     import duckdb
 
     def pyarrow_s3(store):  # the candidate: pyarrow's own S3 client over the version's file list
-        from rldata import schemas
+        from rldata.schemas import get as table_schema
 
         con = duckdb.connect()
         con.register(
             "trajectories",
             remote_dataset(
                 store.table("trajectories").file_uris(),
-                schemas.get("trajectories").schema,
+                table_schema("trajectories").schema,
                 store.storage_options,
             ),
         )
@@ -218,7 +218,7 @@ def remote_dataset(files: list[str], schema, storage_options: dict[str, str] | N
 
 
 def bench_commit(endpoint: str, repeat: int, tasks: int = 128, n: int = 16) -> None:
-    from rldata.ledger import rows_from_outcomes
+    from rldata.ledger.core import rows_from_outcomes
 
     for kind, store in new_stores(endpoint, "commit").items():
         times = []

@@ -13,7 +13,7 @@ same sampling (n=16, temperature 1, per-task seeds, log-probs on), same model we
 Contenders, each in a fresh child process (imports, engine load and all), in a rotating order so
 that no side always runs first on a cold or warm cache:
 
-- ``bare``: one in-process ``rldata.engine.Engine`` (vLLM ``LLM.generate`` with
+- ``bare``: one in-process ``rldata.engine.core.Engine`` (vLLM ``LLM.generate`` with
   ``SamplingParams(n=16)``), batches of 128 prompts, generation only, OpenMP left as vLLM sets it
   (what a user's script gets);
 - ``bare1`` / ``bare2``: the same loop with ``OMP_NUM_THREADS=1`` / ``2`` (on this machine the
@@ -88,7 +88,7 @@ def long_model() -> Path:
         return path  # made once by the parent: no child pays for importing transformers here
     from transformers import AutoTokenizer
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     src = default_model_path()
     tmp = WORK / "tiny-arith-noeos.tmp"
@@ -109,7 +109,7 @@ def long_model() -> Path:
 
 
 def _spec(length: str):
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
 
     return SamplingSpec(n=16, temperature=1.0, max_tokens=LENGTHS[length], seed=0)
 
@@ -119,7 +119,7 @@ def _model(length: str) -> str | None:
 
 
 def bare(length: str, n_tasks: int) -> dict:
-    from rldata.engine import Engine, model_context, model_identity
+    from rldata.engine.core import Engine, model_context, model_identity
 
     tasks, spec, model = _tasks(n_tasks), _spec(length), _model(length)
     t_load = time.perf_counter()
@@ -219,7 +219,7 @@ def rldata_job(length: str, n_tasks: int, engines: int | None = None) -> dict:
     import ray
 
     from rldata import open_store
-    from rldata.jobs.actors import ensure_ray
+    from rldata.engine.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
 
     tasks, spec, model = _tasks(n_tasks), _spec(length), _model(length)

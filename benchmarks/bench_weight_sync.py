@@ -3,7 +3,7 @@
     python benchmarks/bench_weight_sync.py [--model DIR] [--reps 30]
 
 Local Ray, one learner actor (rldata.trainer.learner.LearnerGroup) and one vLLM engine actor
-(rldata.jobs.actors.start_engines), the bundled model unless ``--model``.  Per path, ``--reps`` timed
+(rldata.engine.actors.start_engines), the bundled model unless ``--model``.  Per path, ``--reps`` timed
 syncs after 3 untimed ones, median and min in ms:
 
 - ``tensors + vllm reload``: what the trainer did before: rank 0's ``get_weights`` (one pickled tensor
@@ -35,8 +35,8 @@ def main() -> None:
 
     import ray
 
-    from rldata.engine import default_model_path
-    from rldata.jobs.actors import ensure_ray, start_engines
+    from rldata.engine.actors import ensure_ray, start_engines
+    from rldata.engine.core import default_model_path
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.learner import LearnerGroup
 

@@ -30,7 +30,7 @@ def fixture(work: Path, dry: bool) -> None:
 
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     tok_src = default_model_path()
     tok = AutoTokenizer.from_pretrained(tok_src)
@@ -62,8 +62,8 @@ def sample(work: Path, dry: bool) -> None:
         import vllm  # noqa: F401  (the engine imports; no engine on a dry run)
 
         return
-    from rldata.engine import Engine
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
 
     with Engine(work / "model", dtype="bfloat16", max_model_len=256) as eng:
         out = eng.generate_ids(
@@ -143,7 +143,7 @@ def sync(work: Path, dry: bool) -> None:
     if dry:
         assert len(flat) > 0
         return
-    from rldata.engine import Engine
+    from rldata.engine.core import Engine
 
     with Engine(work / "model", max_model_len=256) as eng:
         how = eng.reload_weights(flat)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from rldata.config import at_least, nested, one_of, param, validate
+from rldata.configs.fields import at_least, nested, one_of, param, validate
+from rldata.configs.sampling import MAX_TOKENS, VllmConfig
 from rldata.errors import RldataError
-from rldata.params import MAX_TOKENS, VllmConfig
 from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge, judge_rows
 
 __all__ = ["JUDGE_MODES", "JudgeConfig", "judge_store"]

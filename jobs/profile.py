@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.config import at_least, load, nested, param, validate
+from rldata.configs.fields import at_least, load, nested, param, validate
+from rldata.configs.sampling import EngineConfig, SamplingSpec
 from rldata.envs.profile import card_from_rates
 from rldata.errors import RldataError
-from rldata.params import EngineConfig, SamplingSpec
 
 __all__ = ["ProfileConfig", "profile_env"]
 

@@ -31,8 +31,9 @@ import polars as pl
 import pyarrow as pa
 
 from rldata.adaptive.rules import Decision, band_text, ledger_columns
+from rldata.configs.sampling import SamplingSpec, VllmConfig
 from rldata.console import log
-from rldata.engine import model_context, model_identity
+from rldata.engine.core import model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.jobs.sample_commit import Ctx
 from rldata.jobs.sample_draw import generate_and_verify
@@ -45,13 +46,12 @@ from rldata.jobs.sample_stored import (
     stored_status,
     traj_id,
 )
-from rldata.ledger import recompute_passrates, verifier_key
-from rldata.params import SamplingSpec, VllmConfig
+from rldata.ledger.core import recompute_passrates, verifier_key
 from rldata.results import SampleResult, accumulator
 from rldata.rewards.compose import RewardSpec, metrics_rows
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 from rldata.sql_guard import check_predicate
-from rldata.store import Store
+from rldata.store.core import Store
 
 __all__ = ["SampleJob", "SampleSummary", "override_verifier", "run_sample", "select_tasks", "traj_id"]
 

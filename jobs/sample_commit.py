@@ -14,9 +14,9 @@ import polars as pl
 import pyarrow as pa
 
 from rldata.jobs.sample_stored import traj_id
-from rldata.ledger import rows_from_outcomes, verifier_key
+from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import RewardTally, score_samples
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
 if TYPE_CHECKING:

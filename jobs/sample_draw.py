@@ -21,7 +21,7 @@ __all__ = ["generate_and_verify"]
 def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     import ray
 
-    from rldata.jobs.actors import ensure_ray, start_engines
+    from rldata.engine.actors import ensure_ray, start_engines
     from rldata.verify.parallel import warm_driver_verifiers
 
     spec, job = ctx.job.spec, ctx.job
@@ -42,7 +42,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
     ctx.summary.engines = len(engines)
     if job.reward.needs_judge(todo["domain"].unique().to_list()):
-        from rldata.jobs.actors import RemoteEngine
+        from rldata.engine.actors import RemoteEngine
         from rldata.rewards.judge import Judge
 
         ctx.judge = Judge(RemoteEngine(engines[0]))

@@ -10,8 +10,8 @@ import polars as pl
 import pyarrow as pa
 
 from rldata.adaptive.rules import decide_frame
-from rldata.ledger import recompute_passrates
-from rldata.store import Store
+from rldata.ledger.core import recompute_passrates
+from rldata.store.core import Store
 
 __all__ = ["decide_counts", "first_missing", "job_counts", "stored_samples", "stored_status", "traj_id"]
 

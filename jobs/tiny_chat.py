@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import random
 
-from rldata.model_fixture import TOOL_RESPONSE_TURN
+from rldata.models.fixture import TOOL_RESPONSE_TURN
 
 __all__ = [
     "CHARS",

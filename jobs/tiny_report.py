@@ -41,8 +41,8 @@ def measure(
     seed: int = 0,
 ) -> tuple[list[int], int]:
     """(correct samples out of ``n`` per task, samples whose text contains ``<calc>``); exact match."""
-    from rldata.engine import Engine
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
 
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     engine = Engine(model_dir, seed=seed)
@@ -120,9 +120,9 @@ def measure_tools(
     """
     from vllm import SamplingParams
 
-    from rldata.engine import Engine
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
     from rldata.envs.calculator import CalculatorEnv
-    from rldata.params import SamplingSpec
 
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=seed)
     engine = Engine(model_dir, seed=seed, max_model_len=CONTEXT)

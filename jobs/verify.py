@@ -26,15 +26,15 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from rldata.config import at_least, nested, param, sql_predicate, validate
+from rldata.configs.fields import at_least, nested, param, sql_predicate, validate
+from rldata.configs.sampling import VerifyConfig
 from rldata.console import log, progress
 from rldata.errors import ConfigError, RldataError
-from rldata.ledger import recompute_passrates, verifier_key
-from rldata.params import VerifyConfig
+from rldata.ledger.core import recompute_passrates, verifier_key
 from rldata.results import VerifyResult, accumulator
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 from rldata.sql_guard import check_predicate
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
 __all__ = ["VerifyJob", "VerifySummary", "run_verify", "select_trajectories"]
@@ -166,7 +166,7 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
         t0 = time.monotonic()
         if todo.height:
             if job.address:
-                from rldata.jobs.actors import ensure_ray
+                from rldata.engine.actors import ensure_ray
 
                 ensure_ray(job.address)
             log(

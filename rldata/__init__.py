@@ -35,7 +35,7 @@ from rldata.api import (
     verify,
 )
 from rldata.errors import InputError, RldataError, SchemaError
-from rldata.store import Store, open_store
+from rldata.store.core import Store, open_store
 
 __all__ = [
     "InputError",

@@ -14,7 +14,7 @@ Beside the stages (in :mod:`rldata.verbs`): ``passrates`` (the ledger), ``cost``
 ``judge`` / ``judge_export`` (the generative judge, preference pairs) and ``env_register`` /
 ``env_list`` / ``env_show`` (environments): one verb per ``rldata`` command that computes something.
 
-``store`` is a :class:`~rldata.store.Store` or a store root (a path or an ``s3://`` URI); a verb
+``store`` is a :class:`~rldata.store.core.Store` or a store root (a path or an ``s3://`` URI); a verb
 checks its parameters before it opens (or creates) the store.
 Everything after it is keyword-only.  Every result is a frozen dataclass with ``to_dict()``, and
 the CLI calls exactly these verbs (it adds logging, the flags and the output format).  Errors are
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from rldata.errors import ConfigError, RldataError
-from rldata.outputs import check_output_path
 from rldata.results import (
     CostResult,
     EnvResult,
@@ -49,6 +48,7 @@ from rldata.results import (
     VerifyResult,
     frozen,
 )
+from rldata.store.outputs import check_output_path
 from rldata.verbs import (
     StoreLike,
     _open,
@@ -108,7 +108,7 @@ def ingest(
     ``rldata ingest``'s options).  ``rejects_out``: a JSON-lines file for every reject, written
     before the commit (a path that cannot take it fails the ingest, the store as it was).  Returns
     :class:`rldata.ingest.IngestSummary`."""
-    from rldata.config import load
+    from rldata.configs.fields import load
     from rldata.ingest import SAMPLES, sample_path
     from rldata.ingest import ingest as ingest_file
     from rldata.ingest import preset as get_preset
@@ -155,16 +155,16 @@ def ingest(
 
 def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     """Sample ``n`` answers per task with vLLM engines on Ray, verify them and update the pass-rate
-    ledger.  ``config`` is a :class:`rldata.params.SampleConfig`, a mapping or the path of a YAML/TOML
+    ledger.  ``config`` is a :class:`rldata.configs.sampling.SampleConfig`, a mapping or the path of a YAML/TOML
     file of its fields; ``overrides`` are its fields by name and win over it (``n=16``,
     ``temperature=0.7``, ``engines=2``, ``where=...``; docs/options.md lists them, the same as
     ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
     or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
     band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
     from rldata.adaptive.rules import AdaptiveSpec
-    from rldata.config import load
+    from rldata.configs.fields import load
+    from rldata.configs.sampling import SampleConfig
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SampleConfig
 
     cfg = load(SampleConfig, config, **overrides)  # every check runs here, before anything starts
     spec, engine = cfg.sampling, cfg.engine
@@ -210,7 +210,7 @@ def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     ``config`` (a :class:`rldata.jobs.verify.VerifyJob`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name: ``verifier``, ``run_id``, ``where``, ``batch``,
     ``timeout_s``, ``address`` (docs/options.md)."""
-    from rldata.config import load
+    from rldata.configs.fields import load
     from rldata.jobs.verify import VerifyJob, run_verify
 
     return run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)).result()
@@ -219,21 +219,21 @@ def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
 def filter(store: StoreLike, *, config=None, **overrides: Any):
     """Decide every task against one ledger slice: keep those whose pass rate lies in ``band``
     (``"0.1,0.9"`` or ``(0.1, 0.9)``), record every decision and its reason as selection ``name``.
-    ``config`` (a :class:`rldata.select_config.FilterConfig`, a mapping or a YAML/TOML file) and
+    ``config`` (a :class:`rldata.configs.select.FilterConfig`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name (``band``, ``name``, ``model``, ``min_n``, ``dry_run``...;
-    docs/options.md).  Returns :class:`rldata.select.FilterResult` (``kept``, ``counts`` by reason,
+    docs/options.md).  Returns :class:`rldata.ledger.select.FilterResult` (``kept``, ``counts`` by reason,
     the ledger key)."""
-    from rldata.config import load
-    from rldata.select import Band, filter_store
-    from rldata.select_config import FilterConfig
+    from rldata.configs.fields import load
+    from rldata.configs.select import FilterConfig
+    from rldata.ledger.select import Band, filter_store
 
     cfg = load(FilterConfig, config, **overrides)
     band = cfg.band
     if not isinstance(band, (str, Band)):
         band = ",".join(str(x) for x in band)
     b = band if isinstance(band, Band) else Band.parse(band, inclusive=cfg.inclusive)
-    if cfg.from_run is not None:  # the run's live estimates (rldata.pass_history.filter_from_run)
-        from rldata.pass_history import filter_from_run
+    if cfg.from_run is not None:  # the run's live estimates (rldata.ledger.history.filter_from_run)
+        from rldata.ledger.history import filter_from_run
 
         if cfg.model or cfg.params_hash or cfg.verifier_key or cfg.domain:
             raise RldataError(
@@ -271,11 +271,11 @@ def stratify(store: StoreLike, *, config=None, **overrides: Any):
     """Bucket the kept tasks of ``selection`` by difficulty (``buckets`` as ``"easy:0.7-0.9,..."`` or
     a list of :class:`rldata.curriculum.Bucket`, or ``quantiles`` equal-count buckets) and write the
     trainer's curriculum file ``curriculum`` (default buckets.yaml; None: none).  ``config`` and
-    ``overrides``: the fields of :class:`rldata.select_config.StratifyConfig` (docs/options.md).
-    Returns :class:`rldata.select.StratifyResult`."""
-    from rldata.config import load
-    from rldata.select import parse_buckets, stratify_store
-    from rldata.select_config import StratifyConfig
+    ``overrides``: the fields of :class:`rldata.configs.select.StratifyConfig` (docs/options.md).
+    Returns :class:`rldata.ledger.select.StratifyResult`."""
+    from rldata.configs.fields import load
+    from rldata.configs.select import StratifyConfig
+    from rldata.ledger.select import parse_buckets, stratify_store
 
     cfg = load(StratifyConfig, config, **overrides)
     buckets = cfg.buckets
@@ -307,7 +307,7 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     ``eval_heldout=``, ``eval_n=`` ... are deprecated and warn).  docs/options.md lists them, the same as
     ``rldata train``'s options; a setting given as None counts as not given.
     """
-    from rldata.config import as_flat, load
+    from rldata.configs.fields import as_flat, load
     from rldata.trainer.config import TrainCommand, TrainConfig
 
     settings = {k: v for k, v in settings.items() if v is not None}
@@ -361,7 +361,7 @@ def export(
     ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
     (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
     data, and swaps the directory into place only when complete."""
-    from rldata.config import load
+    from rldata.configs.fields import load
     from rldata.interop.options import ExportConfig
 
     # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store

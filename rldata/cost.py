@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow.dataset as pads
 
-from rldata._read import read_where
 from rldata.errors import ConfigError, RldataError
+from rldata.store.read import read_where
 
 __all__ = [
     "GEN_FLOPS_PER_PARAM_TOKEN",

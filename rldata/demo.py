@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rldata.config import at_least, param, validate
+from rldata.configs.fields import at_least, param, validate
 from rldata.console import log
 from rldata.errors import RldataError
-from rldata.store import Store
+from rldata.store.core import Store
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
 
@@ -80,14 +80,14 @@ def _stage(name: str):
 
 def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     """Run every stage; returns the artifacts' locations and headline numbers."""
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.actors import ensure_ray
     from rldata.ingest import ingest, sample_path
-    from rldata.jobs.actors import ensure_ray
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.outputs import check_output_path
-    from rldata.params import SamplingSpec
+    from rldata.ledger.select import Band, filter_store, stratify_store
     from rldata.report.overview import gather
     from rldata.report.page import render
-    from rldata.select import Band, filter_store, stratify_store
+    from rldata.store.outputs import check_output_path
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.driver import DriverOptions, train
     from rldata.trainer.evaluate import HELDOUT_WHERE
@@ -95,7 +95,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
     model = cfg.model
     if model is None and cfg.env == "calculator-tools":
-        from rldata.engine import chat_model_path
+        from rldata.engine.core import chat_model_path
 
         # tiny-arith only knows the legacy <calc> tag; the chat model calls tools as Qwen models do
         model = str(chat_model_path())

@@ -80,7 +80,7 @@ class UnknownNameError(RldataError, KeyError):
 class DamagedTableError(RldataError):
     """A table whose Delta log cannot be read completely; nothing may be written on top of it.
 
-    Raised by the store (``rldata.store``, which re-exports it) and by the upgrade steps it runs."""
+    Raised by the store (``rldata.store.core``, which re-exports it) and by the upgrade steps it runs."""
 
 
 class SchemaError(RldataError, ValueError):

@@ -31,7 +31,7 @@ from rldata.results import (
     frozen,
 )
 from rldata.sql_guard import check_predicate
-from rldata.store import Store, open_store
+from rldata.store.core import Store, open_store
 
 __all__ = ["cost", "env_list", "env_register", "env_show", "judge", "judge_export", "passrates"]
 
@@ -216,10 +216,10 @@ def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
     ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs).
     ``config`` (a :class:`rldata.jobs.judge.JudgeConfig`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s)."""
-    from rldata.config import load
-    from rldata.engine import Engine
+    from rldata.configs.fields import load
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
     from rldata.jobs.judge import JudgeConfig, judge_store
-    from rldata.params import SamplingSpec
     from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
 
     cfg = load(JudgeConfig, config, **overrides)  # every check before the store or an engine
@@ -281,7 +281,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     is healthy, before the store is opened."""
     import contextlib
 
-    from rldata.config import load
+    from rldata.configs.fields import load
     from rldata.console import log
     from rldata.envs.catalog import load_spec_file, register_env
     from rldata.envs.register import EnvRegisterConfig

@@ -1,10 +1,10 @@
 """One Arrow schema per store table, defined once.
 
-Every writer goes through :func:`rldata.store.Store.append` (or ``upsert``), which validates rows
+Every writer goes through :func:`rldata.store.core.Store.append` (or ``upsert``), which validates rows
 against these schemas; nothing infers a schema from data.  Each table carries a schema version,
 recorded in the Delta table's configuration when the table is created, so a store written by a
 newer rldata is refused rather than silently misread, and one written by an older rldata is upgraded
-when opened (:mod:`rldata.migrate`: bumping a version here needs a step there).
+when opened (:mod:`rldata.store.migrate`: bumping a version here needs a step there).
 
 Conventions
 - ``*_id`` columns are stable content hashes or uuids (strings).
@@ -74,7 +74,7 @@ class TableSchema:
 
 TASKS = TableSchema(
     "tasks",
-    2,  # 2: env_id, env_version (rldata.migrate upgrades version-1 tables)
+    2,  # 2: env_id, env_version (rldata.store.migrate upgrades version-1 tables)
     pa.schema(
         [
             _f("task_id", pa.string(), True, "hash of normalized (prompt, answer, source)"),
@@ -117,7 +117,7 @@ ENVIRONMENTS = TableSchema(
 TRAJECTORIES = TableSchema(
     "trajectories",
     5,  # 2: env_id, env_version; 3: num_turns, num_tool_calls, env_info (multi-turn episodes);
-    # 4: params_hash leaves N out (rldata.rehash rewrote the old rows' hashes; the layout is unchanged);
+    # 4: params_hash leaves N out (rldata.store.rehash rewrote the old rows' hashes; the layout is unchanged);
     # 5: messages gain tool_calls (id, name, JSON arguments) and tool_call_id (standard tool calls)
     pa.schema(
         [
@@ -133,7 +133,7 @@ TRAJECTORIES = TableSchema(
             _f("model", pa.string(), True, "model id (path or name)"),
             _f("model_revision", pa.string(), doc="content hash of the weights, or a hub revision"),
             _f("policy_version", pa.int64(), True, "0 = the model as loaded; +1 per optimizer step"),
-            # since v4 N is left out too (rldata.params); the doc stays as stored (see finish_reason)
+            # since v4 N is left out too (rldata.configs.sampling); the doc stays as stored (see finish_reason)
             _f("params_hash", pa.string(), True, "hash of the sampling params (seed excluded)"),
             _f("sampling_params", pa.string(), doc="JSON of the sampling params"),
             _f("seed", pa.int64()),
@@ -213,7 +213,7 @@ PASSRATES = TableSchema(
     "passrates",
     5,  # 2: env_version joins the key; 3: stop_rule, alpha, confidence, n_max, band (adaptive N);
     # 4: verifier_version renamed verifier_key (it holds 'name@version', not verifications' bare version);
-    # 5: params_hash leaves N out: rows of one task under several N merged, recounted (rldata.rehash)
+    # 5: params_hash leaves N out: rows of one task under several N merged, recounted (rldata.store.rehash)
     pa.schema(
         [
             _f("task_id", pa.string(), True),

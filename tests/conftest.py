@@ -42,8 +42,8 @@ def _session_ray_is_narrow(request):
 
 @pytest.fixture(scope="session")
 def qwen_model(tmp_path_factory):
-    """The tiny Qwen2-architecture fixture (rldata.model_fixture), built once per test session."""
-    from rldata.model_fixture import make_qwen2_fixture
+    """The tiny Qwen2-architecture fixture (rldata.models.fixture), built once per test session."""
+    from rldata.models.fixture import make_qwen2_fixture
 
     return make_qwen2_fixture(tmp_path_factory.mktemp("qwen2-tiny"), size="tiny", seed=0)
 

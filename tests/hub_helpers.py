@@ -1,5 +1,5 @@
 """A Hugging Face hub cache laid out as huggingface_hub lays it out after a download, for tests
-that resolve hub ids (``rldata.hub``) without a network."""
+that resolve hub ids (``rldata.models.hub``) without a network."""
 
 from __future__ import annotations
 

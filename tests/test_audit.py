@@ -20,8 +20,8 @@ LABEL_FLIPS = {
 def _scored(store):
     from test_verify import ROWS, seed
 
+    from rldata.configs.sampling import VerifyConfig
     from rldata.jobs.verify import VerifyJob, run_verify
-    from rldata.params import VerifyConfig
 
     seed(store)
     run_verify(
@@ -160,9 +160,9 @@ def test_audit_errors(store):
 def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
     # the labels use case end to end: import another trainer's dump (rewards kept as labels),
     # re-score it with rldata's math verifier, audit the verifier against the labels
+    from rldata.configs.sampling import VerifyConfig
     from rldata.interop.imports import ImportSpec, import_rollouts
     from rldata.jobs.verify import VerifyJob, run_verify
-    from rldata.params import VerifyConfig
 
     recs = [
         ("What is 6*7?", "42", r"so \boxed{42}", 1.0),

@@ -12,13 +12,13 @@ from rldata import open_store
 from rldata.causes import describe, root_cause
 from rldata.cli import main
 from rldata.errors import ConfigError, InputError
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 
 
 @pytest.fixture(scope="module")
 def hd16(tmp_path_factory):
     """A real one-layer Llama with head_dim 16 (hidden 64, 4 heads): vLLM's CPU attention refuses it."""
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from tests.trainer.trainer_helpers import build_tiny_llama
 
     return build_tiny_llama(

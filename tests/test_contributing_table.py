@@ -9,7 +9,7 @@ from deltalake import DeltaTable
 
 from rldata import open_store, schemas
 from rldata.errors import RldataError, SchemaError
-from rldata.migrate import STEPS, _add_columns, table_version
+from rldata.store.migrate import STEPS, _add_columns, table_version
 
 TS, TableSchema, _f, register = schemas.TS, schemas.TableSchema, schemas._f, schemas.register
 
@@ -41,12 +41,18 @@ NOTES_V2 = TableSchema(
 )
 
 
+def _reset(registry: dict) -> None:
+    """The registry holds exactly ``registry`` (changed in place: the store reads this very dict)."""
+    schemas.TABLES.clear()
+    schemas.TABLES.update(registry)
+
+
 @pytest.fixture
-def tables(monkeypatch):
+def tables():
     """A test-local registry: the toy table never leaks into other tests."""
     base = dict(schemas.TABLES)
-    monkeypatch.setattr(schemas, "TABLES", dict(base))
-    return base
+    yield base
+    _reset(base)
 
 
 def _rows() -> list[dict]:
@@ -93,7 +99,7 @@ def test_register_refuses_what_the_recipe_rules_out(tables):
     assert "toy_bad" not in schemas.TABLES
 
 
-def _add_score(dtable: DeltaTable) -> None:  # the step rldata/migrate.py would hold
+def _add_score(dtable: DeltaTable) -> None:  # the step rldata/store/migrate.py would hold
     _add_columns(dtable, "toy_notes", ("score",))
 
 
@@ -103,7 +109,7 @@ def test_changing_it_later_upgrades_a_store_of_the_release_before(tables, tmp_pa
     store.append("toy_notes", _rows())
     before = sorted(store.read("toy_notes").to_dicts(), key=lambda r: r["note_id"])
     # the next release: NOTES_V2 in place of NOTES, and its step
-    monkeypatch.setattr(schemas, "TABLES", dict(tables))
+    _reset(tables)
     register(NOTES_V2)
     with pytest.raises(RldataError, match="table 'toy_notes': upgrade left columns missing: score"):
         open_store(tmp_path / "s")  # a bump without its step is caught, and not recorded

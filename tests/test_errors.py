@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from rldata import schemas
 from rldata._remote import parse_storage_options
 from rldata.adaptive import AdaptiveSpec
+from rldata.configs.sampling import SamplingSpec, VerifyConfig
 from rldata.cost import CostSpec
 from rldata.demo import DemoConfig
 from rldata.errors import ConfigError, RldataError, UnknownNameError
@@ -20,8 +20,8 @@ from rldata.gym import GymError
 from rldata.ingest.gym import gym_tasks
 from rldata.jobs.sample import SampleJob
 from rldata.jobs.verify import VerifyJob
-from rldata.params import SamplingSpec, VerifyConfig
-from rldata.select import Band, parse_buckets, quantile_buckets
+from rldata.ledger.select import Band, parse_buckets, quantile_buckets
+from rldata.schemas import get as table_schema
 from rldata.stats import pass_at_k
 from rldata.trainer.advantages import compute_advantages
 from rldata.trainer.config import TrainConfig
@@ -64,7 +64,7 @@ BAND = Band(0.1, 0.9)
         (lambda: pass_at_k(4, 2, 9), "k"),
         (lambda: DemoConfig(steps=0), "steps"),
         (lambda: compute_advantages([[1.0, 0.0]], estimator="ppo"), "advantage"),
-        (lambda: schemas.get("nope"), "table"),
+        (lambda: table_schema("nope"), "table"),
     ],
 )
 def test_parameter_errors_are_rldata_errors_naming_their_field(make, field):
@@ -145,7 +145,7 @@ ALLOWED = {
     ("rldata/envs/guard.py", "TimeoutError"): "an env call's failure: becomes the env's error verdict",
     ("rldata/envs/guard.py", "RuntimeError"): "an env call's failure: becomes the env's error verdict",
     (
-        "rldata/validate.py",
+        "rldata/store/validate.py",
         "TypeError",
     ): "a value of the wrong Python type passed to the API (a programming error)",
     ("rldata/sandbox/_boot.py", "OSError"): "runs in the sandbox's child process, not in the library",

@@ -8,7 +8,7 @@ from rldata import open_store
 from rldata.errors import ConfigError, RldataError
 from rldata.interop.imports import ImportSpec
 from rldata.names import check_name
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.driver import DriverOptions
 

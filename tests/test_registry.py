@@ -11,7 +11,7 @@ from rldata.envs.base import REGISTRY as ENVS
 from rldata.errors import ConfigError, RldataError, UnknownNameError
 from rldata.interop.readers import READERS
 from rldata.registry import Registry
-from rldata.trackers import TRACKERS
+from rldata.runs.trackers import TRACKERS
 from rldata.trainer.advantages import ESTIMATORS
 from rldata.verify.base import REGISTRY as VERIFIERS
 from tests.plugin_helpers import install_distribution

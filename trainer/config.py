@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.config import at_least, build, load, nested, one_of, param, sql_predicate, validate
+from rldata.configs.fields import at_least, build, load, nested, one_of, param, sql_predicate, validate
+from rldata.configs.sampling import EvalConfig, SamplingSpec, VerifyConfig, VllmConfig, check_sampling
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
 from rldata.errors import ConfigError
 from rldata.names import check_name
-from rldata.params import EvalConfig, SamplingSpec, VerifyConfig, VllmConfig, check_sampling
 from rldata.trainer.advantages import ESTIMATORS
 
 __all__ = [

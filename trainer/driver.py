@@ -10,7 +10,7 @@ Per step (sync mode; async mode runs the first line ahead in a producer thread, 
       -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
 
-Engines come from :func:`rldata.jobs.actors.start_engines`, the same code as ``rldata sample``.
+Engines come from :func:`rldata.engine.actors.start_engines`, the same code as ``rldata sample``.
 Rollouts come from a :class:`rldata.trainer.pipeline.Pipeline`: a producer thread generates step
 after step, at most K = ``cfg.staleness_bound`` steps ahead of the learners (0 in sync mode, so it
 waits for every update), and loads new weights into the engines between generate calls.  Every
@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
+from rldata.configs.sampling import VllmConfig
 from rldata.console import log
 from rldata.errors import RldataError
-from rldata.params import VllmConfig
 from rldata.rewards.compose import RewardSpec
 from rldata.sql_guard import check_predicate
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
 from rldata.trainer.config import TrainConfig
@@ -63,7 +63,7 @@ class DriverOptions:
     max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
     vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
     tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
-    tracker: str = "none"  # rldata.trackers.TRACKERS: each metrics row is also streamed there
+    tracker: str = "none"  # rldata.runs.trackers.TRACKERS: each metrics row is also streamed there
     tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
     # Steps' rows are committed together at most this often (rldata.trainer.writer): a commit costs
     # about the same for one step's rows as for ten, and on a small machine it competes with the
@@ -72,7 +72,7 @@ class DriverOptions:
 
     def __post_init__(self):
         from rldata.names import check_name
-        from rldata.trackers import check_tracker
+        from rldata.runs.trackers import check_tracker
 
         check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
         if self.tag is not None:
@@ -128,7 +128,7 @@ def _ray_cpus_needed(cfg: TrainConfig) -> float:
 
 
 def _start_ray(address: str | None, need: float) -> None:
-    from rldata.jobs.actors import ensure_ray
+    from rldata.engine.actors import ensure_ray
 
     have = ensure_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(need))).get("CPU", 0)
     if have < need:
@@ -198,8 +198,8 @@ def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict
 
 def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions()) -> TrainSummary:
     """Run (or resume) a GRPO training run; returns its summary."""
-    from rldata.runs import record_run
-    from rldata.trackers import open_tracker
+    from rldata.runs.core import record_run
+    from rldata.runs.trackers import open_tracker
 
     cfg, opts, state = plan_run(store, cfg, options)  # every check that needs no Ray
     _start_ray(opts.address, _ray_cpus_needed(cfg))
@@ -226,7 +226,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     import ray
     from transformers import AutoTokenizer
 
-    from rldata.jobs.actors import start_engines
+    from rldata.engine.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
@@ -321,7 +321,7 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             episode_stats=EpisodeStats(),
         )
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
-            from rldata.jobs.actors import RemoteEngine
+            from rldata.engine.actors import RemoteEngine
             from rldata.rewards.judge import Judge
 
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine

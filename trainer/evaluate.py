@@ -1,7 +1,7 @@
 """Held-out evaluation: ``rldata sample`` (the same job, engines and ledger) on a checkpoint.
 
 The samples and ledger rows land under the checkpoint's own model name (``step-000010@<weights
-hash>``, from :func:`rldata.engine.model_identity`), so an evaluation is an ordinary pass-rate
+hash>``, from :func:`rldata.engine.core.model_identity`), so an evaluation is an ordinary pass-rate
 slice: ``rldata passrates --model step-000010@...``.  Accuracy = mean pass rate over the held-out
 tasks (each task has ``eval.n`` samples), verifier errors excluded as everywhere in the ledger.
 """
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from rldata.configs.sampling import HELDOUT_WHERE, VllmConfig
 from rldata.errors import RldataError
-from rldata.params import HELDOUT_WHERE, VllmConfig
 from rldata.sql_guard import check_predicate
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.trainer.config import TrainConfig
 
 __all__ = ["HELDOUT_WHERE", "EvalResult", "eval_task_ids", "evaluate"]
 
-# HELDOUT_WHERE (rldata.params): the bundled arith tasks mark their held-out split in metadata
+# HELDOUT_WHERE (rldata.configs.sampling): the bundled arith tasks mark their held-out split in metadata
 # (rldata ingest --sample arith-heldout)
 
 
@@ -77,7 +77,7 @@ def evaluate(
 
     ``engines``: running engine actors that hold ``model_dir``'s weights (the run's own); without them
     the evaluation starts engines of its own."""
-    from rldata.engine import model_identity
+    from rldata.engine.core import model_identity
     from rldata.jobs.sample import SampleJob, run_sample
 
     spec = cfg.eval_spec()
@@ -119,7 +119,7 @@ def _verifier_keys(store: Store, cfg: TrainConfig, ids: pa.Table) -> list[str]:
     """The ledger keys the evaluation's samples were verified under (rldata.jobs.sample picks the
     verifiers the same way: the override, else each task's domain's)."""
     from rldata.jobs.sample import override_verifier
-    from rldata.ledger import verifier_key
+    from rldata.ledger.core import verifier_key
     from rldata.verify import for_domain
 
     if cfg.verify.verifier:

@@ -29,9 +29,9 @@ import torch.distributed as dist
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rldata.engine_weights import FlatWeights
+from rldata.engine.actors import node_cores
+from rldata.engine.weights import FlatWeights
 from rldata.errors import RldataError
-from rldata.jobs.actors import node_cores
 from rldata.trainer.checkpoint import (
     ADAPTER_DIR,
     load_model,

@@ -25,7 +25,7 @@ from rldata.curriculum.live import LiveState
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.trainer.advantages import compute_advantages, zero_variance_groups
 from rldata.trainer.config import TrainConfig
 from rldata.verify.base import all_passed, no_answer

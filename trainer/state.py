@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from rldata.console import log
-from rldata.engine import ModelIdentity, model_context, model_identity
+from rldata.engine.core import ModelIdentity, model_context, model_identity
 from rldata.errors import ConfigError, RldataError
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from rldata.trainer.config import TrainConfig
@@ -64,7 +64,7 @@ class RunState:
     start: int = 0  # the step the run starts after (the checkpoint's)
     version: int = 0  # policy version of the learners' weights; the loop raises it with each update
     pending: list = field(default_factory=list)  # outcomes the current version generated before a resume
-    tracker: Any = None  # rldata.trackers tracker, set once opened (it lives as long as the loop)
+    tracker: Any = None  # rldata.runs.trackers tracker, set once opened (it lives as long as the loop)
 
     @property
     def checkpoint_extra(self) -> dict:
@@ -78,7 +78,7 @@ class RunState:
 
 
 def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
-    from rldata.runs import new_run_id
+    from rldata.runs.core import new_run_id
 
     if cfg.run_id:
         return cfg.run_id

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from rldata.ledger import rows_from_outcomes, verifier_key
+from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import reward_metrics
 from rldata.rollout import episode_columns
-from rldata.store import Store
+from rldata.store.core import Store
 from rldata.verify.base import verdict_rows
 
 __all__ = [

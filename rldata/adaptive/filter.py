@@ -17,7 +17,7 @@ Rows with ``stop_rule`` fixed (or null, before schema v3), and adaptive rows tha
 ``decided_by`` column of the returned frame (``fixed`` | ``exact`` | ``sequential``); the
 selection's ``params`` JSON records the counts per rule (``decided_by``), and the rule of one
 stored selection row is its ledger row's at the recorded ``passrates_version``
-(:func:`rldata.select.selection_rules`).  Reasons keep their names (``in_band``, ``too_hard``, ...), so every
+(:func:`rldata.ledger.select.selection_rules`).  Reasons keep their names (``in_band``, ``too_hard``, ...), so every
 existing query, report and count of a selection reads adaptive rows unchanged.
 """
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 import polars as pl
 
 from rldata.adaptive.rules import AdaptiveSpec, band_text, decide_frame, parse_band_text
-from rldata.band import Band
 from rldata.errors import RldataError
+from rldata.stats import Band
 
 __all__ = ["ADAPTIVE_COLUMNS", "decided_by_expr", "default_n", "early_stop_expr", "redecide"]
 

@@ -1,7 +1,7 @@
 """Adaptive N: stop sampling a task once its band decision is settled (``rldata sample --adaptive``).
 
 ``rldata sample --n N`` draws N samples per task and ``rldata filter --band lo,hi`` then keeps or
-drops each task from its counts (:func:`rldata.select.decide`).  Most of those draws decide
+drops each task from its counts (:func:`rldata.ledger.select.decide`).  Most of those draws decide
 nothing: 2 right and 2 wrong already put a task inside [0.1, 0.9] whatever the next 12 are, as long
 as the verifier does not error on them.  With an adaptive rule the job samples in rounds of at
 most ``round_size`` and, after each round, asks :func:`decide_frame` which tasks are settled and
@@ -58,9 +58,9 @@ from functools import lru_cache
 import numpy as np
 import polars as pl
 
-from rldata.band import Band, band_text, parse_band_text
-from rldata.band import decide as fixed_decide
 from rldata.errors import ConfigError, RldataError
+from rldata.stats import Band, band_text, parse_band_text
+from rldata.stats import decide as fixed_decide
 
 __all__ = [
     "DECIDED",
@@ -420,7 +420,7 @@ def decide_frame(
 
 def ledger_columns(spec: AdaptiveSpec, decision: Decision, *, n_max: int) -> dict:
     """The passrates columns ``stop_rule``, ``alpha``, ``confidence``, ``n_max``, ``band`` of a task
-    whose sampling ended, for :func:`rldata.ledger.passrate_row` (``**ledger_columns(...)``)."""
+    whose sampling ended, for :func:`rldata.ledger.core.passrate_row` (``**ledger_columns(...)``)."""
     return {
         "stop_rule": spec.rule,
         "alpha": spec.alpha,

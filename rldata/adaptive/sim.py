@@ -15,8 +15,8 @@ import numpy as np
 import polars as pl
 
 from rldata.adaptive.rules import AdaptiveSpec, decide_frame
-from rldata.band import Band
 from rldata.errors import RldataError
+from rldata.stats import Band
 
 __all__ = ["SimResult", "fit_pass_rate_grid", "simulate", "true_decision"]
 

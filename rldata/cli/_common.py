@@ -13,7 +13,7 @@ import polars as pl
 import typer
 
 from rldata.errors import RldataError
-from rldata.outputs import write_output as _write_output
+from rldata.store.outputs import write_output as _write_output
 
 __all__ = [
     "FIELD_FLAGS",
@@ -58,10 +58,10 @@ def _store_of(ctx) -> object:
 
 def out_path_check(name: str, *, directory: bool = False):
     """An option callback that refuses an output path inside the store, or a file that cannot be
-    created, before the command runs (``rldata.outputs``; ``name`` is the field the error names)."""
+    created, before the command runs (``rldata.store.outputs``; ``name`` is the field the error names)."""
 
     def check(ctx: typer.Context, value):
-        from rldata.outputs import check_output_path, check_writable_file
+        from rldata.store.outputs import check_output_path, check_writable_file
 
         checked = check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
         if not directory:  # a missing directory or a directory as a file: refused before any commit
@@ -152,7 +152,7 @@ def get_store(ctx: typer.Context, *, create: bool = False):
     Only commands that write pass ``create=True``: reading a missing store is an error naming the
     path, not a new empty store at a mistyped path.
     """
-    from rldata.store import open_store
+    from rldata.store.core import open_store
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
@@ -176,7 +176,7 @@ class _LazyStore:
 
     def __init__(self, ctx: typer.Context):
         root = ctx.find_root()
-        from rldata.store import DEFAULT_STORE
+        from rldata.store.core import DEFAULT_STORE
 
         self.root = (root.obj if isinstance(root.obj, dict) else {}).get("store") or DEFAULT_STORE
         self._open = partial(get_store, ctx)

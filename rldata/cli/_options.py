@@ -1,4 +1,4 @@
-"""Typer options from config fields (rldata.config): the one place the CLI meets a config class."""
+"""Typer options from config fields (rldata.configs.fields): the one place the CLI meets a config class."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from rldata.config import REQUIRED, Leaf, cli_leaves, leaves, load, nest, warn_deprecated
+from rldata.configs.fields import REQUIRED, Leaf, cli_leaves, leaves, load, nest, warn_deprecated
 from rldata.errors import ConfigError
 
 __all__ = ["command"]

@@ -22,7 +22,7 @@ def runs(
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """List the runs, newest first: id, kind, status, start, duration and headline numbers."""
-    from rldata.run_list import list_runs
+    from rldata.runs.listing import list_runs
 
     emit(list_runs(get_store(ctx), kind=kind, limit=limit), fmt)
 
@@ -36,7 +36,7 @@ def export(
 ) -> None:
     """Replay a stored run's metrics and config into a tracker, step by step."""
     from rldata.errors import RldataError
-    from rldata.trackers import replay, tracker_names
+    from rldata.runs.trackers import replay, tracker_names
 
     if to not in tracker_names() or to == "none":
         raise RldataError(

@@ -8,8 +8,8 @@ import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list, lazy_store
 from rldata.cli._options import command
+from rldata.configs.sampling import SampleConfig
 from rldata.console import log
-from rldata.params import SampleConfig
 
 
 @command(SampleConfig)

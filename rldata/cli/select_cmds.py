@@ -9,8 +9,8 @@ import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
 from rldata.cli._options import command
+from rldata.configs.select import FilterConfig, StratifyConfig
 from rldata.console import log
-from rldata.select_config import FilterConfig, StratifyConfig
 
 _CURRICULUM_ARG = typer.Argument(Path("buckets.yaml"), help="The curriculum file to check.")
 
@@ -21,7 +21,7 @@ def filter_cmd(
 ) -> None:
     """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
     from rldata.api import filter as run_filter
-    from rldata.select import REASONS
+    from rldata.ledger.select import REASONS
 
     res = run_filter(get_store(ctx, create=True), config=config)
     name, dry_run = config.name, config.dry_run

@@ -41,7 +41,7 @@ def doctor(
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Check every table and the invariants between them; exit 1 while a problem remains."""
-    from rldata.doctor import doctor as run_doctor
+    from rldata.doctor.core import doctor as run_doctor
 
     store = get_store(ctx)
     found = run_doctor(store, repair=repair)

@@ -60,7 +60,7 @@ def audit(
     if fmt is Format.json:
         text = json.dumps(res.to_dict(), default=str, ensure_ascii=False) + "\n"
         if out is not None:
-            from rldata.outputs import write_output
+            from rldata.store.outputs import write_output
 
             write_output(out, text, name="out")
         else:

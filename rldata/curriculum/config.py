@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from rldata import yaml_safe
+from rldata.configs import yaml_safe
 from rldata.errors import InputError, RldataError
 
 __all__ = [
@@ -409,7 +409,7 @@ def dumps(curriculum: Curriculum) -> str:
 def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
     """Write the curriculum as YAML (atomically: a reader never sees half a file; a device or pipe
     such as /dev/stdout is written, never replaced)."""
-    from rldata.outputs import staged_output
+    from rldata.store.outputs import staged_output
 
     check_writable(path)
     with staged_output(path, dumps(curriculum), name="curriculum"):

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.config import at_least, finite_between, one_of, param, validate
+from rldata.configs.fields import at_least, finite_between, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = [

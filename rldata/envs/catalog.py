@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from rldata import yaml_safe
+from rldata.configs import yaml_safe
 from rldata.envs.base import EnvSpec, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.errors import RldataError

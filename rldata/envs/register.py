@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.config import at_least, one_of, param, validate
+from rldata.configs.fields import at_least, one_of, param, validate
 from rldata.errors import ConfigError
 
 __all__ = ["SOURCES", "EnvRegisterConfig"]

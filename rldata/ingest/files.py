@@ -28,7 +28,6 @@ from pathlib import Path
 
 import polars as pl
 
-from rldata import run_commits
 from rldata.console import progress
 from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest.mapping import (
@@ -42,9 +41,10 @@ from rldata.ingest.mapping import (
 )
 from rldata.ingest.presets import PRESETS, Fields, preset
 from rldata.ingest.read import POS, Limits, Reject, read_chunks
-from rldata.outputs import staged_output
 from rldata.results import Result
-from rldata.store import StaleReadError
+from rldata.store import run_commits
+from rldata.store.core import StaleReadError
+from rldata.store.outputs import staged_output
 
 __all__ = [
     "PRESETS",
@@ -264,7 +264,7 @@ def ingest(
 @dataclass
 class IngestRun:
     """The ``runs`` row of one ingest, its id chosen before the tasks commit, which carries it
-    (:mod:`rldata.run_commits`): a row that then fails to land is found by ``rldata doctor``."""
+    (:mod:`rldata.store.run_commits`): a row that then fails to land is found by ``rldata doctor``."""
 
     path: str  # as the summary names the input
     args: dict

@@ -1,4 +1,4 @@
-"""The parameters of `rldata ingest` (and :func:`rldata.api.ingest`), declared once (rldata.config).
+"""The parameters of `rldata ingest` (and :func:`rldata.api.ingest`), declared once (rldata.configs.fields).
 
 A choice field (preset, answer format, on_error) takes an Enum on the command line, so a misspelt
 choice stays a usage error (exit 2) listing the choices, and the field holds the plain name.
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from rldata.config import at_least, one_of, param, validate
+from rldata.configs.fields import at_least, one_of, param, validate
 from rldata.errors import ConfigError
 from rldata.ingest.presets import ANSWER_FORMATS
 from rldata.ingest.read import Limits

@@ -26,7 +26,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from rldata import schemas
 from rldata.errors import RldataError
 from rldata.interop.formats import (
     ExportFormat,
@@ -36,7 +35,8 @@ from rldata.interop.formats import (
     write_hf,
     write_jsonl,
 )
-from rldata.store import Store
+from rldata.schemas import MESSAGES
+from rldata.store.core import Store
 
 __all__ = ["CHAT_SCHEMA", "CHAT_TURN", "export_conversations"]
 
@@ -63,7 +63,7 @@ CHAT_TURN = pa.struct(
 
 CHAT_SCHEMA = pa.schema(
     [
-        ("messages", schemas.MESSAGES),
+        ("messages", MESSAGES),
         ("traj_id", pa.string()),
         ("task_id", pa.string()),
         ("run_id", pa.string()),

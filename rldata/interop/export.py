@@ -21,9 +21,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from rldata import schemas
 from rldata._version import __version__
-from rldata.config import param
+from rldata.configs.fields import param
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
@@ -37,7 +36,8 @@ from rldata.interop.formats import (
     write_jsonl,
     write_parquet,
 )
-from rldata.store import Store
+from rldata.schemas import MESSAGES, SELECTIONS, TASKS
+from rldata.store.core import Store
 
 __all__ = [
     "FORMATS",
@@ -68,14 +68,14 @@ VERL_EXTRA = pa.struct(
 VERL_SCHEMA = pa.schema(
     [
         ("data_source", pa.string()),
-        ("prompt", schemas.MESSAGES),
+        ("prompt", MESSAGES),
         ("ability", pa.string()),
         ("reward_model", REWARD_MODEL),
         ("extra_info", VERL_EXTRA),
     ]
 )
-_T = schemas.TASKS.schema
-_S = schemas.SELECTIONS.schema
+_T = TASKS.schema
+_S = SELECTIONS.schema
 GENERIC_SCHEMA = pa.schema(
     [
         _T.field(c).with_nullable(True)
@@ -453,7 +453,7 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
-    prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
     fields = [("prompt", prompt_type), (spec.opts.answer_column, pa.string())] + [
         (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")
     ]
@@ -468,7 +468,7 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
 
 
 def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    prompt_type = schemas.MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
     schema = pa.schema(
         [
             (spec.opts.input_key, prompt_type),
@@ -492,7 +492,7 @@ def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
 
 # ---- putting the directory in place -----------------------------------------------------------
 def _check_out(out: Path, *, store) -> None:
-    from rldata.outputs import check_output_path
+    from rldata.store.outputs import check_output_path
 
     check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
     if out.is_file():

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rldata import schemas
 from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest import normalize_text
 from rldata.ingest import task_id as make_task_id
 from rldata.interop.readers import JSONL_FIELDS, READERS, Rollout, rollout_files
 from rldata.names import check_name
-from rldata.store import Store
-from rldata.validate import conform
+from rldata.schemas import get as table_schema
+from rldata.store.core import Store
+from rldata.store.validate import conform
 
 __all__ = ["IMPORT_FORMATS", "ImportResult", "ImportSpec", "default_run_id", "import_rollouts"]
 
@@ -127,7 +127,7 @@ def _arrow(name: str, rows: list[dict]):
     """Rows -> an Arrow table typed by the table's schema (conform then checks nulls and keys)."""
     import pyarrow as pa
 
-    ts = schemas.get(name)
+    ts = table_schema(name)
     cols = {k for r in rows for k in r}
     fields = [f.with_nullable(True) for f in ts.schema if f.name in cols]
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
@@ -226,7 +226,7 @@ def default_run_id(path: str | Path, fmt: str) -> str:
 
 def import_rollouts(store: Store, *, path: str | Path, spec: ImportSpec) -> ImportResult:
     """Read the dump at ``path`` (a file or a directory of them) and write it to the store."""
-    from rldata.runs import record_run
+    from rldata.runs.core import record_run
 
     files = rollout_files(path, spec.format)
     rollouts, bad = _read(files, spec)
@@ -236,7 +236,7 @@ def import_rollouts(store: Store, *, path: str | Path, spec: ImportSpec) -> Impo
     run_id = spec.run_id or default_run_id(path, spec.format)
     rows, n_linked = _rows(rollouts, spec, run_id, store)
     # validate every table before the first commit: a schema error must leave the store untouched
-    tables = {name: conform(schemas.get(name), _arrow(name, data)) for name, data in rows.items()}
+    tables = {name: conform(table_schema(name), _arrow(name, data)) for name, data in rows.items()}
     args = {"path": str(path), "format": spec.format, "on_error": spec.on_error, "model": spec.model}
     added = {}
     # every table it writes, checked before the first commit: a full disk or a read-only table

@@ -1,4 +1,4 @@
-"""The parameters of `rldata export` and `rldata import-rollouts`, declared once (rldata.config).
+"""The parameters of `rldata export` and `rldata import-rollouts`, declared once (rldata.configs.fields).
 
 A format's own options are not fields here: each format owns them (its options dataclass in the
 format registry, rldata.interop.formats / .readers).  They arrive as ``options``, a mapping, from
@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.config import REQUIRED, one_of, param, sql_predicate, validate
+from rldata.configs.fields import REQUIRED, one_of, param, sql_predicate, validate
 from rldata.errors import ConfigError
 from rldata.ingest.options import ON_ERROR, choice_value, choices
 
@@ -250,8 +250,8 @@ def _default(f: dataclasses.Field) -> Any:
 
 def format_option_tables() -> str:
     """One table per export and import format with options: key, default, meaning (the comment-free
-    fields of a format's options dataclass carry ``metadata['help']``, or rldata.config.param's)."""
-    from rldata.config import KEY
+    fields of a format's options dataclass carry ``metadata['help']``, or rldata.configs.fields.param's)."""
+    from rldata.configs.fields import KEY
     from rldata.interop.formats import format_names, get_format
     from rldata.interop.readers import READERS
 

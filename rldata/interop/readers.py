@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rldata.config import param
+from rldata.configs.fields import param
 from rldata.errors import ConfigError, InputError
 from rldata.registry import Registry
 

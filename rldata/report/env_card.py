@@ -82,7 +82,7 @@ th, td {{ border-bottom: 1px solid #dee2e6; padding: .25rem .75rem; text-align: 
 <figure><img alt="pass-rate histogram" src="data:image/png;base64,{img}"></figure>
 </body></html>
 """
-    from rldata.outputs import write_output
+    from rldata.store.outputs import write_output
 
     write_output(path, page, name="report")  # a full disk is one line naming --report
     return Path(path)

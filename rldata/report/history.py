@@ -1,5 +1,5 @@
 """The report's task-history page of a training run (``rldata report --run RUN_ID``): what the run
-learned and forgot, task by task, from its pass-rate history (rldata.pass_history).
+learned and forgot, task by task, from its pass-rate history (rldata.ledger.history).
 
 Sections: counts and lists of tasks learned (live estimate from < 0.2 to > 0.8), forgotten (the
 reverse), never learned, never drawn; pass rate by policy version of the tasks that moved most (a
@@ -21,8 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from rldata import pass_history as ph
-from rldata.store import Store
+from rldata.ledger import history as ph
+from rldata.store.core import Store
 
 __all__ = ["history_summary", "render_history"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow.dataset as pads
 
-from rldata._read import read_where
 from rldata.errors import ConfigError, RldataError
-from rldata.select import _SELECTION_COLUMNS, dominance_warnings, read_selection, selection_params
+from rldata.ledger.select import _SELECTION_COLUMNS, dominance_warnings, read_selection, selection_params
+from rldata.store.read import read_where
 
 __all__ = ["Overview", "Savings", "gather", "histogram", "pick_selection"]
 
@@ -142,7 +142,7 @@ def histogram(sel: pl.DataFrame) -> pl.DataFrame:
 def _savings(
     store, sel: pl.DataFrame, key: dict, group_size: int, tokens_per_sample: float | None
 ) -> Savings:
-    from rldata.rehash import current_hash
+    from rldata.store.rehash import current_hash
 
     rated = sel.filter(pl.col("reason").is_in(["too_easy", "too_hard", "in_band"]))
     # a selection made before the params hash left N out keeps the old hash; its samples have the new one

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from rldata.errors import ConfigError, RldataError
-from rldata.store import Store
+from rldata.store.core import Store
 
 __all__ = ["FAMILIES", "GROUP_BY", "load_curves", "render_training", "write_training_plots"]
 
@@ -385,7 +385,7 @@ figcaption {{ font-weight: 600; font-size: .9rem; }}
 
 def _history_pages(store: Store, run_ids: Sequence[str], out_dir) -> dict[str, Path]:
     """A task-history page (rldata.report.history) per run that has pass-rate history."""
-    from rldata.pass_history import history
+    from rldata.ledger.history import history
     from rldata.report.history import render_history
 
     files: dict[str, Path] = {}

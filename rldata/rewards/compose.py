@@ -173,7 +173,7 @@ def load_reward_spec(path: str | Path) -> RewardSpec:
     """Read a YAML reward spec (see the module docstring); errors name the file and the key."""
     import yaml
 
-    from rldata import yaml_safe
+    from rldata.configs import yaml_safe
 
     path = Path(path)
     try:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rldata.configs.sampling import SamplingSpec
 from rldata.errors import ConfigError, RldataError
-from rldata.params import SamplingSpec
 from rldata.verify.base import Verdict
 
 __all__ = [
@@ -148,7 +148,7 @@ def _swap_combine(first: Verdict, second: Verdict) -> Verdict:
 
 @dataclass
 class Judge:
-    """Run judge prompts through an :class:`rldata.engine.Engine` (or anything with the same
+    """Run judge prompts through an :class:`rldata.engine.core.Engine` (or anything with the same
     ``generate(prompts, SamplingSpec) -> list[list[Sample]]`` and ``tokenizer``)."""
 
     engine: Any

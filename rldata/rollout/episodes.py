@@ -38,12 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from rldata.configs.sampling import SamplingSpec
 from rldata.envs.base import json_mapping_problem, make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
 from rldata.envs.tool_parsers import Parsed, ParseFailure, get_parser
 from rldata.envs.tools import call_id
 from rldata.errors import ConfigError
-from rldata.params import SamplingSpec
 from rldata.rollout.bind import EnvBinding
 from rldata.rollout.render import Renderer
 
@@ -53,7 +53,7 @@ __all__ = ["EpisodeStats", "Rollout", "generate", "run_episodes", "turn_seed"]
 @dataclass(frozen=True)
 class Rollout:
     """One sample: a single completion or a whole episode.  Duck-compatible with
-    :class:`rldata.engine.Sample` (``text``, ``token_ids``, ``logprobs``, ...)."""
+    :class:`rldata.engine.core.Sample` (``text``, ``token_ids``, ``logprobs``, ...)."""
 
     text: str  # what the verifier checks: the completion, or the episode's last assistant turn
     token_ids: tuple[int, ...]  # everything after the prompt: generated turns and observations

@@ -11,8 +11,8 @@ import pytest
 from rldata.adaptive.filter import early_stop_expr
 from rldata.adaptive.rules import AdaptiveSpec, decide, ledger_columns
 from rldata.errors import RldataError
-from rldata.ledger import passrate_row
-from rldata.select import Band, filter_store, read_selection, selection_params, selection_rules
+from rldata.ledger.core import passrate_row
+from rldata.ledger.select import Band, filter_store, read_selection, selection_params, selection_rules
 
 BAND = Band(0.1, 0.9)
 KEY = {"model": "m", "params_hash": "p", "verifier_key": "math@1"}
@@ -76,7 +76,7 @@ def test_early_stopped_rows_are_decided_by_their_rule(store):
 
 def test_without_the_fix_early_rows_would_be_insufficient(store):
     """The bug this guards: plain count rules call a 4-of-16 row insufficient_samples."""
-    from rldata.select import decide as count_decide
+    from rldata.ledger.select import decide as count_decide
 
     r = _row("seq_keep", 2, 2, 0, SEQ)
     plain = count_decide(pl.DataFrame({"n": [4], "n_correct": [2], "n_error": [0]}), BAND, min_n=16)
@@ -184,7 +184,7 @@ def test_an_unreadable_band_is_one_error_line(store):
 
 
 def test_stratify_warns_about_optional_stopping_bias(store, tmp_path):
-    from rldata.select import stratify_store
+    from rldata.ledger.select import stratify_store
 
     store.upsert(
         "passrates", [_row("a", 2, 2, 0, SEQ), passrate_row("b", **KEY, n=16, n_correct=8, n_error=0)]

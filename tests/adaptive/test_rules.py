@@ -20,8 +20,8 @@ from rldata.adaptive.rules import (
 )
 from rldata.adaptive.sim import fit_pass_rate_grid, simulate, true_decision
 from rldata.errors import RldataError
-from rldata.select import Band
-from rldata.select import decide as fixed_decide
+from rldata.ledger.select import Band
+from rldata.ledger.select import decide as fixed_decide
 
 BANDS = [
     Band(0.1, 0.9),

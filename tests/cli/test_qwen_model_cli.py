@@ -10,7 +10,7 @@ import pytest
 
 from rldata import open_store
 from rldata.cli import main
-from rldata.engine import model_revision
+from rldata.engine.core import model_revision
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
@@ -67,7 +67,7 @@ def test_train_two_steps(capsys, tmp_path, qwen_model):
 def _train(capsys, tmp_path, qwen_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rldata.model_fixture import CHAT_TEMPLATE
+    from rldata.models.fixture import CHAT_TEMPLATE
 
     root = tmp_path / "s"
     store = open_store(root)

@@ -74,7 +74,7 @@ def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
 @pytest.mark.slow
 def test_one_step_with_heldout_eval(capsys, tmp_path):
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     try:
         default_model_path()

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("openenv.core.env_server.mcp_environment")
 
-from rldata.engine import Sample
+from rldata.engine.core import Sample
 from rldata.envs.base import EnvSpec, make_env
 from rldata.envs.catalog import openenv_spec, register_env, spec_of
 from rldata.envs.guard import guarded_reset, guarded_step

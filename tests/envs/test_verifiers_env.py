@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("verifiers")
 
-from rldata.engine import Sample
+from rldata.engine.core import Sample
 from rldata.envs import EnvSpec
 from rldata.envs.verifiers_env import dataset_tasks
 from rldata.rollout import EnvBinding, Renderer

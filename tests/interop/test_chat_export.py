@@ -92,7 +92,7 @@ def test_conversations_as_an_hf_dataset_filtered_to_correct_ones(store, tmp_path
     from transformers import AutoTokenizer
     from trl.data_utils import maybe_apply_chat_template
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.rollout import DEFAULT_TEMPLATE
 
     tok = AutoTokenizer.from_pretrained(str(default_model_path()))

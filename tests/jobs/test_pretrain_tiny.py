@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rldata.engine import default_model_path
+from rldata.engine.core import default_model_path
 from rldata.jobs import pretrain_tiny as pt
 
 CALL = "<s><tools>37*8+5=<calc>37*8+5</calc></s><tool>301</tool>301</s>"

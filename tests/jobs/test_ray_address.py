@@ -64,7 +64,7 @@ open(tok, "w").write(secrets.token_hex(32))
 os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=tok, RAY_raylet_start_wait_time_s="180")
 import signal, time
 from ray.cluster_utils import Cluster
-from rldata._reaper import ray_descendants
+from rldata.engine.reaper import ray_descendants
 for attempt in range(3):  # Ray gives a raylet a fixed 30 s to register: a loaded machine can miss it
     c = Cluster()
     try:
@@ -111,7 +111,7 @@ def test_a_token_auth_cluster_says_what_to_set_and_attaches_with_it(tmp_path):
         assert "set RAY_AUTH_MODE=token here too" in last and "RAY_AUTH_TOKEN_PATH" in last
         assert _runs(root, "sample") == []
         # with it: attached, and the cluster is named on stderr
-        code = f"from rldata.jobs.actors import ensure_ray; print(ensure_ray({address!r})['CPU'])"
+        code = f"from rldata.engine.actors import ensure_ray; print(ensure_ray({address!r})['CPU'])"
         env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(tok))
         p = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=False

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from rldata.configs.sampling import SamplingSpec
 from rldata.jobs.sample import SampleJob, run_sample
-from rldata.params import SamplingSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 

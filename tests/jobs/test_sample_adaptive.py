@@ -15,9 +15,9 @@ import pytest
 
 from rldata import open_store
 from rldata.adaptive.rules import AdaptiveSpec
+from rldata.configs.sampling import SamplingSpec
 from rldata.jobs.sample import SampleJob, run_sample
-from rldata.params import SamplingSpec
-from rldata.select import Band, filter_store
+from rldata.ledger.select import Band, filter_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 

@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""
     from ray.cluster_utils import Cluster
     from rldata import open_store
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
     from rldata.sample_data.arith import generate
 
     store = open_store(sys.argv[1])

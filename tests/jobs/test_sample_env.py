@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from rldata.configs.sampling import SamplingSpec
 from rldata.envs.catalog import register_env
 from rldata.errors import RldataError
 from rldata.jobs.sample import SampleJob, run_sample
-from rldata.params import SamplingSpec
 from tests.rollout import envs_for_tests  # noqa: F401  (registers the test environments)
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]

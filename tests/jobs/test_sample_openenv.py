@@ -12,10 +12,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
 
 def test_a_resume_finishes_the_episodes_an_outage_broke(store, ray_session, tmp_path):
+    from rldata.configs.sampling import SamplingSpec
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest.env import ingest_env
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
     from tests.envs.openenv_server import serve
 
     flag = tmp_path / "down"

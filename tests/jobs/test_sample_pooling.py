@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from rldata import open_store
+from rldata.configs.sampling import SamplingSpec
 from rldata.jobs.sample import SampleJob, run_sample
-from rldata.params import SamplingSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 

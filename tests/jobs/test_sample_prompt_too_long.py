@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from rldata.configs.sampling import SamplingSpec
 from rldata.jobs.sample import SampleJob, run_sample
-from rldata.params import SamplingSpec
 from tests.jobs.test_sample import _arith_tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]

@@ -140,7 +140,7 @@ def test_the_chatml_recipe_is_byte_reproducible_and_loads(tmp_path):
 def test_the_bundled_chat_model_loads_in_transformers_with_its_template():
     from transformers import AutoConfig, AutoTokenizer
 
-    from rldata.engine import chat_model_path
+    from rldata.engine.core import chat_model_path
 
     path = chat_model_path()
     assert sum(p.stat().st_size for p in path.iterdir()) <= 20 * 1024 * 1024
@@ -182,9 +182,9 @@ def _level45(store, n):
 def test_calculator_tools_episodes_on_the_real_engine_store_tool_calls_and_ids(store, ray_session):
     """The bundled chat model calls ``calculate`` the Hermes way in a minority of episodes; each call
     is parsed, stored with its id, answered by a tool message naming that id, and mostly ends right."""
-    from rldata.engine import chat_model_path
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import chat_model_path
     from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.params import SamplingSpec
 
     _level45(store, 12)
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=32, seed=0)
@@ -210,8 +210,8 @@ def test_calculator_tools_episodes_on_the_real_engine_store_tool_calls_and_ids(s
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_the_bundled_chat_model_answers_a_bare_prompt_in_vllm():
-    from rldata.engine import Engine, chat_model_path
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine, chat_model_path
 
     engine = Engine(chat_model_path(), max_model_len=256)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rldata.engine import default_model_path
+from rldata.engine.core import default_model_path
 from rldata.jobs import tiny_report as tr
 from rldata.sample_data.arith import load_bundled
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rldata.configs.sampling import VerifyConfig
 from rldata.errors import RldataError
 from rldata.jobs.verify import VerifyJob, run_verify
-from rldata.params import VerifyConfig
 from rldata.verify.base import REGISTRY
 from rldata.verify.math import MathVerifier
 
@@ -111,7 +111,9 @@ def test_verify_errors_are_one_line_and_write_nothing(store):
         run_verify(store, VerifyJob(where="no_such_column = 1"))
     with pytest.raises(RldataError, match="no verifier named 'nope'"):
         run_verify(store, VerifyJob(verify=VerifyConfig(verifier="nope")))
-    with pytest.raises(RldataError, match="^batch: must be >= 1"):  # the field: reason form of rldata.config
+    with pytest.raises(
+        RldataError, match="^batch: must be >= 1"
+    ):  # the field: reason form of rldata.configs.fields
         VerifyJob(batch=0)
     assert store.sql("SELECT count(*) FROM verifications").fetchall()[0][0] == 0
 
@@ -144,7 +146,7 @@ def test_verify_cli_prints_a_summary_and_reruns_as_a_noop(store, capsys):
 def test_the_verify_section_is_set_flat_or_nested():
     """verifier and timeout_s are VerifyConfig's (the knobs verifying verbs share): set by the flat
     names rldata.verify and the CLI (--verifier, --timeout) take, or under verify: in a file."""
-    from rldata.config import build
+    from rldata.configs.fields import build
 
     flat = build(VerifyJob, {"verifier": "exact", "timeout_s": 2.5, "run_id": "r"})
     nested = build(VerifyJob, {"verify": {"verifier": "exact", "timeout_s": 2.5}, "run_id": "r"})

@@ -222,7 +222,7 @@ def test_full_disk(tmp_path, capfd):
         import pyarrow as pa
         from deltalake import write_deltalake
 
-        from rldata.damage import quiet_panics
+        from rldata.store.damage import quiet_panics
 
         capfd.readouterr()
         with pytest.raises(Exception, match="No space left"), quiet_panics():
@@ -235,7 +235,7 @@ def test_full_disk(tmp_path, capfd):
 def test_import_failing_part_way_is_reported_and_completed_by_a_rerun(root, tmp_path, capsys, monkeypatch):
     """The compensating step for a write that fails after its first commit (a disk filled by another
     process mid-command): doctor reports the import, and re-running it completes it exactly."""
-    from rldata.store import Store
+    from rldata.store.core import Store
 
     dump = _dump(tmp_path)
     real = Store.append
@@ -267,7 +267,7 @@ def test_import_failing_part_way_is_reported_and_completed_by_a_rerun(root, tmp_
 
 
 def test_ingest_that_cannot_record_its_run_says_what_landed(root, tmp_path, capsys, monkeypatch):
-    from rldata.store import Store
+    from rldata.store.core import Store
 
     new = tmp_path / "new.jsonl"
     new.write_text('{"prompt": "new?", "answer": "1"}\n')

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rldata import open_store
-from rldata.store import DamagedTableError
+from rldata.store.core import DamagedTableError
 from tests.reliability.helpers import fingerprint, one_error_line, run
 
 

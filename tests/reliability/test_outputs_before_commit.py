@@ -20,7 +20,7 @@ import pytest
 
 from rldata import open_store
 from rldata.errors import RldataError
-from rldata.outputs import staged_output
+from rldata.store.outputs import staged_output
 from tests.reliability.helpers import banded_store, fingerprint, one_error_line, run
 
 _full = pytest.mark.skipif(

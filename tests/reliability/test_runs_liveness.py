@@ -11,12 +11,12 @@ import sys
 import time
 
 from rldata import open_store
-from rldata.runs import effective_status, record_run
+from rldata.runs.core import effective_status, record_run
 
 _HOLD = """
 import sys, time
 from rldata import open_store
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 with record_run(open_store(sys.argv[1]), "sample", {}, run_id="victim", heartbeat_s=0.2):
     print("started", flush=True)
     time.sleep(600)
@@ -46,7 +46,7 @@ def test_a_killed_run_reads_as_killed(tmp_path):
     row = _row(store, "victim")
     assert row["status"] == "running"  # the store cannot know by itself ...
     assert effective_status(row) == "killed"  # ... but its reader can
-    from rldata.run_list import list_runs
+    from rldata.runs.listing import list_runs
 
     listed = list_runs(store).to_dicts()
     assert [r["status"] for r in listed if r["run_id"] == "victim"] == ["killed"]  # rldata runs shows it

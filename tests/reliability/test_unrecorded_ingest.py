@@ -1,5 +1,5 @@
 """An ingest whose tasks landed but whose ``runs`` row did not (issue 29): the tasks commit carries
-the run id (rldata.run_commits), so ``rldata doctor`` finds the missing run and ``--repair`` records
+the run id (rldata.store.run_commits), so ``rldata doctor`` finds the missing run and ``--repair`` records
 it.  Only the failure is injected (the runs write raises as a full disk would, after the tasks
 commit); the store, the ingest and doctor are the real ones."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rldata import open_store, run_commits
-from rldata.doctor import doctor
+from rldata import open_store
+from rldata.doctor.core import doctor
+from rldata.store import run_commits
 from tests.reliability.helpers import one_error_line, run
 
 # rldata exports a function named ingest, which hides the package from attribute imports

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from rldata.errors import RldataError
+from rldata.ledger.select import Band, filter_store, parse_buckets, stratify_store
 from rldata.report.overview import gather
 from rldata.report.page import PLOTS, histogram_title, render
-from rldata.select import Band, filter_store, parse_buckets, stratify_store
 
 
 def _fill(store, *, trajectories=True):

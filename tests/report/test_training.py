@@ -13,7 +13,7 @@ import pytest
 
 from rldata.cli import main
 from rldata.report.training import FAMILIES, load_curves, render_training
-from rldata.runs import record_run
+from rldata.runs.core import record_run
 
 TIMES = ("generate", "reward", "update", "sync", "writeback")
 

@@ -323,8 +323,8 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
 
 def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
     # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
+    from rldata.configs.sampling import SamplingSpec
     from rldata.jobs.sample import SampleJob
-    from rldata.params import SamplingSpec
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.rollout import load_reward
 

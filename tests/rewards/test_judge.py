@@ -172,9 +172,9 @@ def test_export_with_no_judge_rows_writes_an_empty_file(store, tmp_path):
 def test_tiny_model_judge_through_the_real_engine(store):
     """The tiny arithmetic model cannot write 'VERDICT: 1': every verdict must come back as an error
     row with the raw output kept, never as a score; a prompt too long for the engine is an error too."""
-    from rldata.engine import Engine
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.core import Engine
     from rldata.jobs.judge import judge_store
-    from rldata.params import SamplingSpec
     from rldata.rewards.judge import Judge
 
     _seed_store(store)

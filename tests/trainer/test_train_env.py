@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
 def test_a_run_in_a_multi_turn_environment_writes_episodes_back(train_ray, tmp_path):
     from rldata import open_store
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.envs.catalog import register_env
     from rldata.sample_data.arith import generate
     from rldata.trainer.config import TrainConfig

@@ -24,7 +24,7 @@ def guess_server():
 
 def test_sample_filter_bucket_and_train_through_an_openenv_server(train_ray, guess_server, tmp_path):
     from rldata import api, open_store
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest.env import ingest_env
     from rldata.trainer.config import TrainConfig

@@ -33,7 +33,7 @@ def test_train_streams_to_tensorboard_and_report_draws_the_run(ray4, capsys, tmp
     pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.ingest import ingest, sample_path
     from rldata.report.training import FAMILIES
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rldata.engine import Sample
-from rldata.params import SamplingSpec
+from rldata.configs.sampling import SamplingSpec
+from rldata.engine.core import Sample
 from rldata.trainer import writeback as wb
 from rldata.trainer.rollout import Group, rollout_id
 from rldata.verify.base import Verdict

