@@ -5,7 +5,8 @@ One verb per stage, each ``verb(store, *, ...)`` returning a frozen result with 
 
     ingest -> sample -> verify -> filter -> stratify -> train -> export / report
 
-and beside them passrates, cost, judge, judge_export, env_register, env_list, env_show.
+and beside them passrates, cost, judge, judge_export, env_register, env_list, env_show, and the data
+quality verbs decontaminate, dedup, lint and blast_radius.
 """
 
 # The packages rldata.ingest, rldata.verify and rldata.report (and the module rldata.cost) share
@@ -18,7 +19,10 @@ import rldata.report
 import rldata.verify  # noqa: F401
 from rldata._version import __version__
 from rldata.api import (
+    blast_radius,
     cost,
+    decontaminate,
+    dedup,
     env_list,
     env_register,
     env_show,
@@ -27,6 +31,7 @@ from rldata.api import (
     ingest,
     judge,
     judge_export,
+    lint,
     passrates,
     report,
     sample,
@@ -43,7 +48,10 @@ __all__ = [
     "SchemaError",
     "Store",
     "__version__",
+    "blast_radius",
     "cost",
+    "decontaminate",
+    "dedup",
     "env_list",
     "env_register",
     "env_show",
@@ -52,6 +60,7 @@ __all__ = [
     "ingest",
     "judge",
     "judge_export",
+    "lint",
     "open_store",
     "passrates",
     "report",

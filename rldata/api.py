@@ -11,8 +11,9 @@
 >>> rldata.report(store, out="report/").html
 
 Beside the stages (in :mod:`rldata.verbs`): ``passrates`` (the ledger), ``cost`` (GPU-hours),
-``judge`` / ``judge_export`` (the generative judge, preference pairs) and ``env_register`` /
-``env_list`` / ``env_show`` (environments): one verb per ``rldata`` command that computes something.
+``judge`` / ``judge_export`` (the generative judge, preference pairs), ``env_register`` /
+``env_list`` / ``env_show`` (environments) and ``decontaminate`` / ``dedup`` / ``lint`` /
+``blast_radius`` (data quality): one verb per ``rldata`` command that computes something.
 
 ``store`` is a :class:`~rldata.store.core.Store` or a store root (a path or an ``s3://`` URI); a verb
 checks its parameters before it opens (or creates) the store.
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,16 @@ from rldata.store.outputs import check_output_path
 from rldata.verbs import (
     StoreLike,
     _open,
+    blast_radius,
     cost,
+    decontaminate,
+    dedup,
     env_list,
     env_register,
     env_show,
     judge,
     judge_export,
+    lint,
     passrates,
 )
 
@@ -72,7 +77,10 @@ __all__ = [
     "TableResult",
     "TrainResult",
     "VerifyResult",
+    "blast_radius",
     "cost",
+    "decontaminate",
+    "dedup",
     "env_list",
     "env_register",
     "env_show",
@@ -81,6 +89,7 @@ __all__ = [
     "ingest",
     "judge",
     "judge_export",
+    "lint",
     "passrates",
     "report",
     "sample",
@@ -88,6 +97,16 @@ __all__ = [
     "train",
     "verify",
 ]
+
+
+def _flags(store, include_flagged: bool):
+    """The flagged tasks filter, stratify, train and export leave out (rldata.quality.flags); None
+    when ``include_flagged``."""
+    if include_flagged:
+        return None
+    from rldata.quality.flags import flagged
+
+    return flagged(store)
 
 
 # ---- the verbs ----------------------------------------------------------------------------------
@@ -241,20 +260,28 @@ def filter(store: StoreLike, *, config=None, **overrides: Any):
                 "--verifier-key and --domain",
                 field="from_run",
             )
+        st = _open(store, create=True)
+        flags = _flags(st, cfg.include_flagged)
         result, _ = filter_from_run(
-            _open(store, create=True),
+            st,
             name=cfg.name,
             run_id=cfg.from_run,
             band=b,
             version=cfg.version,
             min_n=1 if cfg.min_n is None else cfg.min_n,
             dry_run=cfg.dry_run,
+            flagged=None if flags is None else flags.tasks,
+            flag_versions=None if flags is None else flags.versions,
         )
         return result
     if cfg.version is not None:
         raise RldataError("--version needs --from-run", field="version")
+    st = _open(store, create=True)
+    flags = _flags(st, cfg.include_flagged)
     result, _ = filter_store(
-        _open(store, create=True),
+        st,
+        flagged=None if flags is None else flags.tasks,
+        flag_versions=None if flags is None else flags.versions,
         name=cfg.name,
         band=b,
         model=cfg.model,
@@ -282,8 +309,12 @@ def stratify(store: StoreLike, *, config=None, **overrides: Any):
     parsed = (
         parse_buckets(buckets) if isinstance(buckets, str) else (None if buckets is None else list(buckets))
     )
+    st = _open(store, create=True)
+    flags = _flags(st, cfg.include_flagged)
     return stratify_store(
-        _open(store, create=True),
+        st,
+        flagged=None if flags is None else flags.tasks,
+        flag_versions=None if flags is None else flags.versions,
         selection=cfg.selection,
         buckets=parsed,
         quantiles=cfg.quantiles,
@@ -341,7 +372,12 @@ def _train(store: StoreLike, command) -> TrainResult:
         tracker=run.tracker,
         tracker_dir=run.tracker_dir,
     )
-    return TrainResult.of(run_train(_open(store, create=True), command.train, opts))
+    st = _open(store, create=True)
+    flags = _flags(st, run.include_flagged)  # left out of the run's task pool (rldata.quality.flags)
+    if flags is not None:
+        info = {"include_flagged": False, "versions": flags.versions, "flagged": flags.counts()}
+        opts = replace(opts, exclude=tuple(flags.ids), exclude_info=info)
+    return TrainResult.of(run_train(st, command.train, opts))
 
 
 def export(
@@ -354,20 +390,23 @@ def export(
     run_id: str | None = None,
     where: str | None = None,
     correct_only: bool = False,
+    include_flagged: bool = False,
     **options: Any,
 ) -> ExportResult:
     """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
     ``options`` are :class:`rldata.interop.export.ExportSpec` fields: ``bucket``, ``split`` and
     ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
     (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
-    data, and swaps the directory into place only when complete."""
+    data, and swaps the directory into place only when complete.  Tasks flagged by ``decontaminate``,
+    ``lint`` or ``dedup`` are left out (counted in the manifest) unless ``include_flagged``."""
     from rldata.configs.fields import load
     from rldata.interop.options import ExportConfig
 
     # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store
     load(
         ExportConfig, None, out=os.fspath(out), format=format, selection=selection, rollouts=rollouts,
-        run_id=run_id, where=where, correct_only=correct_only, **options,
+        run_id=run_id, where=where, correct_only=correct_only, include_flagged=include_flagged,
+        **options,
     )  # fmt: skip
     st = _open(store, create=False)
     if rollouts:
@@ -408,7 +447,14 @@ def export(
                 f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}", field=unknown[0]
             )
         spec = ExportSpec(selection=selection, format=format, **options)
-        m = export_selection(st, spec=spec, out=out)
+        flags = _flags(st, include_flagged)
+        m = export_selection(
+            st,
+            spec=spec,
+            out=out,
+            exclude=None if flags is None else flags.tasks,
+            exclude_versions=None if flags is None else flags.versions,
+        )
     files = tuple(f["path"] for f in m["files"])  # write_export_dir lists {path, bytes, sha256}
     return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 

@@ -11,6 +11,9 @@ result with ``to_dict()``.  The ``rldata`` commands of the same names are thin c
 >>> rldata.judge_export(store, out="prefs/").rows
 >>> rldata.env_register(store, spec="calc.yaml").version
 >>> rldata.env_list(store).rows
+>>> rldata.decontaminate(store, eval="math500.jsonl").flagged      # data quality: docs/quality.md
+>>> rldata.lint(store).by_rule
+>>> rldata.blast_radius(store, pack="math500").runs
 """
 
 from __future__ import annotations
@@ -33,7 +36,19 @@ from rldata.results import (
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store, open_store
 
-__all__ = ["cost", "env_list", "env_register", "env_show", "judge", "judge_export", "passrates"]
+__all__ = [
+    "blast_radius",
+    "cost",
+    "decontaminate",
+    "dedup",
+    "env_list",
+    "env_register",
+    "env_show",
+    "judge",
+    "judge_export",
+    "lint",
+    "passrates",
+]
 
 # A store, its root (a path or an s3:// URI), or a function ``(*, create) -> Store`` that opens it
 # (the CLI's: a verb opens the store only once its parameters passed, so a refused call creates none).
@@ -326,3 +341,59 @@ def env_show(store: StoreLike, *, name: str) -> TableResult:
     from rldata.envs.catalog import get_env
 
     return TableResult(rows=get_env(_open(store, create=False), name))
+
+
+# ---- data quality (rldata.quality, docs/quality.md) ----------------------------------------------
+def decontaminate(store: StoreLike, *, config=None, progress: bool = False, **overrides: Any):
+    """Match every task (or those ``where`` picks) against an eval pack and record each match in
+    ``contamination`` with its detector, score and span: the pack is ``eval`` (a file or directory,
+    stored under ``name`` as versioned ``eval_items``), a bundled ``eval_sample``, or the stored pack
+    ``name``.  ``action`` flag (default: filter, stratify, train and export then leave the tasks out)
+    or drop (delete them from tasks).  ``config`` (a :class:`rldata.quality.DecontaminateConfig`, a
+    mapping or a YAML/TOML file) and ``overrides`` are its fields by name (docs/options.md).  Returns
+    :class:`rldata.quality.decontaminate.DecontaminateResult`."""
+    from rldata.configs.fields import load
+    from rldata.quality.config import DecontaminateConfig
+    from rldata.quality.decontaminate import decontaminate_store
+
+    cfg = load(DecontaminateConfig, config, **overrides)
+    return decontaminate_store(_open(store, create=False), cfg, show_progress=progress)
+
+
+def dedup(store: StoreLike, *, config=None, **overrides: Any):
+    """``near=True``: cluster near-duplicate tasks (MinHash over token bigrams, ``jaccard`` threshold)
+    into ``near_duplicates`` and keep one per cluster by the stated rule (``source_priority``, then the
+    oldest); the others are flagged (``action`` flag) or deleted (drop).  Fields of
+    :class:`rldata.quality.DedupConfig`.  Returns :class:`rldata.quality.neardup.DedupResult`."""
+    from rldata.configs.fields import load
+    from rldata.quality.config import DedupConfig
+    from rldata.quality.neardup import dedup_store
+
+    cfg = load(DedupConfig, config, **overrides)
+    return dedup_store(_open(store, create=False), cfg)
+
+
+def lint(store: StoreLike, *, config=None, **overrides: Any):
+    """Run the lint rules (``rules``: names or prefixes; default all) over the tasks ``where`` picks:
+    format rules, verifier rules (the task's verifier on its gold answer, on no-op answers, twice) and
+    ``suspect_key`` (sampled answers that agree against the key).  Findings go to ``lint_findings``;
+    a rerun replaces them.  Fields of :class:`rldata.quality.LintConfig`.  Returns
+    :class:`rldata.quality.lint.LintResult`."""
+    from rldata.configs.fields import load
+    from rldata.quality.config import LintConfig
+    from rldata.quality.lint import lint_store
+
+    cfg = load(LintConfig, config, **overrides)
+    return lint_store(_open(store, create=False), cfg)
+
+
+def blast_radius(store: StoreLike, *, config=None, **overrides: Any):
+    """The runs (rollouts, tokens, steps, checkpoints) and exports that touched the tasks an eval
+    ``pack`` flagged, a lint ``rule`` found, or (neither) every flagged task.  Fields of
+    :class:`rldata.quality.BlastConfig`.  Returns :class:`rldata.quality.blast.BlastResult`."""
+    from rldata.configs.fields import load
+    from rldata.quality.blast import blast_radius_store
+    from rldata.quality.config import BlastConfig
+
+    cfg = load(BlastConfig, config, **overrides)
+    return blast_radius_store(_open(store, create=False), cfg)

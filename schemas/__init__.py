@@ -337,6 +337,91 @@ ENV_PROFILES = TableSchema(
     key=("profile_id",),
 )
 
+# ---- data quality (rldata.quality, docs/quality.md): eval packs, contamination, lint, near-duplicates ----
+EVAL_ITEMS = TableSchema(
+    "eval_items",
+    1,
+    pa.schema(
+        [
+            _f("pack", pa.string(), True, "eval pack name (rldata decontaminate --name)"),
+            _f(
+                "pack_version",
+                pa.string(),
+                True,
+                "content hash of the pack's items: a changed file is a new version",
+            ),
+            _f("eval_id", pa.string(), True, "sha256 of the item's normalized prompt"),
+            _f("prompt", pa.string(), True),
+            _f("answer", pa.string(), doc="the item's answer, when the file has one"),
+            _f("origin", pa.string(), doc="file:line (or file:row N) the item was read from"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("pack", "pack_version", "eval_id"),
+)
+
+CONTAMINATION = TableSchema(
+    "contamination",
+    1,
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True),
+            _f("pack", pa.string(), True),
+            _f("eval_id", pa.string(), True, "the eval item the task matched (eval_items.eval_id)"),
+            _f("method", pa.string(), True, "ngram | coverage | minhash"),
+            _f("pack_version", pa.string(), True),
+            _f("score", pa.float64(), True, "the detector's score (share of n-grams, coverage, Jaccard)"),
+            _f("threshold", pa.float64(), True, "the score the run flagged at"),
+            _f("span", pa.string(), doc="the matched text, in the task's normalized tokens"),
+            _f("detector_version", pa.string(), True),
+            _f("action", pa.string(), True, "flag (kept, left out downstream) | drop (removed from tasks)"),
+            _f("run_id", pa.string(), doc="the decontaminate run (runs.run_id)"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("task_id", "pack", "eval_id", "method"),
+    prune_by="task_id",
+    finite=("score", "threshold"),
+)
+
+LINT_FINDINGS = TableSchema(
+    "lint_findings",
+    1,
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True),
+            _f("rule", pa.string(), True, "e.g. answer.sentinel, semantic.oracle_max, suspect_key"),
+            _f("rule_version", pa.string(), True),
+            _f("severity", pa.string(), True, "error (left out downstream) | warning | info"),
+            _f("detail", pa.string(), doc="JSON: what the rule saw"),
+            _f("run_id", pa.string(), doc="the lint run (runs.run_id)"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("task_id", "rule"),
+    prune_by="task_id",
+)
+
+NEAR_DUPLICATES = TableSchema(
+    "near_duplicates",
+    1,
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True),
+            _f("cluster_id", pa.string(), True, "the task_id of the cluster's kept task"),
+            _f("keep", pa.bool_(), True, "the one task of the cluster that is kept"),
+            _f("similarity", pa.float64(), doc="MinHash Jaccard estimate with the kept task"),
+            _f("rule", pa.string(), doc="JSON: the keep rule (source priority, then oldest)"),
+            _f("method_version", pa.string(), True),
+            _f("action", pa.string(), True, "flag | drop"),
+            _f("run_id", pa.string()),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("task_id",),
+    prune_by="task_id",
+)
+
 TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
 
 
@@ -383,6 +468,10 @@ for _t in (
     SELECTIONS,
     METRICS,
     ENV_PROFILES,
+    EVAL_ITEMS,
+    CONTAMINATION,
+    LINT_FINDINGS,
+    NEAR_DUPLICATES,
 ):
     register(_t)
 del _t

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VERBS = (
     *("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report"),
     *("passrates", "cost", "judge", "judge_export", "env_register", "env_list", "env_show"),
+    *("decontaminate", "dedup", "lint", "blast_radius"),
 )
 
 
@@ -144,6 +145,10 @@ COMMANDS = {
     "env_register": "env.py",
     "env_list": "env.py",
     "env_show": "env.py",
+    "decontaminate": "quality.py",
+    "dedup": "quality.py",
+    "lint": "quality.py",
+    "blast_radius": "quality.py",
 }
 
 

@@ -447,6 +447,11 @@ class TrainRun:
         "store only.",
     )
     tracker_dir: str | None = param(None, help="Where the tracker writes (default: OUT/RUN_ID/TRACKER).")
+    include_flagged: bool = param(
+        False,
+        help="Also train on tasks flagged by rldata decontaminate, lint (errors) or dedup --near (default: "
+        "left out when the run starts; the run's arguments record how many).",
+    )
 
     def __post_init__(self):
         validate(self)

@@ -69,6 +69,10 @@ class DriverOptions:
     # about the same for one step's rows as for ten, and on a small machine it competes with the
     # engine and the learner for the cores.  Checkpoints (and the end) always commit at once.
     writeback_interval_s: float = 2.0
+    # flagged tasks (rldata.quality.flags) never trained on, and what the run records about them
+    # (table versions read, tasks left out per reason); the ids stay out of the run's stored arguments
+    exclude: tuple[str, ...] = field(default=(), repr=False)
+    exclude_info: dict = field(default_factory=dict)
 
     def __post_init__(self):
         from rldata.names import check_name
@@ -207,7 +211,7 @@ def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions
 
     args = {
         "config": cfg.to_dict(),
-        "options": asdict(opts),
+        "options": {**asdict(opts), "exclude": len(opts.exclude)},
         "base_model": state.base.path,
         "start_step": state.start,
     }

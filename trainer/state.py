@@ -127,9 +127,14 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         cfg,
         sampler=opts.sampler,
         tasks_where=opts.tasks_where,
-        exclude=eval_ids,
+        exclude=[*eval_ids, *opts.exclude],  # held-out tasks, and flagged ones (rldata.quality)
         prior_model=base.name,
     )
+    if opts.exclude:
+        why = ", ".join(f"{k} {v}" for k, v in opts.exclude_info.get("flagged", {}).items())
+        log(
+            f"train: {len(opts.exclude)} flagged task(s) never drawn (--include-flagged trains on them): {why}"
+        )
     from rldata.rollout import bind_envs
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts

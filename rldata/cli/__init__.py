@@ -75,6 +75,7 @@ _COMMANDS = [
     "runs_cmds",
     "demo",
     "env",
+    "quality",
 ]
 
 

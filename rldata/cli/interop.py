@@ -44,12 +44,18 @@ def export(ctx: typer.Context, config: ExportConfig) -> None:
     res = run_export(
         get_store(ctx), out=c.out, format=c.format, selection=c.selection, run_id=c.run_id,
         where=c.where, correct_only=c.correct_only, bucket=c.bucket, split=c.split,
-        options=dict(c.options), **old,
+        options=dict(c.options), include_flagged=c.include_flagged, **old,
     )  # fmt: skip
     log(
         f"exported {res.rows} tasks of selection {c.selection!r} as {c.format} to {c.out} "
         f"({len(res.files)} files, content {res.manifest['content_hash'][:23]}...)"
     )
+    left = (res.manifest.get("flags") or {}).get("left_out") or {}
+    if left:
+        log(
+            "left out as flagged (--include-flagged exports them): "
+            + ", ".join(f"{k} {v}" for k, v in left.items())
+        )
 
 
 @command(ImportConfig)

@@ -21,6 +21,7 @@ from rldata.interop.options import ExportConfig, ImportConfig, format_option_tab
 from rldata.jobs.judge import JudgeConfig
 from rldata.jobs.profile import ProfileConfig
 from rldata.jobs.verify import VerifyJob
+from rldata.quality.config import BlastConfig, DecontaminateConfig, DedupConfig, LintConfig
 from rldata.trainer.config import TrainCommand
 
 __all__ = ["DOCS", "configs", "docs_table", "docs_tables", "main"]
@@ -63,6 +64,10 @@ def configs() -> dict[str, type]:
         "env register": EnvRegisterConfig,
         "env profile": ProfileConfig,
         "judge run": JudgeConfig,
+        "decontaminate": DecontaminateConfig,
+        "dedup": DedupConfig,
+        "lint": LintConfig,
+        "blast-radius": BlastConfig,
     }
 
 

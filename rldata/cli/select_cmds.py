@@ -47,6 +47,12 @@ def filter_cmd(
             f"rldata sql \"SELECT task_id, n FROM selections WHERE selection = '{name}' "
             "AND reason = 'insufficient_samples'\""
         )
+    flagged = {r: n for r, n in res.counts.items() if r not in REASONS and n}
+    if flagged:
+        log(
+            "left out as flagged (--include-flagged keeps them): "
+            + ", ".join(f"{r} {n}" for r, n in flagged.items())
+        )
     unsampled = res.counts.get("not_sampled", 0)
     if unsampled:
         log(f"{unsampled} task(s) have no samples for this ledger slice (not_sampled, dropped)")
@@ -57,7 +63,7 @@ def filter_cmd(
             "tasks": res.counts.get(r, 0),
             "share": res.counts.get(r, 0) / res.total if res.total else 0.0,
         }
-        for r in REASONS
+        for r in (*REASONS, *sorted(set(res.counts) - set(REASONS)))  # + flags: contaminated:PACK, ...
     ]
     done = (
         None

@@ -10,6 +10,11 @@ from rldata.errors import ConfigError
 
 __all__ = ["FilterConfig", "StratifyConfig"]
 
+_FLAGGED_HELP = (
+    "Keep tasks flagged by rldata decontaminate, lint (errors) or dedup --near (default: left out, the "
+    "flag stored as their reason)."
+)
+
 
 def _steps(text: str) -> tuple[int, ...]:
     """'100,300' -> (100, 300), as --phase-steps gives it."""
@@ -46,6 +51,7 @@ class FilterConfig:
         None, help="Decide on this training run's live pass-rate estimates instead of the offline ledger."
     )
     version: int | None = param(None, help="With --from-run: the run's policy version (default: its last).")
+    include_flagged: bool = param(False, help=_FLAGGED_HELP)
 
     def __post_init__(self):
         validate(self)
@@ -78,6 +84,7 @@ class StratifyConfig:
     )
     window: int = param(10, check=at_least(1), help="Promotion rules: steps of accuracy to average.")
     dominance: float = param(0.6, help="Warn when one category holds more than this of a bucket.")
+    include_flagged: bool = param(False, help=_FLAGGED_HELP)
 
     def __post_init__(self):
         validate(self)

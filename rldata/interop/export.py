@@ -49,6 +49,7 @@ __all__ = [
     "VerlOptions",
     "export_selection",
     "load_selection",
+    "record_export",
     "write_export_dir",
 ]
 
@@ -543,12 +544,38 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict[str, Any]:
-    """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest."""
+def export_selection(
+    store: Store,
+    *,
+    spec: ExportSpec,
+    out: str | Path,
+    exclude: pl.DataFrame | None = None,
+    exclude_versions: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest.
+
+    ``exclude`` (columns task_id, reason): kept tasks left out, the flagged ones
+    (:mod:`rldata.quality.flags`, read at ``exclude_versions``); the manifest's ``flags`` records
+    those versions and how many tasks each reason left out.  Each export is recorded in ``runs``
+    (kind ``export``): ``rldata blast-radius`` finds the exports that shipped a task through them."""
     out = Path(out).absolute()
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
+    # ---- flagged tasks (rldata decontaminate, lint, dedup --near) left out: issue 41 ----
+    flags: dict[str, Any] = {"include_flagged": exclude is None}
+    if exclude is not None:
+        left = frame.select("task_id").join(exclude.select("task_id", "reason"), on="task_id")
+        frame = frame.join(left.select("task_id"), on="task_id", how="anti")
+        flags |= {
+            "versions": dict(exclude_versions or {}),
+            "left_out": dict(left.group_by("reason").len().sort("reason").iter_rows()),
+        }
+        if frame.height == 0:
+            raise RldataError(
+                f"selection {spec.selection!r} keeps {left.height} task(s), all flagged "
+                f"({', '.join(flags['left_out'])}): nothing to export (include_flagged exports them)"
+            )
     fmt = get_format(spec.format)
     if fmt.prepare is not None:
         frame = fmt.prepare(store, frame, spec)
@@ -566,8 +593,38 @@ def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict
         "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
         "columns": table.schema.names,
         "options": asdict(spec.opts) if spec.opts is not None else {},
+        "flags": flags,
     }
-    return write_export_dir(out, table, lambda d: fmt.write(table, d, spec), fields)
+    manifest = write_export_dir(out, table, lambda d: fmt.write(table, d, spec), fields)
+    record_export(store, manifest, out)
+    return manifest
+
+
+def record_export(store: Store, manifest: dict[str, Any], out: Path) -> None:
+    """A ``runs`` row (kind ``export``, status done) for a finished export: where it is, what it
+    read.  The export stands whether or not the row lands: a store that cannot take it gets a warning."""
+    import uuid
+
+    from rldata.console import log
+
+    now = dt.datetime.now(dt.UTC)
+    keys = ("selection", "bucket", "format", "split", "store_versions", "flags", "rows", "content_hash")
+    row = {
+        "run_id": f"export-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}",
+        "kind": "export",
+        "args": json.dumps(
+            {"out": str(out), "selection": manifest.get("selection"), "format": manifest.get("format")}
+        ),
+        "store_versions": json.dumps(manifest.get("store_versions", {})),
+        "status": "done",
+        "started_at": now,
+        "ended_at": now,
+        "summary": json.dumps({"out": str(out), **{k: manifest.get(k) for k in keys}}, default=str),
+    }
+    try:
+        store.upsert("runs", [row])
+    except (RldataError, OSError) as e:
+        log(f"warning: exported to {out}, but could not record the export in runs: {e}")
 
 
 def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) -> dict[str, Any]:

@@ -152,6 +152,11 @@ class ExportConfig:
         help="--rollouts: SQL predicate over trajectories t (and tasks k).",
     )
     correct_only: bool = param(False, help="--rollouts: only trajectories that passed.")
+    include_flagged: bool = param(
+        False,
+        help="Also export tasks flagged by rldata decontaminate, lint (errors) or dedup --near (default: "
+        "left out, counted in the manifest).",
+    )
     prompt_style: str | None = _deprecated_option("prompt_style", "trl/openrlhf")
     answer_column: str | None = _deprecated_option("answer_column", "trl")
     input_key: str | None = _deprecated_option("input_key", "openrlhf")

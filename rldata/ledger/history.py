@@ -214,13 +214,16 @@ def filter_from_run(
     version: int | None = None,
     min_n: float = 1.0,
     dry_run: bool = False,
+    flagged=None,
+    flag_versions: dict | None = None,
 ):
     """The band filter on a run's live estimates at ``version``: each task's discounted counts
     (``s``, ``f``: its posterior without the flat pseudo-counts) give ``pass_rate = s / (s + f)``,
     decided against ``band``; fewer than ``min_n`` effective samples is ``insufficient_samples``,
     none at all ``not_sampled``.  Writes selection ``name`` in one commit unless ``dry_run``.
+    A kept task in ``flagged`` (task_id, reason) is dropped with the flag as its reason.
     Returns (rldata.ledger.select.FilterResult, the selection rows)."""
-    from rldata.ledger.select import REASONS, FilterResult, check_name
+    from rldata.ledger.select import REASONS, FilterResult, check_name, leave_out_flagged
 
     check_name(name)
     if min_n <= 0:
@@ -267,6 +270,7 @@ def filter_from_run(
         },
         orient="row",
     )
+    df, params["flags"] = leave_out_flagged(df, flagged, flag_versions)
     out = df.select(
         pl.lit(name).alias("selection"),
         "task_id",

@@ -56,6 +56,7 @@ __all__ = [
     "default_min_n",
     "dominance_warnings",
     "filter_store",
+    "leave_out_flagged",
     "parse_buckets",
     "quantile_buckets",
     "read_selection",
@@ -130,6 +131,25 @@ class FilterResult(Result):
         return self.counts.get("in_band", 0)
 
 
+# ---- flagged tasks (rldata.quality.flags: decontaminate, lint, dedup --near; issue 41) ----------
+def leave_out_flagged(
+    rows: pl.DataFrame, flagged: pl.DataFrame | None, versions: dict | None = None
+) -> tuple[pl.DataFrame, dict]:
+    """Kept rows whose task is in ``flagged`` (columns task_id, reason) become drops whose reason is
+    the flag (``contaminated:PACK``, ``lint:RULE``, ``near_duplicate``).  Returns the rows and what the
+    selection's ``params`` record under ``flags`` (``flagged`` None: nothing left out)."""
+    if flagged is None:
+        return rows, {"include_flagged": True}
+    hit = rows.join(flagged.select("task_id", pl.col("reason").alias("__flag")), on="task_id", how="left")
+    out = (pl.col("decision") == "keep") & pl.col("__flag").is_not_null()
+    left = dict(hit.filter(out).group_by("__flag").len().sort("__flag").iter_rows())
+    rows = hit.with_columns(
+        pl.when(out).then(pl.lit("drop")).otherwise(pl.col("decision")).alias("decision"),
+        pl.when(out).then(pl.col("__flag")).otherwise(pl.col("reason")).alias("reason"),
+    ).drop("__flag")
+    return rows, {"include_flagged": False, "versions": dict(versions or {}), "left_out": left}
+
+
 def filter_store(
     store,
     *,
@@ -141,11 +161,14 @@ def filter_store(
     min_n: int | None = None,
     domain: str | None = None,
     dry_run: bool = False,
+    flagged: pl.DataFrame | None = None,
+    flag_versions: dict | None = None,
 ) -> tuple[FilterResult, pl.DataFrame]:
     """Decide every task against one ledger slice and (unless ``dry_run``) write selection ``name``.
 
     The universe is the tasks table (restricted to ``domain`` if given) plus any task that has a
-    pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.
+    pass-rate row for the slice; tasks without one get n=0 and ``not_sampled``.  A kept task in
+    ``flagged`` (task_id, reason) is dropped with the flag as its reason (:func:`leave_out_flagged`).
     """
     check_name(name)
     pr_version = store.version("passrates")
@@ -186,6 +209,7 @@ def filter_store(
         raise ConfigError(f"min_n must be >= 1, got {min_n}", field="min_n")
     # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive.filter)
     decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
+    decided, flags = leave_out_flagged(decided, flagged, flag_versions)
     decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {
         "band": [band.low, band.high],
@@ -194,6 +218,7 @@ def filter_store(
         "domain": domain,
         **key,
         **({"decided_by": decided_by} if set(decided_by) - {"fixed"} else {}),
+        "flags": flags,
     }
     rows = decided.select(
         pl.lit(name).alias("selection"),
@@ -378,14 +403,18 @@ def stratify_store(
     phase_steps: list[int] | None = None,
     dominance: float = 0.6,
     window: int = 10,
+    flagged: pl.DataFrame | None = None,
+    flag_versions: dict | None = None,
 ) -> StratifyResult:
-    """Bucket the kept tasks of ``selection`` (one commit) and write the curriculum file ``out``."""
+    """Bucket the kept tasks of ``selection`` (one commit) and write the curriculum file ``out``.
+    A kept task flagged since the filter (``flagged``) is dropped first, with the flag as its reason."""
     if (buckets is None) == (quantiles is None):
         raise ConfigError("give exactly one of buckets and quantiles", field="buckets")
     if out is not None:  # before the commit below: a bad path must not leave buckets half-done
         check_output_path(out, store=store, name="curriculum")
         check_writable(out)
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)
+    sel, flags = leave_out_flagged(sel, flagged, flag_versions)
     kept = sel.filter(pl.col("decision") == "keep")
     if buckets is None:
         buckets = quantile_buckets(kept["pass_rate"], quantiles)
@@ -422,7 +451,11 @@ def stratify_store(
     )
     merged = {
         **selection_params(store, selection),
-        "stratify": {"buckets": [[b.name, b.low, b.high] for b in buckets], "quantiles": quantiles},
+        "stratify": {
+            "buckets": [[b.name, b.low, b.high] for b in buckets],
+            "quantiles": quantiles,
+            "flags": flags,
+        },
     }
     assigned = assigned.with_columns(pl.lit(json.dumps(merged, sort_keys=True)).alias("params"))
     # the curriculum is written in full before the commit and published after it: a path that cannot

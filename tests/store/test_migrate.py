@@ -58,7 +58,7 @@ def _renamed(name: str, table: pa.Table) -> pa.Table:
 
 def test_the_fixture_is_a_version_1_store(v1):
     for name in schemas.TABLES:
-        if name != "env_profiles":  # added after this release
+        if (v1 / name).exists():  # env_profiles and the data-quality tables came after this release
             assert table_version(DeltaTable(str(v1 / name))) == 1
     assert "env_id" not in DeltaTable(str(v1 / "tasks")).schema().to_arrow().names
 
