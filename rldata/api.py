@@ -326,6 +326,18 @@ def stratify(store: StoreLike, *, config=None, **overrides: Any):
     )
 
 
+def _quality_page(store, out) -> dict:
+    """The data-quality page (rldata.report.quality) when the store holds a flag; else nothing."""
+    from rldata.quality.blast import blast_radius_store, flags_by_source
+    from rldata.quality.config import BlastConfig
+    from rldata.report.quality import render_quality
+
+    by_source = flags_by_source(store)
+    if not by_source.height:
+        return {}
+    return render_quality(by_source, blast_radius_store(store, BlastConfig()).runs, out)
+
+
 def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     """Curriculum-aware distributed GRPO on Ray; every rollout and metric lands in the store.
 
@@ -473,7 +485,9 @@ def report(
 ) -> ReportResult:
     """Write PNG plots and one self-contained HTML page: the selection's pass-rate histogram,
     buckets and savings, plus a training page for ``runs`` (overlaid, or grouped by ``group_by``),
-    plus a verifier audit section with ``audit_verifier``.  A store with no selection yet gets the
+    plus a verifier audit section with ``audit_verifier``, plus a data-quality page
+    (``quality.html``: flags per source and rule, the runs that drew flagged tasks) when the store
+    holds flags.  A store with no selection yet gets the
     training page only."""
     from rldata.report.overview import gather
     from rldata.report.page import render
@@ -487,7 +501,7 @@ def report(
     check_output_path(out, store=st, name="out")
     runs = list(runs or ())
     if runs and selection is None and st.scan("selections").select("selection").head(1).collect().height == 0:
-        files = render_training(st, runs, out, group_by=group_by)
+        files = render_training(st, runs, out, group_by=group_by) | _quality_page(st, out)
         return ReportResult(
             out=str(out),
             html=str(files["training_html"]),
@@ -500,7 +514,7 @@ def report(
         from rldata.audit import audit_store
 
         audit = audit_store(st, verifier=audit_verifier, against=audit_against)
-    files = render(ov, out, store=st, runs=tuple(runs), group_by=group_by)
+    files = render(ov, out, store=st, runs=tuple(runs), group_by=group_by) | _quality_page(st, out)
     if audit is not None:
         from rldata.audit import add_to_report
 

@@ -228,9 +228,15 @@ def _filtered(
 
 
 def load_selection(
-    store: Store, *, selection: str, bucket: str | None = None, versions: dict[str, int] | None = None
+    store: Store,
+    *,
+    selection: str,
+    bucket: str | None = None,
+    versions: dict[str, int] | None = None,
+    exclude: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The kept rows of ``selection`` (and ``bucket``) joined with their tasks, ordered by task id.
+    """The kept rows of ``selection`` (and ``bucket``) joined with their tasks, ordered by task id,
+    less the tasks in ``exclude`` (a frame with task_id: flagged tasks, which may be gone from tasks).
 
     Returns ``(rows, selection_rows)``.  Raises :class:`RldataError` for an unknown selection, one
     that keeps nothing, an empty bucket, or kept tasks missing from the tasks table.
@@ -261,6 +267,8 @@ def load_selection(
                 f"buckets: {', '.join(have) if have else 'none (run `rldata stratify`)'}"
             )
         kept = in_bucket
+    if exclude is not None:
+        kept = kept.join(exclude.select("task_id"), on="task_id", how="anti")
     ids = kept["task_id"]
     tasks = _filtered(store, "tasks", versions.get("tasks"), pl.col("task_id").is_in(ids.implode()))
     tasks = tasks.unique(subset=["task_id"], keep="first")
@@ -561,21 +569,26 @@ def export_selection(
     out = Path(out).absolute()
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
-    frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
     # ---- flagged tasks (rldata decontaminate, lint, dedup --near) left out: issue 41 ----
     flags: dict[str, Any] = {"include_flagged": exclude is None}
     if exclude is not None:
-        left = frame.select("task_id").join(exclude.select("task_id", "reason"), on="task_id")
-        frame = frame.join(left.select("task_id"), on="task_id", how="anti")
+        kept = _filtered(store, "selections", versions["selections"], pl.col("selection") == spec.selection)
+        kept = kept.filter(pl.col("decision") == "keep")
+        if spec.bucket is not None:
+            kept = kept.filter(pl.col("bucket") == spec.bucket)
+        left = kept.select("task_id").join(exclude.select("task_id", "reason"), on="task_id")
         flags |= {
             "versions": dict(exclude_versions or {}),
             "left_out": dict(left.group_by("reason").len().sort("reason").iter_rows()),
         }
-        if frame.height == 0:
+        if left.height and left.height == kept.height:
             raise RldataError(
                 f"selection {spec.selection!r} keeps {left.height} task(s), all flagged "
                 f"({', '.join(flags['left_out'])}): nothing to export (include_flagged exports them)"
             )
+    frame, sel = load_selection(
+        store, selection=spec.selection, bucket=spec.bucket, versions=versions, exclude=exclude
+    )
     fmt = get_format(spec.format)
     if fmt.prepare is not None:
         frame = fmt.prepare(store, frame, spec)

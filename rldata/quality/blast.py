@@ -30,7 +30,7 @@ from rldata.quality.config import BlastConfig
 from rldata.quality.flags import flagged
 from rldata.results import Result
 
-__all__ = ["BlastResult", "blast_radius_store", "target_tasks"]
+__all__ = ["BlastResult", "blast_radius_store", "flags_by_source", "target_tasks"]
 
 _RUNS = """
 SELECT j.run_id,
@@ -222,3 +222,19 @@ def blast_radius_store(store, cfg: BlastConfig) -> BlastResult:
         orient="row",
     )
     return BlastResult(target=target, tasks=ids.num_rows, runs=runs, exports=exports)
+
+
+_BY_SOURCE = """
+SELECT coalesce(k.source, '(dropped)') AS source, f.flag, f.severity, count(DISTINCT f.task_id) AS tasks FROM (
+    SELECT task_id, 'contaminated:' || pack AS flag, 'error' AS severity FROM contamination
+    UNION ALL SELECT task_id, rule, severity FROM lint_findings
+    UNION ALL SELECT task_id, 'near_duplicate', 'error' FROM near_duplicates WHERE NOT keep
+) f LEFT JOIN tasks k ON k.task_id = f.task_id
+GROUP BY ALL ORDER BY source, flag
+"""
+
+
+def flags_by_source(store) -> pl.DataFrame:
+    """Tasks per (source, flag, severity): every contamination pack, lint rule and near-duplicate
+    (``error`` rows are the ones left out downstream).  The report's data-quality page."""
+    return store.sql(_BY_SOURCE).pl()

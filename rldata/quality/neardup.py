@@ -6,7 +6,7 @@ MinHash and indexed with LSH (rensa, as the ``minhash`` contamination detector d
 candidates are checked against the ``jaccard`` threshold and must hold the same numbers (a template
 with other numbers is another problem: ``9+8+7=`` and ``8+8+7=`` share most bigrams), and the pairs
 that pass are joined into clusters (connected components).  In each cluster one task is kept by a stated rule: the first source
-in ``source_priority`` (unlisted sources after the listed ones, by name), then the oldest
+in ``source_priority`` (every unlisted source after the listed ones, as one), then the oldest
 ``created_at``, then the smallest ``task_id``.
 
 The clusters go to ``near_duplicates`` (one row per task of a cluster of two or more; ``cluster_id`` is
@@ -94,7 +94,7 @@ def _keep_order(tasks: pl.DataFrame, priority: tuple[str, ...] | None) -> pl.Dat
     rank = {s: i for i, s in enumerate(priority or ())}
     return tasks.with_columns(
         pl.col("source").replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("__rank")
-    ).sort("cluster", "__rank", "source", "created_at", "task_id")
+    ).sort("cluster", "__rank", "created_at", "task_id")
 
 
 def dedup_store(store, cfg: DedupConfig) -> DedupResult:

@@ -3,7 +3,7 @@
 For each task, the answers the verifier extracted from its stored samples (``verifications.extracted``
 of the ``answer`` layer, joined to ``trajectories`` for the model that wrote them; the task's most
 used verifier version only, one verdict per sample) are grouped after light normalisation (a number's
-canonical form: ``1,000.0`` and ``$1000`` are one answer; text case-folded).  A task is a suspect when
+value: ``1,000.0``, ``$1000`` and ``1000`` are one answer; text case-folded).  A task is a suspect when
 
 - it has at least ``min_samples`` verified samples,
 - one answer holds at least ``share`` of them,
@@ -17,6 +17,7 @@ revision, policy versions) behind the majority answer, so a reader can weigh who
 from __future__ import annotations
 
 import json
+from decimal import Decimal, InvalidOperation
 
 import polars as pl
 import pyarrow as pa
@@ -43,7 +44,12 @@ def canonical_answer(text: str | None) -> str | None:
     if not t:
         return None
     num = clean_number(t)
-    return num if num is not None else " ".join(t.rstrip(".").split()).casefold()
+    if num is None:
+        return " ".join(t.rstrip(".").split()).casefold()
+    try:  # one spelling per value: 27, 27.0 and 27.00 are one answer
+        return format(Decimal(num).normalize(), "f")
+    except InvalidOperation:  # a fraction or another form Decimal does not read
+        return num
 
 
 def suspect_findings(

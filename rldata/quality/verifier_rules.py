@@ -5,7 +5,10 @@ the task's domain default, or ``--verifier``; math-verify in its killable child,
 
 - ``semantic.oracle_max``: the gold answer written as a model writes it (a worked line ending in
   ``\\boxed{GOLD}``, and for a plain answer "The answer is GOLD.") must pass; a fail, or a verifier
-  error, is a finding.  A gold math-verify cannot parse is ``answer.unparseable`` instead.
+  error, is a finding.
+- ``answer.unparseable`` (math tasks): math-verify finds no expression in the gold (its parse keeps
+  only the raw text, as for ``\\frac{1}{`` or ``???``): every comparison with it is a string match.
+  The parse runs as a verifier (:class:`GoldParses`), so it gets the same child process and deadline.
 - ``semantic.canary_floor``: no-op answers must fail: the empty completion, the question repeated, a
   refusal ("I don't know."), an empty box.  Any that passes is a finding.
 - ``semantic.verifier_determinism``: all of the above scored a second time, in a second batch; a
@@ -35,6 +38,34 @@ CANARIES = (
     ("refusal", "I don't know."),
     ("empty_box", "The answer is $\\boxed{}$."),
 )
+
+
+class GoldParses:
+    """``passed`` when math-verify parses the task's gold into an expression (not only its raw text).
+    Run through :func:`rldata.verify.run.verify_many` by its path, like any ``module:Class`` verifier."""
+
+    name = "gold-parses"
+    version = "1"
+
+    def extract(self, completion, task):
+        return None
+
+    def check(self, extracted, task) -> list[Verdict]:
+        from rldata.verify.extract import extract_answer
+        from rldata.verify.math import parse_answer
+
+        gold = str(task.get("answer") or "").strip()
+        if "####" in gold or "\\boxed" in gold:
+            gold = extract_answer(gold) or gold
+        parsed = parse_answer(gold) if gold else ()
+        ok = any(not isinstance(p, str) for p in parsed)
+        return [Verdict(ok, float(ok), None, detail={"gold": gold[:200]})]
+
+    def verify(self, completion, task):
+        return self.check(None, task)
+
+
+_GOLD_PARSES = f"{__name__}:GoldParses"
 
 
 def oracle_forms(gold: str) -> list[tuple[str, str]]:
@@ -68,7 +99,7 @@ def verifier_findings(
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Rows (task_id, rule, detail) for the verifier rules in ``rules``, and per rule the tasks skipped."""
     rules = set(rules)
-    want_oracle = bool(rules & {"semantic.oracle_max", "answer.unparseable", "semantic.verifier_determinism"})
+    want_oracle = bool(rules & {"semantic.oracle_max", "semantic.verifier_determinism"})
     want_canary = bool(rules & {"semantic.canary_floor", "semantic.verifier_determinism"})
     items, owners = [], []  # (verifier, completion, task), (task_id, kind, form)
     skipped = 0
@@ -86,6 +117,9 @@ def verifier_findings(
             skipped += 1
             continue
         task = {k: row.get(k) for k in ("prompt", "answer", "tests", "metadata")}
+        if "answer.unparseable" in rules and name == "math":
+            items.append((_GOLD_PARSES, None, task))
+            owners.append((row["task_id"], "gold", "parse"))
         if want_oracle and name not in _NO_ORACLE:
             for form, text in oracle_forms(str(gold).strip()):
                 items.append((name, text, task))
@@ -103,14 +137,15 @@ def verifier_findings(
     found: dict[tuple[str, str], dict] = {}
     for i, ((tid, kind, form), vs) in enumerate(zip(owners, first, strict=True)):
         passed = all_passed(vs)
-        if kind == "oracle" and passed is not True:
-            parse = passed is None and any("does not parse" in (v.error or "") for v in vs)
-            rule = "answer.unparseable" if parse else "semantic.oracle_max"
-            if rule in rules:
-                found.setdefault((tid, rule), {"form": form, **_why(vs)})
+        if kind == "gold":
+            if passed is False:
+                found[(tid, "answer.unparseable")] = {"gold": (vs[0].detail or {}).get("gold")}
+            continue
+        if kind == "oracle" and passed is not True and "semantic.oracle_max" in rules:
+            found.setdefault((tid, "semantic.oracle_max"), {"form": form, **_why(vs)})
         if kind == "canary" and passed is True and "semantic.canary_floor" in rules:
             found.setdefault((tid, "semantic.canary_floor"), {"canary": form, **_why(vs)})
-        if second is not None and _key(vs) != _key(second[i]):
+        if second is not None and kind != "gold" and _key(vs) != _key(second[i]):
             found.setdefault(
                 (tid, "semantic.verifier_determinism"),
                 {"completion": f"{kind}:{form}", "first": _why(vs), "second": _why(second[i])},
