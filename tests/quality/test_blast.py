@@ -54,7 +54,7 @@ def trained(tmp_path_factory):
 
 
 def test_flagged_tasks_are_never_drawn_and_the_run_records_it(trained):
-    tmp, root, before = trained
+    _, root, before = trained
     store = open_store(root)
     drawn = set(store.sql("SELECT DISTINCT task_id FROM trajectories WHERE run_id = 'blast'").pl()["task_id"])
     assert drawn and not drawn & before

@@ -46,9 +46,7 @@ def test_dedup_keeps_one_per_cluster_by_source_priority_then_age(tmp_path, capsy
         ],
     )
     root = str(tmp_path / "s")
-    code, out, err = run(
-        capsys, "--store", root, "dedup", "--near", "--source-priority", "curated", "--format", "json"
-    )
+    code, _, err = run(capsys, "--store", root, "dedup", "--near", "--source-priority", "curated")
     assert code == 0 and "2 cluster(s) among 6 tasks, 3 near-duplicate(s) flagged" in err, err
     rows = store.read("near_duplicates").sort("task_id")
     kept = set(rows.filter(pl.col("keep"))["task_id"])
