@@ -113,9 +113,18 @@ class _GramTable:
             found.append(np.stack([doc[rep].astype(np.uint64), items[at].astype(np.uint64), g[rep]], axis=1))
         if not found:
             return np.zeros((0, 5), dtype=np.int64)
-        triples = np.unique(np.concatenate(found), axis=0)  # distinct n-grams per pair
-        pairs, shared = np.unique(triples[:, :2], axis=0, return_counts=True)
-        pairs = pairs.astype(np.int64)
+        triples = np.concatenate(found)
+        per_pair = (  # distinct n-grams per (task, item)
+            pl.DataFrame(
+                {"t": triples[:, 0].astype(np.int64), "e": triples[:, 1].astype(np.int64), "h": triples[:, 2]}
+            )
+            .unique()
+            .group_by("t", "e")
+            .len()
+            .sort("t", "e")
+        )
+        pairs = per_pair.select("t", "e").to_numpy()
+        shared = per_pair["len"].to_numpy().astype(np.int64)
         return np.column_stack([pairs, shared, self.distinct[pairs[:, 1]], np.full(len(pairs), self.n)])
 
 
@@ -146,47 +155,74 @@ class EvalIndex:
         return self.tables[n]
 
 
+def gram_frame(toks: Tokens, c: int) -> pl.DataFrame:
+    """Every c-gram of every text: (doc, start, h), start counted within the text."""
+    g, start = rolling(toks, c)
+    doc = np.searchsorted(toks.offsets, start, side="right") - 1
+    return pl.DataFrame(
+        {"doc": doc.astype(np.int64), "start": start - toks.offsets[doc], "h": g},
+        schema={"doc": pl.Int64, "start": pl.Int64, "h": pl.UInt64},
+    )
+
+
+def _covered(pairs: pl.DataFrame, side: pl.DataFrame, other: pl.DataFrame, c: int) -> pl.DataFrame:
+    """(pair, pos): the positions of ``side``'s text in each pair inside a c-gram ``other``'s text of
+    the pair also holds.  ``pairs`` has pair, side, other; ``side``/``other`` are c-gram frames."""
+    hits = pairs.join(side.rename({"doc": "side"}), on="side").join(
+        other.select(pl.col("doc").alias("other"), "h").unique(), on=["other", "h"], how="semi"
+    )
+    pos = hits.select("pair", (pl.col("start") + pl.int_ranges(0, c)).alias("pos")).explode("pos")
+    return pos.unique()
+
+
 def _coverage(task: Tokens, item: Tokens, pairs: np.ndarray, c: int) -> np.ndarray:
-    """For (task idx, item idx) pairs: the share of the item's tokens inside a c-gram the task holds."""
+    """For (task idx, item idx) pairs: the share of the item's tokens inside a c-gram the task holds
+    (an item shorter than c: 1 when the task holds it whole, else 0)."""
     out = np.zeros(len(pairs))
-    task_grams = {}
-    for row, (t, e) in enumerate(pairs.tolist()):
+    if not len(pairs):
+        return out
+    lengths = item.lengths[pairs[:, 1]]
+    frame = pl.DataFrame({"pair": np.arange(len(pairs)), "side": pairs[:, 1], "other": pairs[:, 0]})
+    long = frame.filter(pl.Series(lengths >= c))
+    pos = _covered(long, gram_frame(item, c), gram_frame(task, c), c)
+    counts = pos.group_by("pair").len()
+    out[counts["pair"].to_numpy()] = counts["len"].to_numpy() / lengths[counts["pair"].to_numpy()]
+    for k in np.flatnonzero((lengths < c) & (lengths > 0)).tolist():  # short items: a whole match
+        t, e = int(pairs[k, 0]), int(pairs[k, 1])
         one = subset(item, np.array([e]))
-        length = int(one.lengths[0])
-        if length < c:  # a short item: covered only as a whole run
-            tg = task_grams.setdefault(
-                (t, length), set(rolling(subset(task, np.array([t])), length)[0].tolist())
-            )
-            out[row] = float(int(whole(one)[0]) in tg) if length else 0.0
-            continue
-        tg = task_grams.setdefault((t, c), set(rolling(subset(task, np.array([t])), c)[0].tolist()))
-        ig, starts = rolling(one, c)
-        covered = np.zeros(length, dtype=bool)
-        for s in starts[np.fromiter((h in tg for h in ig.tolist()), dtype=bool, count=len(ig))].tolist():
-            covered[s : s + c] = True
-        out[row] = covered.mean()
+        out[k] = float(
+            int(whole(one)[0]) in set(rolling(subset(task, np.array([t])), int(one.lengths[0]))[0].tolist())
+        )
     return out
 
 
-def _span(task_tokens: list[str], task: Tokens, item: Tokens, c: int) -> str:
-    """The longest run of the task's tokens inside c-grams the item also holds, as text."""
-    c = max(1, min(c, int(item.lengths[0]) or 1))
-    ig = set(rolling(item, c)[0].tolist())
-    tg, starts = rolling(task, c)
-    covered = np.zeros(int(task.lengths[0]), dtype=bool)
-    for s, h in zip(starts.tolist(), tg.tolist(), strict=True):
-        if h in ig:
-            covered[s : s + c] = True
-    best, run_start, best_at = 0, None, (0, 0)
-    for i, on in enumerate([*covered.tolist(), False]):
-        if on and run_start is None:
-            run_start = i
-        elif not on and run_start is not None:
-            if i - run_start > best:
-                best, best_at = i - run_start, (run_start, i)
-            run_start = None
-    text = " ".join(task_tokens[best_at[0] : best_at[1]])
-    return text if len(text) <= _SPAN_CHARS else text[: _SPAN_CHARS - 3] + "..."
+def _spans(words: list[list[str]], task: Tokens, item: Tokens, rows: pl.DataFrame) -> list[str]:
+    """For rows (t, e, c): the longest run of task t's tokens inside c-grams item e also holds, as text."""
+    item_len = item.lengths[rows["e"].to_numpy()]
+    c_eff = np.maximum(1, np.minimum(rows["c"].to_numpy(), np.maximum(item_len, 1)))
+    frame = rows.with_columns(pl.Series("c_eff", c_eff), pl.int_range(pl.len()).alias("pair"))
+    parts = []
+    for c in np.unique(c_eff).tolist():
+        sel = frame.filter(pl.col("c_eff") == c).select(
+            "pair", pl.col("t").alias("side"), pl.col("e").alias("other")
+        )
+        parts.append(_covered(sel, gram_frame(task, c), gram_frame(item, c), c))
+    pos = pl.concat(parts) if parts else pl.DataFrame(schema={"pair": pl.Int64, "pos": pl.Int64})
+    runs = (
+        pos.sort("pair", "pos")
+        .with_columns((pl.col("pos") - pl.col("pos").rank("ordinal").over("pair")).alias("run"))
+        .group_by("pair", "run")
+        .agg(pl.col("pos").min().alias("a"), pl.len().alias("n"))
+        .sort("pair", "n", "a", descending=[False, True, False])
+        .unique("pair", keep="first")
+    )
+    best = {p: (a, a + n) for p, a, n in runs.select("pair", "a", "n").iter_rows()}
+    out = []
+    for p, t in enumerate(rows["t"].to_list()):
+        a, b = best.get(p, (0, 0))
+        text = " ".join(words[t][a:b])
+        out.append(text if len(text) <= _SPAN_CHARS else text[: _SPAN_CHARS - 3] + "...")
+    return out
 
 
 def detect(
@@ -293,12 +329,10 @@ def _with_spans(tasks: pl.DataFrame, index: EvalIndex, rows: pl.DataFrame) -> pl
         ).drop("c")
     ids = np.unique(rows["task_idx"].to_numpy())
     prompts = tasks["prompt"].gather(ids)
-    task_toks, words = token_hashes(prompts), tokens(prompts)
-    where = {t: i for i, t in enumerate(ids.tolist())}
-    spans = [
-        _span(words[where[t]], subset(task_toks, np.array([where[t]])), subset(index.toks, np.array([e])), c)
-        for t, e, c in rows.select("task_idx", "eval_idx", "c").iter_rows()
-    ]
+    local = rows.select(
+        pl.Series("t", np.searchsorted(ids, rows["task_idx"].to_numpy())), pl.col("eval_idx").alias("e"), "c"
+    )
+    spans = _spans(tokens(prompts), token_hashes(prompts), index.toks, local)
     return rows.with_columns(
         tasks["task_id"].gather(rows["task_idx"]).alias("task_id"), pl.Series("span", spans, dtype=pl.String)
     ).drop("c")
