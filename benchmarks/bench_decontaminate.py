@@ -231,6 +231,23 @@ def suspect() -> dict:
             if prompts[t] not in planted
         ]
         out["missed"] = sorted(planted - found)
+        # why: each missed task's votes, from the same rule with every threshold open
+        from rldata.quality.suspect_key import suspect_findings
+
+        every = suspect_findings(
+            store,
+            store.read("tasks").select("task_id", "answer"),
+            share=0.0,
+            min_samples=1,
+            max_pass_rate=1.0,
+        )
+        rate = dict(store.sql("SELECT task_id, pass_rate FROM passrates").fetchall())
+        out["missed_pass_rate"] = {prompts[t]: rate.get(t) for t in prompts if prompts[t] in planted - found}
+        out["missed_detail"] = [
+            {"prompt": prompts[t], **{k: v for k, v in json.loads(d).items() if k != "models"}}
+            for t, d in every.iter_rows()
+            if prompts[t] in planted - found
+        ]
         rates = store.sql("SELECT pass_rate FROM passrates").pl()["pass_rate"]
         out["mean_pass_rate"] = float(rates.mean())
     out["load_after"] = os.getloadavg()[0]

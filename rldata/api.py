@@ -99,14 +99,30 @@ __all__ = [
 ]
 
 
-def _flags(store, include_flagged: bool):
-    """The flagged tasks filter, stratify, train and export leave out (rldata.quality.flags); None
-    when ``include_flagged``."""
+def _flags(store, include_flagged: bool, *, versions: dict | None = None):
+    """The flagged tasks filter, stratify, train and export leave out (rldata.quality.flags), read at
+    ``versions`` of the flag tables (default: their current ones); None when ``include_flagged``."""
     if include_flagged:
         return None
     from rldata.quality.flags import flagged
 
-    return flagged(store)
+    return flagged(store, versions=versions)
+
+
+def _resumed_flags(store, command) -> dict | None:
+    """A resumed run leaves out what it left out when it started: the flag tables' versions its
+    arguments recorded (its sampler state names its tasks).  None when nothing was recorded."""
+    import json
+
+    from rldata.trainer.state import _resolve_run_id
+
+    try:
+        run_id = _resolve_run_id(command.train, True)
+    except RldataError:
+        return None  # the driver says why it cannot resume
+    rows = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()
+    args = json.loads(rows[0][0] or "{}") if rows else {}
+    return ((args.get("options") or {}).get("exclude_info") or {}).get("versions")
 
 
 # ---- the verbs ----------------------------------------------------------------------------------
@@ -385,8 +401,8 @@ def _train(store: StoreLike, command) -> TrainResult:
         tracker_dir=run.tracker_dir,
     )
     st = _open(store, create=True)
-    flags = _flags(st, run.include_flagged)  # left out of the run's task pool (rldata.quality.flags)
-    if flags is not None:
+    flags = _flags(st, run.include_flagged, versions=_resumed_flags(st, command) if run.resume else None)
+    if flags is not None:  # left out of the run's task pool (rldata.quality.flags)
         info = {"include_flagged": False, "versions": flags.versions, "flagged": flags.counts()}
         opts = replace(opts, exclude=tuple(flags.ids), exclude_info=info)
     return TrainResult.of(run_train(st, command.train, opts))
