@@ -177,8 +177,6 @@ def scale(gsm8k: Path, n_tasks: int, n_items: int) -> dict:
     out["load_after_detect"] = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:  # the whole command on a Delta store
         store = open_store(Path(tmp) / "s")
-        from rldata.validate import conform  # noqa: F401  (the store validates every append)
-
         for at in range(0, n_tasks, 250_000):
             part = frame.slice(at, 250_000).with_columns(
                 pl.lit("bench").alias("source"), pl.lit("0").alias("answer")

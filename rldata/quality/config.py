@@ -1,5 +1,5 @@
 """The parameters of `rldata decontaminate`, `rldata dedup`, `rldata lint` and `rldata blast-radius`,
-declared once (rldata.config): the options, the `--config FILE` keys, the API keywords and the rows
+declared once (rldata.configs.fields): the options, the `--config FILE` keys, the API keywords and the rows
 of docs/options.md come from these fields."""
 
 from __future__ import annotations

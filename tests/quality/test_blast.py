@@ -21,7 +21,7 @@ def trained(tmp_path_factory):
     """40 level-1 arithmetic tasks, 4 of them flagged (pack "before"), and a 2-step training run
     (4 groups of 4, a checkpoint every step)."""
     from rldata.cli import main
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.ingest import sample_path
     from tests.ray_helpers import ray_with_cpus
 
