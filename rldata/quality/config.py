@@ -11,11 +11,11 @@ from typing import Any
 from rldata.configs.fields import at_least, finite_between, one_of, param, sql_predicate, validate
 from rldata.errors import ConfigError
 from rldata.ingest.options import CLI_PRESETS, choice_value, choices
+from rldata.quality.detectors import METHODS
 
 __all__ = ["ACTIONS", "BlastConfig", "DecontaminateConfig", "DedupConfig", "LintConfig", "names"]
 
 ACTIONS = ("flag", "drop")
-METHODS = ("ngram", "coverage", "minhash")
 
 
 def names(value: Any) -> tuple[str, ...] | None:

@@ -15,14 +15,15 @@ Three detectors (:data:`METHODS`), each recording a score per (task, eval item) 
 
 All texts go through :mod:`rldata.quality.normalise` first.  Tasks are read in chunks of
 :data:`CHUNK`: n-grams are rolling hashes over one flat array per chunk, looked up in the eval items'
-sorted n-gram table; no Python object per token is made except the MinHash inputs (one 8-byte token per
-shingle, which rensa hashes in Rust).  :func:`detect` returns one row per (task, item, method) at or
+sorted n-gram table; coverage and spans are Polars joins of the candidate pairs' n-grams; no Python
+object per token is made except the MinHash inputs (one 8-byte token per shingle, which rensa hashes
+in Rust).  :func:`detect` returns one row per (task, item, method) at or
 over its threshold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import pairwise
@@ -33,7 +34,7 @@ import rensa
 
 from rldata.quality.normalise import Tokens, grams, rolling, shingles, subset, token_hashes, tokens, whole
 
-__all__ = ["CHUNK", "METHODS", "VERSIONS", "Detection", "EvalIndex", "byte_docs", "detect", "methods_of"]
+__all__ = ["CHUNK", "METHODS", "VERSIONS", "Detection", "EvalIndex", "byte_docs", "detect", "gram_frame"]
 
 METHODS = ("ngram", "coverage", "minhash")
 # bump a detector's version whenever what it flags changes: the version is stored with each row
@@ -336,8 +337,3 @@ def _with_spans(tasks: pl.DataFrame, index: EvalIndex, rows: pl.DataFrame) -> pl
     return rows.with_columns(
         tasks["task_id"].gather(rows["task_idx"]).alias("task_id"), pl.Series("span", spans, dtype=pl.String)
     ).drop("c")
-
-
-def methods_of(text: str | Sequence[str]) -> tuple[str, ...]:
-    names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
-    return tuple(dict.fromkeys(names))
