@@ -27,7 +27,7 @@ def _seconds(v):
 
 
 def _env_config(v: Any) -> dict[str, Any] | None:
-    """--env-config: a JSON object, or a JSON/YAML/TOML file of one (from Python also a mapping)."""
+    """env_config (--config): a JSON object, or a JSON/YAML/TOML file of one (from Python also a mapping)."""
     if v is None or isinstance(v, Mapping):
         return None if v is None else dict(v)
     text = str(v).strip()
@@ -105,8 +105,11 @@ class EnvRegisterConfig:
         help="Register NAME as this installed verifiers v1 environment: a module or a hub id "
         "owner/name[@version] (verifiers>=0.4: pip install 'rldata[verifiers]').",
     )
+    # `--config` is the verifiers environment's own EnvConfig (as `rldata ingest --gym`'s `--config` is the
+    # dataset's); the file of these fields is `--config-file` for this command
     env_config: Any = param(
         None,
+        flag="--config",
         cli_type=str,
         help="--verifiers: the environment's EnvConfig beside its id, as a JSON object or a JSON/YAML/"
         'TOML file of one (e.g. \'{"taskset": {"split": "test"}, "agent": {"harness": {"id": "null"}}}\').',

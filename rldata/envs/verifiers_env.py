@@ -1,6 +1,6 @@
 """``verifiers``: a Prime Intellect verifiers v1 environment (verifiers >= 0.4) as an rldata environment.
 
-``rldata env register NAME --verifiers ID [--env-config JSON]`` records ``{env: verifiers, config: {id,
+``rldata env register NAME --verifiers ID [--config JSON]`` records ``{env: verifiers, config: {id,
 env_config, ...}}``.  ID is an installed v1 environment: a module, or a hub id ``owner/name[@version]``
 (verifiers' own loader imports module ``name``: a package exporting one ``Taskset`` subclass in
 ``__all__``, optionally its ``Harness`` and ``Env``); ``env_config`` is the rest of its ``EnvConfig``
@@ -162,8 +162,8 @@ def _load(ident: str, env_config: dict[str, Any]) -> Loaded:
         if agent.harness is not None or harness_id != "bash":
             raise RldataError(
                 f"{name}: harness {harness_id!r} runs its own agent program; rldata plays a chat loop with "
-                "the environment's MCP toolsets: pin the null harness (--env-config "
-                '\'{"agent": {"harness": {"id": "null"}}}\')'
+                "the environment's MCP toolsets: pin the null harness in its env config "
+                '({"agent": {"harness": {"id": "null"}}})'
             )
         harness = vf.load_harness(vf.HarnessConfig(id="null"))  # the implicit default: played as a chat loop
         harness_id = "null"

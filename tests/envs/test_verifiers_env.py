@@ -215,7 +215,7 @@ def test_cli_register_with_env_config_and_ingest(tmp_path, capsys):
     from rldata.cli import main
 
     st = str(tmp_path / "store")
-    argv = ["--store", st, "env", "register", "sums", "--verifiers", "someone/vf1-sums", "--env-config"]
+    argv = ["--store", st, "env", "register", "sums", "--verifiers", "someone/vf1-sums", "--config"]
     assert main([*argv, '{"taskset": {"size": 4}}', "--tool-parser", "hermes", "--max-turns", "2"]) == 0
     assert main(["--store", st, "ingest", "--env", "sums", "--n", "10"]) == 0
     store = open_store(st)
@@ -231,9 +231,7 @@ def test_cli_register_with_env_config_and_ingest(tmp_path, capsys):
     assert spec["tool_parser"] == "hermes" and spec["max_turns"] == 2
     assert store.sql("SELECT count(*), count(DISTINCT env_id) FROM tasks").fetchall() == [(4, 1)]
     capsys.readouterr()
-    assert (
-        main(["--store", st, "env", "register", "bad", "--verifiers", "vf1_sums", "--env-config", "[1]"]) != 0
-    )
+    assert main(["--store", st, "env", "register", "bad", "--verifiers", "vf1_sums", "--config", "[1]"]) != 0
     err = capsys.readouterr().err
     assert "env_config" in err and len(err.strip().splitlines()) == 1
     assert main(["--store", st, "env", "register", "bad", "--verifiers", "no_such_vf_module"]) != 0
