@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.config import one_of, param, validate
+from rldata.configs.fields import one_of, param, validate
 from rldata.errors import ConfigError, RldataError
 
 __all__ = ["LEVELS", "EnvValidateConfig", "validate_env"]
@@ -132,7 +132,7 @@ def _row_of(store, name: str) -> dict[str, Any]:
 def validate_env(store, name: str | None = None, *, config=None, **overrides) -> dict[str, Any]:
     """Run OpenEnv's local validation of environment ``name`` (NAME or NAME@VERSION, an OpenEnv
     one) on its package directory and record it in ``env_validations``; returns the row."""
-    from rldata.config import load
+    from rldata.configs.fields import load
 
     cfg = load(EnvValidateConfig, config, **({"name": name} if name is not None else {}), **overrides)
     row = _row_of(store, cfg.name)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rldata.engine import Sample
+from rldata.engine.core import Sample
 from rldata.envs import EnvSpec
 from rldata.envs.catalog import openenv_spec, register_env, spec_of
 from rldata.rollout import EnvBinding, Renderer

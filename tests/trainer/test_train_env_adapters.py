@@ -19,7 +19,7 @@ def test_two_steps_through_a_verifiers_v1_environment_and_an_mcp_server(train_ra
     pytest.importorskip("verifiers.v1")
     pytest.importorskip("openenv.core.env_server.mcp_environment")
     from rldata import open_store
-    from rldata.engine import default_model_path
+    from rldata.engine.core import default_model_path
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest import ingest, sample_path
     from rldata.ingest.env import ingest_env
