@@ -337,6 +337,29 @@ ENV_PROFILES = TableSchema(
     key=("profile_id",),
 )
 
+ENV_VALIDATIONS = TableSchema(
+    "env_validations",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("validation_id", pa.string(), True, "hash of (env version, source digest, level, policy)"),
+            _f("env_id", pa.string(), True),
+            _f("env_version", pa.string(), True, "the environments row validated"),
+            _f("package", pa.string(), True, "the package directory validated (its openenv.yaml)"),
+            _f("source_digest", pa.string(), True, "OpenEnv's sha256 over the package's files"),
+            _f("max_level", pa.string(), True, "static | runtime | semantic: the highest level asked for"),
+            _f("levels_run", pa.list_(pa.string()), doc="the levels that ran"),
+            _f("verdict", pa.string(), True, "pass | warn | fail (OpenEnv's severity policy)"),
+            _f("policy_version", pa.string(), True),
+            _f("openenv_version", pa.string(), True, "the openenv package that validated"),
+            _f("checks", pa.string(), doc="JSON list of {check_id, status, evidence, measured}"),
+            _f("report", pa.string(), doc="JSON: OpenEnv's whole validation report"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("validation_id",),
+)
+
 TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
 
 
@@ -383,6 +406,7 @@ for _t in (
     SELECTIONS,
     METRICS,
     ENV_PROFILES,
+    ENV_VALIDATIONS,
 ):
     register(_t)
 del _t

@@ -1,4 +1,5 @@
-"""``rldata env register|list|show``: environments as rows of the ``environments`` table."""
+"""``rldata env register|list|show|profile|validate``: environments as rows of the ``environments``
+table, their learnability cards and OpenEnv validations."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, laz
 from rldata.cli._options import command
 from rldata.console import log
 from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.validation import EnvValidateConfig
 from rldata.jobs.profile import ProfileConfig
 
 _SPEC_ARG = typer.Argument(
@@ -22,8 +24,10 @@ _NAME_ARG = typer.Argument(..., help="The environment's name (env_id).")
 env_app = typer.Typer(help="Register and list environments (docs/environments.md).", no_args_is_help=True)
 
 
+# --config is a verifiers environment's own EnvConfig (EnvRegisterConfig.env_config, as ingest's
+# --config is a dataset's); the file of register's fields is --config-file
 @env_app.command("register")
-@command(EnvRegisterConfig)
+@command(EnvRegisterConfig, file_option="--config-file")
 def register_cmd(
     ctx: typer.Context, config: EnvRegisterConfig, spec: str = _SPEC_ARG, fmt: Format = FORMAT_OPT
 ) -> None:
@@ -97,6 +101,34 @@ def profile_cmd(
 
         log(f"wrote {write_card(row, report)}")
     emit(pl.DataFrame([row]), fmt, out)
+
+
+@env_app.command("validate")
+@command(EnvValidateConfig)
+def validate_cmd(
+    ctx: typer.Context,
+    config: EnvValidateConfig,
+    name: str = _NAME_ARG,  # EnvValidateConfig.name: goes into config
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Run OpenEnv's local validation (static, runtime, semantic) of OpenEnv environment NAME on its
+    package directory and record it (table env_validations); exit 1 when its verdict is fail."""
+    import json
+
+    import polars as pl
+
+    from rldata.envs.validation import validate_env
+
+    row = validate_env(get_store(ctx, create=True), config=config)
+    log(
+        f"{row['env_id']}@{row['env_version']}: {row['verdict']} (levels run: {', '.join(row['levels_run'])})"
+    )
+    for c in json.loads(row["checks"]):
+        log(f"  {c['status']:5} {c['check_id']}: {(c['evidence'] or [''])[0]}"[:300])
+    emit(pl.DataFrame([{k: v for k, v in row.items() if k != "report"}]), fmt, out)
+    if row["verdict"] == "fail":
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

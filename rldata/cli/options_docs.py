@@ -16,6 +16,7 @@ from rldata.configs.sampling import SampleConfig
 from rldata.configs.select import FilterConfig, StratifyConfig
 from rldata.demo import DemoConfig
 from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.validation import EnvValidateConfig
 from rldata.ingest.options import IngestConfig
 from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
 from rldata.jobs.judge import JudgeConfig
@@ -62,6 +63,7 @@ def configs() -> dict[str, type]:
         "import-rollouts": ImportConfig,
         "env register": EnvRegisterConfig,
         "env profile": ProfileConfig,
+        "env validate": EnvValidateConfig,
         "judge run": JudgeConfig,
     }
 
@@ -72,8 +74,9 @@ HEAD = """# Options of the commands
 Generated from the config fields by `python -m rldata.cli.options_docs --docs > docs/options.md`; a test
 fails when this page and the code differ.  Every option can also be set in the file given to
 `--config FILE` (YAML or TOML), by its field name, flat or nested by section (`sampling: {n: 4}`
-or `n: 4`); options given on the command line win over the file.  `rldata ingest` names that file
-`--config-file`: its `--config` is the reasoning-gym dataset's own config, as before.
+or `n: 4`); options given on the command line win over the file.  `rldata ingest` and `rldata env
+register` name that file `--config-file`: their `--config` is the reasoning-gym dataset's config and
+the verifiers environment's EnvConfig.
 """
 
 

@@ -13,9 +13,13 @@ old one in the pass-rate ledger.  The final verdict still comes from the task's 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
-from collections.abc import Callable, Mapping
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +36,7 @@ __all__ = [
     "StepResult",
     "env_key",
     "json_mapping_problem",
+    "keep_signal_handlers",
     "make_env",
     "register",
     "resolve",
@@ -207,6 +212,45 @@ class EnvSpec:
 _PASSABLE_LIMITS = ("max_turns", "max_total_tokens", "step_timeout_s")
 
 
+_log = logging.getLogger(__name__)
+_REAL_SIGNAL = signal.signal
+_signal_lock = threading.Lock()
+_signal_guards = 0  # guards open in any thread; signal.signal is wrapped while there is one
+_in_guard = threading.local()
+
+
+def _guarded_signal(signum, handler):
+    if getattr(_in_guard, "on", False):  # this thread is building an environment: keep rldata's
+        _log.debug("an environment tried to install a handler for signal %s: ignored", signum)
+        return signal.getsignal(signum)
+    return _REAL_SIGNAL(signum, handler)
+
+
+@contextlib.contextmanager
+def keep_signal_handlers() -> Iterator[None]:
+    """While the block runs, ``signal.signal`` called from this thread does nothing.
+
+    Environment libraries install handlers when an environment is built (verifiers 0.1.x: SIGINT
+    and SIGTERM, ending with ``exit(143)``).  rldata builds environments in worker threads, where
+    ``signal.signal`` raises ``ValueError: signal only works in main thread``, and in the main
+    thread such a handler would replace the job's own (a killed job must stop the rldata way).
+    Other threads' calls go through: only the threads inside the block are affected."""
+    global _signal_guards
+    with _signal_lock:
+        if _signal_guards == 0:
+            signal.signal = _guarded_signal
+        _signal_guards += 1
+    before, _in_guard.on = getattr(_in_guard, "on", False), True
+    try:
+        yield
+    finally:
+        _in_guard.on = before
+        with _signal_lock:
+            _signal_guards -= 1
+            if _signal_guards == 0:
+                signal.signal = _REAL_SIGNAL
+
+
 def make_env(spec: EnvSpec) -> Environment:
     """A fresh environment object for one episode (RldataError if the class or its config is bad).
 
@@ -227,7 +271,8 @@ def make_env(spec: EnvSpec) -> Environment:
             )
         kwargs[f] = getattr(spec, f)
     try:
-        return cls(system_prompt=spec.system_prompt, **kwargs)
+        with keep_signal_handlers():  # built in worker threads; a library's handlers never land
+            return cls(system_prompt=spec.system_prompt, **kwargs)
     except RldataError:
         raise
     except Exception as e:  # noqa: BLE001 - a user's class may raise anything on bad config

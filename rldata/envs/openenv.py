@@ -1,6 +1,6 @@
 """``openenv``: an OpenEnv environment served over HTTP/WebSocket, driven as an rldata environment.
 
-OpenEnv (``openenv-core``) serves a gym-style environment: ``reset`` / ``step`` / ``state``.  Its
+OpenEnv (``openenv``) serves a gym-style environment: ``reset`` / ``step`` / ``state``.  Its
 HTTP ``/reset`` and ``/step`` endpoints build a fresh environment per request (stateless), so an
 episode holds one WebSocket session on ``/ws``: the server gives each connection its own
 environment instance.  The protocol is JSON messages ``{"type": "reset" | "step" | "close", "data":

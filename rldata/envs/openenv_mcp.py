@@ -1,6 +1,6 @@
 """``openenv-mcp``: an OpenEnv MCP tool environment, driven through standard tool calls.
 
-openenv-core's ``MCPEnvironment`` serves its tools through two actions on the ordinary step path
+openenv's ``MCPEnvironment`` serves its tools through two actions on the ordinary step path
 (``openenv.core.env_server.mcp_types``): ``{"type": "list_tools"}`` answers
 ``{"tools": [{name, description, input_schema}]}`` and ``{"type": "call_tool", "tool_name",
 "arguments"}`` answers ``{"tool_name", "result", "error"}``, where ``result`` is FastMCP's

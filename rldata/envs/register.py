@@ -1,5 +1,5 @@
 """What ``rldata env register`` (and ``rldata.env_register``) takes: a spec file, or a NAME and one
-of an OpenEnv server's URL, an OpenEnv container image or a verifiers module.
+of an OpenEnv server's URL, an OpenEnv container image or a verifiers v1 environment.
 
 The options are declared once, here; the CLI's options, the Python keywords and docs/options.md
 come from these fields, and the checks (one source at most, the role, the limits) run when the
@@ -8,11 +8,14 @@ config is built, so a Python caller meets the same one-line errors as the comman
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from rldata.configs.fields import at_least, one_of, param, validate
-from rldata.errors import ConfigError
+from rldata.configs.fields import at_least, one_of, param, read_file, validate
+from rldata.errors import ConfigError, InputError
 
 __all__ = ["SOURCES", "EnvRegisterConfig"]
 
@@ -21,6 +24,28 @@ SOURCES = ("openenv", "openenv_image", "verifiers")  # what NAME is registered a
 
 def _seconds(v):
     return None if v > 0 else f"must be > 0 seconds, got {v}"
+
+
+def _env_config(v: Any) -> dict[str, Any] | None:
+    """env_config (--config): a JSON object, or a JSON/YAML/TOML file of one (from Python also a mapping)."""
+    if v is None or isinstance(v, Mapping):
+        return None if v is None else dict(v)
+    text = str(v).strip()
+    if not text.startswith(("{", "[")):
+        try:
+            data = read_file(Path(text))
+        except InputError as e:
+            raise ConfigError(f"env_config: {e}", field="env_config") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"env_config: not a JSON object: {e}", field="env_config") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"env_config: expected a JSON object, got {type(data).__name__}", field="env_config"
+        )
+    return dict(data)
 
 
 @dataclass(frozen=True)
@@ -54,8 +79,8 @@ class EnvRegisterConfig:
     )
     tool_parser: str | None = param(
         None,
-        help="--mcp: how the model's tool calls are read (hermes, llama3_json, mistral); default: the "
-        "one the model's chat template names.",
+        help="--mcp/--verifiers: how the model's tool calls are read (hermes, llama3_json, mistral); "
+        "default: the one the model's chat template names.",
     )
     pass_reward: float = param(
         1.0, help="--openenv/--verifiers: the episode return (rubric reward) that counts as a pass."
@@ -77,8 +102,17 @@ class EnvRegisterConfig:
     )
     verifiers: str | None = param(
         None,
-        help="Register NAME as the verifiers environment this installed module loads "
-        "(verifiers 0.1.x: pip install 'rldata[verifiers]').",
+        help="Register NAME as this installed verifiers v1 environment: a module or a hub id "
+        "owner/name[@version] (verifiers>=0.4: pip install 'rldata[verifiers]').",
+    )
+    # `--config` is the verifiers environment's own EnvConfig (as `rldata ingest --gym`'s `--config` is the
+    # dataset's); the file of these fields is `--config-file` for this command
+    env_config: Any = param(
+        None,
+        flag="--config",
+        cli_type=str,
+        help="--verifiers: the environment's EnvConfig beside its id, as a JSON object or a JSON/YAML/"
+        'TOML file of one (e.g. \'{"taskset": {"split": "test"}, "agent": {"harness": {"id": "null"}}}\').',
     )
 
     def __post_init__(self):
@@ -91,13 +125,21 @@ class EnvRegisterConfig:
                 f"not {a} and {b}",
                 field=b,
             )
-        mcp_options = self.mcp or self.tool_parser is not None or self.reward != "server"
-        if mcp_options and self.openenv is None and self.openenv_image is None:
+        object.__setattr__(self, "env_config", _env_config(self.env_config))
+        if self.env_config is not None and self.verifiers is None:
+            raise ConfigError("env_config goes with verifiers (an environment id)", field="env_config")
+        served = self.openenv is not None or self.openenv_image is not None
+        mcp_options = self.mcp or self.reward != "server"
+        if mcp_options and not served:
             raise ConfigError(
-                "mcp, reward and tool_parser go with openenv (a URL) or openenv_image (an image)", field="mcp"
+                "mcp and reward go with openenv (a URL) or openenv_image (an image)", field="mcp"
             )
-        if (self.tool_parser is not None or self.reward != "server") and not self.mcp:
-            raise ConfigError("reward and tool_parser are for an MCP environment: add --mcp", field="mcp")
+        if self.tool_parser is not None and not (self.mcp or self.verifiers is not None):
+            raise ConfigError(
+                "tool_parser is for a tool environment: add --mcp (OpenEnv) or use --verifiers", field="mcp"
+            )
+        if self.reward != "server" and not self.mcp:
+            raise ConfigError("reward is for an MCP environment: add --mcp", field="mcp")
         if given and not isinstance(self.spec, str):
             raise ConfigError(
                 f"spec: with {given[0]}, the environment's NAME, got {self.spec!r}", field="spec"
@@ -109,13 +151,20 @@ class EnvRegisterConfig:
         from rldata.envs.catalog import openenv_spec
 
         if self.verifiers is not None:
-            return {
+            from rldata.envs.verifiers_env import describe
+
+            config = {"id": self.verifiers, "pass_reward": self.pass_reward}
+            if self.env_config:
+                config["env_config"] = self.env_config
+            config |= describe(self.verifiers, self.env_config)  # the installed package, the harness
+            data = {
                 "name": self.spec,
                 "env": "verifiers",
-                "config": {"module": self.verifiers, "pass_reward": self.pass_reward},
+                "config": config,
                 "max_turns": self.max_turns,
                 "step_timeout_s": self.step_timeout_s,
             }
+            return data | ({"tool_parser": self.tool_parser} if self.tool_parser else {})
         if self.openenv is not None or url is not None:
             return openenv_spec(
                 self.spec,

