@@ -92,9 +92,9 @@ def conditional_alternatives(tail: str, start: int, end: int) -> list[str]:
         if piece_end is None:
             break
         pos = piece_end.end()
-    sentence_start = max(
-        (m.end() for m in _SENTENCE_END.finditer(tail, max(0, start - 400), start)), default=0
-    )
+    sentence_start = max(0, start - 400)
+    for m in _SENTENCE_END.finditer(tail, sentence_start, start):
+        sentence_start = m.end()
     before = tail[sentence_start:start]
     clause = re.split(r"[;,]", before)[-1]
     if _BEFORE_CUE.search(clause):  # "20 stickers, assuming ...; otherwise 18": 20 is the other case
@@ -123,7 +123,9 @@ _STATES = re.compile(
 def split_parenthetical(tail: str) -> tuple[str, list[str]]:
     """``tail`` without a prose parenthetical that ends it, and the alternatives it offers (numbers in
     it under a hedge or condition: ``(or possibly 7 if ...)``); ``tail`` as is when it ends otherwise."""
-    m = _TRAILING_PAREN.search(tail)
+    if not tail.rstrip().rstrip(".!").rstrip().endswith(")"):
+        return tail, []
+    m = _TRAILING_PAREN.search(tail, max(0, len(tail) - 400))
     if m is None or not _PROSE.search(m[1]) or "\\" in m[1] or _STATES.search(m[1]):
         return tail, []  # "(Wait, actually it is 8.)", "(answer: 8)": read as written
     inner = m[1]

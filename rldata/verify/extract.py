@@ -1,8 +1,10 @@
 """Pull the final answer(s) out of a model's completion.
 
 The text is first normalized (:func:`rldata.verify.numbers.normalize`: NFKC, superscripts, the
-unicode minus, ``\\phantom`` dropped), and numbers are read whole and normalized
-(:mod:`rldata.verify.numbers`: ``1,000`` is ``1000``, ``6.02 x 10^23`` is ``6.02*10^(23)``).
+unicode minus, ``\\phantom`` dropped; for math also number words, mixed numbers, repeating
+decimals, dashes, European amounts: ``math_normalize``), and numbers are read whole and normalized
+(:mod:`rldata.verify.numbers`: ``1,000`` is ``1000``, ``6.02 x 10^23`` is ``6.02*10^(23)``, ``40%``
+keeps its percent).
 
 Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 
@@ -25,8 +27,12 @@ after a stated answer retracts what came before it, and the answers after the la
 (``The answer is 7. Wait, actually it is 8.`` states 8).  A revision that still offers
 alternatives (a hedge word in the marker's or the final answer's sentence: ``7, or actually 8``,
 ``Actually, it could also be 8``) and a chain of more than :data:`MAX_REVISED` distinct answers
-keep every answer, which fails as a hedge.  One statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
-each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
+keep every answer, which fails as a hedge.  One statement that names several numbers joined by
+``or``/``and``/commas is one list answer (items joined by :data:`LIST_SEP`: a set when the gold is
+one, a hedge otherwise); with a word of doubt (``Answer: 20 or maybe 30``) each number is an answer.
+Around the final answer (math, :mod:`rldata.verify.alternatives`): a trailing prose parenthetical is
+dropped, numbers offered under a condition are alternatives, concluding final boxes make earlier
+boxes intermediate, and a retraction with no new answer leaves none.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
 final number of the text is the answer, but only when it plainly ends the text: not inside an
 unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), followed
 only by a short remainder that ends the sentence (``12 in total.``), unless it follows ``=`` or
@@ -278,11 +284,11 @@ def _final_number(tail: str, *, revised: bool = False) -> tuple[list[str], int, 
     for frac in _BARE_FRAC.finditer(tail):
         pass
     chain = None
-    if "<" in tail or ">" in tail or "\\" in tail:
+    if _RELATION_HINT.search(tail):
         for chain in CHAIN.finditer(tail):
             pass
     bracket = None
-    if "," in tail:
+    if "," in tail and ("(" in tail or "[" in tail):
         for bracket in _BRACKETED.finditer(tail):
             pass
     none: tuple[list[str], int, int] = ([], 0, 0)
@@ -335,8 +341,9 @@ def _final_number(tail: str, *, revised: bool = False) -> tuple[list[str], int, 
     return [canon_at(m, tail)], m.start(), end
 
 
+_RELATION_HINT = re.compile(r"[<>]|\\[lg]")  # a plain prefix: scanned fast, unlike CHAIN
 _BRACKETED = re.compile(
-    r"(?<![\w\\])[\[(]\s*(?:-?\s*(?:\d+(?:\.\d+)?(?:/\d+)?|\\infty)\s*,\s*){1,5}"
+    r"[\[(](?<![\w\\][\[(])\s*(?:-?\s*(?:\d+(?:\.\d+)?(?:/\d+)?|\\infty)\s*,\s*){1,5}"
     r"-?\s*(?:\d+(?:\.\d+)?(?:/\d+)?|\\infty)\s*[\])]"
 )
 _LABEL_LINE = re.compile(

@@ -132,10 +132,12 @@ _MIXED = re.compile(
     r"(?<![\w.,/)}])(-?)(\d{1,9})(?:[ \t]+(\d{1,9})/(\d{1,9})"
     r"|[ \t]*\\[dt]?frac\s*(?:\{\s*(\d{1,9})\s*\}\s*\{\s*(\d{1,9})\s*\}|(\d)(\d)))(?![\d/]|\.\d)"
 )
+_MIXED_HINT = re.compile(r"\d[ \t]+\d{1,9}/\d|\d[ \t]*\\[dt]?frac")
 # European grouping where it is unambiguous: dot groups before a decimal comma (1.234,56), or a euro
 # amount with one dot group (4.800 €, €12.000: a currency has 2 decimals, not 3) or a decimal comma
 # (12,50 €).  A bare 1.000 or 2,5 stays ambiguous.
 _EURO = r"(?:€|\bEUR\b|\beuros?\b)"
+_EU_HINT = re.compile(r"\d\.\d{3},\d")
 _EU_DECIMAL = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})+),(\d{1,2})(?![\d,])")
 _EU_AMOUNT = re.compile(
     rf"(?<![\d.,])(?:(?<=€)|(?<=€ )|(?<=EUR )|(?<=EUR))(\d{{1,3}})(?:\.(\d{{3}})|,(\d{{2}}))(?![\d,]|\.\d)"
@@ -198,12 +200,13 @@ def math_normalize(text: str) -> str:
         text = _RANGE_DASH.sub(" to ", text)
     if _RELATION.search(text):
         text = _RELATION.sub(lambda m: _RELATIONS[m.group()], text)
-    if "\\" in text:
+    if "overline" in text or "bar" in text or "dot" in text:
         text = _OVERLINE.sub(_overline, text)
     if "..." in text or "dots" in text:
         text = _ELLIPSIS.sub(_ellipsis, text)
-    text = _MIXED.sub(_mixed, text)
-    if "," in text:
+    if _MIXED_HINT.search(text):  # a plain prefix: scanned fast, unlike _MIXED itself
+        text = _MIXED.sub(_mixed, text)
+    if "," in text and _EU_HINT.search(text):
         text = _EU_DECIMAL.sub(lambda m: m[1].replace(".", "") + "." + m[2], text)
     if "€" in text or "EUR" in text or "euro" in text:
         text = _EU_AMOUNT.sub(_eu_amount, text)

@@ -35,6 +35,7 @@ _RUN = re.compile(
     rf"(?<![\w-])(?:{_WORD})(?:(?:[ \t]+and[ \t]+|[ \t]+|-)(?:{_WORD}))*(?![\w-])|(?<![\w-])(?:{_WORD})(?=-)",
     re.IGNORECASE,
 )
+_CANDIDATE = re.compile(_WORD)
 _WORD_EACH = re.compile(
     rf"\b(?:{'|'.join(sorted([*_UNITS, *_TENS], key=len, reverse=True))})\b", re.IGNORECASE
 )
@@ -103,13 +104,21 @@ def _one_is_pronoun(text: str, start: int, run: str) -> bool:
 
 def words_to_digits(text: str) -> str:
     """``text`` with its spelled-out numbers as digits (see the module docstring)."""
-    text = _DIGIT_SCALE.sub(_scaled, text) if _has_scale(text) else text
-    text = _DIGIT_AND_A_HALF.sub(lambda m: f"{m[1]} 1/{_DENOMS[m[2].lower()]}", text)
+    low = text.lower()
+    if _has_scale(low):
+        text = _DIGIT_SCALE.sub(_scaled, text)
+    if "and" in low:
+        text = _DIGIT_AND_A_HALF.sub(lambda m: f"{m[1]} 1/{_DENOMS[m[2].lower()]}", text)
     out, pos = [], 0
-    for m in _RUN.finditer(text):
+    for cand in _CANDIDATE.finditer(low):  # a plain alternation is scanned fast; _RUN only where it hits
+        at = cand.start()
+        if at < pos or (at and (low[at - 1].isalnum() or low[at - 1] in "-_")):
+            continue
+        m = _RUN.match(text, at)
+        if m is None:
+            continue
         run = m.group()
-        after = text[m.end() :]
-        if after.startswith("-") and not _FRACTION_AFTER.match(after):
+        if text.startswith("-", m.end()) and not _FRACTION_AFTER.match(text, m.end()):
             continue  # "six-sided", "one-to-one": not a count
         value = _value(run)
         if value is None:  # "two and three", "one two": each word a number of its own
@@ -120,13 +129,13 @@ def words_to_digits(text: str) -> str:
         if _one_is_pronoun(text, m.start(), run):
             continue
         end, digits = m.end(), str(value)
-        frac = _FRACTION_AFTER.match(after)
-        half = _AND_A_HALF.match(after)
+        frac = _FRACTION_AFTER.match(text, m.end())
+        half = _AND_A_HALF.match(text, m.end())
         if frac and value > 0:
-            digits, end = f"{value}/{_DENOMS[frac[1].lower()]}", m.end() + frac.end()
+            digits, end = f"{value}/{_DENOMS[frac[1].lower()]}", frac.end()
         elif half:
             num, den = (3, 4) if half[2] else (1, _DENOMS[half[1].lower()])
-            digits, end = f"{value} {num}/{den}", m.end() + half.end()
+            digits, end = f"{value} {num}/{den}", half.end()
         out.append(text[pos : m.start()])
         out.append(digits)
         pos = end
@@ -134,8 +143,7 @@ def words_to_digits(text: str) -> str:
     return "".join(out)
 
 
-def _has_scale(text: str) -> bool:
-    low = text.lower()
+def _has_scale(low: str) -> bool:
     return any(s in low for s in _SCALES)
 
 
