@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from rldata.verify.words import words_to_digits
 
-__all__ = ["NUMBER", "canon", "canon_at", "clean_number", "normalize", "read_number"]
+__all__ = ["NUMBER", "canon", "canon_at", "clean_number", "math_normalize", "normalize", "read_number"]
 
 # A number.  The separator forms come before plain digits so "10 000" is one number; the final
 # (?!\d) makes the regex back off a separator form that does not end cleanly ("1,2345").
