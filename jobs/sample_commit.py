@@ -63,6 +63,7 @@ def commit_batch(
 
     spec, s = ctx.job.spec, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
+    not_generated: set[str] = set()  # samples whose prompt did not fit: never generated, never verified
     for b_i, (row, group) in enumerate(zip(batch.iter_rows(named=True), samples)):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
@@ -101,6 +102,8 @@ def commit_batch(
                 if smp.finish_reason == "prompt_too_long":  # a task, once, whatever index it starts at
                     ctx.too_long.add(task_id)
                     s.prompt_too_long = len(ctx.too_long)
+                    s.not_generated += 1
+                    not_generated.add(tid)
                 s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
                 items.append(
@@ -130,7 +133,9 @@ def commit_batch(
         ver_rows.extend(verdict_rows(task_id, tid, vname, vversion, vs))
         ok = all_passed(vs)
         s.correct += int(bool(ok))
-        s.errors += int(ok is None)
+        # an error verdict of a sample that was never generated (its prompt did not fit) is no
+        # verifier error: it is counted in not_generated (the ledger counts both in n_error)
+        s.errors += int(ok is None and tid not in not_generated)
         s.no_answer += int(no_answer(vs))
         if ctx.adaptive is not None:  # the round loop decides on these counts
             c = ctx.counts[task_id]

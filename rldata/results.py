@@ -105,6 +105,7 @@ class SampleResult(Result):
     seconds: float = 0.0
     noop: bool = False
     prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
+    not_generated: int = 0  # their samples: error verdicts in the ledger, not counted in ``errors``
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
     adaptive_rounds: int = 0  # rounds of draws an adaptive job made
