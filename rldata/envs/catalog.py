@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from rldata.configs import yaml_safe
 from rldata.envs.base import EnvSpec, EpisodeConfig, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.envs.openenv_mcp import list_tools
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 
 __all__ = [
     "bundled_rows",
@@ -87,12 +87,17 @@ def openenv_spec(
     image: str | None = None,
     mcp: bool = False,
     reward: str = "server",
+    **episode_fields: Any,
 ) -> dict[str, Any]:
     """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv), with its
-    ``episode`` settings (limits, system prompt, tool parser); with ``--openenv-image``, the image that
-    served it too.  ``mcp``: an MCP tool environment (rldata.envs.openenv_mcp): its tools are listed
-    now and recorded in the spec."""
-    episode = episode if episode is not None else EpisodeConfig()
+    ``episode`` settings (limits, system prompt, tool parser), or those settings by name
+    (``max_turns=2``, over ``episode``'s); with ``--openenv-image``, the image that served it too.
+    ``mcp``: an MCP tool environment (rldata.envs.openenv_mcp): its tools are listed now and recorded
+    in the spec."""
+    unknown = sorted(set(episode_fields) - {f.name for f in fields(EpisodeConfig)})
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: not an episode setting of an environment", field=unknown[0])
+    episode = replace(episode if episode is not None else EpisodeConfig(), **episode_fields)
     config: dict[str, Any] = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
     if mcp:
         tools = list_tools(url, timeout_s=episode.step_timeout_s)
