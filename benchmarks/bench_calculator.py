@@ -63,13 +63,13 @@ def _store(root: Path, levels: tuple[int, ...], heldout: int):
 
 
 def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.engine.core import model_identity
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
 
     spec = SamplingSpec(n=n, temperature=1.0, max_tokens=32, seed=seed)
     t0 = time.monotonic()
-    s = run_sample(store, SampleJob(spec=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
+    s = run_sample(store, SampleConfig(sampling=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
     wall = time.monotonic() - t0
     name = model_identity(model).name
     key = (
@@ -98,8 +98,8 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
 def _train(
     store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args, model: str
 ) -> dict:
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
 
     cfg = TrainConfig(
         model=model,
@@ -108,7 +108,7 @@ def _train(
         steps=steps,
         seed=seed,
         prompts_per_step=args.prompts,
-        group_size=args.group,
+        n=args.group,
         max_tokens=32,
         lr=args.lr,
         micro_batch=args.prompts * args.group,
@@ -116,7 +116,7 @@ def _train(
         env=env,
     )
     t0 = time.monotonic()
-    s = train(store, cfg, DriverOptions(tasks_where="task_id LIKE 't%'"))
+    s = train(store, TrainCommand(train=cfg, run=TrainRun(where="task_id LIKE 't%'")))
     calls = store.sql(
         "SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'episode/tool_call_frac' ORDER BY step",
         params=[run_id],

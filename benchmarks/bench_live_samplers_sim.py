@@ -68,7 +68,7 @@ def simulate(store, args, name: str, seed: int, truth: dict[str, float], base: s
         seed=seed,
         steps=args.steps,
         prompts_per_step=args.prompts,
-        group_size=args.group,
+        n=args.group,
         max_resample=args.max_resample,
         dynamic_sampling=ds,
         curriculum=str(WORK / "buckets.yaml") if name.startswith("curriculum") else None,

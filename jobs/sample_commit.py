@@ -6,13 +6,14 @@ Order matters for resume: samples, then their verifications, then (batched by ti
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
 
+from rldata.console import progress
 from rldata.jobs.sample_stored import traj_id
 from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import RewardTally, score_samples
@@ -20,7 +21,9 @@ from rldata.store.core import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
 if TYPE_CHECKING:
-    from rldata.jobs.sample import SampleJob, SampleSummary
+    from rldata.configs.sampling import SampleConfig
+    from rldata.jobs.sample import SampleSummary
+    from rldata.rewards.compose import RewardSpec
 
 __all__ = ["Ctx", "commit_batch"]
 
@@ -30,7 +33,8 @@ class Ctx:
     """A running job's state, shared by its draw loops and its commits."""
 
     store: Store
-    job: SampleJob
+    cfg: SampleConfig
+    reward: RewardSpec  # the job's reward composition (its reward_spec, read)
     run_id: str
     model: str
     revision: str
@@ -53,6 +57,8 @@ class Ctx:
     too_long: set = field(default_factory=set)  # task ids whose prompt does not fit the context
     # engine actors the caller lent (already holding the model): the job neither starts nor kills them
     lent: list | None = None
+    progress: Callable = progress  # the bar factory the draw loops advance (rldata.console.progress)
+    ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often
 
 
 def commit_batch(
@@ -61,7 +67,7 @@ def commit_batch(
     from rldata.rollout import episode_columns, unverifiable
     from rldata.verify.parallel import verify_on_ray
 
-    spec, s = ctx.job.spec, ctx.summary
+    spec, s = ctx.cfg.sampling, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
     not_generated: set[str] = set()  # samples whose prompt did not fit: never generated, never verified
     for b_i, (row, group) in enumerate(zip(batch.iter_rows(named=True), samples)):
@@ -122,7 +128,7 @@ def commit_batch(
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
     t_verify = time.monotonic()
-    verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    verdicts = verify_on_ray(items, timeout_s=ctx.cfg.verify.timeout_s) if items else {}
     t_rows = time.monotonic()
     s.time_verify_s += t_rows - t_verify
     verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
@@ -161,7 +167,7 @@ def commit_batch(
     # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes
-    if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.job.ledger_every_s:
+    if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.ledger_every_s:
         ctx.store.upsert(
             "passrates",
             rows_from_outcomes(
@@ -205,7 +211,7 @@ def _compose_rewards(ctx: Ctx, traj_rows: list[dict], fresh: dict, verdicts: dic
         [r["domain"] for r in rows],
         [all_passed(verdicts[t]) for t in tids],
         [fresh[t][1].completion_tokens for t in tids],
-        ctx.job.reward,
+        ctx.reward,
         judge=jv,
         no_answer=[no_answer(verdicts[t]) for t in tids],
     )

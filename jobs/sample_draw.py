@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from rldata.console import log, progress
+from rldata.console import log
 from rldata.jobs.sample_commit import Ctx, commit_batch
 from rldata.jobs.sample_stored import decide_counts
 from rldata.rollout.episodes import Rollout
@@ -24,24 +24,25 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     from rldata.engine.actors import ensure_ray, start_engines
     from rldata.verify.parallel import warm_driver_verifiers
 
-    spec, job = ctx.job.spec, ctx.job
-    ensure_ray(job.address)
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
+    ensure_ray(cfg.address)
     warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
     t_start = time.monotonic()
+    engine = cfg.engine
     engines = ctx.lent or start_engines(
-        job.engines,
+        engine.engines,
         # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
         # very weights whose revision the ledger records; None keeps the bundled model's own id
-        None if job.model is None else str(Path(ctx.model_path).resolve()),
+        None if engine.model is None else str(Path(ctx.model_path).resolve()),
         seed=spec.seed or 0,
-        tensor_parallel_size=job.vllm.tensor_parallel_size,
-        engine_kwargs={"max_model_len": ctx.max_model_len, **job.vllm.engine_kwargs()},
+        tensor_parallel_size=engine.vllm.tensor_parallel_size,
+        engine_kwargs={"max_model_len": ctx.max_model_len, **engine.vllm.engine_kwargs()},
         name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
-        batches=-(-todo.height // job.batch_tasks),
+        batches=-(-todo.height // cfg.batch_tasks),
     )
     ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
     ctx.summary.engines = len(engines)
-    if job.reward.needs_judge(todo["domain"].unique().to_list()):
+    if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
         from rldata.engine.actors import RemoteEngine
         from rldata.rewards.judge import Judge
 
@@ -50,7 +51,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
         try:
             t0 = time.monotonic()
-            with progress("sampling", total=todo.height, unit="tasks") as bar:
+            with ctx.progress("sampling", total=todo.height, unit="tasks") as bar:
                 _adaptive_rounds(ctx, engines, todo, bar)
             _engine_time(ctx, engines, t0, busy0)
         finally:
@@ -66,7 +67,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ]
     text_tasks = todo.filter(pl.col("task_id").is_in(plain))
     env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
-    batches = deque(_batches(text_tasks, ctx.first, job.batch_tasks))
+    batches = deque(_batches(text_tasks, ctx.first, cfg.batch_tasks))
     inflight: dict = {}
     load = [0] * len(engines)
 
@@ -82,7 +83,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
 
     try:
         t0 = time.monotonic()
-        with progress("sampling", total=todo.height, unit="tasks") as bar:
+        with ctx.progress("sampling", total=todo.height, unit="tasks") as bar:
             submit()
             while inflight:
                 ready, _ = ray.wait(list(inflight), num_returns=1)
@@ -129,10 +130,10 @@ def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
 def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
     from rldata.rollout import EpisodeStats, Renderer, generate
 
-    spec, job = ctx.job.spec, ctx.job
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
     renderer = Renderer.for_model(ctx.model_path)
     ctx.episodes = EpisodeStats()
-    for b, f in _batches(todo, ctx.first, job.batch_tasks):
+    for b, f in _batches(todo, ctx.first, cfg.batch_tasks):
         rows = b.to_dicts()
         seeds = [spec.request_seed(r["task_id"]) for r in rows]
         rollouts = generate(
@@ -192,7 +193,7 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
 
     from rldata.rollout import EpisodeStats, Renderer, generate
 
-    spec, job = ctx.job.spec, ctx.job
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
     rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}
     episodic = any(ctx.bindings.get(t) is not None and not ctx.bindings[t].fast_single_turn for t in rows)
     renderer = Renderer.for_model(ctx.model_path) if episodic else None
@@ -219,8 +220,8 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
                 ctx.summary.adaptive_rounds += 1
                 for (k,), part in nxt.group_by("next_draws", maintain_order=True):
                     ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
-                    for i in range(0, len(ids), job.batch_tasks):
-                        bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
+                    for i in range(0, len(ids), cfg.batch_tasks):
+                        bid, offsets = ids[i : i + cfg.batch_tasks], drawn[i : i + cfg.batch_tasks]
                         brows = [rows[t] for t in bid]
                         out = generate(
                             engines,

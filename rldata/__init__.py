@@ -5,16 +5,17 @@ One verb per stage, each ``verb(store, *, ...)`` returning a frozen result with 
 
     ingest -> sample -> verify -> filter -> stratify -> train -> export / report
 
-and beside them passrates, cost, judge, judge_export, env_register, env_list, env_show.
+and beside them passrates, cost, rewards, judge, judge_export, env_register, env_list, env_show.
 """
 
-# The packages rldata.ingest, rldata.verify and rldata.report (and the module rldata.cost) share
+# The packages rldata.ingest, rldata.verify, rldata.report and rldata.rewards (and the module rldata.cost) share
 # their names with verbs.  Importing them first means the verbs bound below win the attribute (a
 # submodule import sets its parent's attribute only when it first loads); ``from rldata.verify
 # import ...`` still reaches the package.
 import rldata.cost
 import rldata.ingest
 import rldata.report
+import rldata.rewards
 import rldata.verify  # noqa: F401
 from rldata._version import __version__
 from rldata.api import (
@@ -29,6 +30,7 @@ from rldata.api import (
     judge_export,
     passrates,
     report,
+    rewards,
     sample,
     stratify,
     train,
@@ -55,6 +57,7 @@ __all__ = [
     "open_store",
     "passrates",
     "report",
+    "rewards",
     "sample",
     "stratify",
     "train",

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from rldata.errors import ConfigError, RldataError
+from rldata.errors import RldataError
 from rldata.results import (
     CostResult,
     EnvResult,
@@ -59,6 +58,7 @@ from rldata.verbs import (
     judge,
     judge_export,
     passrates,
+    rewards,
 )
 
 __all__ = [
@@ -83,6 +83,7 @@ __all__ = [
     "judge_export",
     "passrates",
     "report",
+    "rewards",
     "sample",
     "stratify",
     "train",
@@ -161,47 +162,13 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
     or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
     band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
-    from rldata.adaptive.rules import AdaptiveSpec
     from rldata.configs.fields import load
     from rldata.configs.sampling import SampleConfig
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import plan_sample, run_sample
 
-    cfg = load(SampleConfig, config, **overrides)  # every check runs here, before anything starts
-    spec, engine = cfg.sampling, cfg.engine
-    reward_spec = _reward_spec(cfg.reward_spec, spec.max_tokens)
-    band = cfg.band
-    if cfg.adaptive != "fixed" and band is None:
-        raise RldataError(f"adaptive {cfg.adaptive!r} needs band (the decision it settles)", field="band")
-    if band is not None and not isinstance(band, str):
-        band = ",".join(str(x) for x in band)
-    stopping = AdaptiveSpec.parse(cfg.adaptive, band=band, alpha=cfg.alpha, round_size=cfg.round_size)
-    job = SampleJob(
-        spec=spec,
-        model=engine.model,
-        where=cfg.where,
-        selection=cfg.selection,
-        engines=engine.engines,
-        address=cfg.address,
-        batch_tasks=cfg.batch_tasks,
-        verifier=cfg.verify.verifier,
-        verify_timeout_s=cfg.verify.timeout_s,
-        max_model_len=engine.max_model_len,
-        vllm=engine.vllm,
-        reward=reward_spec,
-        env=cfg.env,
-        adaptive=stopping,
-    )
-    return run_sample(_open(store, create=True), job).result()
-
-
-def _reward_spec(reward, max_tokens: int):
-    from rldata.rewards.compose import RewardSpec, load_reward_spec
-
-    if reward is None:
-        return RewardSpec()
-    spec = reward if isinstance(reward, RewardSpec) else load_reward_spec(reward)
-    spec.check_max_tokens(max_tokens, where=None if isinstance(reward, RewardSpec) else str(reward))
-    return spec
+    cfg = load(SampleConfig, config, **overrides)  # every check of the fields runs here
+    plan_sample(cfg)  # and the verifier's class, the reward spec, the band: before the store is opened
+    return run_sample(_open(store, create=True), cfg).result()
 
 
 def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
@@ -323,94 +290,34 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
 
 def _train(store: StoreLike, command) -> TrainResult:
     """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
-    from rldata.trainer.driver import DriverOptions
     from rldata.trainer.driver import train as run_train
 
-    run = command.run
-    # every check (the config's, DriverOptions' predicates, output paths) before the store is opened
+    # every check (the config's, output paths) before the store is opened
     check_output_path(command.train.output_dir, store=store, name="output_dir")
-    check_output_path(run.tracker_dir, store=store, name="tracker_dir")
-    opts = DriverOptions(
-        sampler="uniform" if run.uniform else run.sampler,
-        tasks_where=run.where,
-        resume=run.resume,
-        address=run.address,
-        max_model_len=run.max_model_len,
-        vllm=run.vllm,
-        tag=run.tag,
-        tracker=run.tracker,
-        tracker_dir=run.tracker_dir,
-    )
-    return TrainResult.of(run_train(_open(store, create=True), command.train, opts))
+    check_output_path(command.run.tracker_dir, store=store, name="tracker_dir")
+    return TrainResult.of(run_train(_open(store, create=True), command))
 
 
-def export(
-    store: StoreLike,
-    *,
-    out: str | os.PathLike,
-    format: str,
-    selection: str | None = None,
-    rollouts: bool = False,
-    run_id: str | None = None,
-    where: str | None = None,
-    correct_only: bool = False,
-    **options: Any,
-) -> ExportResult:
+def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:
     """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
-    ``options`` are :class:`rldata.interop.export.ExportSpec` fields: ``bucket``, ``split`` and
-    ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
-    (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
-    data, and swaps the directory into place only when complete."""
+    ``bucket``, ``split``, and ``options``, the format's own, e.g. ``options={"prompt_style":
+    "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations (``format``
+    jsonl or hf; ``run_id``, ``where``, ``correct_only``), to the directory ``out``.  ``config`` is
+    a :class:`rldata.interop.options.ExportConfig`, a mapping or a YAML/TOML file of its fields;
+    ``overrides`` are its fields by name and win over it (docs/options.md, the same as ``rldata
+    export``'s options).  Writes a manifest beside the data, and swaps the directory into place only
+    when complete."""
     from rldata.configs.fields import load
+    from rldata.interop.chat_export import export_conversations
+    from rldata.interop.export import export_selection
     from rldata.interop.options import ExportConfig
 
-    # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store
-    load(
-        ExportConfig, None, out=os.fspath(out), format=format, selection=selection, rollouts=rollouts,
-        run_id=run_id, where=where, correct_only=correct_only, **options,
-    )  # fmt: skip
+    overrides = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in overrides.items()}
+    cfg = load(ExportConfig, config, **overrides)  # every check before the store is opened
     st = _open(store, create=False)
-    if rollouts:
-        from rldata.interop.chat_export import export_conversations
-
-        if selection:
-            raise RldataError(
-                "give selection (tasks) or rollouts (trajectories), not both", field="selection"
-            )
-        unknown = set(options) - {"split"}
-        if unknown:
-            raise RldataError(
-                f"rollouts export takes no option {', '.join(sorted(unknown))}", field=min(unknown)
-            )
-        m = export_conversations(
-            st,
-            out=out,
-            fmt=format,
-            run_id=run_id,
-            where=where,
-            correct_only=correct_only,
-            split=options.get("split", "train"),
-        )
-    else:
-        from rldata.interop.export import ExportSpec, export_selection
-
-        if not selection:
-            raise RldataError(
-                "selection is required (or rollouts, to export trajectories)", field="selection"
-            )
-        if run_id or where is not None or correct_only:
-            bad = "run_id" if run_id else "where" if where is not None else "correct_only"
-            raise RldataError(f"{bad} goes with rollouts (trajectories), not with a selection", field=bad)
-        known = {f.name for f in fields(ExportSpec)} - {"selection", "format"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(
-                f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}", field=unknown[0]
-            )
-        spec = ExportSpec(selection=selection, format=format, **options)
-        m = export_selection(st, spec=spec, out=out)
+    m = export_conversations(st, cfg) if cfg.rollouts else export_selection(st, cfg)
     files = tuple(f["path"] for f in m["files"])  # write_export_dir lists {path, bytes, sha256}
-    return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
+    return ExportResult(out=str(cfg.out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 
 
 def report(

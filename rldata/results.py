@@ -16,6 +16,7 @@ __all__ = [
     "PassratesResult",
     "ReportResult",
     "Result",
+    "RewardsResult",
     "SampleResult",
     "TableResult",
     "TrainResult",
@@ -251,3 +252,13 @@ class EnvResult(Result):
     kind: str
     spec: str  # the spec as JSON (the row's ``spec`` column)
     new: bool
+
+
+@dataclass(frozen=True)
+class RewardsResult(TableResult):
+    """A run's rewards composed from a reward spec: ``rows``, one per trajectory with every
+    component; ``metrics``, the per-domain and overall means (``reward/total``, ...); ``written``, the
+    ``metrics`` rows this call upserted (0 unless asked to write them)."""
+
+    metrics: Any = None  # {name: value}
+    written: int = 0

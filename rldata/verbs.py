@@ -11,6 +11,7 @@ result with ``to_dict()``.  The ``rldata`` commands of the same names are thin c
 >>> rldata.judge_export(store, out="prefs/").rows
 >>> rldata.env_register(store, spec="calc.yaml").version
 >>> rldata.env_list(store).rows
+>>> rldata.rewards(store, run_id="r1", spec="rewards.yaml", write_metrics=0).metrics
 """
 
 from __future__ import annotations
@@ -27,13 +28,23 @@ from rldata.results import (
     ExportResult,
     JudgeResult,
     PassratesResult,
+    RewardsResult,
     TableResult,
     frozen,
 )
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store, open_store
 
-__all__ = ["cost", "env_list", "env_register", "env_show", "judge", "judge_export", "passrates"]
+__all__ = [
+    "cost",
+    "env_list",
+    "env_register",
+    "env_show",
+    "judge",
+    "judge_export",
+    "passrates",
+    "rewards",
+]
 
 # A store, its root (a path or an s3:// URI), or a function ``(*, create) -> Store`` that opens it
 # (the CLI's: a verb opens the store only once its parameters passed, so a refused call creates none).
@@ -208,6 +219,38 @@ def cost(
     return CostResult(rows=pl.DataFrame(rows), warnings=tuple(warnings))
 
 
+# ---- reward composition -------------------------------------------------------------------------
+def rewards(
+    store: StoreLike,
+    *,
+    run_id: str,
+    spec: str | os.PathLike | None = None,
+    verifier: str | None = None,
+    write_metrics: int | None = None,
+) -> RewardsResult:
+    """Compose the rewards of run ``run_id``'s trajectories from a reward ``spec`` (its YAML; default:
+    alpha 1, no normalization): R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty,
+    z-scored per domain if the spec asks.  ``verifier``: only this verifier's rows make R_VR.
+    ``write_metrics``: also upsert the means into ``metrics`` at this step of the run (the same rows
+    a sampling or training run writes for its rewards)."""
+    from rldata.rewards.compose import (
+        RewardSpec,
+        load_reward_spec,
+        metrics_rows,
+        reward_metrics,
+        rewards_for_run,
+    )
+
+    reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()  # checked before the store
+    st = _open(store, create=write_metrics is not None)
+    composed = rewards_for_run(st, run_id, reward_spec, verifier=verifier)
+    metrics = reward_metrics(composed)
+    written = 0
+    if write_metrics is not None:
+        written = st.upsert("metrics", metrics_rows(run_id, write_metrics, metrics))
+    return RewardsResult(rows=composed, metrics=frozen(dict(metrics)), written=written)
+
+
 # ---- the generative judge -----------------------------------------------------------------------
 def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
     """Judge stored trajectories with an LLM (``model``: a directory or name; default the bundled
@@ -217,23 +260,22 @@ def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
     ``config`` (a :class:`rldata.jobs.judge.JudgeConfig`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s)."""
     from rldata.configs.fields import load
-    from rldata.configs.sampling import SamplingSpec
     from rldata.engine.core import Engine
     from rldata.jobs.judge import JudgeConfig, judge_store
     from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
 
     cfg = load(JudgeConfig, config, **overrides)  # every check before the store or an engine
     mode, run_id, limit, swap = cfg.mode, cfg.run_id, cfg.limit, cfg.swap
-    sampling = SamplingSpec(n=1, temperature=0.0, max_tokens=cfg.max_tokens)
     st = _open(store, create=True)
+    eng = cfg.engine
     engine = Engine(
-        cfg.model,
-        max_model_len=cfg.max_model_len,
-        tensor_parallel_size=cfg.vllm.tensor_parallel_size,
-        **cfg.vllm.engine_kwargs(),
+        eng.model,
+        max_model_len=eng.max_model_len,
+        tensor_parallel_size=eng.vllm.tensor_parallel_size,
+        **eng.vllm.engine_kwargs(),
     )
     try:
-        judge_ = Judge(engine, sampling=sampling, swap=swap)
+        judge_ = Judge(engine, sampling=cfg.sampling, swap=swap)
         added = judge_store(st, judge_, mode=mode, run_id=run_id, limit=limit)
     finally:
         engine.close()

@@ -22,13 +22,14 @@ from rldata.errors import RldataError
 ROOT = Path(__file__).resolve().parents[1]
 VERBS = (
     *("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report"),
-    *("passrates", "cost", "judge", "judge_export", "env_register", "env_list", "env_show"),
+    *("passrates", "cost", "rewards", "judge", "judge_export", "env_register", "env_list", "env_show"),
 )
 
 
 def test_the_package_exports_one_verb_per_stage_even_after_its_namesake_packages_load():
     import rldata.ingest.gym
     import rldata.report.page
+    import rldata.rewards.compose
     import rldata.verify.math
 
     for verb in VERBS:
@@ -139,6 +140,7 @@ COMMANDS = {
     "report": "stats.py",
     "passrates": "sample.py",
     "cost": "cost.py",
+    "rewards": "rewards.py",
     "judge": "judge.py",
     "judge_export": "judge.py",
     "env_register": "env.py",

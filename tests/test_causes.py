@@ -135,7 +135,7 @@ def test_the_trainers_engine_error_names_the_cause(hd16, tmp_path, capsys, monke
         (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
         ingest(open_store(root), tmp_path / "t.jsonl")
         cfg = tmp_path / "train.yaml"
-        cfg.write_text("prompts_per_step: 2\ngroup_size: 2\nmicro_batch: 4\nmax_tokens: 4\n")
+        cfg.write_text("prompts_per_step: 2\nn: 2\nmicro_batch: 4\nmax_tokens: 4\n")
         argv = ["--store", root, "train", "--model", hd16, "--config", cfg, "--steps", 1]
         err = _one_line_error(capsys, argv + ["--out", tmp_path / "runs", "--run-id", "hd16"])
     assert "EngineActor.generate" in err and "head_dim=16" in err, err

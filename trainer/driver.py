@@ -33,58 +33,28 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
-from rldata.configs.sampling import VllmConfig
 from rldata.console import log
+from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
 from rldata.errors import RldataError
+from rldata.jobs.sample import override_verifier
 from rldata.rewards.compose import RewardSpec
-from rldata.sql_guard import check_predicate
+from rldata.rewards.judge import Judge
+from rldata.rollout import EpisodeStats, Renderer
+from rldata.runs.core import record_run
+from rldata.runs.trackers import open_tracker
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
-from rldata.trainer.config import TrainConfig
+from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
 from rldata.trainer.evaluate import evaluate
 from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
 from rldata.trainer.rollout import collect_step, load_reward
 from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
 from rldata.trainer.writer import Writer
+from rldata.verify import for_domain
 
-__all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
-
-
-@dataclass(frozen=True)
-class DriverOptions:
-    """What a run needs besides the TrainConfig: where tasks come from, Ray, engine sizes."""
-
-    sampler: str | None = None  # override the curriculum's sampler, e.g. "uniform" (the baseline)
-    tasks_where: str | None = None  # SQL predicate over tasks, for a run without a curriculum
-    resume: bool = False  # continue run_id from its newest checkpoint
-    address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
-    max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
-    vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
-    tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
-    tracker: str = "none"  # rldata.runs.trackers.TRACKERS: each metrics row is also streamed there
-    tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
-    # Steps' rows are committed together at most this often (rldata.trainer.writer): a commit costs
-    # about the same for one step's rows as for ten, and on a small machine it competes with the
-    # engine and the learner for the cores.  Checkpoints (and the end) always commit at once.
-    writeback_interval_s: float = 2.0
-
-    def __post_init__(self):
-        from rldata.names import check_name
-        from rldata.runs.trackers import check_tracker
-
-        check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
-        if self.tag is not None:
-            check_name(self.tag, field="tag")
-        # the predicate is spliced into SQL: one predicate, checked before Ray starts (build_sampler
-        # checks again for its direct callers; the held-out one is TrainConfig.eval's, checked there)
-        if self.tasks_where is not None:
-            check_predicate(self.tasks_where, field="where")
-        if self.max_model_len is not None and self.max_model_len < 2:
-            raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.writeback_interval_s < 0:
-            raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
+__all__ = ["TrainSummary", "run_args", "run_dir", "train"]
 
 
 @dataclass
@@ -110,9 +80,6 @@ class _Ctx:
         """(name, version) of the verifier that scores ``domain``: the config's override, else the
         domain's; they key the verdicts and the ledger rows."""
         if domain not in self._verifiers:
-            from rldata.jobs.sample import override_verifier
-            from rldata.verify import for_domain
-
             name = self.cfg.verify.verifier
             v = override_verifier(name) if name else for_domain(domain)
             self._verifiers[domain] = (v.name, v.version)
@@ -124,12 +91,10 @@ def _ray_cpus_needed(cfg: TrainConfig) -> float:
     # alternate in synchronous mode, so these are scheduling slots, not cores that must all be busy at
     # once (async mode runs them at once: the same slots, sharing the cores).  Held-out evaluations
     # borrow the run's engines; the one a resumed run redoes before they start reuses their slot.
-    return cfg.engines + cfg.num_learners * cfg.cpus_per_learner + 1
+    return cfg.engine.engines + cfg.num_learners * cfg.cpus_per_learner + 1
 
 
 def _start_ray(address: str | None, need: float) -> None:
-    from rldata.engine.actors import ensure_ray
-
     have = ensure_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(need))).get("CPU", 0)
     if have < need:
         raise RldataError(
@@ -196,37 +161,49 @@ def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict
     return commit(tmp, final)
 
 
-def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions()) -> TrainSummary:
-    """Run (or resume) a GRPO training run; returns its summary."""
-    from rldata.runs.core import record_run
-    from rldata.runs.trackers import open_tracker
+def train(store: Store, command: TrainCommand, *, writeback_interval_s: float = 2.0) -> TrainSummary:
+    """Run (or resume) the GRPO training run ``command`` describes (its ``train`` config and how its
+    ``run`` starts); returns its summary.
 
-    cfg, opts, state = plan_run(store, cfg, options)  # every check that needs no Ray
-    _start_ray(opts.address, _ray_cpus_needed(cfg))
-    restore(store, cfg, state, resume=opts.resume)
+    ``writeback_interval_s``, not a setting of the run: steps' rows are committed together at most
+    this often (rldata.trainer.writer): a commit costs about the same for one step's rows as for
+    ten, and on a small machine it competes with the engine and the learner for the cores.
+    Checkpoints (and the end) always commit at once."""
+    if writeback_interval_s < 0:
+        raise RldataError(f"writeback_interval_s must be >= 0, got {writeback_interval_s}")
+    run_opts = command.run
+    cfg, state = plan_run(store, command.train, run_opts)  # every check that needs no Ray
+    _start_ray(run_opts.address, _ray_cpus_needed(cfg))
+    restore(store, cfg, state, resume=run_opts.resume)
 
-    args = {
-        "config": cfg.to_dict(),
-        "options": asdict(opts),
-        "base_model": state.base.path,
-        "start_step": state.start,
-    }
-    tracker_dir = opts.tracker_dir or run_dir(cfg, state.run_id) / opts.tracker
+    args = run_args(cfg, run_opts, state)
+    tracker_dir = run_opts.tracker_dir or run_dir(cfg, state.run_id) / run_opts.tracker
     with (
         record_run(store, "train", args, run_id=state.run_id) as run,
-        open_tracker(opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
+        open_tracker(run_opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
     ):
         state.tracker = tracker
-        _loop(store, cfg, opts, state)
+        _loop(store, cfg, run_opts, state, writeback_interval_s)
         run.summary = state.summary.to_dict()
     return state.summary
 
 
-def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) -> None:
+def run_args(cfg: TrainConfig, run: TrainRun, state: RunState) -> dict:
+    """What the runs row (and a tracker) records of a run: its config, its sections nested, every
+    run option as rldata train took it, the base model and the step it started from."""
+    return {
+        "config": cfg.to_dict(),
+        "run": asdict(run),
+        "base_model": state.base.path,
+        "start_step": state.start,
+    }
+
+
+def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float) -> None:
+    # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
     import ray
     from transformers import AutoTokenizer
 
-    from rldata.engine.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
@@ -234,24 +211,14 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
 
     def run_eval(step: int, model_dir, engines: list | None = None) -> None:
-        res = evaluate(
-            store,
-            model_dir,
-            cfg,
-            state.eval_ids,
-            address=opts.address,
-            max_model_len=opts.max_model_len,
-            vllm=opts.vllm,
-            env=cfg.env,
-            engines=engines,
-        )
+        res = evaluate(store, model_dir, cfg, state.eval_ids, address=run_opts.address, engines=engines)
         summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
         # upsert: a resumed run may redo an evaluation whose rows already landed
         evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
         log(
-            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval.n} "
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_spec().n} "
             f"(ledger model {res.model})"
         )
 
@@ -285,26 +252,24 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             total=cfg.steps,
             summary=summary,
             tracker=state.tracker,
-            params_hash=cfg.sampling_spec().params_hash,
+            params_hash=cfg.rollout.params_hash,
             run_id=run_id,
         ),
-        interval_s=opts.writeback_interval_s,
+        interval_s=writeback_s,
     )
     try:
         engines = start_engines(
-            cfg.engines,
+            cfg.engine.engines,
             model_now,
-            seed=cfg.seed,
+            seed=cfg.rollout.seed,
             name_prefix=f"rldata-train-{run_id}",
-            tensor_parallel_size=opts.vllm.tensor_parallel_size,
-            engine_kwargs={"max_model_len": opts.max_model_len, **opts.vllm.engine_kwargs()},
+            tensor_parallel_size=cfg.engine.vllm.tensor_parallel_size,
+            engine_kwargs={"max_model_len": cfg.engine.max_model_len, **cfg.engine.vllm.engine_kwargs()},
         )
         if state.eval_ids and ckpt_path is None:
             # Before the first step, on the run's own engines: they hold the base model's weights, and
             # an evaluation's engines of its own would cost an engine start (and a model load) each.
             run_eval(0, base_path, engines)
-        from rldata.rollout import EpisodeStats, Renderer
-
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
         ctx = _Ctx(
             cfg=cfg,
@@ -312,18 +277,15 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             engines=engines,
             tasks=state.tasks,
             sampler=state.sampler,
-            spec=cfg.sampling_spec(),
+            spec=cfg.rollout,
             verify_timeout_s=cfg.verify.timeout_s,
             reward=reward,
             bindings=state.bindings,
             renderer=Renderer(tokenizer) if episodic else None,
-            max_model_len=opts.max_model_len,
+            max_model_len=cfg.engine.max_model_len,
             episode_stats=EpisodeStats(),
         )
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
-            from rldata.engine.actors import RemoteEngine
-            from rldata.rewards.judge import Judge
-
             ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
         _train_steps(
             store,

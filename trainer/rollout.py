@@ -149,7 +149,7 @@ def build_sampler(
             if task_id not in skip:
                 buckets.setdefault(bucket, []).append(task_id)
     else:
-        cur = _uniform_curriculum(cfg.seed)
+        cur = _uniform_curriculum(cfg.rollout.seed)
         if tasks_where is not None:
             check_predicate(tasks_where, field="where")
         q = (
@@ -169,12 +169,12 @@ def build_sampler(
     if (sampler or cur.sampler).startswith("live:"):
         live_cfg = cfg.live
         prior = (
-            ledger_prior(store, prior_model, ids, params_hash=cfg.sampling_spec().params_hash)
+            ledger_prior(store, prior_model, ids, params_hash=cfg.rollout.params_hash)
             if prior_model and live_cfg.prior == "ledger"
             else None
         )
         live = LiveState(live_cfg, prior=prior)
-    s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler, live=live)
+    s = CurriculumSampler(cur, buckets, seed=cfg.rollout.seed, sampler=sampler, live=live)
     tbl = store.sql(
         f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
         extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
@@ -238,7 +238,7 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     from rldata.rollout import generate
 
     for slot, (task_id, bucket) in enumerate(draws):
-        seed = request_seed(cfg.seed, step, rnd, slot, task_id)
+        seed = request_seed(cfg.rollout.seed, step, rnd, slot, task_id)
         groups.append(
             Group(
                 task=ctx.tasks[task_id],
@@ -299,7 +299,7 @@ def load_reward(cfg: TrainConfig) -> RewardSpec:
     default: the verifier's 1/0."""
     if not cfg.reward_spec:
         return RewardSpec()
-    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.max_tokens, where=cfg.reward_spec)
+    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.rollout.max_tokens, where=cfg.reward_spec)
 
 
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:

@@ -8,7 +8,7 @@ driver's loop reads and mutates the one :class:`RunState` they build.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from rldata.errors import ConfigError, RldataError
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
-from rldata.trainer.config import TrainConfig
+from rldata.trainer.config import TrainConfig, TrainRun
 from rldata.trainer.evaluate import eval_task_ids
 from rldata.trainer.rollout import build_sampler, load_reward
 
@@ -94,17 +94,17 @@ def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
     return run
 
 
-def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, RunState]:
-    """The run's config (with its run id), options (with the engine context) and state at step 0;
-    every check here runs before Ray starts.  ``opts`` is a ``rldata.trainer.driver.DriverOptions``."""
-    run_id = _resolve_run_id(cfg, opts.resume)
+def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig, RunState]:
+    """The run's config (with its run id and the engines' context) and state at step 0; every check
+    here runs before Ray starts."""
+    run_id = _resolve_run_id(cfg, run.resume)
     cfg = cfg.replace(run_id=run_id)
-    base = model_identity(cfg.model)
-    if opts.max_model_len is None:
-        opts = replace(opts, max_model_len=model_context(base.path))
+    base = model_identity(cfg.engine.model)
+    if cfg.engine.max_model_len is None:
+        cfg = cfg.replace(max_model_len=model_context(base.path))
     ckpt_root = run_dir(cfg, run_id) / "checkpoints"
     ckpt_path = latest_checkpoint(ckpt_root)
-    if not opts.resume and (
+    if not run.resume and (
         ckpt_path is not None
         or store.sql("SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
     ):
@@ -112,7 +112,7 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
             f"run {run_id} already has checkpoints or rows: resume it, or give another run_id", field="run_id"
         )
     if (
-        opts.resume
+        run.resume
         and ckpt_path is None
         and not store.sql("SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
     ):
@@ -125,8 +125,8 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
     sampler, tasks = build_sampler(
         store,
         cfg,
-        sampler=opts.sampler,
-        tasks_where=opts.tasks_where,
+        sampler=run.sampler_name,
+        tasks_where=run.where,
         exclude=eval_ids,
         prior_model=base.name,
     )
@@ -146,7 +146,7 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         bindings=bindings,
         summary=TrainSummary(run_id=run_id, model=base.name),
     )
-    return cfg, opts, state
+    return cfg, state
 
 
 def _check_override(store: Store, cfg: TrainConfig, bindings: dict, eval_ids: list[str]) -> None:
@@ -197,7 +197,7 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
             if m != wb.ledger_model(base.name, run_id, version)
         ]
         gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
-        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
+        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.rollout.params_hash)
         log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
     state.pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base.name, run_id, version), start)
     if (
@@ -207,7 +207,7 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
             store,
             state.pending,
             model=wb.ledger_model(base.name, run_id, version),
-            params_hash=cfg.sampling_spec().params_hash,
+            params_hash=cfg.rollout.params_hash,
             run_id=run_id,
         )
     state.summary.last_step, state.summary.policy_version = start, version

@@ -38,10 +38,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    store: str = typer.Option(
+    # named after the library's fields (open_store's root and storage_options): an error naming
+    # them gets these flags in front (rldata.cli._common.flag_for)
+    root: str = typer.Option(
         None, "--store", envvar="RLDATA_STORE", help="Store root (directory or URI). Default: ./rldata-store."
     ),
-    storage_option: list[str] = typer.Option(
+    storage_options: list[str] = typer.Option(
         None,
         "--storage-option",
         metavar="KEY=VALUE",
@@ -55,7 +57,7 @@ def _root(
 ) -> None:
     from rldata._remote import parse_storage_options
 
-    ctx.obj = {"store": store, "debug": debug, "storage_options": parse_storage_options(storage_option)}
+    ctx.obj = {"store": root, "debug": debug, "storage_options": parse_storage_options(storage_options)}
 
 
 # One module per noun; each exposes ``register(app)``.  Add new nouns here.

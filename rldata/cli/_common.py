@@ -12,11 +12,11 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.cli._options import config_of, field_flags
 from rldata.errors import RldataError
 from rldata.store.outputs import write_output as _write_output
 
 __all__ = [
-    "FIELD_FLAGS",
     "FORMAT_OPT",
     "OUT_OPT",
     "Format",
@@ -90,23 +90,6 @@ def int_list(text: str | None, what: str) -> list[int] | None:
         raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-# Library field -> the option that feeds it, where the option is not --FIELD (underscores as
-# dashes) and its parameter has another name.  A field no option of the failing command feeds gets
-# no flag: a message never points at an option the command does not have.
-FIELD_FLAGS = {
-    "num_learners": "--learners",
-    "output_dir": "--out",
-    "mode": "--async",
-    "rule": "--adaptive",
-    "round_size": "--round",
-    "timeout_s": "--timeout",
-    "storage_options": "--storage-option",
-    "run_ids": "--run",
-    "run_id": "--run",  # export, cost (commands with --run-id find it by its parameter's name)
-    "root": "--store",
-}
-
-
 def _options(cmd) -> list:
     return [p for p in getattr(cmd, "params", []) if getattr(p, "param_type_name", None) == "option"]
 
@@ -127,22 +110,23 @@ def _commands_of(root, argv: list[str]) -> list:
 
 
 def flag_for(root, argv: list[str], field: str | None) -> str | None:
-    """The long option of the command ``argv`` runs that sets library field ``field`` (None: none does)."""
+    """The long option of the command ``argv`` runs that sets library field ``field`` (None: none
+    does): from the command's config (each field's own flag, rldata.cli._options), else the option
+    whose parameter is named after the field (``--store`` sets ``root``).  A field no option of the
+    failing command feeds gets no flag: a message never points at an option the command lacks."""
     if not field:
         return None
-    field = field.replace(".", "_")  # eval.n, a prefixed section's field, is set by --eval-n
     try:
         chain = _commands_of(root, argv)
     except Exception:  # noqa: BLE001 - only a nicer message is at stake; never mask the real error
         return None
-    options = [o for cmd in chain for o in _options(cmd)]  # the command's own first, then --store & co
-    longs = {o for p in options for o in p.opts if o.startswith("--")}
-    want = FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
-    if want in longs:
-        return want
-    for p in options:  # an option whose parameter is the field itself, e.g. `n` behind --n
-        if p.name == field:
-            return next((o for o in p.opts if o.startswith("--")), None)
+    for cmd in chain:  # the command's own first, then its groups (--store & co)
+        cls = config_of(cmd)
+        if cls is not None and field in (flags := field_flags(cls)):
+            return flags[field]
+        for p in _options(cmd):  # an option whose parameter is the field itself, e.g. `run_id` behind --run
+            if p.name == field.replace(".", "_"):
+                return next((o for o in p.opts if o.startswith("--")), None)
     return None
 
 

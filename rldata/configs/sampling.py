@@ -11,6 +11,7 @@ passrates 4): :mod:`rldata.store.rehash` upgrades their stores.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -18,7 +19,18 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from rldata.configs.fields import at_least, finite_between, nested, one_of, param, sql_predicate, validate
+from rldata.configs.fields import (
+    at_least,
+    config,
+    finite_between,
+    nested,
+    one_of,
+    param,
+    section_defaults,
+    sql_predicate,
+    validate,
+    validator,
+)
 from rldata.errors import ConfigError
 
 __all__ = [
@@ -34,12 +46,16 @@ __all__ = [
     "SamplingSpec",
     "VerifyConfig",
     "VllmConfig",
-    "check_sampling",
     "params_hash_of",
 ]
 
 # how many samples are drawn, and from which seed, say nothing about the distribution
 NOT_HASHED = ("n", "seed")
+
+# The registries the "one of these names" fields take their help from, by path: they sit in layers
+# above this one (rldata.verify, rldata.envs), imported only when the help or a check needs them.
+VERIFIERS = "rldata.verify.base:REGISTRY"
+ENVIRONMENTS = "rldata.envs.base:REGISTRY"
 
 
 # Upper bounds: far above any useful setting, low enough that a typo (an extra zero, 2**70) is a
@@ -51,31 +67,16 @@ MAX_TOKENS = 2**31 - 1  # vLLM keeps token counts in int32
 MAX_SEED = 2**63  # exclusive: seeds are stored as int64
 
 
-def _int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}", field=name)
-    return value
+def _top_p(v):
+    return None if math.isfinite(v) and 0 < v <= 1 else f"must be in (0, 1], got {v}"
 
 
-def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, seed=0) -> None:
-    """Check sampling parameters before anything starts: a ConfigError naming the first bad one."""
-    if not 1 <= _int(n, "n") <= MAX_N:
-        raise ConfigError(f"n must be in [1, {MAX_N}], got {n}", field="n")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ConfigError(f"temperature must be a number, got {temperature!r}", field="temperature")
-    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
-        raise ConfigError(
-            f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {temperature}",
-            field="temperature",
-        )
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ConfigError(f"top_p must be in (0, 1], got {top_p}", field="top_p")
-    if _int(top_k, "top_k") < -1:
-        raise ConfigError(f"top_k must be >= 1, or -1 or 0 (off), got {top_k}", field="top_k")
-    if not 1 <= _int(max_tokens, "max_tokens") <= MAX_TOKENS:
-        raise ConfigError(f"max_tokens must be in [1, {MAX_TOKENS}], got {max_tokens}", field="max_tokens")
-    if seed is not None and not 0 <= _int(seed, "seed") < MAX_SEED:
-        raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
+def _top_k(v):
+    return None if v >= -1 else f"must be >= 1, or -1 or 0 (off), got {v}"
+
+
+def _seed(v):
+    return None if v is None or 0 <= v < MAX_SEED else f"must be in [0, 2**63), got {v}"
 
 
 # The fields the hash has always covered.  A field added since is hashed only when it differs from
@@ -108,23 +109,26 @@ def _field_defaults(cls: type) -> dict[str, Any]:
 class SamplingSpec:
     """Sampling parameters (the distribution, N and the seed)."""
 
-    n: int = param(16, help="Samples per task (vLLM shares the prompt's prefill across them).")
-    temperature: float = param(1.0, help="Sampling temperature (0 = greedy).")
-    top_p: float = param(1.0, help="Nucleus sampling mass, in (0, 1].")
-    top_k: int = param(-1, help="Sample from the K most likely tokens only (-1: off).")
-    max_tokens: int = param(16, help="Completion length cap, in tokens.")
+    n: int = param(
+        16,
+        check=finite_between(1, MAX_N),
+        help="Samples per task (vLLM shares the prompt's prefill across them).",
+    )
+    temperature: float = param(
+        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature (0 = greedy)."
+    )
+    top_p: float = param(1.0, check=_top_p, help="Nucleus sampling mass, in (0, 1].")
+    top_k: int = param(-1, check=_top_k, help="Sample from the K most likely tokens only (-1: off).")
+    max_tokens: int = param(16, check=finite_between(1, MAX_TOKENS), help="Completion length cap, in tokens.")
     stop: tuple[str, ...] = param((), cli=False, help="Stop strings, kept out of the completion.")
     seed: int | None = param(
-        0, help="Base seed; each task's requests get a seed derived from it and the task id."
+        0, check=_seed, help="Base seed; each task's requests get a seed derived from it and the task id."
     )
 
     def __post_init__(self):
-        check_sampling(
-            n=self.n, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            max_tokens=self.max_tokens, seed=self.seed,
-        )  # fmt: skip
-        object.__setattr__(self, "stop", tuple(self.stop))
-        validate(self)  # a field added later is checked by its own declaration
+        if isinstance(self.stop, list):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        validate(self)  # each field by its own declaration
 
     def vllm_kwargs(self) -> dict[str, Any]:
         """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
@@ -208,7 +212,7 @@ class VllmConfig:
         return {"dtype": self.dtype, "kv_cache_gib": self.kv_cache_gib}
 
 
-@dataclass(frozen=True)
+@config
 class EngineConfig:
     """The vLLM engines: which model, how many, their context, dtype and KV cache."""
 
@@ -223,7 +227,7 @@ class EngineConfig:
         help="Engine actors (default: one per GPU; on CPU one per core, at most 4, at most one per batch).",
     )
     max_model_len: int | None = param(
-        None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
+        None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
     )
     vllm: VllmConfig = nested(VllmConfig)
 
@@ -235,10 +239,14 @@ class EngineConfig:
 class VerifyConfig:
     """How completions are checked: which verifier, and how long one check may take."""
 
+    # the choices are listed, not enforced here: a domain name or a class path also resolve, and
+    # rldata.jobs.sample.override_verifier imports the class before anything starts
     verifier: str | None = param(
         None,
-        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
-        "domain verifier.",
+        choices=VERIFIERS,
+        strict=False,
+        help="A verifier for every task instead of each task's domain default (a plugin's name or "
+        "module:Class also work).",
     )
     timeout_s: float = param(
         10.0,
@@ -254,19 +262,23 @@ class VerifyConfig:
 ADAPTIVE_RULES = ("fixed", "exact", "sequential")
 
 
-@dataclass(frozen=True)
+@config
 class SampleConfig:
     """What `rldata sample` samples, how, and on which engines."""
 
     sampling: SamplingSpec = nested(SamplingSpec)
     engine: EngineConfig = nested(EngineConfig)
     verify: VerifyConfig = nested(VerifyConfig)
-    where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="SQL predicate over tasks, e.g. \"domain = 'math'\"."
+    )
     selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
     batch_tasks: int = param(128, check=at_least(1), help="Tasks per engine call and per store commit.")
     env: str | None = param(
         None,
+        choices=ENVIRONMENTS,
+        strict=False,
         help="Run every task as an episode in this environment (NAME or NAME@VERSION from rldata env list; "
         "a bundled one is registered on first use). Default: each task's own environment, else single-turn.",
     )
@@ -299,22 +311,29 @@ class SampleConfig:
     def __post_init__(self):
         validate(self)
 
+    @validator
+    def sample_rules(self):
+        if self.where and self.selection:
+            raise ConfigError("give where or selection, not both", field="selection")
+        if self.adaptive != "fixed" and self.band is None:
+            raise ConfigError(
+                f"adaptive {self.adaptive!r} needs band (the decision it settles)", field="band"
+            )
+
 
 # The bundled held-out split: tasks whose metadata says split = 'heldout' (sample_data's tiny sets)
 HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
 
 
-def _eval_n(v):
-    return None if 1 <= v <= MAX_N else f"must be in [1, {MAX_N}], got {v}"
-
-
-@dataclass(frozen=True)
+@config
 class EvalConfig:
-    """Held-out evaluation: which tasks, how often, with how many samples at which temperature.
+    """Held-out evaluation: which tasks, how often, sampled how.
 
     Nested as ``eval`` with its name in front (``--eval-n``, ``eval: {n: 8}`` in a file), so its
-    ``n`` and ``temperature`` never clash with the rollout's; the old flat ``eval_n`` still works,
-    with a warning, for one release."""
+    sampling never clashes with the rollout's; the old flat ``eval_n`` still works, with a warning,
+    for one release.  Its sampling follows the training rollout's (:meth:`spec`): ``n`` (16) and
+    ``temperature`` (1.0) are the eval's own, every other field is the rollout's unless set to
+    something else than its default."""
 
     every: int = param(
         0,
@@ -327,10 +346,7 @@ class EvalConfig:
     size: int = param(
         200, check=at_least(1), help="Held-out tasks per eval (the first ones, in task_id order)."
     )
-    n: int = param(16, check=_eval_n, help="Samples per held-out task.")
-    temperature: float = param(
-        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature of the eval (0 = greedy)."
-    )
+    sampling: SamplingSpec = nested(SamplingSpec, defaults={"n": 16, "temperature": 1.0}, follows="rollout")
     heldout: bool = param(
         False,
         help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
@@ -342,6 +358,9 @@ class EvalConfig:
 
     def __post_init__(self):
         validate(self)
+
+    @validator
+    def eval_rules(self):
         if self.heldout and self.where:
             raise ConfigError("heldout: give heldout or where, not both", field="heldout")
         if self.selection and self.tasks_where:
@@ -359,6 +378,12 @@ class EvalConfig:
     def enabled(self) -> bool:
         return bool(self.selection or self.tasks_where)
 
-    def spec(self, *, max_tokens: int, seed: int | None) -> SamplingSpec:
-        """The eval's sampling params; the completion cap and the seed are the run's."""
-        return SamplingSpec(n=self.n, temperature=self.temperature, max_tokens=max_tokens, seed=seed)
+    def spec(self, rollout: SamplingSpec) -> SamplingSpec:
+        """The eval's sampling: the rollout's, with the eval's own fields (those it gives a default of
+        its own where it nests ``sampling``: ``n``, ``temperature``) and every field set to something
+        else than its default.  A sampling field added later follows the rollout with no edit here."""
+        own = section_defaults(type(self), "sampling")
+        plain = type(self.sampling)()
+        mine = self.sampling.to_dict()
+        keep = {k: v for k, v in mine.items() if k in own or v != plain.to_dict()[k]}
+        return dataclasses.replace(rollout, **keep)

@@ -32,7 +32,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rldata.envs.base import Message, StepResult, register
+from rldata.envs.base import EpisodeConfig, Message, StepResult, register
 from rldata.envs.openenv import (
     OpenEnvEnv,
     OpenEnvError,
@@ -149,7 +149,7 @@ class OpenEnvMCPEnv(OpenEnvEnv):
         pass_reward: float = 1.0,
         max_calls: int = 4,
         observation_field: str | None = None,
-        step_timeout_s: float = 10.0,
+        step_timeout_s: float = EpisodeConfig.step_timeout_s,
         image: str | None = None,
         **config: Any,
     ):

@@ -1,29 +1,26 @@
 """What ``rldata env register`` (and ``rldata.env_register``) takes: a spec file, or a NAME and one
 of an OpenEnv server's URL, an OpenEnv container image or a verifiers v1 environment.
 
-The options are declared once, here; the CLI's options, the Python keywords and docs/options.md
-come from these fields, and the checks (one source at most, the role, the limits) run when the
-config is built, so a Python caller meets the same one-line errors as the command line.
+The options are declared once, here (the episode settings in :class:`rldata.envs.base.EpisodeConfig`,
+nested); the CLI's options, the Python keywords and docs/options.md come from these fields, and the
+checks (one source at most, the role, the limits) run when the config is built, so a Python caller meets the same one-line errors as the command line.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rldata.configs.fields import at_least, one_of, param, read_file, validate
+from rldata.configs.fields import at_least, config, nested, one_of, param, read_file, validate, validator
+from rldata.envs.base import EpisodeConfig
 from rldata.errors import ConfigError, InputError
 
 __all__ = ["SOURCES", "EnvRegisterConfig"]
 
 SOURCES = ("openenv", "openenv_image", "verifiers")  # what NAME is registered as; at most one
-
-
-def _seconds(v):
-    return None if v > 0 else f"must be > 0 seconds, got {v}"
 
 
 def _env_config(v: Any) -> dict[str, Any] | None:
@@ -48,7 +45,7 @@ def _env_config(v: Any) -> dict[str, Any] | None:
     return dict(data)
 
 
-@dataclass(frozen=True)
+@config
 class EnvRegisterConfig:
     """Register an environment: a YAML/JSON spec, or NAME served by OpenEnv or a verifiers module."""
 
@@ -77,20 +74,11 @@ class EnvRegisterConfig:
         help="--mcp: what judges an episode: server (its rewards, e.g. from a submit tool) or verifier "
         "(the task's verifier on the last answer; tasks from a dataset).",
     )
-    tool_parser: str | None = param(
-        None,
-        help="--mcp/--verifiers: how the model's tool calls are read (hermes, llama3_json, mistral); "
-        "default: the one the model's chat template names.",
-    )
     pass_reward: float = param(
         1.0, help="--openenv/--verifiers: the episode return (rubric reward) that counts as a pass."
     )
-    max_turns: int = param(
-        8, check=at_least(1), help="--openenv/--verifiers: assistant turns per episode at most."
-    )
-    step_timeout_s: float = param(
-        10.0, check=_seconds, help="--openenv/--verifiers: seconds per reset/step call at most."
-    )
+    # --openenv/--verifiers: the registered spec's episode settings (a spec file has its own)
+    episode: EpisodeConfig = nested(EpisodeConfig)
     openenv_image: str | None = param(
         None,
         help="Register NAME as the OpenEnv server this container image serves: it runs with docker "
@@ -117,6 +105,10 @@ class EnvRegisterConfig:
 
     def __post_init__(self):
         validate(self)
+
+    @validator
+    def register_rules(self) -> None:
+        """One source at most; the MCP settings with an MCP server; a spec file's own settings."""
         given = [s for s in SOURCES if getattr(self, s) is not None]
         if len(given) > 1:
             a, b = given[:2]
@@ -129,12 +121,11 @@ class EnvRegisterConfig:
         if self.env_config is not None and self.verifiers is None:
             raise ConfigError("env_config goes with verifiers (an environment id)", field="env_config")
         served = self.openenv is not None or self.openenv_image is not None
-        mcp_options = self.mcp or self.reward != "server"
-        if mcp_options and not served:
+        if (self.mcp or self.reward != "server") and not served:
             raise ConfigError(
                 "mcp and reward go with openenv (a URL) or openenv_image (an image)", field="mcp"
             )
-        if self.tool_parser is not None and not (self.mcp or self.verifiers is not None):
+        if self.episode.tool_parser is not None and not (self.mcp or self.verifiers is not None):
             raise ConfigError(
                 "tool_parser is for a tool environment: add --mcp (OpenEnv) or use --verifiers", field="mcp"
             )
@@ -144,38 +135,44 @@ class EnvRegisterConfig:
             raise ConfigError(
                 f"spec: with {given[0]}, the environment's NAME, got {self.spec!r}", field="spec"
             )
+        unset = asdict(type(self.episode)())
+        changed = [k for k, v in asdict(self.episode).items() if v != unset[k]]
+        if not given and changed:
+            raise ConfigError(
+                f"{changed[0]}: set with openenv, openenv_image or verifiers; a spec file sets its own",
+                field=changed[0],
+            )
 
     def spec_data(self, url: str | None = None) -> dict[str, Any] | None:
         """The spec mapping to register (``url``: the started container's), or None when ``spec``
         is a file to read."""
-        from rldata.envs.catalog import openenv_spec
-
         if self.verifiers is not None:
+            # verifiers (and the environment's package) load when one is registered, not at start-up
             from rldata.envs.verifiers_env import describe
 
             config = {"id": self.verifiers, "pass_reward": self.pass_reward}
             if self.env_config:
                 config["env_config"] = self.env_config
             config |= describe(self.verifiers, self.env_config)  # the installed package, the harness
-            data = {
+            return {
                 "name": self.spec,
                 "env": "verifiers",
                 "config": config,
-                "max_turns": self.max_turns,
-                "step_timeout_s": self.step_timeout_s,
+                **{k: v for k, v in asdict(self.episode).items() if v is not None},
             }
-            return data | ({"tool_parser": self.tool_parser} if self.tool_parser else {})
         if self.openenv is not None or url is not None:
+            # the catalog (Polars, the OpenEnv clients) loads when a server is registered: `rldata`
+            # imports this config at start-up for its options
+            from rldata.envs.catalog import openenv_spec
+
             return openenv_spec(
                 self.spec,
                 url or self.openenv,
                 observation_role=self.observation_role,
                 pass_reward=self.pass_reward,
-                max_turns=self.max_turns,
-                step_timeout_s=self.step_timeout_s,
+                episode=self.episode,
                 image=self.openenv_image,
                 mcp=self.mcp,
                 reward=self.reward,
-                tool_parser=self.tool_parser,
             )
         return dict(self.spec) if not isinstance(self.spec, str) and hasattr(self.spec, "keys") else None

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -36,7 +36,11 @@ from rldata.interop.formats import (
     write_jsonl,
 )
 from rldata.schemas import MESSAGES
+from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
+
+if TYPE_CHECKING:
+    from rldata.interop.options import ExportConfig
 
 __all__ = ["CHAT_SCHEMA", "CHAT_TURN", "export_conversations"]
 
@@ -141,21 +145,23 @@ def _tools_of(store: Store, rows: list[dict[str, Any]]) -> list[str | None]:
     return [found.get((r["env_id"], r["env_version"])) for r in rows]
 
 
-def export_conversations(
-    store: Store,
-    *,
-    out: str | Path,
-    fmt: str = "jsonl",
-    run_id: str | None = None,
-    where: str | None = None,
-    correct_only: bool = False,
-    split: str = "train",
-) -> dict:
-    """Write the selected trajectories' conversations to the directory ``out``; return the manifest.
-    ``where`` is a SQL predicate over ``trajectories t`` (and ``tasks k``)."""
+def export_conversations(store: Store, spec: ExportConfig) -> dict:
+    """Write the conversations of the trajectories ``spec`` selects (``run_id``, ``where``: a SQL
+    predicate over ``trajectories t`` and ``tasks k``, ``correct_only``) to the directory
+    ``spec.out`` in its format; return the manifest."""
+    # export.py registers the selection formats, this module the rollouts ones: it imports this
+    # module's registrations through formats' registry, so its helpers are imported on use
     from rldata.interop.export import _check_out, write_export_dir
-    from rldata.sql_guard import check_predicate
 
+    if not spec.rollouts:
+        raise ConfigError("rollouts: a selection export (rldata.interop.export)", field="rollouts")
+    fmt, run_id, where, correct_only, split = (
+        spec.format,
+        spec.run_id,
+        spec.where,
+        spec.correct_only,
+        spec.split,
+    )
     try:
         layout = get_format(fmt, "rollouts")
     except UnknownFormat as e:
@@ -201,7 +207,7 @@ def export_conversations(
         ],
         schema=schema,
     )
-    out = Path(out).absolute()
+    out = Path(spec.out).absolute()
     _check_out(out, store=store)
     spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
     if layout.build is not None:  # a rollouts format may reshape the conversation table

@@ -13,10 +13,9 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -29,8 +28,6 @@ from rldata.interop.formats import (
     ExportFormat,
     format_names,
     get_format,
-    make_options,
-    option_names,
     register_format,
     write_hf,
     write_jsonl,
@@ -39,10 +36,12 @@ from rldata.interop.formats import (
 from rldata.schemas import MESSAGES, SELECTIONS, TASKS
 from rldata.store.core import Store
 
+if TYPE_CHECKING:
+    from rldata.interop.options import ExportConfig  # it imports this module's formats: no cycle at run time
+
 __all__ = [
     "FORMATS",
     "VERL_SCHEMA",
-    "ExportSpec",
     "HfOptions",
     "OpenRLHFOptions",
     "TrlOptions",
@@ -154,55 +153,6 @@ class HfOptions:
         _check_shard_rows(self.shard_rows)
 
 
-# The flat keyword of each option before formats owned their options: deprecated aliases, kept for one
-# release (``ExportSpec(..., prompt_style="messages")`` is ``options={"prompt_style": "messages"}``).
-# Given for a format without that option, such a keyword is ignored, as it always was.
-DEPRECATED_FLAT = (
-    "prompt_style",
-    "answer_column",
-    "input_key",
-    "label_key",
-    "data_source",
-    "shard_rows",
-    "env",
-)
-
-
-@dataclass(frozen=True)
-class ExportSpec:
-    """What to export and how: the fields every format shares, and ``options``, the format's own
-    (its ``ExportFormat.options`` dataclass; the built object is ``spec.opts``)."""
-
-    selection: str
-    format: str  # a registered format (rldata.interop.formats)
-    bucket: str | None = None  # only tasks stratify put in this bucket
-    split: str = "train"  # names the files and veRL's extra_info.split
-    options: Mapping[str, Any] = field(
-        default_factory=dict
-    )  # the format's options by key (strings are parsed)
-    # deprecated aliases of options keys (DEPRECATED_FLAT): None = not given
-    prompt_style: str | None = None
-    answer_column: str | None = None
-    input_key: str | None = None
-    label_key: str | None = None
-    data_source: str | None = None
-    shard_rows: int | None = None
-    env: str | None = None
-
-    def __post_init__(self):
-        if not self.selection:
-            raise ConfigError("selection must be a non-empty name", field="selection")
-        fmt = get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
-        if not self.split or "/" in self.split:
-            raise ConfigError(f"split must be a plain name, got {self.split!r}", field="split")
-        if not isinstance(self.options, Mapping):
-            raise ConfigError("options must be a mapping of option names to values", field="options")
-        keys = option_names(fmt)
-        flat = {k: getattr(self, k) for k in DEPRECATED_FLAT if getattr(self, k) is not None and k in keys}
-        object.__setattr__(self, "options", {**flat, **self.options})
-        object.__setattr__(self, "opts", make_options(fmt, self.options))
-
-
 # ---- reading the selection -------------------------------------------------------------------
 def _filtered(
     store: Store, name: str, version: int | None, predicate: pl.Expr | None, columns: list[str] | None = None
@@ -294,7 +244,7 @@ def _to_arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow().select(schema.names).cast(schema)  # Polars gives large/view types: cast to ours
 
 
-def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     """Environment tasks for veRL's multi-turn tool rollouts: the environment's opening messages as the
     prompt, and in ``extra_info`` what veRL hands its tools (``need_tools_kwargs``, ``tools_kwargs``:
     per tool, named by the environment id, the ``create_kwargs`` of one episode) plus the environment's
@@ -391,10 +341,10 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
         env_obj = make_env(b.spec)
         schemas_ = getattr(env_obj, "tool_schemas", None)
         tools.append(json.dumps([dict(t) for t in schemas_]) if schemas_ else None)
-        g = guarded_reset(env_obj, r, None, timeout_s=b.spec.step_timeout_s)
+        g = guarded_reset(env_obj, r, None, timeout_s=b.spec.episode.step_timeout_s)
         if g.finish_reason == "env_error":
             raise RldataError(f"task {r['task_id']!r}: environment {b.ledger_key} failed to open: {g.error}")
-        guarded_close(env_obj, timeout_s=b.spec.step_timeout_s)
+        guarded_close(env_obj, timeout_s=b.spec.episode.step_timeout_s)
         openings.append(g.messages)
     return frame.with_columns(
         pl.Series("_opening", openings, dtype=pl.List(pl.Struct({"role": pl.String, "content": pl.String}))),
@@ -405,7 +355,7 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
     )
 
 
-def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _verl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     no_truth = frame.filter(_truth().is_null())
     if no_truth.height:
         raise RldataError(
@@ -430,7 +380,7 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, VERL_SCHEMA)
 
 
-def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
+def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
     """A ``tools`` column (JSON text of the schemas) when a task runs in an environment with standard
     tools: TRL reads it per row and passes it to the chat template (None for the other tasks)."""
     from rldata.envs.tools import env_tool_schemas
@@ -449,7 +399,7 @@ def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.Data
     return frame.with_columns(pl.Series("tools", tools, dtype=pl.String))
 
 
-def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _trl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
@@ -467,7 +417,7 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, pa.schema(fields))
 
 
-def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _openrlhf_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
     schema = pa.schema(
         [
@@ -486,7 +436,7 @@ def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, schema)
 
 
-def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _generic_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     return _to_arrow(frame, GENERIC_SCHEMA)
 
 
@@ -543,9 +493,11 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def export_selection(store: Store, *, spec: ExportSpec, out: str | Path) -> dict[str, Any]:
-    """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest."""
-    out = Path(out).absolute()
+def export_selection(store: Store, spec: ExportConfig) -> dict[str, Any]:
+    """Write the kept tasks of ``spec.selection`` to the directory ``spec.out``; return the manifest."""
+    if spec.rollouts:
+        raise ConfigError("rollouts: a conversation export (rldata.interop.chat_export)", field="rollouts")
+    out = Path(spec.out).absolute()
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
@@ -599,7 +551,7 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
 
 
 # ---- the built-in formats: one record each (a new format is one more register_format call) ----
-def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
+def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
     return _with_envs(store, frame, spec.opts.env)
 
 

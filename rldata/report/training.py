@@ -39,7 +39,7 @@ def _run_tag(args: str | None) -> str | None:
         a = json.loads(args or "{}")
     except ValueError:
         return None
-    return (a.get("options") or {}).get("tag") or a.get("tag")
+    return (a.get("run") or a.get("options") or {}).get("tag") or a.get("tag")
 
 
 def load_curves(
@@ -339,7 +339,7 @@ def render_training(
 ) -> dict[str, Path]:
     """Write the training PNGs and ``training.html`` into ``out_dir``; returns every file written."""
     if not run_ids:
-        raise ConfigError("the training page needs at least one run id", field="run_ids")
+        raise ConfigError("the training page needs at least one run id", field="runs")
     curves, runs = load_curves(store, run_ids, group_by=group_by)
     plots = write_training_plots(curves, out_dir)
     figs = "".join(

@@ -223,7 +223,7 @@ def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
 def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) -> None:
     """Build and reset the episode's environment, render its opening (with the environment's tools)."""
     es = binding.spec
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     ep.env = make_env(es)
     g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
     if g.finish_reason == "env_error":
@@ -239,7 +239,7 @@ def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) ->
     schemas = getattr(ep.env, "tool_schemas", None)
     if schemas:
         ep.tools = [dict(t) for t in schemas]
-        ep.parser = es.tool_parser or renderer.default_tool_parser
+        ep.parser = es.episode.tool_parser or renderer.default_tool_parser
         if ep.parser is None:
             raise ConfigError(
                 f"environment {binding.env_id!r} declares tools but the model's chat template names "
@@ -254,7 +254,7 @@ def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) ->
 def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
     """Take one generated turn (an engine Sample) into the episode: its ids (mask 1), the parsed
     assistant message, the environment's step, and the observation's ids (mask 0) if it goes on."""
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     if s.finish_reason == "prompt_too_long":  # no room left for another turn
         _end(ep, "length", timeout_s=timeout)
         return
@@ -280,7 +280,7 @@ def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
         ep.messages += said
         ep.closed, ep.finish = True, "env_done"
         return
-    if ep.turns >= es.max_turns:
+    if ep.turns >= es.episode.max_turns:
         ep.messages += said
         _end(ep, "max_turns", timeout_s=timeout)
         return
@@ -351,7 +351,7 @@ def run_episodes(
     import ray
 
     es = binding.spec
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     stats = stats if stats is not None else EpisodeStats()
     t_start = time.monotonic()
     first = list(first_index) if first_index is not None else [0] * len(tasks)
@@ -360,7 +360,7 @@ def run_episodes(
         for t, s, o in zip(tasks, seeds, first)
         for j in range(spec.n)
     ]
-    budget = min(es.max_total_tokens, max_model_len - 1)
+    budget = min(es.episode.max_total_tokens, max_model_len - 1)
     depth = _DEPTH if len(episodes) >= _DEPTH * _MIN_CALL * len(engines) else 1
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
     inflight: dict[Any, tuple[int, list[_Episode], list[list[int]]]] = {}  # ref -> engine, episodes, prompts

@@ -23,7 +23,7 @@ RLDATA = str(Path(sys.executable).parent / "rldata")
 # default context and must be recorded, not fatal) and one training step of 4 groups of 4
 _SMALL = {
     "sample": ["--where", "task_id IN (SELECT task_id FROM tasks ORDER BY task_id LIMIT 40)"],
-    "train": ["--steps", "1", "--prompts-per-step", "4", "--group-size", "4"],
+    "train": ["--steps", "1", "--prompts-per-step", "4", "--n", "4"],
 }
 
 

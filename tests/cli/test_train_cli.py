@@ -19,7 +19,7 @@ def run(capsys, *argv):
 
 def test_bad_config_names_file_and_field(capsys, tmp_path):
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("prompts_per_step: 3\ngroup_size: 8\nmicro_batch: 16\n")
+    cfg.write_text("prompts_per_step: 3\nn: 8\nmicro_batch: 16\n")
     code, out, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--config", str(cfg))
     assert code == 1 and out == ""
     assert "train.yaml" in err and "micro_batch" in err and err.count("\n") == 1
@@ -98,9 +98,7 @@ def _one_step(capsys, tmp_path):
     ingest(store, tmp_path / "train.jsonl")
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text(
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n"
-    )
+    cfg.write_text("prompts_per_step: 4\nn: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n")
     code, out, err = run(
         capsys,
         "--store",

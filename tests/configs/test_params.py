@@ -1,6 +1,6 @@
 """Sampling parameters are checked where the spec is built, before Ray or an engine starts: one
 ConfigError naming the field, from Python, from `rldata sample` (naming the flag) and from a
-TrainConfig (naming its own field); a refused `rldata sample` records no run."""
+TrainConfig (naming the rollout's field); a refused `rldata sample` records no run."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import math
 import pytest
 
 import rldata
-from jobs.sample import SampleJob
 from rldata import open_store
 from rldata.cli import main
-from rldata.configs.sampling import MAX_N, MAX_SEED, SamplingSpec
+from rldata.configs.sampling import MAX_N, MAX_SEED, SampleConfig, SamplingSpec
 from rldata.errors import ConfigError
 from rldata.trainer.config import TrainConfig
 
@@ -52,9 +51,9 @@ def test_the_bounds_themselves_are_accepted():
 @pytest.mark.parametrize("value", [0, -3, 1.5, True])
 def test_job_sizes_are_checked_before_anything_starts(name, value):
     with pytest.raises(ConfigError) as e:
-        SampleJob(**{name: value})
+        SampleConfig(**{name: value})
     assert e.value.field == name
-    SampleJob(**{name: 1})
+    SampleConfig(**{name: 2})
 
 
 @pytest.mark.parametrize(
@@ -73,10 +72,11 @@ def test_the_sample_verb_refuses_before_opening_anything(tmp_path, kw, field):
     [
         ({"seed": 2**70}, "seed"),
         ({"temperature": math.inf}, "temperature"),
-        ({"group_size": MAX_N + 1, "prompts_per_step": 1, "micro_batch": 1}, "group_size"),
+        ({"n": MAX_N + 1, "prompts_per_step": 1, "micro_batch": 1}, "n"),
+        ({"temperature": 0.0}, "temperature"),  # the rollout's on-policy rule
     ],
 )
-def test_the_trainer_names_its_own_field(kw, field):
+def test_the_trainer_names_the_rollouts_field(kw, field):
     with pytest.raises(ConfigError) as e:
         TrainConfig(**kw)
     assert e.value.field == field and str(e.value).startswith(f"{field}: "), e.value
@@ -94,22 +94,22 @@ def test_the_eval_section_names_its_field_with_the_section_in_front(eval_, field
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["--seed", str(2**70)], "--seed: seed must be in [0, 2**63)"),
-        (["--seed", "-1"], "--seed: seed must be in [0, 2**63)"),
+        (["--seed", str(2**70)], "--seed: seed: must be in [0, 2**63)"),
+        (["--seed", "-1"], "--seed: seed: must be in [0, 2**63)"),
         (["--engines", "0"], "--engines: engines: must be >= 1, got 0"),
         (["--batch-tasks", "0"], "--batch-tasks: batch_tasks: must be >= 1, got 0"),
-        (["--max-model-len", "0"], "--max-model-len: max_model_len: must be >= 1, got 0"),
+        (["--max-model-len", "1"], "--max-model-len: max_model_len: must be >= 2, got 1"),
         (["--kv-cache-gib", "0"], "--kv-cache-gib: kv_cache_gib: must be > 0"),
         (["--kv-cache-gib", "nan"], "--kv-cache-gib: kv_cache_gib: must be > 0"),
         (["--dtype", "fp8"], "--dtype: dtype: must be one of auto, float32, bfloat16, float16, got 'fp8'"),
         (["--tensor-parallel-size", "0"], "--tensor-parallel-size: tensor_parallel_size: must be >= 1"),
         (["--round", "0"], "--round: round_size: must be >= 1"),
         (["--adaptive", "often"], "--adaptive: adaptive: must be one of fixed, exact, sequential"),
-        (["--n", "0"], "--n: n must be in [1, "),
-        (["--temperature", "nan"], "--temperature: temperature must be in [0, "),
-        (["--temperature", "inf"], "--temperature: temperature must be in [0, "),
-        (["--top-p", "0"], "--top-p: top_p must be in (0, 1]"),
-        (["--max-tokens", "0"], "--max-tokens: max_tokens must be in [1, "),
+        (["--n", "0"], "--n: n: must be in [1, "),
+        (["--temperature", "nan"], "--temperature: temperature: must be in [0, "),
+        (["--temperature", "inf"], "--temperature: temperature: must be in [0, "),
+        (["--top-p", "0"], "--top-p: top_p: must be in (0, 1]"),
+        (["--max-tokens", "0"], "--max-tokens: max_tokens: must be in [1, "),
     ],
 )
 def test_rldata_sample_refuses_before_starting_and_records_no_run(tmp_path, capsys, args, line):

@@ -72,6 +72,7 @@ def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path, mon
             "harness": "vf1_sums",
         },
         "max_turns": 3,
+        "max_total_tokens": 4096,
         "step_timeout_s": 10.0,
     }
     with pytest.raises(ConfigError, match="env_config goes with verifiers"):

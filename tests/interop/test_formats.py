@@ -8,8 +8,8 @@ import pytest
 
 from rldata.cli import main
 from rldata.errors import RldataError
-from rldata.interop import formats
-from rldata.interop.export import FORMATS, ExportSpec
+from rldata.interop import ExportConfig, formats
+from rldata.interop.export import FORMATS
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -44,7 +44,10 @@ def test_builtin_formats_are_records_in_their_namespaces():
 
 def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registry):
     rec = register_format(ExportFormat("toy-call", write=formats.write_jsonl))
-    assert get_format("toy-call") is rec and ExportSpec("s", "toy-call").format == "toy-call"
+    assert (
+        get_format("toy-call") is rec
+        and ExportConfig(out="out", selection="s", format="toy-call").format == "toy-call"
+    )
 
     @dataclass(frozen=True)
     class ToyOptions:
@@ -55,14 +58,18 @@ def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registr
         return frame
 
     assert get_format("toy-deco").build is build and option_names(get_format("toy-deco")) == ("level",)
-    assert ExportSpec("s", "toy-deco", options={"level": "3"}).opts == ToyOptions(3)  # parsed as declared
+    assert ExportConfig(
+        out="out", selection="s", format="toy-deco", options={"level": "3"}
+    ).opts == ToyOptions(3)  # parsed as declared
     assert register_format(rec) is rec  # the same record again is fine (a module imported twice)
     with pytest.raises(RldataError, match="already registered"):
         register_format(ExportFormat("toy-call", write=formats.write_parquet))
     register_format(ExportFormat("toy-call", write=formats.write_parquet), replace=True)
     assert get_format("toy-call").write is formats.write_parquet
-    with pytest.raises(ValueError, match="format must be one of verl, trl, openrlhf, hf, jsonl, toy-call"):
-        ExportSpec("s", "csv")
+    with pytest.raises(
+        ValueError, match="unknown export format 'csv'; choices: verl, trl, openrlhf, hf, jsonl, toy-call"
+    ):
+        ExportConfig(out="out", selection="s", format="csv")
 
 
 def test_cli_help_and_errors_come_from_the_registry(capsys):

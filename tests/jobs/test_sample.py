@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from rldata.configs.sampling import SamplingSpec
-from rldata.jobs.sample import SampleJob, run_sample
+from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.jobs.sample import run_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
@@ -48,7 +48,7 @@ def _counts(store):
 def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     store.append("tasks", _arith_tasks(24))
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=0)
-    summary = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    summary = run_sample(store, SampleConfig(sampling=spec, batch_tasks=10))
     assert summary.tasks_sampled == 24 and summary.samples == 24 * 8
     assert summary.engines == 2  # three batches, two cores: one single-thread engine per core
     rows, distinct, tasks = _counts(store)
@@ -102,7 +102,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
 
     # same command again: a no-op that writes nothing
     versions = store.versions()
-    again = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    again = run_sample(store, SampleConfig(sampling=spec, batch_tasks=10))
     assert again.noop and store.versions() == versions
 
     # another temperature never mixes with the first in the ledger; this run composes its rewards from
@@ -119,7 +119,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
         }
     )
     hot = SamplingSpec(n=4, temperature=0.5, max_tokens=8, seed=0)
-    hot_summary = run_sample(store, SampleJob(spec=hot, batch_tasks=24, reward=reward))
+    hot_summary = run_sample(store, SampleConfig(sampling=hot, batch_tasks=24, reward_spec=reward))
     pr2 = store.read("passrates")
     assert pr2.height == 48
     assert pr2.group_by("params_hash").len().sort("params_hash")["len"].to_list() == [24, 24]
@@ -158,8 +158,8 @@ def test_seeded_runs_reproduce(tmp_path, ray_session):
     for s in (a, b):
         s.append("tasks", tasks)
     spec = SamplingSpec(n=4, max_tokens=8, seed=7)
-    sa = run_sample(a, SampleJob(spec=spec, batch_tasks=6))
-    sb = run_sample(b, SampleJob(spec=spec, batch_tasks=2))  # different batching, same samples
+    sa = run_sample(a, SampleConfig(sampling=spec, batch_tasks=6))
+    sb = run_sample(b, SampleConfig(sampling=spec, batch_tasks=2))  # different batching, same samples
     # one batch: one engine; three batches on the session's 2-CPU Ray: one engine per core.  The
     # samples are the same: every request carries its own seed, whichever engine serves it.
     assert (sa.engines, sb.engines) == (1, 2)
@@ -175,7 +175,7 @@ def test_killed_engine_worker_is_recovered(store, ray_session):
     result = {}
 
     def job():
-        result["summary"] = run_sample(store, SampleJob(spec=spec, batch_tasks=3))
+        result["summary"] = run_sample(store, SampleConfig(sampling=spec, batch_tasks=3))
 
     th = threading.Thread(target=job)
     th.start()
@@ -258,13 +258,13 @@ def test_a_verifier_override_keys_the_verdicts_and_the_ledger(store, ray_session
     store.append("tasks", _arith_tasks(4))
     spec = SamplingSpec(n=2, temperature=1.0, max_tokens=8, seed=0)
     exact = f"exact@{get_verifier('exact').version}"
-    s = run_sample(store, SampleJob(spec=spec, verifier="exact", verify_timeout_s=5.0))
+    s = run_sample(store, SampleConfig(sampling=spec, verifier="exact", timeout_s=5.0))
     assert s.samples == 8
     rows = store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall()
     assert rows == [("exact", 8)]
     keys = store.sql("SELECT DISTINCT verifier_key FROM passrates").fetchall()
     assert keys == [(exact,)]
-    run_sample(store, SampleJob(spec=spec))
+    run_sample(store, SampleConfig(sampling=spec))
     assert _counts(store)[0] == 8  # the same completions, not sampled again
     by = dict(store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall())
     assert by == {"exact": 8, "math": 8}
@@ -272,5 +272,5 @@ def test_a_verifier_override_keys_the_verdicts_and_the_ledger(store, ray_session
     assert keys[exact] == 8 and len(keys) == 2 and all(v == 8 for v in keys.values())
     # an episode's verdict may be its environment's reward: an override is refused for episodes
     with pytest.raises(ConfigError, match="^verifier: an override applies to single-turn tasks"):
-        run_sample(store, SampleJob(spec=spec, verifier="exact", env="calculator"))
+        run_sample(store, SampleConfig(sampling=spec, verifier="exact", env="calculator"))
     assert _counts(store)[0] == 8

