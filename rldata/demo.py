@@ -9,6 +9,7 @@ few minutes on two CPU cores.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -122,7 +123,7 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     # a calculator episode's call turn is `<calc>EXPR</calc>` + eos (up to ~24 tokens on these tasks), or
     # tiny-arith-chat's `<tool_call>` JSON (up to ~27: the fixed JSON words are one token each)
     max_tokens = 8 if cfg.env is None else 32
-    spec = cfg.sampling.replace(temperature=1.0, max_tokens=max_tokens)
+    spec = dataclasses.replace(cfg.sampling, temperature=1.0, max_tokens=max_tokens)
     sampled = run_sample(store, SampleConfig(sampling=spec, where=where, env=cfg.env, model=model))
     if cfg.env is not None:
         log(
