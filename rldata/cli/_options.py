@@ -57,12 +57,14 @@ def _cli_type(leaf: Leaf) -> Any:
     return args[0] if len(args) == 1 else leaf.type
 
 
-def command(cls: type, *, file_option: str = "--config") -> Callable:
+def command(cls: type) -> Callable:
     """Decorate a CLI function ``fn(ctx, config: CLS, ...own options)``: its Typer signature gets one
-    option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``;
-    it is called with the built config.  An own parameter named after a file-only field (``cli=False``,
-    e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
+    option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``
+    (``--config-file FILE`` where a field of ``cls`` is ``--config`` itself, as ingest's dataset
+    config is); it is called with the built config.  An own parameter named after a file-only field
+    (``cli=False``, e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
     ls = cli_leaves(cls)
+    file_option = "--config-file" if any(leaf.flag == "--config" for leaf in ls) else "--config"
     file_only = {leaf.name for leaf in leaves(cls) if not leaf.meta.cli}
     names = [leaf.name for leaf in ls]
     dup = {n for n in names if names.count(n) > 1}

@@ -27,7 +27,7 @@ env_app = typer.Typer(help="Register and list environments (docs/environments.md
 # --config is a verifiers environment's own EnvConfig (EnvRegisterConfig.env_config, as ingest's
 # --config is a dataset's); the file of register's fields is --config-file
 @env_app.command("register")
-@command(EnvRegisterConfig, file_option="--config-file")
+@command(EnvRegisterConfig)
 def register_cmd(
     ctx: typer.Context, config: EnvRegisterConfig, spec: str = _SPEC_ARG, fmt: Format = FORMAT_OPT
 ) -> None:

@@ -28,7 +28,7 @@ _FORMAT_OPT = typer.Option(
 
 # --config is the reasoning-gym dataset's own config (IngestConfig.config, as it was before the
 # options came from the fields); the file of ingest's fields is --config-file
-@command(IngestConfig, file_option="--config-file")
+@command(IngestConfig)
 def ingest(
     ctx: typer.Context,
     config: IngestConfig,

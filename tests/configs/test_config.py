@@ -460,10 +460,11 @@ def test_an_env_spec_field_is_one_edit(tmp_path, monkeypatch):
     assert "--max-tool-calls" in CliRunner().invoke(t, ["cmd", "--help"]).output
     (tmp_path / "reg.yaml").write_text("spec: vf\n")  # the NAME argument of the real command
     res = CliRunner().invoke(
-        t, ["cmd", "--max-tool-calls", "4", "--verifiers", "m", "--config", str(tmp_path / "reg.yaml")]
-    )
+        t,
+        ["cmd", "--max-tool-calls", "4", "--openenv", "http://127.0.0.1:9", "--config-file", str(tmp_path / "reg.yaml")],
+    )  # fmt: skip
     assert res.exit_code == 0, res.output
-    assert seen[-1].spec_data()["max_tool_calls"] == 4  # the spec a verifiers registration stores
+    assert seen[-1].spec_data()["max_tool_calls"] == 4  # the spec an OpenEnv registration stores
     assert "| `--max-tool-calls` | `episode.max_tool_calls` | `16` | Tool calls per episode" in (
         docs_table(register_cls)
     )
