@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from rldata.adaptive.rules import AdaptiveSpec, Decision, band_text, ledger_columns
 from rldata.configs.sampling import SampleConfig
-from rldata.console import log, progress
+from rldata.console import log, progress, stage
 from rldata.engine.core import model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.jobs.sample_commit import Ctx
@@ -294,15 +294,16 @@ def run_sample(
             summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
             stop = cols.get
         t_ledger = time.monotonic()
-        recompute_passrates(
-            store,
-            model=model,
-            params_hash=ph,
-            verifier_keys=vkeys,
-            task_ids=task_ids,
-            run_id=run.run_id,
-            stop=stop,
-        )
+        with stage(f"updating the pass-rate ledger of {len(task_ids)} tasks"):
+            recompute_passrates(
+                store,
+                model=model,
+                params_hash=ph,
+                verifier_keys=vkeys,
+                task_ids=task_ids,
+                run_id=run.run_id,
+                stop=stop,
+            )
         summary.time_ledger_s = round(time.monotonic() - t_ledger, 3)
         run.summary = summary.to_dict()
     return summary

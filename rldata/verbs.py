@@ -316,7 +316,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     class imports and accepts its config) and add it to ``environments`` as a new version; the same
     spec again adds nothing (``new`` is False).  See docs/environments.md.
 
-    ``settings`` are the :class:`rldata.envs.register.EnvRegisterConfig` fields, the options of
+    ``settings`` are the :class:`rldata.envs.registration.EnvRegisterConfig` fields, the options of
     ``rldata env register`` (``config``: that config, a mapping or a YAML/TOML file of them): with
     ``openenv=URL``, ``openenv_image=IMAGE`` (run with docker or podman while it registers) or
     ``verifiers=MODULE``, ``spec`` is the environment's NAME.  Every check runs, and a container
@@ -326,7 +326,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     from rldata.configs.fields import load
     from rldata.console import log
     from rldata.envs.catalog import load_spec_file, register_env
-    from rldata.envs.register import EnvRegisterConfig
+    from rldata.envs.registration import EnvRegisterConfig
 
     if spec is not None:
         settings["spec"] = os.fspath(spec) if isinstance(spec, os.PathLike) else spec

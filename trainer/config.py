@@ -457,6 +457,10 @@ class TrainRun:
     where: str | None = param(
         None, check=sql_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
     )
+    selection: str | None = param(
+        None,
+        help="Without --curriculum: train on this selection's kept tasks (rldata filter --name), drawn uniformly.",
+    )
     sampler: str | None = param(
         None,
         choices=SAMPLERS,
@@ -513,4 +517,10 @@ class TrainCommand:
             raise ConfigError(
                 "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
                 field="where",
+            )
+        if self.run.selection is not None and (self.train.curriculum is not None or self.run.where):
+            raise ConfigError(
+                "selection picks the tasks of a run without a curriculum: give one of curriculum, "
+                "selection and where",
+                field="selection",
             )

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
-from rldata.console import log
+from rldata.console import log, progress, stage
 from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
 from rldata.errors import RldataError
 from rldata.jobs.sample import override_verifier
@@ -173,6 +173,7 @@ def train(store: Store, command: TrainCommand, *, writeback_interval_s: float = 
         raise RldataError(f"writeback_interval_s must be >= 0, got {writeback_interval_s}")
     run_opts = command.run
     cfg, state = plan_run(store, command.train, run_opts)  # every check that needs no Ray
+    log(run_header(cfg, run_opts, state))
     _start_ray(run_opts.address, _ray_cpus_needed(cfg))
     restore(store, cfg, state, resume=run_opts.resume)
 
@@ -199,6 +200,36 @@ def run_args(cfg: TrainConfig, run: TrainRun, state: RunState) -> dict:
     }
 
 
+def run_header(cfg: TrainConfig, run: TrainRun, state: RunState) -> str:
+    """The effective setup of a run, on one line: what it trains, on what, how."""
+    plural = lambda n, word: f"{n} {word}{'s' if n != 1 else ''}"
+    k = cfg.staleness_bound
+    mode = f"async (max staleness {k})" if k else "sync"
+    learners = f"{plural(cfg.num_learners, 'learner')} {cfg.strategy} {cfg.mixed_precision}"
+    learners += f" LoRA r={cfg.lora.get('r')}" if cfg.lora else ""
+    learners += " gradient checkpointing" if cfg.gradient_checkpointing else ""
+    if cfg.curriculum:
+        tasks = f"curriculum {cfg.curriculum} (sampler {state.sampler.sampler})"
+    elif run.selection:
+        tasks = f"selection {run.selection!r} uniform"
+    else:
+        tasks = "every task uniform" + (f" where {run.where}" if run.where else "")
+    ev = cfg.eval
+    evals = (
+        f"held-out {len(state.eval_ids)} tasks x {cfg.eval_spec().n} "
+        + (f"every {ev.every} steps" if ev.every else "before and after")
+        if state.eval_ids
+        else "no held-out eval (--eval-heldout)"
+    )
+    resume = f" (resuming after step {state.start})" if state.start else ""
+    return (
+        f"train {state.run_id}: {state.base.name}, {plural(cfg.steps, 'step')} x "
+        f"{plural(cfg.prompts_per_step, 'prompt')} x {plural(cfg.rollout.n, 'sample')}{resume}, {mode}; "
+        f"{learners}; {plural(cfg.engine.engines, 'engine')}; {plural(len(state.tasks), 'task')}: {tasks}; "
+        f"{evals}"
+    )
+
+
 def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float) -> None:
     # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
     import ray
@@ -212,13 +243,27 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
 
     def run_eval(step: int, model_dir, engines: list | None = None) -> None:
         res = evaluate(store, model_dir, cfg, state.eval_ids, address=run_opts.address, engines=engines)
-        summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
+        summary.evals.append(
+            {
+                "step": step,
+                "model": res.model,
+                "accuracy": res.accuracy,
+                "tasks": res.tasks,
+                "ci": [res.ci_low, res.ci_high],
+            }
+        )
         # upsert: a resumed run may redo an evaluation whose rows already landed
-        evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
+        evals = {
+            "eval/accuracy": res.accuracy,
+            "eval/errors": res.errors,
+            "eval/ci_low": res.ci_low,
+            "eval/ci_high": res.ci_high,
+        }
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
         log(
-            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval_spec().n} "
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} (95% CI {res.ci_low:.3f}-{res.ci_high:.3f}) "
+            f"over {res.tasks} tasks x {cfg.eval_spec().n} "
             f"(ledger model {res.model})"
         )
 
@@ -243,7 +288,9 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
 
     model_now = str(ckpt_path or base_path)
     reward = load_reward(cfg)
-    learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
+    w = cfg.num_learners
+    with stage(f"starting {w} learner{'s' if w != 1 else ''} ({cfg.strategy}, {cfg.mixed_precision})"):
+        learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
     engines = []
     writer = Writer(
         partial(
@@ -269,7 +316,10 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
         if state.eval_ids and ckpt_path is None:
             # Before the first step, on the run's own engines: they hold the base model's weights, and
             # an evaluation's engines of its own would cost an engine start (and a model load) each.
-            run_eval(0, base_path, engines)
+            with stage(
+                f"held-out evaluation of the base model ({len(state.eval_ids)} tasks x {cfg.eval_spec().n})"
+            ):
+                run_eval(0, base_path, engines)
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
         ctx = _Ctx(
             cfg=cfg,
@@ -303,7 +353,8 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
         )
     finally:
         try:
-            writer.close()  # the steps done so far land even when a later one failed
+            with stage("writing the last steps' rows"):
+                writer.close()  # the steps done so far land even when a later one failed
         finally:
             for e in engines:
                 ray.kill(e)
@@ -350,86 +401,90 @@ def _train_steps(
     engine_idle, promotions = 0.0, 0
     pipe.start()
     try:
-        for step in range(start + 1, cfg.steps + 1):
-            t0, idle0 = time.monotonic(), pipe.learner_idle
-            item = pipe.get()
-            (groups, rt), gen_version = item.payload, item.version
-            gap = state.version - gen_version
-            if is_stale(
-                state.version, gen_version, k
-            ):  # impossible under capacity control; kept as a defence
-                for g in groups:
-                    if g.kept:
-                        g.kept, g.drop_reason = False, "stale"
-            batch = _batch(groups, tokenizer, prompt_cache)
-            stats, t_update = None, 0.0
-            if batch is not None:
-                t1 = time.monotonic()
-                stats = learners.step(batch)
-                t_update = time.monotonic() - t1
-                state.version += 1
-                # The ref resolves to the weights after this update (the actor runs calls in order);
-                # the producer loads them before its next generate call.
-                weights.publish(state.version, learners.flat_weights_ref())
-            # The ledger row of a policy version counts all its samples: one step's, or several when the
-            # same version generated more than one (async mode, or an update skipped for want of a kept group).
-            if gen_version != ledger_version:
-                ledger_version, ledger = gen_version, []
-            ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
-            observations.push(step, wb.bucket_accuracy(groups), wb.group_evidence(groups, gen_version))
-            if k == 0 or hold(step):
-                observations.apply()  # the producer is waiting for this step: the sampler is ours
-            if not hold(step):
-                # The next generation needs only the published weights and the observations: let it
-                # start now, while this step's metrics are built (sync mode: off the critical path).
-                pipe.consumed(step)
-            idle_now = pipe.engine_idle()
-            times = {
-                "generate": rt.generate,
-                "reward": rt.reward,
-                "update": t_update,
-                "sync": sync_s.pop(step, 0.0),
-                "learner_idle": pipe.learner_idle - idle0,
-                "engine_idle": idle_now - engine_idle,
-                "step": time.monotonic() - t0,
-            }
-            engine_idle = idle_now
-            metrics = wb.step_metrics(groups, stats, times)
-            metrics |= staleness_metrics(gap, metrics["samples"], k)
-            metrics |= rt.live  # live:* samplers: posterior variance of the drawn tasks, skipped, re-probed
-            metrics |= {
-                "policy_version": state.version,
-                "generated_by": gen_version,
-                "phase": ctx.sampler.phase_index,
-                "promoted": observations.promotions - promotions,
-                "stale_dropped": sum(g.drop_reason == "stale" for g in groups),
-            }
-            promotions = observations.promotions
-            model = wb.ledger_model(base_name, run_id, gen_version)
-            # Rows are built in the writer thread too: off the learners' critical path.
-            rows = partial(
-                _rows,
-                groups,
-                ctx,
-                run_id=run_id,
-                step=step,
-                model=model,
-                revision=revision,
-                version=gen_version,
-            )
-            writer.submit(_StepRows(step, dict(metrics), rows, model, ledger))
-            _accumulate(summary, metrics, groups)
-            summary.last_step, summary.policy_version = step, state.version
-            if hold(step):
-                writer.flush()  # a checkpoint promises that its steps' rows are in the store
-                path = save(step, state.version)
-                summary.checkpoint = str(path)
-                if eval_due(step):
-                    # The producer waits for this hold, so the engines are idle: give them the weights
-                    # just saved (the next step's sync, done early) and evaluate on them.
-                    sync_s[step + 1] = weights.load(ctx.engines)
-                    run_eval(step, path, ctx.engines)
-                pipe.consumed(step)  # only now may the producer draw past the checkpoint
+        with progress("training", total=cfg.steps - start, unit="steps") as bar:
+            for step in range(start + 1, cfg.steps + 1):
+                t0, idle0 = time.monotonic(), pipe.learner_idle
+                item = pipe.get()
+                (groups, rt), gen_version = item.payload, item.version
+                gap = state.version - gen_version
+                if is_stale(
+                    state.version, gen_version, k
+                ):  # impossible under capacity control; kept as a defence
+                    for g in groups:
+                        if g.kept:
+                            g.kept, g.drop_reason = False, "stale"
+                batch = _batch(groups, tokenizer, prompt_cache)
+                stats, t_update = None, 0.0
+                if batch is not None:
+                    t1 = time.monotonic()
+                    stats = learners.step(batch)
+                    t_update = time.monotonic() - t1
+                    state.version += 1
+                    # The ref resolves to the weights after this update (the actor runs calls in order);
+                    # the producer loads them before its next generate call.
+                    weights.publish(state.version, learners.flat_weights_ref())
+                # The ledger row of a policy version counts all its samples: one step's, or several when the
+                # same version generated more than one (async mode, or an update skipped for want of a kept group).
+                if gen_version != ledger_version:
+                    ledger_version, ledger = gen_version, []
+                ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
+                observations.push(step, wb.bucket_accuracy(groups), wb.group_evidence(groups, gen_version))
+                if k == 0 or hold(step):
+                    observations.apply()  # the producer is waiting for this step: the sampler is ours
+                if not hold(step):
+                    # The next generation needs only the published weights and the observations: let it
+                    # start now, while this step's metrics are built (sync mode: off the critical path).
+                    pipe.consumed(step)
+                idle_now = pipe.engine_idle()
+                times = {
+                    "generate": rt.generate,
+                    "reward": rt.reward,
+                    "update": t_update,
+                    "sync": sync_s.pop(step, 0.0),
+                    "learner_idle": pipe.learner_idle - idle0,
+                    "engine_idle": idle_now - engine_idle,
+                    "step": time.monotonic() - t0,
+                }
+                engine_idle = idle_now
+                metrics = wb.step_metrics(groups, stats, times)
+                metrics |= staleness_metrics(gap, metrics["samples"], k)
+                metrics |= (
+                    rt.live
+                )  # live:* samplers: posterior variance of the drawn tasks, skipped, re-probed
+                metrics |= {
+                    "policy_version": state.version,
+                    "generated_by": gen_version,
+                    "phase": ctx.sampler.phase_index,
+                    "promoted": observations.promotions - promotions,
+                    "stale_dropped": sum(g.drop_reason == "stale" for g in groups),
+                }
+                promotions = observations.promotions
+                model = wb.ledger_model(base_name, run_id, gen_version)
+                # Rows are built in the writer thread too: off the learners' critical path.
+                rows = partial(
+                    _rows,
+                    groups,
+                    ctx,
+                    run_id=run_id,
+                    step=step,
+                    model=model,
+                    revision=revision,
+                    version=gen_version,
+                )
+                writer.submit(_StepRows(step, dict(metrics), rows, model, ledger))
+                _accumulate(summary, metrics, groups)
+                summary.last_step, summary.policy_version = step, state.version
+                bar.advance(1, reward=f"{metrics['reward_mean']:.3f}", v=state.version)
+                if hold(step):
+                    writer.flush()  # a checkpoint promises that its steps' rows are in the store
+                    path = save(step, state.version)
+                    summary.checkpoint = str(path)
+                    if eval_due(step):
+                        # The producer waits for this hold, so the engines are idle: give them the weights
+                        # just saved (the next step's sync, done early) and evaluate on them.
+                        sync_s[step + 1] = weights.load(ctx.engines)
+                        run_eval(step, path, ctx.engines)
+                    pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)
 

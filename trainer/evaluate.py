@@ -19,6 +19,7 @@ from rldata.errors import RldataError
 from rldata.jobs.sample import override_verifier, run_sample
 from rldata.ledger.core import verifier_key
 from rldata.sql_guard import check_predicate
+from rldata.stats import accuracy_interval
 from rldata.store.core import Store
 from rldata.trainer.config import TrainConfig
 from rldata.verify import for_domain
@@ -36,6 +37,8 @@ class EvalResult:
     tasks: int
     samples: int
     errors: int
+    ci_low: float = 0.0  # 95% interval of the accuracy over the tasks (rldata.stats.accuracy_interval)
+    ci_high: float = 1.0
 
 
 def eval_task_ids(store: Store, cfg: TrainConfig) -> list[str]:
@@ -104,16 +107,24 @@ def evaluate(
     run_sample(store, job, engines=engines)
     # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
     # run evaluates at step 0) may have ledger rows under another verifier or version too
-    acc, n_tasks, n, err = store.sql(
-        "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
+    rows = store.sql(
+        "SELECT pass_rate, n, n_error FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2 AND p.verifier_key IN (SELECT unnest($3))",
         params=[name, spec.params_hash, _verifier_keys(store, cfg, ids)],
         extra={"_ids": ids},
-    ).fetchall()[0]
-    if not n_tasks:
+    ).fetchall()
+    if not rows:
         raise RldataError(f"evaluation of {name} wrote no ledger rows")
+    rates = [float(r[0]) for r in rows]
+    lo, hi = accuracy_interval(rates)
     return EvalResult(
-        model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0)
+        model=name,
+        accuracy=sum(rates) / len(rates),
+        tasks=len(rows),
+        samples=sum(int(r[1] or 0) for r in rows),
+        errors=sum(int(r[2] or 0) for r in rows),
+        ci_low=lo,
+        ci_high=hi,
     )
 
 

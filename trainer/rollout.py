@@ -107,6 +107,7 @@ def build_sampler(
     *,
     sampler: str | None = None,
     tasks_where: str | None = None,
+    tasks_selection: str | None = None,
     exclude: Sequence[str] = (),
     prior_model: str | None = None,
 ) -> tuple[CurriculumSampler, dict[str, dict]]:
@@ -115,7 +116,8 @@ def build_sampler(
     With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows, the
     one source of membership: edges an old curriculum file carries are not read; the file's bucket
     names are the ones its phases weigh, and the sampler refuses tasks in a bucket it does not name).
-    Without: every task (matching ``tasks_where``) in one bucket, drawn uniformly.  ``exclude`` (the
+    Without: every task (matching ``tasks_where``, or kept by selection ``tasks_selection``) in one
+    bucket, drawn uniformly.  ``exclude`` (the
     held-out tasks) is never trained on.  The sampler is seeded by the run's seed.  A ``live:*``
     sampler's posteriors start from ``prior_model``'s ledger rows (the base model's offline counts,
     see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat.
@@ -140,14 +142,20 @@ def build_sampler(
             params=[cur.selection],
         ).fetchall()
         if not rows:
-            raise RldataError(
-                f"selection {cur.selection!r} (named in {cfg.curriculum}) has no kept tasks with a "
-                "bucket: run rldata stratify first"
-            )
+            raise RldataError(f"{cfg.curriculum}: {_empty_selection(store, cur.selection)}")
         buckets: dict[str, list[str]] = {}
         for task_id, bucket in rows:
             if task_id not in skip:
                 buckets.setdefault(bucket, []).append(task_id)
+    elif tasks_selection is not None:
+        cur = _uniform_curriculum(cfg.rollout.seed)
+        rows = store.sql(
+            "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' ORDER BY task_id",
+            params=[tasks_selection],
+        ).fetchall()
+        if not rows:
+            raise RldataError(_empty_selection(store, tasks_selection), field="selection")
+        buckets = {UNIFORM_BUCKET: [t for (t,) in rows if t not in skip]}
     else:
         cur = _uniform_curriculum(cfg.rollout.seed)
         if tasks_where is not None:
@@ -184,6 +192,32 @@ def build_sampler(
     if missing:
         raise RldataError(f"{len(missing)} training task(s) are not in the tasks table, e.g. {missing[0]}")
     return s, tasks
+
+
+def _empty_selection(store: Store, selection: str) -> str:
+    """Why ``selection`` gives a run no task, and what works instead: an unknown selection, one that
+    keeps nothing (stratify cannot bucket it either: filter again), or kept tasks without buckets."""
+    ((total, kept),) = store.sql(
+        "SELECT count(*), count(*) FILTER (decision = 'keep') FROM selections WHERE selection = $1",
+        params=[selection],
+    ).fetchall()
+    if not total:
+        known = [s for (s,) in store.sql("SELECT DISTINCT selection FROM selections ORDER BY 1").fetchall()]
+        return (
+            f"no selection {selection!r}; selections: {', '.join(known[:20]) or '(none: run rldata filter)'}"
+        )
+    if not kept:
+        return (
+            f"selection {selection!r} keeps no tasks ({total} dropped, see rldata stats --selection "
+            f"{selection}), so stratify cannot bucket it either: filter again with a wider band "
+            f"(rldata filter --band 0.05,0.95 --name {selection}) or sample more, or train on every task "
+            "without a curriculum (rldata train, no --curriculum)"
+        )
+    return (
+        f"selection {selection!r} keeps {kept} tasks but none has a bucket: rldata stratify --selection "
+        f"{selection} --quantiles 3 --curriculum buckets.yaml, or train on them uniformly: rldata train "
+        f"--selection {selection}"
+    )
 
 
 def ledger_prior(

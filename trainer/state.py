@@ -127,6 +127,7 @@ def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig
         cfg,
         sampler=run.sampler_name,
         tasks_where=run.where,
+        tasks_selection=run.selection,
         exclude=eval_ids,
         prior_model=base.name,
     )

@@ -51,12 +51,21 @@ def _root(
         "Default: the AWS_* environment variables. See docs/cluster.md.",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress bars, start-up stages or informational lines on stderr (warnings and errors "
+        "still print). Also RLDATA_QUIET=1. Off a terminal, progress is plain log lines.",
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
+    from rldata import console
     from rldata._remote import parse_storage_options
 
+    console.configure(quiet=True if quiet else None)  # not given: $RLDATA_QUIET decides
     ctx.obj = {"store": root, "debug": debug, "storage_options": parse_storage_options(storage_options)}
 
 
@@ -143,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)
     sys.stdout.flush()
+    from rldata import console
+
+    console.configure(quiet=None)  # main() may run many times in one process (tests): --quiet ends here
     return code
 
 

@@ -169,20 +169,84 @@ class _LazyStore:
         return self._open(create=create)
 
 
+MAX_CELL = 40  # a fitted table's widest column, in characters (longer text ends in an ellipsis)
+
+
+def table_width() -> int | None:
+    """The width a table is fitted to: the terminal's when stdout is one, else $COLUMNS when set;
+    None (no fitting) for a pipe or a file."""
+    import os
+    import shutil
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and int(cols) > 0 else None
+
+
+def _cell(v) -> str:
+    return "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def _fit_columns(df: pl.DataFrame, cells: list[list[str]], width: int) -> list[int | None]:
+    """Column indices that fit ``width``, taken from both ends as Polars does (None: the hidden ones)."""
+    natural = [min(MAX_CELL, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(df.columns)]
+    need = lambda idx: sum(natural[i] for i in idx) + 3 * max(len(idx) - 1, 0)  # " │ " between columns
+    if need(range(len(natural))) <= width:
+        return list(range(len(natural)))
+    left, right = [], []
+    lo, hi = 0, len(natural) - 1
+    while lo <= hi:
+        side = left if len(left) <= len(right) else right
+        i = lo if side is left else hi
+        # a hidden-columns marker takes 4 more characters; keep at least one column
+        if left and need(left + right + [i]) + 4 > width:
+            break
+        side.append(i)
+        lo, hi = (lo + 1, hi) if side is left else (lo, hi - 1)
+    return left + [None] + right[::-1]
+
+
 def _rich_table(df: pl.DataFrame) -> str:
+    """A table for people: fitted to the terminal (columns from both ends, long cells ending in an
+    ellipsis, as Polars prints a frame) when stdout is one; whole otherwise."""
     from rich.console import Console
     from rich.table import Table
 
+    width = table_width()
+    cells = [[_cell(v) for v in row] for row in df.iter_rows()]
     t = Table(show_edge=False, header_style="bold")
-    for c in df.columns:
-        t.add_column(c, overflow="fold")
-    for row in df.iter_rows():
-        t.add_row(*["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row])
+    if width is None:
+        for c in df.columns:
+            t.add_column(c, overflow="fold")
+        for row in cells:
+            t.add_row(*row)
+        con_width = max(80, min(200, 20 * len(df.columns)))
+    elif df.height == 1 and None in _fit_columns(df, cells, width):
+        # a one-row summary wider than the terminal: one line per field instead of hidden columns
+        t.add_column("field", no_wrap=True, min_width=max(len(c) for c in df.columns))
+        t.add_column("value", overflow="ellipsis", no_wrap=True)
+        for c, v in zip(df.columns, cells[0], strict=True):
+            t.add_row(c, v)
+        con_width, shown = width, []
+    else:
+        shown = _fit_columns(df, cells, width)
+        cap = MAX_CELL if None in shown else None  # every column shown: the long ones share the width
+        for i in shown:
+            if i is None:
+                t.add_column("…", no_wrap=True)
+            else:
+                t.add_column(df.columns[i], overflow="ellipsis", no_wrap=True, max_width=cap)
+        for row in cells:
+            t.add_row(*["…" if i is None else row[i] for i in shown])
+        con_width = width
     buf = io.StringIO()
-    Console(
-        file=buf, width=max(80, min(200, 20 * len(df.columns))), force_terminal=sys.stdout.isatty()
-    ).print(t)
-    return buf.getvalue()
+    Console(file=buf, width=con_width, force_terminal=sys.stdout.isatty()).print(t)
+    text = buf.getvalue()
+    if width is not None and None in shown:
+        hidden = len(df.columns) - len(shown) + 1
+        text += f"{df.height} rows x {len(df.columns)} columns ({hidden} hidden: --format csv or json prints all)\n"
+    return text
 
 
 def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:

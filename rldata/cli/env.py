@@ -10,7 +10,7 @@ import typer
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.console import log
-from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.registration import EnvRegisterConfig
 from rldata.envs.validation import EnvValidateConfig
 from rldata.jobs.profile import ProfileConfig
 

@@ -31,6 +31,19 @@ def filter_cmd(
         f"filter {name!r}: kept {res.kept} of {res.total} tasks ({key}; passrates version "
         f"{res.passrates_version}; min_n {res.min_n}; {where})"
     )
+    if res.left_out:
+        log(
+            f"read the base model {res.key['model']}: left out {len(res.left_out)} model(s) a training run "
+            f"wrote (policy versions, checkpoints; --model picks one, e.g. {res.left_out[-1]})"
+        )
+    if res.total and not res.kept:
+        # exit 0 all the same: the selection (every task's decision and reason) is written, and a
+        # dry run exploring bands is no failure; the steps that need kept tasks refuse it themselves
+        why = ", ".join(f"{r} {n}" for r, n in sorted(res.counts.items(), key=lambda kv: -kv[1]) if n)
+        log(
+            f"warning: filter {name!r} kept 0 of {res.total} tasks ({why}): widen --band, sample more "
+            "(rldata sample --n 32), or filter another model's rows (--model)"
+        )
     early = {k: v for k, v in res.decided_by.items() if k != "fixed"}
     if early:
         log(

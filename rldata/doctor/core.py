@@ -32,6 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
+from rldata.console import progress
 from rldata.errors import RldataError
 from rldata.schemas import TABLES
 from rldata.schemas import get as table_schema
@@ -63,20 +64,37 @@ class Finding:
 
 
 def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
-    """Run every check (repairing first what the later checks need: a readable log)."""
-    found = check_logs(store, repair=repair)
-    readable = [n for n in TABLES if n not in store.damaged]
-    found += check_data_files(store, readable, repair=repair)
-    readable = [n for n in readable if n not in {f.table for f in found if not f.repaired}]
-    found += check_duplicates(store, readable, repair=repair)
-    found += check_orphans(store, readable)
-    found += check_ledger(store, readable, repair=repair)
-    found += check_stuck_runs(store, readable, repair=repair)
-    found += check_partial_imports(store, readable)
-    found += check_unrecorded_ingest(store, readable, repair=repair)
-    found += check_stray(store, repair=repair)
-    found += check_writable(store)
+    """Run every check (repairing first what the later checks need: a readable log).  Progress: one
+    step per table for the per-table checks (logs, data files, duplicates), one per check after."""
+    n = len(TABLES)
+    with progress("doctor", total=3 * n + 7, unit="checks") as bar:
+        found = check_logs(store, repair=repair, bar=bar)
+        readable = [t for t in TABLES if t not in store.damaged]
+        found += check_data_files(store, readable, repair=repair, bar=bar)
+        bar.advance(n - len(readable))
+        readable = [t for t in readable if t not in {f.table for f in found if not f.repaired}]
+        found += check_duplicates(store, readable, repair=repair, bar=bar)
+        bar.advance(n - len(readable))
+        for name, check in (
+            ("orphans", lambda: check_orphans(store, readable)),
+            ("ledger", lambda: check_ledger(store, readable, repair=repair)),
+            ("stuck runs", lambda: check_stuck_runs(store, readable, repair=repair)),
+            ("partial imports", lambda: check_partial_imports(store, readable)),
+            ("unrecorded ingests", lambda: check_unrecorded_ingest(store, readable, repair=repair)),
+            ("stray files", lambda: check_stray(store, repair=repair)),
+            ("writable", lambda: check_writable(store)),
+        ):
+            found += check()
+            bar.advance(1, note=name)
     return found
+
+
+class _NoBar:
+    def advance(self, n: int = 1, *, note: str | None = None, **extra) -> None:
+        pass
+
+
+_NO_BAR = _NoBar()  # a check called alone (not from doctor()) reports no progress
 
 
 def check_writable(store: Store) -> list[Finding]:
@@ -113,12 +131,13 @@ def _template_log(name: str, tmp: Path) -> Path:
     return tmp / name / "_delta_log"
 
 
-def check_logs(store: Store, *, repair: bool) -> list[Finding]:
+def check_logs(store: Store, *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Checkpoint hint, checkpoint files and commit files of each table's log (on object storage, of a
     local copy of it: :mod:`rldata.doctor.remote`)."""
     out = []
     remote = "://" in store.root
     for name in TABLES:
+        bar.advance(1, note=f"log {name}")
         if remote:
             from rldata.doctor.remote import mirrored_log
 
@@ -186,15 +205,17 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool) -> list[Fi
     return out
 
 
-def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Data files the current version needs that are missing, truncated or not Parquet.  Repair
     commits their removal (their rows are lost; every other row reads again) and moves them aside."""
     from rldata.store.damage import data_file_damage, repair_data_files
 
-    if "://" in store.root:
-        return [f for name in tables for f in _remote_data_files(store, name, repair=repair)]
     out = []
     for name in tables:
+        bar.advance(1, note=f"data files {name}")
+        if "://" in store.root:
+            out += _remote_data_files(store, name, repair=repair)
+            continue
         tdir = Path(store.uri(name))
         bad = data_file_damage(name, tdir, store.table(name), full=True)
         if not bad:
@@ -237,9 +258,10 @@ def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding
     return [Finding("data_files", name, len(bad), f"{detail}; {did}{where}", True)]
 
 
-def check_duplicates(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+def check_duplicates(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     out = []
     for name in tables:
+        bar.advance(1, note=f"duplicates {name}")
         key = table_schema(name).key
         cols = ", ".join(key)
         n = store.sql(

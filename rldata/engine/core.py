@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "BUNDLED_MODELS",
     "DEFAULT_MODEL_ID",
     "Engine",
     "ModelIdentity",
@@ -49,6 +50,8 @@ __all__ = [
     "model_revision",
 ]
 
+# the bundled models, also accepted by name as --model (sample_data/models/NAME, docs/model.md)
+BUNDLED_MODELS = ("tiny-arith", "tiny-arith-chat")
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _GIB = 1 << 30
@@ -146,15 +149,47 @@ def model_identity(model: str | Path | None) -> ModelIdentity:
     p = Path(model).expanduser()
     if (p / "config.json").is_file():
         return ModelIdentity(str(p), str(p.resolve()), str(p.resolve()), model_revision(p))
+    if not p.exists() and str(model) in BUNDLED_MODELS:  # a bundled model by its name
+        return model_identity(None) if str(model) == "tiny-arith" else model_identity(chat_model_path())
     if not p.exists() and is_hub_id(str(model)):
-        snap = cached_snapshot(str(model))
+        try:
+            snap = cached_snapshot(str(model))
+        except RldataError as e:
+            raise type(e)(f"{e}{_bundled_hint(str(model))}", field="model") from None
         return ModelIdentity(
             str(snap), str(snap.resolve()), str(model), model_revision(snap), hub_id=str(model)
         )
+    if (p / "adapter_config.json").is_file():
+        raise RldataError(_adapter_hint(p), field="model")
     raise RldataError(
         f"model {model} not found: not a model directory (expected a Hugging Face model "
-        "directory with config.json)"
+        f"directory with config.json){_bundled_hint(str(model))}",
+        field="model",
     )
+
+
+def _bundled_hint(name: str) -> str:
+    """What a not-found message adds: the bundled models, by name and place (and the one meant)."""
+    import difflib
+
+    close = difflib.get_close_matches(Path(name).name, BUNDLED_MODELS, n=1, cutoff=0.75)
+    meant = f"; did you mean the bundled model {close[0]}?" if close else ";"
+    where = default_model_path().parent
+    return f"{meant} the bundled models {', '.join(BUNDLED_MODELS)} (in {where}) are accepted by name"
+
+
+def _adapter_hint(p: Path) -> str:
+    """A LoRA adapter directory (adapter_config.json, no config.json) is not a model: say how to get one."""
+    what = f"model {p} is a LoRA adapter (adapter_config.json, no config.json), not a full model"
+    ckpt = p.resolve().parent
+    if ckpt.parent.name == "checkpoints" and (ckpt / "config.json").is_file():
+        # a training checkpoint's adapter/: the checkpoint itself is the merged model
+        run, runs_dir = ckpt.parent.parent.name, ckpt.parent.parent.parent
+        return (
+            f"{what}: its checkpoint {ckpt} is the merged model (give --model {ckpt}), or write it "
+            f"alone with rldata export-model {run} --merged --out MERGED --runs-dir {runs_dir}"
+        )
+    return f"{what}: write the merged model with rldata export-model RUN_ID --merged --out MERGED, then give --model MERGED"
 
 
 def model_context(path: str | Path) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -80,17 +81,44 @@ def _choices(df: pl.DataFrame, col: str) -> str:
     )
 
 
+# A training run's own ledger names: its policy versions BASE+RUN/vV (rldata.trainer.writeback.ledger_model)
+_POLICY_VERSION = re.compile(r"\+.+/v[0-9]+$")
+
+
+def trained_models(store) -> set[str]:
+    """The ledger names a training run wrote: its policy versions and the checkpoints its held-out
+    evaluations sampled (the base model, evaluated at step 0, is not one of them)."""
+    names = {m for (m,) in store.sql("SELECT DISTINCT model FROM passrates").fetchall() if m}
+    out = {m for m in names if _POLICY_VERSION.search(m)}
+    for (summary,) in store.sql("SELECT summary FROM runs WHERE kind = 'train'").fetchall():
+        try:
+            evals = json.loads(summary or "{}").get("evals") or []
+        except (ValueError, AttributeError):
+            continue
+        out |= {e.get("model") for e in evals if isinstance(e, dict) and e.get("step")} & names
+    return out
+
+
 def resolve_key(
     passrates: pl.LazyFrame,
     *,
     model: str | None = None,
     params_hash: str | None = None,
     verifier_key: str | None = None,
+    trained: Collection[str] = (),
 ) -> dict[str, str]:
-    """Pick the one (model, params_hash, verifier_key) a filter reads; ambiguity is an error."""
+    """Pick the one (model, params_hash, verifier_key) a filter reads; ambiguity is an error.
+
+    Without ``model``, the ``trained`` models (:func:`trained_models`: a training run's policy
+    versions and evaluated checkpoints) are left out when another model remains: after a run the
+    model sampled before it (its base) is the one a filter means."""
     combos = passrates.group_by(list(KEY)).len().collect()
     if combos.height == 0:
         raise RldataError("the passrates table is empty: run `rldata sample` first")
+    if model is None and trained:
+        base = combos.filter(~pl.col("model").is_in(list(trained)))
+        if base.height:
+            combos = base
     given = {"model": model, "params_hash": params_hash, "verifier_key": verifier_key}
     for col, val in given.items():
         if val is None:
@@ -124,6 +152,8 @@ class FilterResult(Result):
         default_factory=dict
     )  # fixed | exact | sequential (rldata.adaptive.filter)
     warnings: tuple[str, ...] = ()
+    # no model given: the training runs' policy versions and checkpoints the filter left out
+    left_out: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -156,7 +186,11 @@ def filter_store(
         version=pr_version,
         columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
     )
-    key = resolve_key(passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key)
+    trained = trained_models(store) if model is None else set()
+    key = resolve_key(
+        passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key, trained=trained
+    )
+    left_out = sorted(m for m in trained if m != key["model"])
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
         "task_id",
         pl.col("n").cast(pl.Int64),
@@ -215,7 +249,17 @@ def filter_store(
         store.overwrite("selections", rows, predicate=f"selection = '{name}'")
         sel_version = store.version("selections")
     result = FilterResult(
-        name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by, tuple(warnings)
+        name,
+        key,
+        band,
+        min_n,
+        pr_version,
+        sel_version,
+        counts,
+        decided.height,
+        decided_by,
+        tuple(warnings),
+        tuple(left_out),
     )
     return result, rows
 
@@ -387,6 +431,12 @@ def stratify_store(
         check_writable(out)
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)
     kept = sel.filter(pl.col("decision") == "keep")
+    if kept.height == 0:
+        raise RldataError(
+            f"selection {selection!r} keeps no tasks ({sel.height} dropped, see rldata stats --selection "
+            f"{selection}): nothing to bucket. Filter again with a wider band (rldata filter --band "
+            f"0.05,0.95 --name {selection}) or sample more; rldata train without --curriculum draws every task"
+        )
     if buckets is None:
         buckets = quantile_buckets(kept["pass_rate"], quantiles)
     assigned = assign_buckets(sel, buckets)

@@ -4,6 +4,7 @@ one-step run with held-out evaluation before and after, through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -46,6 +47,9 @@ def test_contradicting_options_are_refused(capsys, tmp_path):
     assert code == 1 and "--eval-heldout" in err
     code, _, err = run(capsys, *store, "train", "--curriculum", "b.yaml", "--where", "true")
     assert code == 1 and "--where" in err
+    for other in (["--curriculum", "b.yaml"], ["--where", "true"]):
+        code, _, err = run(capsys, *store, "train", "--selection", "band", *other)
+        assert code == 1 and err.startswith("rldata: error: --selection: ") and err.count("\n") == 1
 
 
 def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
@@ -120,6 +124,18 @@ def _one_step(capsys, tmp_path):
     row = json.loads(out)[0]
     assert row["run_id"] == "cli" and row["last_step"] == 1 and 0 <= row["eval_first"] <= 1
     assert row["checkpoint"].endswith("step-000001") and "step 1/1" in err
+    # stderr in a log: the effective setup, the start-up stages as they begin, one final line
+    assert re.search(
+        r"^train cli: tiny-arith@\w+, 1 step x 4 prompts x 4 samples, sync; 1 learner \w+ \w+; 1 engine; "
+        r"\d+ tasks: every task uniform; held-out 6 tasks x 4 before and after$",
+        err,
+        re.MULTILINE,
+    ), err
+    for stage in ("starting 1 learner (", "held-out evaluation of the base model (6 tasks x 4) ..."):
+        assert stage in err, err
+    assert re.search(r"^training: 1/1 steps in .*, reward=[0-9.]+ v=1$", err, re.MULTILINE), err
+    assert re.search(r"held-out accuracy [0-9.]+ \(95% CI [0-9.]+-[0-9.]+\) over 6 tasks", err), err
+    assert "Token authentication is enabled" not in err  # Ray's start-up notice is not printed
     evals = store.sql(
         "SELECT step, value FROM metrics WHERE run_id = 'cli' AND name = 'eval/accuracy' ORDER BY step"
     ).fetchall()

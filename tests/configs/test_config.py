@@ -445,7 +445,7 @@ def test_an_env_spec_field_is_one_edit(tmp_path, monkeypatch):
 
     from rldata.cli.options_docs import docs_table
     from rldata.envs import base
-    from rldata.envs.register import EnvRegisterConfig
+    from rldata.envs.registration import EnvRegisterConfig
 
     mod = _recipe_module(
         tmp_path, monkeypatch, "recipe_env_field",

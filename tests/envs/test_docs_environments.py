@@ -116,3 +116,23 @@ def test_the_verifiers_environment_of_the_page_registers_ingests_and_plays(tmp_p
     r = _play(renderer, spec, tasks[0], _call("add", a=12, b=30), "42")
     assert r.messages[2]["content"] == "42" and r.env_info["env_reward"] == 1.0
     assert r.env_info["rewards"] == {"correct": {"score": 1.0, "weight": 1.0}}
+
+
+def test_the_tool_env_example_of_the_page_runs_as_written(monkeypatch):
+    """ "Standard tool calling": the block runs on its own (its imports included) and the schema its
+    text describes comes out of the signature and the docstring."""
+    from rldata.envs.base import REGISTRY
+
+    body = DOC.read_text().split("\n## Standard tool calling\n", 1)[1].split("\n## ", 1)[0]
+    (code,) = [
+        b for b in re.findall(r"^```python\n(.*?)^```", body, re.MULTILINE | re.DOTALL) if "ToolEnv" in b
+    ]
+    monkeypatch.setitem(REGISTRY, "weather", None)  # the example's registration is undone after the test
+    ns: dict = {"__name__": "docs_tool_env"}
+    exec(compile(code, "docs/environments.md", "exec"), ns)  # noqa: S102 (the page's own code; a missing import fails here)
+    assert REGISTRY["weather"] is ns["Weather"]
+    (schema,) = ns["Weather"]().tool_schemas
+    fn = schema["function"]
+    assert fn["name"] == "lookup" and fn["description"] == "Look up the weather of a city."
+    assert fn["parameters"]["required"] == ["city"]
+    assert fn["parameters"]["properties"]["units"]["enum"] == ["c", "f"]

@@ -1,4 +1,4 @@
-"""rldata.envs.register.EnvRegisterConfig: `rldata env register`'s options, declared once, checked
+"""rldata.envs.registration.EnvRegisterConfig: `rldata env register`'s options, declared once, checked
 in the library; ``rldata.env_register`` from Python meets the CLI's one-line errors."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import rldata
 from rldata.cli import main
-from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.registration import EnvRegisterConfig
 from rldata.errors import ConfigError
 
 
@@ -89,3 +89,24 @@ def test_the_verb_registers_a_spec_mapping_or_file_as_before(tmp_path):
     path.write_text("name: calc\nenv: calculator\nmax_turns: 4\n")
     again = rldata.env_register(tmp_path / "s", spec=path)
     assert not again.new and again.version == res.version
+
+
+def test_the_register_decorator_is_not_shadowed_by_this_module():
+    """``from rldata.envs import register`` (the class decorator the docs show) still gives the
+    decorator once this module, rldata env register's options, is imported: a submodule named
+    ``register`` would replace the package's attribute on its first import."""
+    import importlib
+    import subprocess
+    import sys
+
+    import rldata.envs
+
+    assert callable(rldata.envs.register) and not isinstance(rldata.envs.register, type(rldata))
+    code = (
+        "import rldata.cli.env, rldata.envs.registration\n"
+        "from rldata.envs import register\n"
+        "assert callable(register), register\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert importlib.util.find_spec("rldata.envs.register") is None
