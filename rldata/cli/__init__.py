@@ -77,6 +77,7 @@ _COMMANDS = [
     "runs_cmds",
     "demo",
     "env",
+    "predict",
 ]
 
 
