@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+import polars as pl
 
 from rldata.adaptive.prior import PredictedPlan, quantize
 from rldata.adaptive.rules import AdaptiveSpec
@@ -27,7 +28,7 @@ from rldata.predict.config import PredictConfig
 from rldata.predict.fit import predict_store
 from rldata.store import Store
 
-__all__ = ["sample_plan", "with_priors"]
+__all__ = ["plan_of", "sample_plan", "with_priors"]
 
 
 def _slice_of(store: Store, model_name: str, params_hash: str) -> str | None:
@@ -55,11 +56,17 @@ def sample_plan(
     name = model_identity(model).name
     ph = _slice_of(store, name, params_hash)
     res = predict_store(store, PredictConfig(model=model, params_hash=ph, seed=seed), task_ids=task_ids)
-    rows = res.rows
+    # the fit read the job's own slice: the job counts each task's stored samples itself
+    return plan_of(res.rows, band=band, conf=conf, own=ph == params_hash, fit_id=res.fit_id)
+
+
+def plan_of(rows: pl.DataFrame, *, band: Band, conf: float, own: bool, fit_id: str = "") -> PredictedPlan:
+    """The plan of prediction rows (task_id, alpha, beta, prior_alpha, prior_beta, p_mean): a skip
+    where P(outside ``band``) >= ``conf``, named by the likelier side; the rule's prior the cross-task
+    prior when ``own`` (module docstring), else the whole prediction."""
     a, b = rows["alpha"].to_numpy(), rows["beta"].to_numpy()
     below = prob_outside(a, b, band.low, 1.0)  # P(p < low): beta.sf(1) is 0
     p_out = prob_outside(a, b, band.low, band.high)
-    own = ph == params_hash  # the fit read the job's slice: the job counts the task's own samples
     pa_ = rows["prior_alpha" if own else "alpha"].to_numpy()
     pb = rows["prior_beta" if own else "beta"].to_numpy()
     ids = rows["task_id"].to_list()
@@ -73,7 +80,7 @@ def sample_plan(
         skips=skips,
         conf=float(conf),
         band=f"{band.low:g},{band.high:g}",
-        fit_id=res.fit_id,
+        fit_id=fit_id,
         p_out=dict(zip(ids, np.asarray(p_out, dtype=float).tolist())),
         p_mean=dict(zip(ids, rows["p_mean"].to_list())),
     )
