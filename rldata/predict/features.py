@@ -124,7 +124,7 @@ def prefill_features(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     model.eval()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
