@@ -36,7 +36,14 @@ from pathlib import Path
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 BAND = "0.1,0.9"
-GRID = ((0.9, 0.05), (0.95, 0.05), (0.95, 0.02), (0.98, 0.02))  # (skip confidence, sequential alpha)
+GRID = (
+    (0.9, 0.05),
+    (0.95, 0.05),
+    (0.95, 0.04),
+    (0.95, 0.03),
+    (0.98, 0.03),
+    (0.95, 0.02),
+)  # (skip conf, alpha)
 
 
 def sweep(root: Path):
@@ -177,8 +184,8 @@ def one_seed(store, seqs, feats, counts, seed: int) -> dict:
     return out
 
 
-def real_run(root: Path, res: dict, seqs) -> dict:
-    """The real `rldata sample --skip-predicted 0.9 --adaptive sequential` on seed 0's held-out half."""
+def real_run(root: Path, res: dict, seqs, conf: float, alpha: float) -> dict:
+    """The real `rldata sample --skip-predicted CONF --adaptive sequential --alpha A` on seed 0's held-out half."""
     import rldata
     from rldata.ledger.select import filter_store
     from rldata.stats import Band
@@ -195,7 +202,7 @@ def real_run(root: Path, res: dict, seqs) -> dict:
     st.upsert("selections", sel)
     t = time.monotonic()
     got = rldata.sample(
-        st, n=16, seed=0, selection="held", skip_predicted=0.9, adaptive="sequential", band=BAND
+        st, n=16, seed=0, selection="held", skip_predicted=conf, adaptive="sequential", alpha=alpha, band=BAND
     )
     wall = time.monotonic() - t
     _, rows = filter_store(st, name="x", band=Band.parse(BAND), dry_run=True, min_n=16)
@@ -208,6 +215,39 @@ def real_run(root: Path, res: dict, seqs) -> dict:
         "changed": sum(dec[t] != fixed[t] for t in held) / len(held),
         "wall_s": wall,
     }
+
+
+def save_features(path: str, f) -> None:
+    import numpy as np
+
+    np.savez(
+        path,
+        ids=np.array(f.task_ids),
+        data=f.sparse.data,
+        indices=f.sparse.indices,
+        indptr=f.sparse.indptr,
+        shape=np.array(f.sparse.shape),
+        dense=f.dense,
+        widths=np.array(f.widths),
+        families=np.array(f.families),
+    )
+
+
+def load_features(path: str, counts):
+    """Features saved by an earlier run of this benchmark on the same tasks, or None."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from rldata.predict.features import Features
+
+    if not Path(path).exists():
+        return None
+    z = np.load(path)
+    if set(z["ids"].tolist()) != set(counts["task_id"].to_list()):
+        return None
+    sparse = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+    widths = tuple(int(w) for w in z["widths"])
+    return Features(tuple(z["ids"].tolist()), sparse, z["dense"], tuple(z["families"].tolist()), widths)
 
 
 def drift(path: Path) -> dict:
@@ -232,6 +272,10 @@ def main() -> None:
     ap.add_argument("--real", action="store_true")
     ap.add_argument("--drift-store", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--features-cache", default=None, help="an .npz to reuse the features from (made when absent)"
+    )
+    ap.add_argument("--real-config", default="0.95,0.03", help="--real: CONF,ALPHA of the real job")
     args = ap.parse_args()
     print(f"load: {os.getloadavg()}", flush=True)
     root = Path(args.store)
@@ -245,11 +289,15 @@ def main() -> None:
         version=store.version("passrates"),
     )
     t = time.monotonic()
-    feats = build_features(
-        task_rows(store, counts["task_id"].to_list()),
-        ("text", "meta", "prefill", "logprob"),
-        model_path=model_identity(None).load,
-    )
+    feats = load_features(args.features_cache, counts) if args.features_cache else None
+    if feats is None:
+        feats = build_features(
+            task_rows(store, counts["task_id"].to_list()),
+            ("text", "meta", "prefill", "logprob"),
+            model_path=model_identity(None).load,
+        )
+        if args.features_cache:
+            save_features(args.features_cache, feats)
     feat_s = time.monotonic() - t
     print(f"features of {counts.height} tasks in {feat_s:.1f}s", flush=True)
     results = [one_seed(store, seqs, feats, counts, int(s)) for s in args.seeds.split(",")]
@@ -277,8 +325,9 @@ def main() -> None:
             f"changed {statistics.mean(c):.2%} [{min(c):.2%}, {max(c):.2%}]"
         )
     if args.real:
-        report["real"] = real_run(root, results[0], seqs)
-        sim = results[0]["runs"]["skip 0.9 + predicted prior, alpha 0.05"]
+        conf, alpha = (float(x) for x in args.real_config.split(","))
+        report["real"] = real_run(root, results[0], seqs, conf, alpha)
+        sim = results[0]["runs"].get(f"skip {conf} + predicted prior, alpha {alpha}")
         print(f"real job, seed 0: {report['real']} vs replay {sim}", flush=True)
     if args.drift_store:
         d = drift(Path(args.drift_store))
