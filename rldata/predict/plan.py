@@ -7,7 +7,8 @@ under the job's ledger key is skipped: a ``sample_predictions`` row with its rea
 sequential`` every sampled task's prediction is its prior in the stopping rule (stop rule
 ``predicted``, rldata.adaptive.prior).
 
-Which Beta is the rule's prior: when the fit read the job's own ledger slice, the cross-task prior
+The fit learns from the model's ledger slice with the most tasks (the job's params hash first among
+equals).  Which Beta is the rule's prior: when the fit read the job's own ledger slice, the cross-task prior
 alone (``prior_alpha``, ``prior_beta``), because the job counts the task's stored samples itself and
 must not count them twice; otherwise the whole prediction, whose evidence is another slice's.
 """
@@ -31,13 +32,17 @@ from rldata.store import Store
 __all__ = ["plan_of", "sample_plan", "with_priors"]
 
 
-def _slice_of(store: Store, model_name: str, params_hash: str) -> str | None:
-    """The job's params hash when the model has ledger rows under it, else None (the one slice)."""
+def _slice_of(store: Store, model_name: str, params_hash: str) -> tuple[str | None, str | None]:
+    """The ledger slice (params hash, verifier key) to learn from: the model's slice with the most
+    tasks, the job's own params hash first among equals; (None, None) when the model has no rows (the
+    fit then says so).  The largest slice, not the job's: a job's first rows must not swap the slice
+    a re-run learns from."""
     got = store.sql(
-        "SELECT count(*) FROM passrates WHERE model = $1 AND params_hash = $2",
+        "SELECT params_hash, verifier_key, count(DISTINCT task_id) AS n FROM passrates WHERE model = $1 "
+        "GROUP BY 1, 2 ORDER BY n DESC, params_hash = $2 DESC, 1, 2 LIMIT 1",
         params=[model_name, params_hash],
-    ).fetchall()[0][0]
-    return params_hash if got else None
+    ).fetchall()
+    return (got[0][0], got[0][1]) if got else (None, None)
 
 
 def sample_plan(
@@ -54,8 +59,9 @@ def sample_plan(
     from rldata.engine.core import model_identity
 
     name = model_identity(model).name
-    ph = _slice_of(store, name, params_hash)
-    res = predict_store(store, PredictConfig(model=model, params_hash=ph, seed=seed), task_ids=task_ids)
+    ph, vkey = _slice_of(store, name, params_hash)
+    cfg = PredictConfig(model=model, params_hash=ph, verifier_key=vkey, seed=seed)
+    res = predict_store(store, cfg, task_ids=task_ids)
     # the fit read the job's own slice: the job counts each task's stored samples itself
     return plan_of(res.rows, band=band, conf=conf, own=ph == params_hash, fit_id=res.fit_id)
 
