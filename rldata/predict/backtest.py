@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from rldata.stats import Band
 from rldata.errors import RldataError
 from rldata.predict.calibration import beta_from_mean, eb_strength, metrics
 from rldata.predict.config import PredictConfig
-from rldata.predict.features import build_features, parse_families
+from rldata.predict.features import Features, build_features, parse_families
 from rldata.predict.fit import fit_predictor, ledger_counts, task_rows
 from rldata.results import Result
 from rldata.runs.core import record_run
+from rldata.stats import Band
 from rldata.store import Store
 
 __all__ = ["TABLE_COLUMNS", "BacktestResult", "backtest_store", "holdout_split"]
@@ -103,7 +103,43 @@ def _score(p, k, n, *, strength: float, band: Band, level: float) -> dict:
     return metrics(p, k, n, band=(band.low, band.high), a=a, b=b, level=level) | {"strength": strength}
 
 
-def _task_split(store: Store, cfg: PredictConfig, counts: pl.DataFrame, model_path: str) -> dict:
+class _FeatureCache:
+    """Features built once per task across the splits (the policy's forward passes are the costly part)."""
+
+    def __init__(self, store: Store, cfg: PredictConfig, model_path: str):
+        self.store, self.cfg, self.model_path = store, cfg, model_path
+        self.feats: Features | None = None
+
+    def get(self, ids: Sequence[str]) -> Features:
+        have = set(self.feats.task_ids) if self.feats is not None else set()
+        missing = [t for t in dict.fromkeys(ids) if t not in have]
+        rows = task_rows(self.store, missing) if missing else []
+        if rows:
+            new = build_features(
+                rows,
+                parse_families(self.cfg.features),
+                model_path=self.model_path,
+                batch_size=self.cfg.batch_size,
+            )
+            self.feats = new if self.feats is None else _stack(self.feats, new)
+        if self.feats is None:
+            raise RldataError("no tasks to build features for")
+        return self.feats
+
+
+def _stack(a: Features, b: Features) -> Features:
+    import scipy.sparse as sp
+
+    return Features(
+        a.task_ids + b.task_ids,
+        None if a.sparse is None else sp.vstack([a.sparse, b.sparse], format="csr"),
+        None if a.dense is None else np.vstack([a.dense, b.dense]),
+        a.families,
+        a.widths,
+    )
+
+
+def _task_split(store: Store, cfg: PredictConfig, counts: pl.DataFrame, cache: _FeatureCache) -> dict:
     band = Band.parse(cfg.band)
     rows = task_rows(store, counts["task_id"].to_list())
     info = pl.DataFrame(
@@ -128,9 +164,7 @@ def _task_split(store: Store, cfg: PredictConfig, counts: pl.DataFrame, model_pa
         )
     train = data.filter(pl.col("task_id").is_in(train_ids))
     held = data.filter(pl.col("task_id").is_in(held_ids))
-    feats = build_features(
-        rows, parse_families(cfg.features), model_path=model_path, batch_size=cfg.batch_size
-    )
+    feats = cache.get(data["task_id"].to_list())
     model = fit_predictor(feats, train.select("task_id", "n", "n_correct"), seed=cfg.seed, folds=cfg.folds)
     k, n = held["n_correct"].to_numpy(), held["n"].to_numpy()
     out = {
@@ -158,7 +192,7 @@ def _runs_of(store: Store, base: str, version: int) -> list[str]:
 
 
 def _version_split(
-    store: Store, cfg: PredictConfig, counts: pl.DataFrame, base: str, version: int, model_path: str
+    store: Store, cfg: PredictConfig, counts: pl.DataFrame, base: str, version: int, cache: _FeatureCache
 ):
     """The fit at the run's policy version v scored on later versions, and the refreshed live posterior."""
     from rldata.ledger.history import history, live_state
@@ -176,12 +210,10 @@ def _version_split(
         return {}, run
     band = Band.parse(cfg.band)
     ids = sorted(set(hist["task_id"].to_list()))
-    rows = task_rows(store, sorted(set(ids) | set(counts["task_id"].to_list())))
-    feats = build_features(
-        rows, parse_families(cfg.features), model_path=model_path, batch_size=cfg.batch_size
-    )
+    feats = cache.get(sorted(set(ids) | set(counts["task_id"].to_list())))
     model = fit_predictor(feats, counts, seed=cfg.seed, folds=cfg.folds)
-    ids = [t for t in ids if t in set(feats.task_ids)]
+    known = set(feats.task_ids)
+    ids = [t for t in ids if t in known]
     pa_, pb = model.prior(feats, ids)
 
     def at(v: int) -> tuple[np.ndarray, np.ndarray]:
@@ -244,8 +276,9 @@ def backtest_store(store: Store, cfg: PredictConfig) -> BacktestResult:
     key, counts = ledger_counts(
         store, base, params_hash=cfg.params_hash, verifier_key=cfg.verifier_key, version=version
     )
-    splits = {"tasks": _task_split(store, cfg, counts, ident.load)}
-    by_version, run = _version_split(store, cfg, counts, base, version, ident.load)
+    cache = _FeatureCache(store, cfg, ident.load)
+    splits = {"tasks": _task_split(store, cfg, counts, cache)}
+    by_version, run = _version_split(store, cfg, counts, base, version, cache)
     splits |= by_version
     table = _table(splits)
     summary = {

@@ -27,12 +27,12 @@ import pyarrow as pa
 
 from rldata.engine.core import model_identity
 from rldata.errors import RldataError
+from rldata.ledger.select import resolve_key
 from rldata.predict.calibration import interval, mean_of
 from rldata.predict.config import PredictConfig
 from rldata.predict.features import Features, build_features, parse_families
 from rldata.predict.predictors import C_GRID, CrossTaskModel, seen_posterior
 from rldata.results import Result
-from rldata.ledger.select import resolve_key
 from rldata.store import Store
 
 __all__ = ["Cutoff", "PredictResult", "fit_predictor", "ledger_counts", "predict_store", "task_rows"]

@@ -23,10 +23,10 @@ import polars as pl
 
 from rldata.adaptive.prior import PredictedPlan, quantize
 from rldata.adaptive.rules import AdaptiveSpec
-from rldata.stats import Band
 from rldata.predict.calibration import prob_outside
 from rldata.predict.config import PredictConfig
 from rldata.predict.fit import predict_store
+from rldata.stats import Band
 from rldata.store import Store
 
 __all__ = ["plan_of", "sample_plan", "with_priors"]
