@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 import polars as pl
 import pyarrow as pa
 
+from rldata.adaptive.prior import PredictedPlan
 from rldata.adaptive.rules import AdaptiveSpec, Decision, band_text, ledger_columns
 from rldata.configs.sampling import SampleConfig
 from rldata.console import log, progress, stage
@@ -62,6 +63,7 @@ __all__ = [
     "load_reward",
     "override_verifier",
     "plan_sample",
+    "predicted_plan",
     "run_sample",
     "select_tasks",
     "traj_id",
@@ -193,7 +195,10 @@ def run_sample(
     status = stored_status(
         store, task_ids, model=model, params_hash=ph, seed=spec.seed, n=spec.n, vkeys=vkeys, ekeys=ekeys
     )
-    adaptive = plan.adaptive if plan.adaptive.rule != "fixed" else None
+    stopping, predicted = plan.adaptive, None
+    if cfg.skip_predicted is not None:  # rldata.predict: the skips, and the sequential rule's priors
+        predicted, stopping = predicted_plan(store, cfg, task_ids, stopping)
+    adaptive = stopping if stopping.rule != "fixed" else None
     counts = None
     if adaptive is not None:  # evidence already in the store (any run, any seed) counts toward the decision
         counts = job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
@@ -202,17 +207,21 @@ def run_sample(
     else:
         done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
     partial = set(status["task_id"].to_list()) - done
-    todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
+    skips = _predicted_skips(
+        store, predicted, task_ids, done, counts, model=model, ph=ph, vkeys=vkeys, ekeys=ekeys
+    )
+    todo = tasks.filter(~pl.col("task_id").is_in(list(done | set(skips))))
     summary = SampleSummary(
         None, model, ph, tasks.height, len(done), stop_rule=adaptive.rule if adaptive is not None else "fixed"
     )
+    summary.skipped_predicted = len(skips)
     ledger = store.sql(
         "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2",
         params=[model, ph],
         extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
     ).fetchall()[0][0]
-    if todo.height == 0 and ledger >= tasks.height:
+    if todo.height == 0 and ledger >= tasks.height - len(skips):
         summary.noop = True
         log(
             f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "
@@ -236,8 +245,22 @@ def run_sample(
             "band": band_text(adaptive.band),
         },
     }
+    if predicted is not None:
+        args["skip_predicted"] = {
+            "confidence": predicted.conf,
+            "band": predicted.band,
+            "fit_id": predicted.fit_id,
+            "skipped": len(skips),
+        }
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
+        if predicted is not None:  # the decisions taken on the prediction, before any draw
+            rows = _prediction_rows(predicted, stopping, run.run_id, task_ids, skips, model, ph)
+            store.upsert("sample_predictions", rows)
+            log(
+                f"skipped {len(skips)} tasks predicted outside band {predicted.band} with probability "
+                f">= {predicted.conf:g}"
+            )
         t0 = time.monotonic()
         if todo.height:
             stored = stored_samples(
@@ -307,3 +330,61 @@ def run_sample(
         summary.time_ledger_s = round(time.monotonic() - t_ledger, 3)
         run.summary = summary.to_dict()
     return summary
+
+
+# ---- rldata sample --skip-predicted (rldata.adaptive.prior, rldata.predict.plan) ------------------
+def predicted_plan(
+    store: Store, cfg: SampleConfig, task_ids: list[str], stopping: AdaptiveSpec
+) -> tuple[PredictedPlan, AdaptiveSpec]:
+    """``skip_predicted``: the prediction of the job's tasks for its model (a stored fit of the same
+    cutoff is reused) with the tasks it puts outside ``band`` with probability >= ``skip_predicted``,
+    and the stopping rule with each task's predicted prior (the sequential rule's; others unchanged)."""
+    # lazy: rldata.predict loads scipy.stats and the fit (seconds), which a job without
+    # skip_predicted never needs
+    from rldata.predict.plan import sample_plan, with_priors
+
+    plan = sample_plan(
+        store,
+        model=cfg.engine.model,
+        task_ids=task_ids,
+        params_hash=cfg.sampling.params_hash,
+        band=stopping.band,  # SampleConfig's rule makes band required with skip_predicted
+        conf=cfg.skip_predicted,
+    )
+    return plan, with_priors(stopping, plan)
+
+
+def _predicted_skips(store, plan, task_ids, done, counts, *, model, ph, vkeys, ekeys) -> dict:
+    """The plan's skips among the tasks not done that have no sample under this job's key."""
+    if plan is None or not plan.skips:
+        return {}
+    if counts is None:
+        counts = job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
+    return {t: why for t, why in plan.skips.items() if t in counts and t not in done and sum(counts[t]) == 0}
+
+
+def _prediction_rows(plan, stopping, run_id, task_ids, skips, model, ph) -> list[dict]:
+    """One sample_predictions row per task of the job: skip (with its reason) or sample (with the
+    prior its stopping rule used, which rldata filter re-decides a ``predicted`` row with)."""
+    priors = stopping.priors or {}
+    rows = []
+    for t in task_ids:
+        a, b = priors.get(t, (None, None))
+        rows.append(
+            {
+                "run_id": run_id,
+                "task_id": t,
+                "decision": "skip" if t in skips else "sample",
+                "reason": skips[t][0] if t in skips else None,
+                "p_mean": plan.p_mean.get(t),
+                "p_out": plan.p_out.get(t),
+                "confidence": plan.conf,
+                "band": plan.band,
+                "prior_alpha": a,
+                "prior_beta": b,
+                "fit_id": plan.fit_id,
+                "model": model,
+                "params_hash": ph,
+            }
+        )
+    return rows

@@ -82,6 +82,7 @@ __all__ = [
     "judge",
     "judge_export",
     "passrates",
+    "predict",
     "report",
     "rewards",
     "sample",
@@ -161,7 +162,9 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     ``temperature=0.7``, ``engines=2``, ``where=...``; docs/options.md lists them, the same as
     ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
     or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
-    band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
+    band decision is settled; with ``skip_predicted`` CONF (and ``band``) a task ``rldata.predict``
+    places outside the band with probability >= CONF is not sampled (docs/predict.md).  A killed job
+    resumes when called again; on finished work it is a no-op."""
     from rldata.configs.fields import load
     from rldata.configs.sampling import SampleConfig
     from rldata.jobs.sample import plan_sample, run_sample
@@ -169,6 +172,21 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     cfg = load(SampleConfig, config, **overrides)  # every check of the fields runs here
     plan_sample(cfg)  # and the verifier's class, the reward spec, the band: before the store is opened
     return run_sample(_open(store, create=True), cfg).result()
+
+
+def predict(store: StoreLike, *, config=None, **overrides: Any):
+    """A pass rate per task before sampling it, as a Beta with a mean and an interval: fit on what the
+    store holds for the model (or reuse a fit of the same cutoff) and write ``predictions``; with
+    ``backtest=True`` score the predictor on held-out tasks and later policy versions against
+    baselines instead.  ``config`` is a :class:`rldata.predict.PredictConfig`, a mapping or a YAML/TOML
+    file of its fields; ``overrides`` are its fields by name (docs/options.md, docs/predict.md).
+    Returns :class:`rldata.predict.PredictResult` or :class:`rldata.predict.BacktestResult`."""
+    from rldata.configs.fields import load
+    from rldata.predict import PredictConfig, backtest_store, predict_store
+
+    cfg = load(PredictConfig, config, **overrides)
+    st = _open(store, create=False)
+    return backtest_store(st, cfg) if cfg.backtest else predict_store(st, cfg)
 
 
 def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
@@ -366,6 +384,9 @@ def report(
         from rldata.audit import add_to_report
 
         add_to_report(files["html"], audit)
+    from rldata.predict.page import add_to_report as add_predictions  # the newest predict --backtest
+
+    add_predictions(files["html"], st, out)
     return ReportResult(
         out=str(out),
         html=str(files["html"]),

@@ -111,6 +111,7 @@ class SampleResult(Result):
     stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
     adaptive_rounds: int = 0  # rounds of draws an adaptive job made
     stopped_early: int = 0  # tasks an adaptive job settled before N samples
+    skipped_predicted: int = 0  # tasks --skip-predicted did not sample (rows of sample_predictions)
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
     episode_rounds: int = 0  # episode batches: generate calls (two queued per engine on large batches)

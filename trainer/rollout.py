@@ -21,7 +21,7 @@ import pyarrow as pa
 from rldata.console import log
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
 from rldata.curriculum import load as load_curriculum
-from rldata.curriculum.live import LiveState
+from rldata.curriculum.live import LiveState, predicted_priors
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
@@ -181,7 +181,9 @@ def build_sampler(
             if prior_model and live_cfg.prior == "ledger"
             else None
         )
-        live = LiveState(live_cfg, prior=prior)
+        # a task with no ledger counts starts from its stored prediction (rldata predict), if any
+        predicted = predicted_priors(store, prior_model, ids) if prior_model and live_cfg.predicted else None
+        live = LiveState(live_cfg, prior=prior, predicted=predicted)
     s = CurriculumSampler(cur, buckets, seed=cfg.rollout.seed, sampler=sampler, live=live)
     tbl = store.sql(
         f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",

@@ -86,6 +86,7 @@ _COMMANDS = [
     "runs_cmds",
     "demo",
     "env",
+    "predict",
 ]
 
 

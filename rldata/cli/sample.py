@@ -35,6 +35,11 @@ def sample(ctx: typer.Context, config: SampleConfig, fmt: Format = FORMAT_OPT) -
                 else ""
             )
             + (
+                f"; skipped {summary.skipped_predicted} predicted out of band"
+                if summary.skipped_predicted
+                else ""
+            )
+            + (
                 f"; {summary.stop_rule}: {summary.stopped_early} tasks stopped before {n} in "
                 f"{summary.adaptive_rounds} rounds"
                 if summary.stop_rule != "fixed"

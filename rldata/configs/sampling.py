@@ -304,8 +304,15 @@ class SampleConfig:
     band: Any = param(
         None,
         cli_type=str,
-        help="--adaptive: the band the decision is about, as rldata filter's --band LO,HI (from Python "
-        "also a pair of numbers).",
+        help="--adaptive, --skip-predicted: the band the decision is about, as rldata filter's --band LO,HI "
+        "(from Python also a pair of numbers).",
+    )
+    skip_predicted: float | None = param(
+        None,
+        check=finite_between(0.5, 1),
+        help="Skip each task with no sample yet that rldata predict places outside --band with probability >= "
+        "CONF (a sample_predictions row with its reason, never a ledger row); with --adaptive sequential "
+        "each task's prediction is its prior. Fits the prediction, or reuses one of the same cutoff.",
     )
 
     def __post_init__(self):
@@ -318,6 +325,10 @@ class SampleConfig:
         if self.adaptive != "fixed" and self.band is None:
             raise ConfigError(
                 f"adaptive {self.adaptive!r} needs band (the decision it settles)", field="band"
+            )
+        if self.skip_predicted is not None and self.band is None:
+            raise ConfigError(
+                "skip_predicted needs band (the band a skipped task is predicted outside)", field="band"
             )
 
 

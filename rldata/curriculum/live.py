@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from rldata.configs.fields import at_least, finite_between, one_of, param, validate
 from rldata.errors import ConfigError
 
@@ -44,6 +46,7 @@ __all__ = [
     "expected_group_variance",
     "parse_pools",
     "pool_weight",
+    "predicted_priors",
     "skip_probability",
 ]
 
@@ -126,6 +129,12 @@ class LiveConfig:
         check=finite_between(0.001, 1),
         help="live:skip: skip probability after k zero-variance groups is 1 - (1 - skip_p)**k.",
     )
+    predicted: bool = param(
+        True,
+        flag="--live-predicted/--no-live-predicted",
+        help="Live posteriors: a task with no offline ledger counts starts from its stored prediction "
+        "(rldata predict: the newest fit for the base model) instead of Beta(1, 1).",
+    )
     floor: float = param(
         0.1,
         flag="--live-floor",
@@ -187,7 +196,10 @@ class LiveState:
     """Per-task discounted counts; ``version`` is the policy version draws are made for."""
 
     def __init__(
-        self, config: LiveConfig | None = None, prior: Mapping[str, tuple[float, float]] | None = None
+        self,
+        config: LiveConfig | None = None,
+        prior: Mapping[str, tuple[float, float]] | None = None,
+        predicted: Mapping[str, tuple[float, float]] | None = None,
     ):
         self.config = config or LiveConfig()
         self.version = 0
@@ -198,6 +210,12 @@ class LiveState:
             for task, (passes, fails) in prior.items():
                 if passes or fails:
                     self._t[task] = [w * float(passes), w * float(fails), 0, 0]
+        if predicted and self.config.predicted:
+            # a predicted Beta(a, b) of a task with no counts: pseudo-counts (a - 1, b - 1) on the flat
+            # prior, aged like evidence of version 0 (a, b > 0, so 1 + w (a - 1) stays positive)
+            for task, (a, b) in predicted.items():
+                if task not in self._t:
+                    self._t[task] = [float(a) - 1.0, float(b) - 1.0, 0, 0]
         self._pools = parse_pools(self.config.pools)
         self.reset_draw_stats()
 
@@ -283,3 +301,18 @@ class LiveState:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.version = int(state["version"])
         self._t = {t: [float(s), float(f), int(r), int(k)] for t, (s, f, r, k) in state["tasks"].items()}
+
+
+def predicted_priors(store, model: str | None, task_ids: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """task -> (alpha, beta) of the newest stored prediction (``rldata predict``) for ``model`` and
+    its own policy (policy version 0), for the tasks in ``task_ids``; {} when there is none."""
+    ids = sorted(set(task_ids))
+    if model is None or not ids:
+        return {}
+    rows = store.sql(
+        "SELECT task_id, arg_max(alpha, created_at), arg_max(beta, created_at) FROM predictions "
+        "JOIN _ids USING (task_id) WHERE model = $model AND policy_version = 0 GROUP BY task_id",
+        params={"model": model},
+        extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
+    ).fetchall()
+    return {t: (float(a), float(b)) for t, a, b in rows}

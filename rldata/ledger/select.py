@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from rldata.adaptive.filter import ADAPTIVE_COLUMNS, decided_by_expr, default_n, redecide
+from rldata.adaptive.prior import PREDICTED, stored_priors
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases
 from rldata.curriculum.config import check_writable, dumps
 from rldata.errors import ConfigError, RldataError
@@ -184,7 +185,7 @@ def filter_store(
         store,
         "passrates",
         version=pr_version,
-        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
+        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS, "run_id"],
     )
     trained = trained_models(store) if model is None else set()
     key = resolve_key(
@@ -197,7 +198,11 @@ def filter_store(
         pl.col("n_correct").cast(pl.Int64),
         pl.col("n_error").fill_null(0).cast(pl.Int64),
         *ADAPTIVE_COLUMNS,
+        "run_id",
     )
+    # rows a sequential rule stopped under a task's predicted prior: the prior the job stored
+    priors = stored_priors(store, rates.filter(pl.col("stop_rule") == PREDICTED))
+    rates = rates.drop("run_id")
     if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
         raise RldataError(
             "passrates hold several environment versions for this slice; "
@@ -219,7 +224,7 @@ def filter_store(
     if min_n < 1:
         raise ConfigError(f"min_n must be >= 1, got {min_n}", field="min_n")
     # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive.filter)
-    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
+    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n, priors=priors)
     decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {
         "band": [band.low, band.high],
