@@ -10,8 +10,24 @@
 - :mod:`rldata.predict.page`: the backtest on the report page.
 """
 
-from rldata.predict.backtest import BacktestResult, backtest_store
+from importlib import import_module
+from typing import Any
+
 from rldata.predict.config import PredictConfig
-from rldata.predict.fit import PredictResult, predict_store
 
 __all__ = ["BacktestResult", "PredictConfig", "PredictResult", "backtest_store", "predict_store"]
+
+# The fit and the backtest load scipy and scikit-learn (~1 s): `rldata` imports this package at
+# start-up for PredictConfig (the options of `rldata predict`), so they load on first use instead.
+_LAZY = {
+    "BacktestResult": "rldata.predict.backtest",
+    "backtest_store": "rldata.predict.backtest",
+    "PredictResult": "rldata.predict.fit",
+    "predict_store": "rldata.predict.fit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
