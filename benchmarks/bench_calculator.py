@@ -82,7 +82,7 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     acc = store.sql(
         "SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "
         "AND task_id LIKE 'h%'",
-        params=[name, spec.params_hash, key],
+        params=[name, s.params_hash, key],  # the job's: its chat_template resolved for the model
     ).fetchall()[0][0]
     return {
         "accuracy": round(float(acc), 4),

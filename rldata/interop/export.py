@@ -46,12 +46,18 @@ __all__ = [
     "OpenRLHFOptions",
     "TrlOptions",
     "VerlOptions",
+    "chat_template_of",
     "export_selection",
     "load_selection",
     "write_export_dir",
 ]
 
-_PROMPT_STYLES = ("text", "messages")
+_PROMPT_STYLES = ("auto", "text", "messages")
+_STYLE_HELP = (
+    "auto: messages when the selection was measured through the model's chat template (or its tasks run in "
+    "an environment), else text; text: a plain string; messages: a [{role, content}] list, which the "
+    "consumer renders with the model's chat template."
+)
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 VERL_EXTRA = pa.struct(
@@ -97,7 +103,9 @@ GENERIC_SCHEMA = pa.schema(
 # ---- each format's own options (``--option KEY=VALUE``; a config file's ``options`` section) -------
 def _check_prompt_style(style: str) -> None:
     if style not in _PROMPT_STYLES:
-        raise ConfigError(f"prompt_style must be 'text' or 'messages', got {style!r}", field="prompt_style")
+        raise ConfigError(
+            f"prompt_style must be 'auto', 'text' or 'messages', got {style!r}", field="prompt_style"
+        )
 
 
 def _check_shard_rows(rows: int) -> None:
@@ -117,7 +125,7 @@ class VerlOptions:
 
 @dataclass(frozen=True)
 class TrlOptions:
-    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    prompt_style: str = param("auto", help=_STYLE_HELP)
     answer_column: str = param(
         "solution", help="The column reward functions read (trl.rewards.accuracy_reward: solution)."
     )
@@ -132,7 +140,7 @@ class TrlOptions:
 
 @dataclass(frozen=True)
 class OpenRLHFOptions:
-    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    prompt_style: str = param("auto", help=_STYLE_HELP)
     input_key: str = param("input", help="OpenRLHF's --input_key.")
     label_key: str = param("label", help="OpenRLHF's --label_key.")
 
@@ -236,6 +244,32 @@ def _prompt(style: str) -> pl.Expr:
     return _messages() if style == "messages" else pl.col("prompt")
 
 
+def _style(frame: pl.DataFrame, spec: ExportConfig) -> str:
+    """The prompt style a build writes: ``auto`` is messages when the selection's slice was sampled
+    through the chat template (the consumer then applies the same template to the same messages, so
+    it sees the prompt rldata measured) or its tasks run in an environment (episodes are always
+    templated), else text (the raw prompt the slice was measured on)."""
+    style = spec.opts.prompt_style
+    if style != "auto":
+        return style
+    templated = "_chat_template" in frame.columns and (frame["_chat_template"] == "on").any()
+    return "messages" if templated or frame["env_id"].is_not_null().any() else "text"
+
+
+def chat_template_of(store: Store, sel: pl.DataFrame) -> str:
+    """``on`` when the ledger slice a selection was decided from was sampled with plain prompts through
+    the model's chat template (the ``chat_template`` stored in its samples' params), else ``off``."""
+    hashes, models = _distinct(sel, "params_hash"), _distinct(sel, "model")
+    if not hashes:
+        return "off"
+    rows = store.sql(
+        "SELECT DISTINCT json_extract_string(sampling_params, '$.chat_template') FROM trajectories "
+        "WHERE params_hash IN (SELECT unnest($h)) AND model IN (SELECT unnest($m)) AND sampling_params IS NOT NULL",
+        params={"h": [str(h) for h in hashes], "m": [str(m) for m in models]},
+    ).fetchall()
+    return "on" if any(v == "on" for (v,) in rows) else "off"
+
+
 def _truth() -> pl.Expr:
     return pl.coalesce("answer", "tests")  # code tasks: the test spec JSON
 
@@ -320,8 +354,10 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     return _to_arrow(df, schema)
 
 
-def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFrame:
-    """The frame with each task's environment and its opening messages (``reset`` of a fresh env)."""
+def _with_envs(store: Store, frame: pl.DataFrame, env: str | None, *, mixed: bool = False) -> pl.DataFrame:
+    """The frame with each task's environment and its opening messages (``reset`` of a fresh env), as
+    the episode's first turn sees them (the spec's system prompt included).  ``mixed``: tasks without
+    an environment may sit beside them (their columns null); otherwise that is an error."""
     from rldata.envs.base import make_env
     from rldata.envs.guard import guarded_close, guarded_reset
     from rldata.rollout import bind_envs
@@ -331,13 +367,17 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
     if all(b is None for b in bindings.values()):
         return frame
     missing = [r["task_id"] for r in rows if bindings[r["task_id"]] is None]
-    if missing:
+    if missing and not mixed:
         raise RldataError(
             f"task {missing[0]!r} runs in no environment while others do: export them separately"
         )
     openings, tools = [], []
     for r in rows:
         b = bindings[r["task_id"]]
+        if b is None:
+            openings.append(None)
+            tools.append(None)
+            continue
         env_obj = make_env(b.spec)
         schemas_ = getattr(env_obj, "tool_schemas", None)
         tools.append(json.dumps([dict(t) for t in schemas_]) if schemas_ else None)
@@ -348,9 +388,19 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
         openings.append(g.messages)
     return frame.with_columns(
         pl.Series("_opening", openings, dtype=pl.List(pl.Struct({"role": pl.String, "content": pl.String}))),
-        pl.Series("_env_id", [bindings[r["task_id"]].env_id for r in rows], dtype=pl.String),
-        pl.Series("_env_version", [bindings[r["task_id"]].version for r in rows], dtype=pl.String),
-        pl.Series("_env_spec", [bindings[r["task_id"]].spec.to_json() for r in rows], dtype=pl.String),
+        pl.Series(
+            "_env_id", [b.env_id if (b := bindings[r["task_id"]]) else None for r in rows], dtype=pl.String
+        ),
+        pl.Series(
+            "_env_version",
+            [b.version if (b := bindings[r["task_id"]]) else None for r in rows],
+            dtype=pl.String,
+        ),
+        pl.Series(
+            "_env_spec",
+            [b.spec.to_json() if (b := bindings[r["task_id"]]) else None for r in rows],
+            dtype=pl.String,
+        ),
         pl.Series("_env_tools", tools, dtype=pl.String),
     )
 
@@ -381,29 +431,31 @@ def _verl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
 
 
 def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
-    """A ``tools`` column (JSON text of the schemas) when a task runs in an environment with standard
-    tools: TRL reads it per row and passes it to the chat template (None for the other tasks)."""
-    from rldata.envs.tools import env_tool_schemas
-    from rldata.rollout import bind_envs
-
-    if spec.opts.prompt_style != "messages" or frame["env_id"].is_null().all():
+    """Tasks in an environment (messages prompts): the environment's opening messages as the prompt (the
+    spec's system prompt included, as the episode opens) and a ``tools`` column (JSON text of the
+    schemas) when it has standard tools: TRL passes it to the chat template (None for other tasks)."""
+    if _style(frame, spec) != "messages" or frame["env_id"].is_null().all():
         return frame
-    bindings = bind_envs(store, frame.to_dicts())
-    by_key: dict[str, str | None] = {}
-    for b in {b.ledger_key: b for b in bindings.values() if b is not None}.values():
-        schemas_ = env_tool_schemas(b.spec)
-        by_key[b.ledger_key] = json.dumps(schemas_) if schemas_ else None
-    tools = [by_key.get(b.ledger_key) if (b := bindings[t]) else None for t in frame["task_id"].to_list()]
-    if all(t is None for t in tools):
+    frame = _with_envs(store, frame, None, mixed=True)
+    if "_env_tools" not in frame.columns:
         return frame
-    return frame.with_columns(pl.Series("tools", tools, dtype=pl.String))
+    frame = frame.with_columns(
+        pl.when(pl.col("_opening").is_not_null())
+        .then(pl.col("_opening"))
+        .otherwise(pl.col("messages"))
+        .alias("messages")
+    )
+    if frame["_env_tools"].is_null().all():
+        return frame
+    return frame.with_columns(pl.col("_env_tools").alias("tools"))
 
 
 def _trl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
-    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    style = _style(frame, spec)
+    prompt_type = MESSAGES if style == "messages" else pa.string()
     fields = [("prompt", prompt_type), (spec.opts.answer_column, pa.string())] + [
         (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")
     ]
@@ -411,14 +463,13 @@ def _trl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
         fields.append(("tests", pa.string()))
     if "tools" in frame.columns:  # standard tools of the tasks' environment (_prepare_trl)
         fields.append(("tools", pa.string()))
-    df = frame.with_columns(
-        _prompt(spec.opts.prompt_style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column)
-    )
+    df = frame.with_columns(_prompt(style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column))
     return _to_arrow(df, pa.schema(fields))
 
 
 def _openrlhf_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
-    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    style = _style(frame, spec)  # messages: run OpenRLHF with --apply_chat_template
+    prompt_type = MESSAGES if style == "messages" else pa.string()
     schema = pa.schema(
         [
             (spec.opts.input_key, prompt_type),
@@ -428,7 +479,7 @@ def _openrlhf_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
         ]
     )
     df = frame.select(
-        _prompt(spec.opts.prompt_style).alias(spec.opts.input_key),
+        _prompt(style).alias(spec.opts.input_key),
         _truth().alias(spec.opts.label_key),
         pl.col("source").alias("datasource"),
         "task_id",
@@ -501,6 +552,9 @@ def export_selection(store: Store, spec: ExportConfig) -> dict[str, Any]:
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     frame, sel = load_selection(store, selection=spec.selection, bucket=spec.bucket, versions=versions)
+    # how the slice was measured: a format that lets the consumer choose renders prompts the same way
+    chat_template = chat_template_of(store, sel)
+    frame = frame.with_columns(pl.lit(chat_template).alias("_chat_template"))
     fmt = get_format(spec.format)
     if fmt.prepare is not None:
         frame = fmt.prepare(store, frame, spec)
@@ -514,6 +568,7 @@ def export_selection(store: Store, spec: ExportConfig) -> dict[str, Any]:
         "store": store.root,
         "store_versions": versions,
         **_filter_lineage(sel),
+        "chat_template": chat_template,
         "rows": table.num_rows,
         "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
         "columns": table.schema.names,

@@ -263,10 +263,8 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
             for t in ("a", "b")
         ],
     )
-    export_selection(
-        store,
-        ExportConfig(selection="s", format="trl", options={"prompt_style": "messages"}, out=tmp_path / "t"),
-    )
+    # the default (prompt_style auto): environment tasks are templated, so messages and their tools
+    export_selection(store, ExportConfig(selection="s", format="trl", out=tmp_path / "t"))
     ds = datasets.load_from_disk(str(tmp_path / "t" / "dataset"))
     by_id = {r["task_id"]: r for r in ds}
     assert (
@@ -277,6 +275,12 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
         {"prompt": by_id["a"]["prompt"]}, tok, tools=json.loads(by_id["a"]["tools"])
     )["prompt"]
     assert '"name": "calculate"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    # the episode's opening: the spec's system prompt, then the task
+    assert [m["role"] for m in by_id["a"]["prompt"]] == ["system", "user"]
+    assert by_id["a"]["prompt"][0]["content"] == "Use the tool."
     # a text-prompt export stays as it was
-    export_selection(store, ExportConfig(selection="s", format="trl", out=tmp_path / "plain"))
+    export_selection(
+        store,
+        ExportConfig(selection="s", format="trl", options={"prompt_style": "text"}, out=tmp_path / "plain"),
+    )
     assert "tools" not in datasets.load_from_disk(str(tmp_path / "plain" / "dataset")).column_names
