@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from rldata._version import __version__
 from rldata.configs.fields import param
+from rldata.envs.base import EnvSpec
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
@@ -78,6 +79,10 @@ VERL_SCHEMA = pa.schema(
         ("reward_model", REWARD_MODEL),
         ("extra_info", VERL_EXTRA),
     ]
+)
+VERL_PLAIN_SCHEMA = VERL_SCHEMA.set(
+    VERL_SCHEMA.get_field_index("extra_info"),
+    pa.field("extra_info", pa.struct([*VERL_EXTRA, ("domain", pa.string())])),
 )
 _T = TASKS.schema
 _S = SELECTIONS.schema
@@ -279,10 +284,16 @@ def _to_arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
 
 
 def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
-    """Environment tasks for veRL's multi-turn tool rollouts: the environment's opening messages as the
-    prompt, and in ``extra_info`` what veRL hands its tools (``need_tools_kwargs``, ``tools_kwargs``:
-    per tool, named by the environment id, the ``create_kwargs`` of one episode) plus the environment's
-    id, version and spec (JSON), so a veRL tool class can rebuild the same environment."""
+    """Environment tasks for veRL's multi-turn tool agent loop: ``agent_name: tool_agent``, the
+    environment's opening messages as the prompt, and in ``extra_info`` what veRL hands its tools and
+    its interaction (rldata.interop.verl): ``need_tools_kwargs``, ``tools_kwargs`` (per tool, named by
+    the tool, and one entry named by the environment id: ``create_kwargs`` with the ground truth, the
+    task id, the environment's spec and the task as JSON) and ``interaction_kwargs`` (the interaction's
+    name, the spec and the task), plus the environment's id, version and spec and ``rldata_episode``
+    (the reward function's cue).  The files written beside it (tool_config.yaml, interaction_config.yaml,
+    verl_overrides.txt) are generated from the environment's tools (:func:`_write_verl`)."""
+    from rldata.interop.verl import INTERACTION_NAME, verl_schema_problem
+
     env_ids = sorted(set(frame["_env_id"].to_list()))
     if len(env_ids) != 1:
         raise RldataError(
@@ -294,13 +305,27 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     # its OpenAI schema as JSON text (what veRL's tool config calls tool_schema); the environment's own
     # entry stays for a tool class that drives the whole environment
     tools_json = frame["_env_tools"][0] if "_env_tools" in frame.columns else None
-    names = [t["function"]["name"] for t in json.loads(tools_json)] if tools_json else []
-    schema_of = {t["function"]["name"]: json.dumps(t) for t in json.loads(tools_json)} if tools_json else {}
-    create = pa.struct([("ground_truth", pa.string()), ("task_id", pa.string())])
+    schemas_ = json.loads(tools_json) if tools_json else []
+    for sc in schemas_:
+        problem = verl_schema_problem(sc)
+        if problem:
+            raise RldataError(f"environment {tool!r}: veRL cannot load this tool schema: {problem}")
+    names = [t["function"]["name"] for t in schemas_]
+    schema_of = {t["function"]["name"]: json.dumps(t) for t in schemas_}
+    create = pa.struct(
+        [
+            ("ground_truth", pa.string()),
+            ("task_id", pa.string()),
+            ("env_spec", pa.string()),
+            ("task", pa.string()),
+        ]
+    )
     per_tool = pa.struct([("create_kwargs", create), ("tool_schema", pa.string())])
+    interaction = pa.struct([("name", pa.string()), ("env_spec", pa.string()), ("task", pa.string())])
     extra = pa.struct(
         [
             *VERL_EXTRA,
+            ("domain", pa.string()),
             ("need_tools_kwargs", pa.bool_()),
             (
                 "tools_kwargs",
@@ -309,6 +334,8 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
                     + [(n, per_tool) for n in names if n != tool]
                 ),
             ),
+            ("interaction_kwargs", interaction),
+            ("rldata_episode", pa.bool_()),
             ("env_id", pa.string()),
             ("env_version", pa.string()),
             ("env_spec", pa.string()),
@@ -318,38 +345,50 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     schema = pa.schema(
         [
             *[VERL_SCHEMA.field(n) for n in ("data_source", "prompt", "ability", "reward_model")],
+            ("agent_name", pa.string()),
             ("extra_info", extra),
         ]
     )
-    df = frame.with_row_index("index").select(
-        data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
-        prompt=pl.col("_opening"),
-        ability=pl.col("domain"),
-        reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
-        extra_info=pl.struct(
-            split=pl.lit(spec.split),
-            index=pl.col("index").cast(pl.Int64),
-            task_id="task_id",
-            category="category",
-            bucket="bucket",
-            pass_rate="pass_rate",
-            need_tools_kwargs=pl.lit(True),
-            tools_kwargs=pl.struct(
-                pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id")).alias(tool),
-                *[
-                    pl.struct(
-                        create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id"),
-                        tool_schema=pl.lit(schema_of[n]),
-                    ).alias(n)
-                    for n in names
-                    if n != tool
-                ],
+    task_json = pl.struct(
+        "task_id", "domain", "prompt", "messages", "answer", "tests", "metadata"
+    ).map_elements(lambda t: json.dumps(t, default=str), return_dtype=pl.String)
+    kwargs = pl.struct(ground_truth=_truth(), task_id="task_id", env_spec="_env_spec", task="_task")
+    df = (
+        frame.with_row_index("index")
+        .with_columns(task_json.alias("_task"))
+        .select(
+            data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
+            prompt=pl.col("_opening"),
+            ability=pl.col("domain"),
+            reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
+            agent_name=pl.lit("tool_agent"),
+            extra_info=pl.struct(
+                split=pl.lit(spec.split),
+                index=pl.col("index").cast(pl.Int64),
+                task_id="task_id",
+                category="category",
+                bucket="bucket",
+                pass_rate="pass_rate",
+                domain="domain",
+                need_tools_kwargs=pl.lit(True),
+                tools_kwargs=pl.struct(
+                    pl.struct(create_kwargs=kwargs).alias(tool),
+                    *[
+                        pl.struct(create_kwargs=kwargs, tool_schema=pl.lit(schema_of[n])).alias(n)
+                        for n in names
+                        if n != tool
+                    ],
+                ),
+                interaction_kwargs=pl.struct(
+                    name=pl.lit(INTERACTION_NAME), env_spec="_env_spec", task="_task"
+                ),
+                rldata_episode=pl.lit(True),
+                env_id="_env_id",
+                env_version="_env_version",
+                env_spec="_env_spec",
+                **({"tools": pl.lit(tools_json)} if names else {}),
             ),
-            env_id="_env_id",
-            env_version="_env_version",
-            env_spec="_env_spec",
-            **({"tools": pl.lit(tools_json)} if names else {}),
-        ),
+        )
     )
     return _to_arrow(df, schema)
 
@@ -406,13 +445,13 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None, *, mixed: boo
 
 
 def _verl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
+    if "_env_id" in frame.columns:  # scored by the episode's environment or verifier (rldata.interop.verl)
+        return _verl_env_table(frame, spec)
     no_truth = frame.filter(_truth().is_null())
     if no_truth.height:
         raise RldataError(
             f"task {no_truth['task_id'][0]!r} has no answer or tests: veRL's rule reward needs a ground_truth"
         )
-    if "_env_id" in frame.columns:
-        return _verl_env_table(frame, spec)
     df = frame.with_row_index("index").select(
         data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
         prompt=_messages(),
@@ -425,9 +464,10 @@ def _verl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
             category="category",
             bucket="bucket",
             pass_rate="pass_rate",
+            domain="domain",  # rldata.interop.verl.compute_score picks the domain's verifier
         ),
     )
-    return _to_arrow(df, VERL_SCHEMA)
+    return _to_arrow(df, VERL_PLAIN_SCHEMA)
 
 
 def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
@@ -610,11 +650,60 @@ def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.D
     return _with_envs(store, frame, spec.opts.env)
 
 
+REWARD_OVERRIDES = (
+    "custom_reward_function.path=pkg://rldata.interop.verl",
+    "custom_reward_function.name=compute_score",
+)
+
+
+def _write_verl(table: pa.Table, d: Path, spec: ExportConfig) -> list[str]:
+    """The Parquet file, and ``verl_overrides.txt``: the Hydra overrides of a veRL run on it (rldata's
+    reward function; for environment tasks the multi-turn tool agent loop, the tool and interaction
+    configs written beside it from the environment's tools, its turn limit and tool-call format).
+    Paths are relative to the export directory: run veRL from it, or prefix them."""
+    import yaml
+
+    from rldata.interop.verl import interaction_config, tool_config
+
+    names = write_parquet(table, d, spec)
+    lines = [f"data.train_files={names[0]}", *REWARD_OVERRIDES]
+    if "agent_name" in table.column_names:
+        extra = table["extra_info"][0].as_py()
+        es = EnvSpec.from_dict(json.loads(extra["env_spec"]))
+        tools = json.loads(extra.get("tools") or "[]")
+        (d / "interaction_config.yaml").write_text(yaml.safe_dump(interaction_config(), sort_keys=False))
+        names.append("interaction_config.yaml")
+        lines += [
+            "data.return_raw_chat=True",
+            "actor_rollout_ref.rollout.mode=async",
+            "actor_rollout_ref.rollout.multi_turn.enable=True",
+            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={es.episode.max_turns}",
+            "actor_rollout_ref.rollout.multi_turn.interaction_config_path=interaction_config.yaml",
+        ]
+        if tools:
+            (d / "tool_config.yaml").write_text(yaml.safe_dump(tool_config(tools), sort_keys=False))
+            names.append("tool_config.yaml")
+            parser = {"qwen": "hermes"}.get(
+                es.episode.tool_parser or "hermes", es.episode.tool_parser or "hermes"
+            )
+            if parser != "hermes":  # veRL's agent loop parses hermes (and gpt-oss) tool calls only
+                raise RldataError(
+                    f"environment tool_parser {es.episode.tool_parser!r}: veRL's tool agent loop reads hermes tool calls "
+                    "(<tool_call>{...}</tool_call>) only"
+                )
+            lines += [
+                "actor_rollout_ref.rollout.multi_turn.tool_config_path=tool_config.yaml",
+                f"actor_rollout_ref.rollout.multi_turn.format={parser}",
+            ]
+    (d / "verl_overrides.txt").write_text("\n".join(lines) + "\n")
+    return [*names, "verl_overrides.txt"]
+
+
 register_format(
     ExportFormat(
         "verl",
         build=_verl_table,
-        write=write_parquet,
+        write=_write_verl,
         options=VerlOptions,
         prepare=_prepare_verl,
         help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info.",

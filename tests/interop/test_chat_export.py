@@ -133,8 +133,15 @@ def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
         {"role": "user", "content": "37*8+5="},
     ]
     ex = t[0]["extra_info"]
-    assert ex["need_tools_kwargs"] is True
-    assert ex["tools_kwargs"] == {"calculator": {"create_kwargs": {"ground_truth": "301", "task_id": "a"}}}
+    assert ex["need_tools_kwargs"] is True and t[0]["agent_name"] == "tool_agent"
+    (kw,) = ex["tools_kwargs"].values()
+    assert list(ex["tools_kwargs"]) == ["calculator"]
+    assert {k: kw["create_kwargs"][k] for k in ("ground_truth", "task_id")} == {
+        "ground_truth": "301",
+        "task_id": "a",
+    }
+    assert json.loads(kw["create_kwargs"]["task"])["answer"] == "301"
+    assert ex["interaction_kwargs"]["name"] == "rldata" and ex["rldata_episode"] is True
     assert ex["env_id"] == "calculator" and ex["env_version"] == row["version"]
     assert json.loads(ex["env_spec"])["max_turns"] == 3
     # without an environment the layout is the plain one
@@ -242,7 +249,12 @@ def test_verl_export_of_tool_env_tasks_carries_the_schemas_in_tools_kwargs(store
     )
     (t,) = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
     kw = t["extra_info"]["tools_kwargs"]
-    assert kw["calculate"]["create_kwargs"] == {"ground_truth": "301", "task_id": "a"}
+    ck = kw["calculate"]["create_kwargs"]
+    assert (ck["ground_truth"], ck["task_id"], json.loads(ck["env_spec"])["env"]) == (
+        "301",
+        "a",
+        "calculator-tools",
+    )
     assert json.loads(kw["calculate"]["tool_schema"]) == tool(calculate).schema
     assert json.loads(t["extra_info"]["tools"]) == [tool(calculate).schema]
 
