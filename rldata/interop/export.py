@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from rldata._version import __version__
 from rldata.configs.fields import param
+from rldata.console import log
 from rldata.envs.base import EnvSpec
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
@@ -647,7 +648,14 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
 
 # ---- the built-in formats: one record each (a new format is one more register_format call) ----
 def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
-    return _with_envs(store, frame, spec.opts.env)
+    frame = _with_envs(store, frame, spec.opts.env)
+    if "_env_id" not in frame.columns and (frame["_chat_template"] == "off").all():
+        log(
+            "note: veRL renders every prompt with the model's chat template, and this selection's pass rates "
+            "were measured on raw prompts (chat_template off); for a chat model, measure with "
+            "--chat-template on to export what veRL will see"
+        )
+    return frame
 
 
 REWARD_OVERRIDES = (
