@@ -170,8 +170,9 @@ def run_sample(
     if cfg.sampling.chat_template != "off":
         from rldata.rollout import renderer_for, resolve_chat_template
 
-        renderer = renderer_for(path)
-        cfg = replace(cfg, sampling=resolve_chat_template(cfg.sampling, renderer))
+        cfg = replace(cfg, sampling=resolve_chat_template(cfg.sampling, path))
+        if cfg.sampling.chat_template == "on":
+            renderer = renderer_for(path)
     spec = cfg.sampling
     ph = spec.params_hash
     tasks = select_tasks(store, where=cfg.where, selection=cfg.selection)
@@ -285,7 +286,7 @@ def run_sample(
                 lent=engines,
                 progress=progress,
                 ledger_every_s=ledger_every_s,
-                renderer=renderer if spec.chat_template == "on" else None,
+                renderer=renderer,
             )
             generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()

@@ -222,5 +222,58 @@ def resolve_chat_template(spec: SamplingSpec, renderer: Renderer | str | Path) -
         )
     if spec.chat_template != "auto":
         return spec
-    r = renderer if isinstance(renderer, Renderer) else renderer_for(renderer)
-    return dataclasses.replace(spec, chat_template="on" if r.templates_plain else "off")
+    if isinstance(renderer, Renderer):
+        on = renderer.templates_plain
+    else:
+        keeps = _keeps_prompts(Path(renderer))
+        on = renderer_for(renderer).templates_plain if keeps is None else not keeps
+    return dataclasses.replace(spec, chat_template="on" if on else "off")
+
+
+def _keeps_prompts(path: Path) -> bool | None:
+    """Whether a model directory's chat template leaves a prompt as it is, read without loading the
+    tokenizer (transformers takes seconds to import, and a job on a raw model needs nothing of it):
+    True for no template, or one that renders a user turn with the generation prompt as the bare text
+    (after the bos token, which the tokenizer adds to a raw prompt too); None when that cannot be told
+    this way (the caller then asks :attr:`Renderer.templates_plain`)."""
+    try:
+        cfg = json.loads((path / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    template = cfg.get("chat_template")
+    if isinstance(template, list):  # named templates: the default one
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    jinja = path / "chat_template.jinja"
+    if template is None and jinja.is_file():
+        template = jinja.read_text()
+    if not template:
+        return True
+    if not isinstance(template, str):
+        return None
+
+    def token(v):
+        return v.get("content") if isinstance(v, dict) else v
+
+    bos = token(cfg.get("bos_token"))
+    try:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def fail(msg):
+            raise ValueError(msg)
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = fail
+        env.filters["tojson"] = json.dumps
+        compiled = env.from_string(template)
+        for probe in _PROBES:
+            text = compiled.render(
+                messages=[{"role": "user", "content": probe}],
+                add_generation_prompt=True,
+                bos_token=bos or "",
+                eos_token=token(cfg.get("eos_token")) or "",
+            )
+            if text not in (probe, f"{bos}{probe}" if bos else probe):
+                return None  # it changes the prompt, or may: the tokenizer decides
+    except Exception:  # noqa: BLE001 - a template this reading cannot render goes to transformers
+        return None
+    return True

@@ -56,6 +56,35 @@ def test_auto_templates_a_chat_model_and_keeps_tiny_arith_raw(qwen):
     assert resolve_chat_template(spec, default_model_path()).chat_template == "off"  # a directory works too
 
 
+def test_auto_on_a_raw_model_reads_its_template_without_transformers(qwen_model, tmp_path):
+    """A job on a model whose template keeps prompts (tiny-arith) resolves auto from the template file
+    alone: no tokenizer load, no transformers import in the driver (seconds on a busy machine).  A
+    template that changes the prompt, or one that cannot be read that way, goes to the tokenizer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rldata.configs.sampling import SamplingSpec\n"
+        "from rldata.engine.core import default_model_path\n"
+        "from rldata.rollout.render import resolve_chat_template\n"
+        "assert resolve_chat_template(SamplingSpec(), default_model_path()).chat_template == 'off'\n"
+        "assert 'transformers' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    from rldata.rollout.render import _keeps_prompts
+
+    assert _keeps_prompts(default_model_path()) is True
+    assert _keeps_prompts(qwen_model) is None  # ChatML: the tokenizer decides (on)
+    assert resolve_chat_template(SamplingSpec(), qwen_model).chat_template == "on"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "tokenizer_config.json").write_text('{"bos_token": "<s>"}')
+    assert _keeps_prompts(bare) is True  # no template: raw
+    (bare / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    assert _keeps_prompts(bare) is None
+
+
 def test_a_templated_plain_task_is_apply_chat_template(qwen):
     """The ids equal transformers' apply_chat_template with the generation prompt, which is what TRL's
     GRPOTrainer and veRL's agent loop tokenize for a conversational prompt; a task's own chat messages
