@@ -18,8 +18,9 @@ Standard tool calls (issue 27 §2): ``--env calculator-tools --model DIR`` runs 
 the ``calculate`` tool in the chat template's ``tools`` and the model's own call format, for a chat
 model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.models.fixture --out DIR``;
 it has random weights, so it needs pretraining on tool calls before the gain means anything), or the
-bundled chat model ``sample_data/models/tiny-arith-chat`` (its recipe trains the bare prompt, which
-is what the no-tool runs send, as tiny-arith's does).  The result keys stay ``calculator``;
+bundled chat model ``sample_data/models/tiny-arith-chat``.  The no-tool runs send plain tasks as
+``rldata sample`` does: through a chat model's template (``chat_template`` auto), the bare prompt for
+tiny-arith; the chat model's numbers in RESULTS.md were measured before that, on the bare prompt.  The result keys stay ``calculator``;
 ``args.env`` says which protocol ran.
 (prints one JSON object; RESULTS.md reports it with the machine's load).
 """
@@ -82,7 +83,7 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     acc = store.sql(
         "SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "
         "AND task_id LIKE 'h%'",
-        params=[name, spec.params_hash, key],
+        params=[name, s.params_hash, key],  # the job's: its chat_template resolved for the model
     ).fetchall()[0][0]
     return {
         "accuracy": round(float(acc), 4),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from rldata.configs.fields import at_least, config, load, nested, param, validate
@@ -82,6 +83,7 @@ def profile_env(store, name: str | None = None, *, config=None, **overrides) -> 
         sampling=spec, engine=engine, where=where, env=f"{b.env_id}@{b.version}", batch_tasks=cfg.batch_tasks
     )
     s = run_sample(store, job)
+    spec = replace(spec, chat_template=s.chat_template)  # as the job resolved it: the params hash it keyed
     row = _measure(store, b, ids, s.model, spec)
     row["seconds_per_episode"] = s.seconds / s.samples if s.samples else None
     row["run_id"] = s.run_id

@@ -25,7 +25,7 @@ missing indices (``first``: the first one not stored, drawn as samples first..N-
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import polars as pl
 import pyarrow as pa
@@ -163,9 +163,19 @@ def run_sample(
     ``progress``, the bar the draw loop advances (:func:`rldata.console.progress`'s signature);
     ``ledger_every_s``, how often the finished tasks' ledger rows are upserted (a merge costs)."""
     plan = plan_sample(cfg)
-    spec, verifier = cfg.sampling, cfg.verify.verifier
+    given, verifier = cfg, cfg.verify.verifier
     ident = model_identity(cfg.engine.model)
     path, model, revision = ident.path, ident.name, ident.revision
+    # auto becomes on or off for this model before anything is keyed: the params hash (and the JSON
+    # stored with every sample) says how plain tasks were sent, so templated and raw never pool
+    renderer = None
+    if cfg.sampling.chat_template != "off":
+        from rldata.rollout import renderer_for, resolve_chat_template
+
+        cfg = replace(cfg, sampling=resolve_chat_template(cfg.sampling, path))
+        if cfg.sampling.chat_template == "on":
+            renderer = renderer_for(path)
+    spec = cfg.sampling
     ph = spec.params_hash
     tasks = select_tasks(store, where=cfg.where, selection=cfg.selection)
     if tasks.height == 0:
@@ -212,7 +222,13 @@ def run_sample(
     )
     todo = tasks.filter(~pl.col("task_id").is_in(list(done | set(skips))))
     summary = SampleSummary(
-        None, model, ph, tasks.height, len(done), stop_rule=adaptive.rule if adaptive is not None else "fixed"
+        None,
+        model,
+        ph,
+        tasks.height,
+        len(done),
+        stop_rule=adaptive.rule if adaptive is not None else "fixed",
+        chat_template=spec.chat_template,
     )
     summary.skipped_predicted = len(skips)
     ledger = store.sql(
@@ -231,9 +247,9 @@ def run_sample(
 
     # the runs row: the config as given (its sections nested), and what it resolved to
     args = {
-        "config": {k: v for k, v in asdict(cfg).items() if k != "reward_spec"},
+        "config": {k: v for k, v in asdict(given).items() if k != "reward_spec"},
         "model": path,
-        "spec": spec.to_dict(),
+        "spec": spec.to_dict(),  # chat_template resolved
         "reward": asdict(plan.reward),
         "envs": sorted(set(ekeys.values())),
         "adaptive": None
@@ -268,7 +284,9 @@ def run_sample(
             )
             first = {t: f for t, have in stored.items() if 0 < (f := first_missing(have, spec.n)) < spec.n}
             log(
-                f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done"
+                f"sampling {todo.height} tasks x {spec.n} with {model}"
+                + (" (plain prompts through its chat template)" if spec.chat_template == "on" else "")
+                + f" ({len(done)} already done"
                 + (f", {len(first)} topped up from the samples stored" if first and adaptive is None else "")
                 + ")"
             )
@@ -291,6 +309,7 @@ def run_sample(
                 lent=engines,
                 progress=progress,
                 ledger_every_s=ledger_every_s,
+                renderer=renderer,
             )
             generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()

@@ -59,6 +59,9 @@ class Ctx:
     lent: list | None = None
     progress: Callable = progress  # the bar factory the draw loops advance (rldata.console.progress)
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often
+    # the model's rldata.rollout.Renderer when plain tasks go through its chat template (the job's
+    # sampling has chat_template on); None: plain prompts go as text
+    renderer: object = None
 
 
 def commit_batch(

@@ -13,7 +13,7 @@ import polars as pl
 from rldata.console import log
 from rldata.jobs.sample_commit import Ctx, commit_batch
 from rldata.jobs.sample_stored import decide_counts
-from rldata.rollout.episodes import Rollout
+from rldata.rollout.plain import plain_rollouts, submit_plain
 
 __all__ = ["generate_and_verify"]
 
@@ -77,8 +77,10 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
             b, f = batches.popleft()
             # samples f..N-1 of an N-request are the children of a request for N-f with seed + f
             seeds = [_shift(spec.request_seed(t), f) for t in b["task_id"].to_list()]
-            ref = engines[i].generate.remote(b["prompt"].to_list(), replace(spec, n=spec.n - f), seeds, True)
-            inflight[ref] = (b, i, f)
+            ref, ids = submit_plain(
+                engines[i], b.to_dicts(), replace(spec, n=spec.n - f), seeds, ctx.renderer
+            )
+            inflight[ref] = (b, i, f, ids)
             load[i] += 1
 
     try:
@@ -87,13 +89,11 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
             submit()
             while inflight:
                 ready, _ = ray.wait(list(inflight), num_returns=1)
-                b, i, f = inflight.pop(ready[0])
+                b, i, f, ids = inflight.pop(ready[0])
                 load[i] -= 1
                 samples = ray.get(ready[0])
                 submit()  # engines keep generating while this batch is verified and committed
-                commit_batch(
-                    ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples], offsets=[f] * b.height
-                )
+                commit_batch(ctx, b, plain_rollouts(samples, ids, spec.n - f), offsets=[f] * b.height)
                 rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
             if env_tasks.height:
@@ -128,10 +128,10 @@ def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
 
 
 def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
-    from rldata.rollout import EpisodeStats, Renderer, generate
+    from rldata.rollout import EpisodeStats, generate, renderer_for
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
-    renderer = Renderer.for_model(ctx.model_path)
+    renderer = ctx.renderer or renderer_for(ctx.model_path)
     ctx.episodes = EpisodeStats()
     for b, f in _batches(todo, ctx.first, cfg.batch_tasks):
         rows = b.to_dicts()
@@ -191,12 +191,12 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
     decisions wait for all of its commits: they read the counts those commits add."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from rldata.rollout import EpisodeStats, Renderer, generate
+    from rldata.rollout import EpisodeStats, generate, renderer_for
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}
     episodic = any(ctx.bindings.get(t) is not None and not ctx.bindings[t].fast_single_turn for t in rows)
-    renderer = Renderer.for_model(ctx.model_path) if episodic else None
+    renderer = ctx.renderer or (renderer_for(ctx.model_path) if episodic else None)
     ctx.episodes = EpisodeStats()
     active = len(rows)
     pending: Future | None = None

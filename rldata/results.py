@@ -109,6 +109,7 @@ class SampleResult(Result):
     not_generated: int = 0  # their samples: error verdicts in the ledger, not counted in ``errors``
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
+    chat_template: str = "off"  # how plain tasks were sent: on (the model's chat template), off (raw text)
     adaptive_rounds: int = 0  # rounds of draws an adaptive job made
     stopped_early: int = 0  # tasks an adaptive job settled before N samples
     skipped_predicted: int = 0  # tasks --skip-predicted did not sample (rows of sample_predictions)

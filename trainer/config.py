@@ -96,11 +96,12 @@ def _betas(v):
     return None if ok else f"must be two numbers in [0, 1), got {list(v)}"
 
 
-# What a rollout's sampling may set: how many samples, how hot, how long, where they stop, the seed.
+# What a rollout's sampling may set: how many samples, how hot, how long, where they stop, the seed,
+# and how a plain prompt is shown (chat_template: the prompt, not the distribution over completions).
 # Every other field shapes the distribution (a nucleus, top-k, min-p, penalties...) and must stay
 # at its default (off): the learner scores the full softmax at the rollout's temperature, and the
 # engine's log-probs under a truncated or reshaped distribution would not be its.
-ON_POLICY_FREE = ("n", "temperature", "max_tokens", "stop", "seed")
+ON_POLICY_FREE = ("n", "temperature", "max_tokens", "stop", "seed", "chat_template")
 
 
 @validator
@@ -423,7 +424,8 @@ class TrainConfig:
         return self.per_learner_batch // self.micro_batch_rows
 
     def eval_spec(self) -> SamplingSpec:
-        """The held-out evaluation's sampling: its own n and temperature, the rest the rollout's."""
+        """The held-out evaluation's sampling: its own n and temperature, the rest the rollout's
+        (chat_template included: an evaluation sees prompts as the rollouts do)."""
         return self.eval.spec(self.rollout)
 
     # --- I/O ----------------------------------------------------------------------------------

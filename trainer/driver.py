@@ -321,6 +321,7 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
             ):
                 run_eval(0, base_path, engines)
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
+        templated = cfg.rollout.chat_template == "on"  # plain prompts through the chat template (resolved)
         ctx = _Ctx(
             cfg=cfg,
             run_id=run_id,
@@ -331,7 +332,7 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
             verify_timeout_s=cfg.verify.timeout_s,
             reward=reward,
             bindings=state.bindings,
-            renderer=Renderer(tokenizer) if episodic else None,
+            renderer=Renderer(tokenizer) if episodic or templated else None,
             max_model_len=cfg.engine.max_model_len,
             episode_stats=EpisodeStats(),
         )

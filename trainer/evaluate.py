@@ -101,16 +101,15 @@ def evaluate(
     ``engines``: running engine actors that hold ``model_dir``'s weights (the run's own); without them
     the evaluation starts engines of its own, as many as the run has."""
     job = eval_job(cfg, model_dir, task_ids, address=address)
-    spec = job.sampling
     name = model_identity(str(model_dir)).name
     ids = pa.table({"task_id": pa.array(task_ids, pa.string())})
-    run_sample(store, job, engines=engines)
+    done = run_sample(store, job, engines=engines)
     # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
     # run evaluates at step 0) may have ledger rows under another verifier or version too
     rows = store.sql(
         "SELECT pass_rate, n, n_error FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2 AND p.verifier_key IN (SELECT unnest($3))",
-        params=[name, spec.params_hash, _verifier_keys(store, cfg, ids)],
+        params=[name, done.params_hash, _verifier_keys(store, cfg, ids)],  # its chat template resolved
         extra={"_ids": ids},
     ).fetchall()
     if not rows:

@@ -95,8 +95,8 @@ def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
 
 
 def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig, RunState]:
-    """The run's config (with its run id and the engines' context) and state at step 0; every check
-    here runs before Ray starts."""
+    """The run's config (with its run id, the engines' context and the rollout's chat template
+    resolved) and state at step 0; every check here runs before Ray starts."""
     run_id = _resolve_run_id(cfg, run.resume)
     cfg = cfg.replace(run_id=run_id)
     base = model_identity(cfg.engine.model)
@@ -122,6 +122,11 @@ def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig
         )
     eval_ids = eval_task_ids(store, cfg)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
+    from rldata.rollout import bind_envs, resolve_chat_template
+
+    # chat_template auto becomes on or off for the base model: the rollout's params hash (every
+    # rollout and ledger row, the live prior's slice, the evaluations') says how plain tasks were sent
+    cfg = cfg.replace(rollout=resolve_chat_template(cfg.rollout, base.path))
     sampler, tasks = build_sampler(
         store,
         cfg,
@@ -131,7 +136,6 @@ def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig
         exclude=eval_ids,
         prior_model=base.name,
     )
-    from rldata.rollout import bind_envs
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
     if cfg.verify.verifier:

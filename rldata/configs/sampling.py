@@ -34,6 +34,7 @@ from rldata.configs.fields import (
 from rldata.errors import ConfigError
 
 __all__ = [
+    "CHAT_TEMPLATE_MODES",
     "DTYPES",
     "HELDOUT_WHERE",
     "MAX_N",
@@ -51,6 +52,10 @@ __all__ = [
 
 # how many samples are drawn, and from which seed, say nothing about the distribution
 NOT_HASHED = ("n", "seed")
+# SamplingSpec fields that are not vllm.SamplingParams keywords (they shape the prompt, not the draw)
+NOT_VLLM = ("chat_template",)
+# How plain tasks (no environment) reach the model: through its chat template or as raw text.
+CHAT_TEMPLATE_MODES = ("auto", "on", "off")
 
 # The registries the "one of these names" fields take their help from, by path: they sit in layers
 # above this one (rldata.verify, rldata.envs), imported only when the help or a check needs them.
@@ -83,6 +88,18 @@ def _seed(v):
 # its default: adding a sampling parameter (one field, docs/contributing.md) leaves every stored
 # params hash, and so the ledger's pooling, as it was, while a run that sets it gets its own.
 HASHED_ALWAYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+# Values a field hashes as if absent.  chat_template "off" is how every release before the field
+# sampled (plain prompts as raw text), so raw rows keep the hash they were stored under; "auto" is
+# resolved to "on" or "off" before a job samples (rldata.rollout.render.resolve_chat_template: a
+# writer stores the resolved value), so an unresolved spec names the raw slice.  "on" is hashed:
+# templated and raw pass rates never pool.
+HASHED_AS_ABSENT = {"chat_template": ("auto", "off")}
+
+
+def _hashed(k: str, v: Any, defaults: dict) -> bool:
+    if k in NOT_HASHED or v in HASHED_AS_ABSENT.get(k, ()):
+        return False
+    return k in HASHED_ALWAYS or k not in defaults or v != defaults[k]
 
 
 def params_hash_of(params: dict, defaults: dict | None = None) -> str:
@@ -90,14 +107,7 @@ def params_hash_of(params: dict, defaults: dict | None = None) -> str:
     for :mod:`rldata.store.rehash`, which recomputes it from the JSON stored with each trajectory);
     ``defaults``: the spec's field defaults (default: SamplingSpec's)."""
     defaults = _DEFAULTS if defaults is None else defaults
-    blob = json.dumps(
-        {
-            k: v
-            for k, v in params.items()
-            if k not in NOT_HASHED and (k in HASHED_ALWAYS or k not in defaults or v != defaults[k])
-        },
-        sort_keys=True,
-    ).encode()
+    blob = json.dumps({k: v for k, v in params.items() if _hashed(k, v, defaults)}, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -124,6 +134,13 @@ class SamplingSpec:
     seed: int | None = param(
         0, check=_seed, help="Base seed; each task's requests get a seed derived from it and the task id."
     )
+    chat_template: str = param(
+        "auto",
+        check=one_of(*CHAT_TEMPLATE_MODES),
+        help="Plain tasks (no environment) through the model's chat template: a user turn (the task's own "
+        "chat messages, system turn included, when it has them) and the generation prompt. auto: when the "
+        "model's template changes a prompt; on; off: the raw prompt text. Episodes always use the template.",
+    )
 
     def __post_init__(self):
         if isinstance(self.stop, list):
@@ -132,9 +149,10 @@ class SamplingSpec:
 
     def vllm_kwargs(self) -> dict[str, Any]:
         """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
-        per request).  A field is passed under its own name, so a new field named as vLLM names it
-        (``min_p``, ``repetition_penalty``...) reaches the engine with no other edit."""
-        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        per request) and the prompt's shape (``NOT_VLLM``).  A field is passed under its own name, so
+        a new field named as vLLM names it (``min_p``, ``repetition_penalty``...) reaches the engine
+        with no other edit."""
+        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED and k not in NOT_VLLM}
         kw["top_k"] = max(0, self.top_k)  # 0 disables top-k in vLLM; -1 is this spec's "off"
         kw["stop"] = list(self.stop) or None
         return kw

@@ -165,8 +165,8 @@ class ExportConfig:
     )
     rollouts: bool = param(
         False,
-        help="Export stored trajectories as chat/SFT conversations (messages column; --format jsonl or "
-        "hf) instead of a selection's tasks.",
+        help="Export stored trajectories as conversations instead of a selection's tasks (--format jsonl, "
+        "hf, verl: a messages column; trl: prompt and completion, as TRL's SFTTrainer reads them).",
     )
     run_id: str | None = param(None, flag="--run", help="--rollouts: only this run's trajectories.")
     where: str | None = param(

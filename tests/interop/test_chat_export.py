@@ -133,8 +133,15 @@ def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
         {"role": "user", "content": "37*8+5="},
     ]
     ex = t[0]["extra_info"]
-    assert ex["need_tools_kwargs"] is True
-    assert ex["tools_kwargs"] == {"calculator": {"create_kwargs": {"ground_truth": "301", "task_id": "a"}}}
+    assert ex["need_tools_kwargs"] is True and t[0]["agent_name"] == "tool_agent"
+    (kw,) = ex["tools_kwargs"].values()
+    assert list(ex["tools_kwargs"]) == ["calculator"]
+    assert {k: kw["create_kwargs"][k] for k in ("ground_truth", "task_id")} == {
+        "ground_truth": "301",
+        "task_id": "a",
+    }
+    assert json.loads(kw["create_kwargs"]["task"])["answer"] == "301"
+    assert ex["interaction_kwargs"]["name"] == "rldata" and ex["rldata_episode"] is True
     assert ex["env_id"] == "calculator" and ex["env_version"] == row["version"]
     assert json.loads(ex["env_spec"])["max_turns"] == 3
     # without an environment the layout is the plain one
@@ -242,7 +249,12 @@ def test_verl_export_of_tool_env_tasks_carries_the_schemas_in_tools_kwargs(store
     )
     (t,) = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
     kw = t["extra_info"]["tools_kwargs"]
-    assert kw["calculate"]["create_kwargs"] == {"ground_truth": "301", "task_id": "a"}
+    ck = kw["calculate"]["create_kwargs"]
+    assert (ck["ground_truth"], ck["task_id"], json.loads(ck["env_spec"])["env"]) == (
+        "301",
+        "a",
+        "calculator-tools",
+    )
     assert json.loads(kw["calculate"]["tool_schema"]) == tool(calculate).schema
     assert json.loads(t["extra_info"]["tools"]) == [tool(calculate).schema]
 
@@ -263,10 +275,8 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
             for t in ("a", "b")
         ],
     )
-    export_selection(
-        store,
-        ExportConfig(selection="s", format="trl", options={"prompt_style": "messages"}, out=tmp_path / "t"),
-    )
+    # the default (prompt_style auto): environment tasks are templated, so messages and their tools
+    export_selection(store, ExportConfig(selection="s", format="trl", out=tmp_path / "t"))
     ds = datasets.load_from_disk(str(tmp_path / "t" / "dataset"))
     by_id = {r["task_id"]: r for r in ds}
     assert (
@@ -277,6 +287,12 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
         {"prompt": by_id["a"]["prompt"]}, tok, tools=json.loads(by_id["a"]["tools"])
     )["prompt"]
     assert '"name": "calculate"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    # the episode's opening: the spec's system prompt, then the task
+    assert [m["role"] for m in by_id["a"]["prompt"]] == ["system", "user"]
+    assert by_id["a"]["prompt"][0]["content"] == "Use the tool."
     # a text-prompt export stays as it was
-    export_selection(store, ExportConfig(selection="s", format="trl", out=tmp_path / "plain"))
+    export_selection(
+        store,
+        ExportConfig(selection="s", format="trl", options={"prompt_style": "text"}, out=tmp_path / "plain"),
+    )
     assert "tools" not in datasets.load_from_disk(str(tmp_path / "plain" / "dataset")).column_names

@@ -326,3 +326,43 @@ def test_trl_grpo_trains_one_step_on_the_export_and_its_log_imports_back(store, 
     ).fetchall()
     by_prompt = dict(zip(store.read("tasks")["prompt"], store.read("tasks")["task_id"]))
     assert all(tid == by_prompt[p] and step == 1 and layer == "exact_answer" for p, tid, step, layer in rows)
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_prompts_follow_how_the_selection_was_measured(store, tmp_path, mode):
+    """prompt_style auto (the default of trl and openrlhf): a slice sampled through the chat template
+    exports chat messages, which TRL and OpenRLHF (--apply_chat_template) render with the same template;
+    a slice sampled raw exports the raw prompt text.  The manifest says which."""
+    from rldata.configs.sampling import SamplingSpec
+
+    seed(store)
+    spec = SamplingSpec(n=16, chat_template=mode)
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": "x0",
+                "task_id": "t00",
+                "run_id": "r",
+                "sample_idx": 0,
+                "model": "tiny-arith",
+                "policy_version": 0,
+                "params_hash": "abc123",  # the selection's slice
+                "sampling_params": spec.to_json(),
+            }
+        ],
+    )
+    for fmt in ("trl", "openrlhf"):
+        m = export_selection(store, ExportConfig(selection="band", format=fmt, out=tmp_path / fmt))
+        assert m["chat_template"] == mode
+        if fmt == "trl":
+            prompt = datasets.load_from_disk(str(tmp_path / fmt / "dataset"))[0]["prompt"]
+        else:
+            prompt = json.loads((tmp_path / fmt / "train.jsonl").read_text().splitlines()[0])["input"]
+        assert isinstance(prompt, list if mode == "on" else str)
+    # an explicit style wins
+    m = export_selection(
+        store,
+        ExportConfig(selection="band", format="trl", options={"prompt_style": "text"}, out=tmp_path / "t"),
+    )
+    assert isinstance(datasets.load_from_disk(str(tmp_path / "t" / "dataset"))[0]["prompt"], str)

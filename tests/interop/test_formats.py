@@ -31,13 +31,13 @@ def registry():
 def test_builtin_formats_are_records_in_their_namespaces():
     assert FORMATS == ("verl", "trl", "openrlhf", "hf", "jsonl")
     assert format_names("selection", plugins=False) == list(FORMATS)
-    assert format_names("rollouts", plugins=False) == ["jsonl", "hf"]
+    assert format_names("rollouts", plugins=False) == ["jsonl", "hf", "trl", "verl"]
     assert format_names("preferences", plugins=False) == ["jsonl", "parquet"]
     verl = get_format("verl")
     assert option_names(verl) == ("data_source", "env") and verl.prepare is not None and verl.help
     assert get_format("hf", "rollouts").write is get_format("hf").write  # one writer, shared
-    with pytest.raises(UnknownFormat, match="unknown export format 'verl' for conversations"):
-        get_format("verl", "rollouts")
+    with pytest.raises(UnknownFormat, match="unknown export format 'openrlhf' for conversations"):
+        get_format("openrlhf", "rollouts")
     with pytest.raises(ValueError, match="namespace must be one of"):
         ExportFormat("x", write=formats.write_jsonl, namespace="nowhere")
 
@@ -80,7 +80,9 @@ def test_cli_help_and_errors_come_from_the_registry(capsys):
             assert name in text
     # the built-ins in registry order (a format another test registered may follow them: the CLI's
     # help is built once per process, when the app first loads)
-    assert "Layout: verl, trl, openrlhf, hf, jsonl" in text and "with --rollouts: jsonl, hf." in text
+    assert (
+        "Layout: verl, trl, openrlhf, hf, jsonl" in text and "with --rollouts: jsonl, hf, trl, verl." in text
+    )
     code = main(["export", "--selection", "s", "--format", "csv", "--out", "x"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown export format 'csv'; choices: verl, trl, openrlhf, hf, jsonl" in err

@@ -73,7 +73,7 @@ def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp
     assert m["filter"]["model"] == ["tiny-arith"] and m["filter"]["verifier_key"] == ["math@1"]
     assert (m["rows"], m["rows_by_bucket"]) == (3, {"mid": 3})
     assert m["content_hash"].startswith("sha256:") and len(m["content_hash"]) == 71
-    assert [f["path"] for f in m["files"]] == ["train.parquet"]
+    assert [f["path"] for f in m["files"]] == ["train.parquet", "verl_overrides.txt"]
     assert m["store"] == store.root
 
 
