@@ -45,6 +45,9 @@ def test_demo_runs_every_stage_and_names_its_artifacts(tmp_path):
     for stage in ("1/6 ingest", "2/6 sample", "3/6 filter", "4/6 stratify", "5/6 train", "6/6 report"):
         assert stage in p.stderr
     assert p.stderr.count("rldata --store") == 3  # the three queries worth running next
+    # one engine start for the whole demo: training (its rollouts and evaluations) borrowed the
+    # engines sampling started (each start logs what vLLM built)
+    assert p.stderr.count(" engine(s) of rldata/tiny-arith: ") == 1, p.stderr[-3000:]
     assert Path(result["buckets_yaml"]).is_file() and Path(result["report"]).is_file()
     assert (Path(result["checkpoint"]) / "model.safetensors").is_file()
     training = Path(result["training_report"])  # the run's training page, linked from the selection page

@@ -153,6 +153,8 @@ def test_kill_9_mid_round_and_resume(store, ray_session):
         "0.1,0.9",
         "--round",
         "4",
+        "--engines",  # as on the machine's two cores (attached, it would count the session Ray's CPUs)
+        "2",
         "--address",
         address,
     ]
