@@ -149,6 +149,26 @@ def test_an_evaluation_on_a_used_pool_is_the_evaluation_of_fresh_engines(engine_
     _same_rows(fresh, pooled, 24)
 
 
+@pytest.mark.fresh_engines(reason="compares a judge on a borrowed engine with a judge on its own engine")
+def test_a_judge_on_a_used_pool_writes_the_verdicts_of_its_own_engine(engine_pools, tmp_path):
+    import rldata
+    from rldata import open_store
+    from tests.rewards.test_judge import _seed_store
+
+    pool = _bundled_pool(engine_pools)
+    fresh, pooled = open_store(tmp_path / "fresh"), open_store(tmp_path / "pooled")
+    for s in (fresh, pooled):
+        _seed_store(s)
+    want = rldata.judge(fresh, run_id="r1", max_tokens=8, max_model_len=pool.key.max_model_len)
+    _dirty(pool)
+    got = rldata.judge(pooled, run_id="r1", max_tokens=8, engines=pool)  # the context follows the pool
+    assert want.added == got.added == 6 and want.judge == got.judge  # the version names the model alike
+    q = "SELECT traj_id, verifier, verifier_version, passed, score, extracted, error, detail FROM verifications"
+    rows = fresh.sql(q + " ORDER BY traj_id").fetchall()
+    assert rows == pooled.sql(q + " ORDER BY traj_id").fetchall()
+    assert any("too long" not in (r[6] or "") for r in rows)  # the engine generated (not all refused)
+
+
 def test_a_pool_lends_only_its_own_settings_to_one_job_at_a_time(engine_pools, store):
     import ray
 
