@@ -36,7 +36,7 @@ def ray_session():
 def engine_pools(ray_session):
     """The session's warm engines: one rldata.engine.pool.EnginePool per (model, engine settings),
     started by the first job that asks for it and lent to every later one (at most POOL_ENGINES
-    engines live; the least recently used pool closes to make room)."""
+    engines live; the least used pool closes to make room)."""
     from rldata.engine.pool import EnginePools
     from tests.ray_helpers import POOL_ENGINES
 

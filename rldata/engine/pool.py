@@ -25,8 +25,8 @@ on fresh engines writes:
 A pool's engines do not restart: one whose process died makes the pool refuse every later loan with
 the cause (close it and open a new one), and it never hands out a dead actor.
 
-:class:`EnginePools` keeps one pool per key, started on first use and closed least recently used
-first: ``with pools.active():`` makes every job in the block that would start engines on the local
+:class:`EnginePools` keeps one pool per key, started on first use and closed least used first
+when room is needed: ``with pools.active():`` makes every job in the block that would start engines on the local
 Ray borrow them from there instead (the test suite runs that way; a long notebook may too).
 """
 
@@ -171,33 +171,24 @@ class EnginePool:
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def _start(self, k: int | None) -> None:
-        from rldata.engine.actors import ensure_ray, hold_local_ray
+        """Start ``k`` engines (None: :func:`rldata.engine.actors.default_engines`), as a job would."""
+        from rldata.engine.actors import ensure_ray, hold_local_ray, start_engines
 
         ensure_ray(self.address, num_cpus=max(LOCAL_RAY_CPUS, os.cpu_count() or 1))
         hold_local_ray(self, True)  # rldata never restarts the local Ray under a running pool
         try:
-            self._grow(k)
+            self.actors = start_engines(
+                k,
+                self._load,
+                seed=self._seed,
+                tensor_parallel_size=self.key.tensor_parallel_size,
+                engine_kwargs=self.key.engine_kwargs(),
+                max_restarts=0,  # a dead engine is reported, never silently replaced under a job
+                name_prefix=self.name,
+            )
         except BaseException:
             self.close()
             raise
-
-    def _grow(self, k: int | None) -> None:
-        """Start engines until the pool has ``k`` (None: the default count), numbered on from those it has."""
-        from rldata.engine.actors import start_engines
-
-        have = len(self.actors)
-        if k is not None and k <= have:
-            return
-        new = start_engines(
-            None if k is None else k - have,
-            self._load,
-            seed=self._seed + have,
-            tensor_parallel_size=self.key.tensor_parallel_size,
-            engine_kwargs=self.key.engine_kwargs(),
-            max_restarts=0,  # a dead engine is reported, never silently replaced under a job
-            name_prefix=f"{self.name}-{have}",
-        )
-        self.actors.extend(new)
 
     @property
     def size(self) -> int:
@@ -335,51 +326,43 @@ class EnginePool:
 
 class EnginePools:
     """One :class:`EnginePool` per key, started on first use; at most ``max_engines`` engines live at
-    once (the least recently used pools close first to make room).  ``with pools.active():`` lends
+    once (the least used pools close first to make room).  ``with pools.active():`` lends
     from here to every job in the block that would start engines on its local Ray."""
 
     def __init__(self, *, max_engines: int = 3):
         self.max_engines = max_engines
-        self._pools: OrderedDict[PoolKey, EnginePool] = OrderedDict()
+        self._pools: OrderedDict[PoolKey, EnginePool] = OrderedDict()  # least recently used first
+        self._loans: dict[PoolKey, int] = {}  # jobs served per key, over the pools' lives
         self.started = 0  # pools started so far (each an engine start paid once)
 
     def pool_for(self, key: PoolKey, *, engines: int = 1) -> EnginePool:
-        """The pool of ``key`` with at least ``engines`` engines, started (with as many as a job that
-        is not told starts: :func:`rldata.engine.actors.default_engines`, so its engines are laid out
-        as such a job's) or grown as needed."""
+        """The pool of ``key`` with at least ``engines`` engines.  A pool is started with as many as
+        the job asks for, and restarted with more when a later job asks for more: its engines are
+        then laid out (threads, CPU slots) as a job starting that many lays out its own."""
         pool = self._pools.pop(key, None)
-        if pool is not None and (pool.closed or pool._dead is not None):
+        if pool is not None and (pool.closed or pool._dead is not None or engines > pool.size):
             pool.close()
             pool = None
-        if pool is not None and engines > pool.size:
-            self.make_room(engines)
-            pool._grow(engines)
         if pool is None:
-            import ray
-
-            from rldata.engine.actors import default_engines
-
-            size = max(
-                engines,
-                default_engines(ray.cluster_resources(), tensor_parallel_size=key.tensor_parallel_size),
-            )
-            self.make_room(size)
+            self.make_room(engines)
             pool = EnginePool(
                 EngineConfig(
                     model=key.model,
-                    engines=size,
+                    engines=engines,
                     max_model_len=key.max_model_len,
                     vllm=VllmConfig(key.dtype, key.tensor_parallel_size, key.kv_cache_gib),
                 )
             )
             self.started += 1
-        self._pools[key] = pool  # most recently used last
+        self._pools[key] = pool
+        self._loans[key] = self._loans.get(key, 0) + 1
         return pool
 
     def make_room(self, engines: int) -> None:
-        """Close the least recently used idle pools until a pool of ``engines`` fits beside the others
-        under ``max_engines`` (the pool being grown is not among them)."""
-        for key in list(self._pools):
+        """Close idle pools until one of ``engines`` fits beside the others under ``max_engines``:
+        the least used first (fewest jobs served), of those the least recently used."""
+        order = sorted(self._pools, key=lambda k: self._loans.get(k, 0))  # stable: least recent first
+        for key in order:
             if self.live_engines + engines <= self.max_engines:
                 return
             if self._pools[key]._lent is None:
