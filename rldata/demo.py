@@ -83,7 +83,7 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     cfg = cfg if cfg is not None else DemoConfig()
     # the stages' modules load Ray, vLLM and torch: imported when the demo runs, not with rldata
     from rldata.engine.actors import default_engines, ensure_ray
-    from rldata.engine.pool import EnginePool
+    from rldata.engine.pool import shared_pool
     from rldata.ingest import ingest, sample_path
     from rldata.store.outputs import check_output_path
 
@@ -124,7 +124,7 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     # model and engine settings agree, so training borrows what sampling started (as many engines as
     # the sampling job would start; the run takes the first)
     k = default_engines(resources, batches=-(-cfg.tasks // job.batch_tasks))
-    with EnginePool(EngineConfig(model=model, engines=k), seed=seed) as pool:
+    with shared_pool(EngineConfig(model=model, engines=k), seed=seed) as pool:
         return _on_engines(store, cfg, job, pool, out=out, model=model, clocks=(t, t_all, times))
 
 

@@ -45,7 +45,7 @@ from typing import Any, Self
 from rldata.configs.sampling import EngineConfig, VllmConfig
 from rldata.errors import ConfigError, RldataError
 
-__all__ = ["EngineDied", "EnginePool", "EnginePools", "Lease", "PoolKey", "borrow"]
+__all__ = ["EngineDied", "EnginePool", "EnginePools", "Lease", "PoolKey", "borrow", "shared_pool"]
 
 # Logical CPUs (Ray scheduling slots, not cores) of the local Ray a pool starts when none runs: the
 # trainer's default run (an engine, a learner, verification) and one more, so one Ray serves a pool's
@@ -157,8 +157,10 @@ class EnginePool:
         # what the engines load, given as a job starting its own would give it (None: the bundled
         # model, which its engines then record under its own id)
         self._load = None if self.key.model == str(default_model_path().resolve()) else self.key.model
-        # the settings as given, with the context resolved: what a job's own defaults follow
-        self.config = replace(cfg, max_model_len=self.key.max_model_len)
+        # the settings as given, with the context resolved: what a job's own defaults follow (the
+        # bundled model as None, however it was named, so a job following the pool names it as its own)
+        model = None if self._load is None else cfg.model
+        self.config = replace(cfg, model=model, max_model_len=self.key.max_model_len)
         self.address = address
         self.name = f"rldata-pool-{os.getpid()}-{next(_ids)}"
         self._lock = threading.Lock()
@@ -380,6 +382,11 @@ class EnginePools:
                 self._pools.pop(key).close()
 
     @property
+    def loans(self) -> int:
+        """Jobs served so far (each a loan; ``started`` of them paid a pool start)."""
+        return sum(self._loans.values())
+
+    @property
     def live_engines(self) -> int:
         return sum(p.size for p in self._pools.values() if not p.closed)
 
@@ -398,6 +405,25 @@ class EnginePools:
 
 
 _ACTIVE: list[EnginePools] = []
+
+
+@contextmanager
+def shared_pool(config: EngineConfig, *, seed: int = 0) -> Iterator[EnginePool]:
+    """The pool a program's stages share (``rldata demo``: its sample and its training run): inside a
+    ``with pools.active():`` block (and with no $RAY_ADDRESS), the active pools' pool of ``config``'s
+    key, left running after the block; otherwise one started here and closed after it.
+    ``config.engines`` None: as many as a job that is not told starts."""
+    if _ACTIVE and not os.environ.get("RAY_ADDRESS"):
+        key = PoolKey.of(config.model, max_model_len=config.max_model_len, vllm=config.vllm)
+        engines = config.engines
+        if engines is None:
+            from rldata.engine.actors import default_engines, ensure_ray
+
+            engines = default_engines(ensure_ray(None), tensor_parallel_size=key.tensor_parallel_size)
+        yield _ACTIVE[-1].pool_for(key, engines=engines)
+        return
+    with EnginePool(config, seed=seed) as pool:
+        yield pool
 
 
 def borrow(
