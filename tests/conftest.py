@@ -41,6 +41,7 @@ def engine_pools(ray_session):
     from tests.ray_helpers import POOL_ENGINES
 
     pools = EnginePools(max_engines=POOL_ENGINES)
+    SESSION_POOLS.append(pools)
     yield pools
     pools.close()
 
@@ -71,9 +72,16 @@ def _warm_engines(request):
     note_ray()
 
 
+SESSION_POOLS: list = []  # the session's EnginePools, once a test asked for it
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.ray_helpers import STARTS
 
+    for pools in SESSION_POOLS:  # how often the warm engines saved a start (a CI log shows it)
+        terminalreporter.write_line(
+            f"warm engines: {pools.loans} jobs borrowed them, {pools.started} pool starts paid"
+        )
     if len(STARTS) > 1:
         terminalreporter.write_line(
             f"warning: the session's Ray was started {len(STARTS)} times (a test restarted it)", yellow=True

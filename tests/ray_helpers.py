@@ -55,3 +55,20 @@ def ray_with_cpus(num_cpus: int) -> Iterator[None]:
     have = ray.cluster_resources().get("CPU", 0)
     assert have >= num_cpus, f"the session's Ray has {have:g} CPUs, the test needs {num_cpus}"
     yield
+
+
+@contextmanager
+def warm_engine(pools, *, model=None, max_model_len: int | None = None) -> Iterator:
+    """One engine of ``model`` (None: the bundled one) borrowed from the session's warm engines
+    (``pools``: the ``engine_pools`` fixture) and seen as a local engine
+    (rldata.engine.actors.RemoteEngine: ``generate``, ``count_tokens``, what the generative judge runs
+    on), reset as a fresh one is (tests/engine/test_pool.py); given back after the block."""
+    from rldata.configs.sampling import VllmConfig
+    from rldata.engine.pool import PoolKey
+
+    pool = pools.pool_for(PoolKey.of(model, max_model_len=max_model_len, vllm=VllmConfig()), engines=1)
+    lease = pool.lend(model=model, max_model_len=max_model_len, engines=1)
+    try:
+        yield lease.remote(0)
+    finally:
+        lease.close()
