@@ -11,7 +11,7 @@ Reported per call: the wall time of the call, the job's own engine-start time (`
 for a pool, the loan: health check, reset, reseed), and the time to the first sample row (the wall
 time minus sampling, verification and the ledger); ratios fresh / pool side by side.
 
-    python benchmarks/bench_pool.py --calls 3 --tasks 64 --out benchmarks/bench_pool.json
+    python benchmarks/bench_engine_pool.py --calls 3 --tasks 64 --out benchmarks/bench_engine_pool.json
 """
 
 from __future__ import annotations
@@ -85,6 +85,17 @@ def main() -> None:
             f"call {i + 1}: engine start fresh {f['engine_start_s']:.2f}s pool {p['engine_start_s']:.3f}s; "
             f"wall fresh {f['wall_s']:.1f}s pool {p['wall_s']:.1f}s (x{f['wall_s'] / p['wall_s']:.2f})"
         )
+    fresh_s = sum(c["wall_s"] for c in res["fresh"])
+    pool_s = res["pool_start_s"] + sum(c["wall_s"] for c in res["pool"])
+    res["total"] = {
+        "fresh_s": round(fresh_s, 1),
+        "pool_s": round(pool_s, 1),
+        "ratio": round(fresh_s / pool_s, 2),
+    }
+    print(
+        f"{args.calls} calls: fresh {fresh_s:.1f}s, pool {pool_s:.1f}s with its start "
+        f"(x{fresh_s / pool_s:.2f}); load {' '.join(res['load_start'])} -> {' '.join(res['load_end'])}"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
 
