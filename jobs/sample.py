@@ -151,15 +151,17 @@ def run_sample(
     store: Store,
     cfg: SampleConfig,
     *,
-    engines: list | None = None,
+    engines=None,
     progress=progress,
     ledger_every_s: float = 30.0,
 ) -> SampleSummary:
     """Run (or resume) the sampling job ``cfg`` describes; return what it did.
 
-    Not settings of the job, so not fields of its config: ``engines``, running engine actors that
-    hold ``cfg.engine.model``'s weights (a training run's, for its held-out evaluations, or a
-    caller's pool): the job draws on them instead of starting its own, and leaves them running;
+    Not settings of the job, so not fields of its config: ``engines``, an
+    :class:`rldata.engine.pool.EnginePool` (or ``EnginePools``) to borrow the job's engines from, or
+    running engine actors that hold ``cfg.engine.model``'s weights (a training run's, for its held-out
+    evaluations): the job draws on them instead of starting its own, and leaves them running (borrowed
+    engines write the rows fresh ones would);
     ``progress``, the bar the draw loop advances (:func:`rldata.console.progress`'s signature);
     ``ledger_every_s``, how often the finished tasks' ledger rows are upserted (a merge costs)."""
     plan = plan_sample(cfg)

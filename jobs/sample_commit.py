@@ -55,8 +55,10 @@ class Ctx:
     first: dict = field(default_factory=dict)  # fixed N: task_id -> first sample index to draw (default 0)
     sampled: set = field(default_factory=set)  # task ids this run drew samples for
     too_long: set = field(default_factory=set)  # task ids whose prompt does not fit the context
-    # engine actors the caller lent (already holding the model): the job neither starts nor kills them
-    lent: list | None = None
+    # engines the caller lent (running actors, an rldata.engine.pool.EnginePool or EnginePools): the
+    # job neither starts nor kills them; ``lease``: the ones it borrowed (rldata.engine.pool.borrow)
+    lent: object = None
+    lease: object = None
     progress: Callable = progress  # the bar factory the draw loops advance (rldata.console.progress)
     ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often
     # the model's rldata.rollout.Renderer when plain tasks go through its chat template (the job's

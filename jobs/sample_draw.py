@@ -22,6 +22,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     import ray
 
     from rldata.engine.actors import ensure_ray, start_engines
+    from rldata.engine.pool import borrow
     from rldata.verify.parallel import warm_driver_verifiers
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
@@ -29,25 +30,38 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
     t_start = time.monotonic()
     engine = cfg.engine
-    engines = ctx.lent or start_engines(
-        engine.engines,
-        # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
-        # very weights whose revision the ledger records; None keeps the bundled model's own id
-        None if engine.model is None else str(Path(ctx.model_path).resolve()),
-        seed=spec.seed or 0,
-        tensor_parallel_size=engine.vllm.tensor_parallel_size,
-        engine_kwargs={"max_model_len": ctx.max_model_len, **engine.vllm.engine_kwargs()},
-        name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
-        batches=-(-todo.height // cfg.batch_tasks),
-    )
+    # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
+    # very weights whose revision the ledger records; None keeps the bundled model's own id
+    model = None if engine.model is None else str(Path(ctx.model_path).resolve())
+    batches = -(-todo.height // cfg.batch_tasks)
+    ctx.lease = borrow(
+        ctx.lent, model=model, max_model_len=ctx.max_model_len, vllm=engine.vllm, engines=engine.engines,
+        batches=batches, seed=spec.seed or 0, address=cfg.address,
+    )  # fmt: skip
+    if ctx.lease is not None:
+        engines = ctx.lease.actors
+    else:
+        engines = start_engines(
+            engine.engines,
+            model,
+            seed=spec.seed or 0,
+            tensor_parallel_size=engine.vllm.tensor_parallel_size,
+            engine_kwargs={"max_model_len": ctx.max_model_len, **engine.vllm.engine_kwargs()},
+            name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
+            batches=batches,
+        )
     ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
     ctx.summary.engines = len(engines)
-    if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
-        from rldata.engine.actors import RemoteEngine
-        from rldata.rewards.judge import Judge
+    try:
+        if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
+            from rldata.engine.actors import RemoteEngine
+            from rldata.rewards.judge import Judge
 
-        ctx.judge = Judge(RemoteEngine(engines[0]))
-    busy0 = _busy(engines) if ctx.lent else 0.0  # lent engines' clocks have run before this job
+            ctx.judge = Judge(ctx.lease.remote(0) if ctx.lease is not None else RemoteEngine(engines[0]))
+        busy0 = _busy(engines) if ctx.lease is not None else 0.0  # lent engines' clocks ran before this job
+    except BaseException:
+        _release(ctx, engines)
+        raise
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
         try:
             t0 = time.monotonic()
@@ -107,7 +121,9 @@ def _release(ctx: Ctx, engines) -> None:
     """Stop the engines the job started; lent ones go back to their owner running."""
     import ray
 
-    if not ctx.lent:
+    if ctx.lease is not None:
+        ctx.lease.close()
+    else:
         for a in engines:
             ray.kill(a)
 

@@ -19,7 +19,9 @@ import rldata.rewards
 import rldata.verify  # noqa: F401
 from rldata._version import __version__
 from rldata.api import (
+    EnginePool,
     cost,
+    engines,
     env_list,
     env_register,
     env_show,
@@ -41,12 +43,14 @@ from rldata.errors import InputError, RldataError, SchemaError
 from rldata.store.core import Store, open_store
 
 __all__ = [
+    "EnginePool",
     "InputError",
     "RldataError",
     "SchemaError",
     "Store",
     "__version__",
     "cost",
+    "engines",
     "env_list",
     "env_register",
     "env_show",

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rldata.engine.pool import EnginePool
 from rldata.errors import RldataError
 from rldata.results import (
     CostResult,
@@ -63,6 +65,7 @@ from rldata.verbs import (
 
 __all__ = [
     "CostResult",
+    "EnginePool",
     "EnvResult",
     "ExportResult",
     "JudgeResult",
@@ -73,6 +76,7 @@ __all__ = [
     "TrainResult",
     "VerifyResult",
     "cost",
+    "engines",
     "env_list",
     "env_register",
     "env_show",
@@ -164,14 +168,38 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
     band decision is settled; with ``skip_predicted`` CONF (and ``band``) a task ``rldata.predict``
     places outside the band with probability >= CONF is not sampled (docs/predict.md).  A killed job
-    resumes when called again; on finished work it is a no-op."""
+    resumes when called again; on finished work it is a no-op.  ``engines`` is how many engines to
+    start, or a pool (:func:`engines`) to borrow them from."""
     from rldata.configs.fields import load
     from rldata.configs.sampling import SampleConfig
     from rldata.jobs.sample import plan_sample, run_sample
 
+    pool, overrides = _pool(overrides)
     cfg = load(SampleConfig, config, **overrides)  # every check of the fields runs here
+    if pool is not None:  # engine settings left at their defaults are the pool's
+        cfg = replace(cfg, engine=pool.follow(cfg.engine))
     plan_sample(cfg)  # and the verifier's class, the reward spec, the band: before the store is opened
-    return run_sample(_open(store, create=True), cfg).result()
+    return run_sample(_open(store, create=True), cfg, engines=pool).result()
+
+
+def engines(config=None, /, *, address: str | None = None, seed: int = 0, **settings: Any) -> EnginePool:
+    """Start warm vLLM engines that ``sample``, ``judge`` and ``train`` (and its evaluations) borrow
+    with ``engines=pool`` instead of starting their own; a context manager that stops them at the
+    end of its block (or ``pool.close()``).  ``config`` is a
+    :class:`rldata.configs.sampling.EngineConfig`, a mapping or a YAML/TOML file, and ``settings`` its
+    fields by name (``model``, ``engines``, ``max_model_len``, ``dtype``, ``kv_cache_gib``,
+    ``tensor_parallel_size``).  A job borrows only engines of its own model and settings (those it
+    leaves at their defaults follow the pool's), and writes the rows fresh engines would write: see
+    :class:`rldata.engine.pool.EnginePool`."""
+    return EnginePool(config, address=address, seed=seed, **settings)
+
+
+def _pool(overrides: dict) -> tuple[EnginePool | None, dict]:
+    """``engines=`` names a pool to borrow from, or (a number) how many engines to start."""
+    if isinstance(overrides.get("engines"), EnginePool):
+        overrides = dict(overrides)
+        return overrides.pop("engines"), overrides
+    return None, overrides
 
 
 def predict(store: StoreLike, *, config=None, **overrides: Any):
@@ -290,30 +318,33 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     curriculum; ``resume``, ``address``, ``tracker``...) and the held-out eval's, nested as ``eval``
     (``eval={"heldout": True, "n": 4}``: the bundled held-out split, 4 samples per task; the flat
     ``eval_heldout=``, ``eval_n=`` ... are deprecated and warn).  docs/options.md lists them, the same as
-    ``rldata train``'s options; a setting given as None counts as not given.
+    ``rldata train``'s options; a setting given as None counts as not given.  ``engines=pool`` (an
+    :func:`engines` pool of the run's model and settings) lends the rollout engines, which then also
+    run the held-out evaluations.
     """
     from rldata.configs.fields import as_flat, load
     from rldata.trainer.config import TrainCommand, TrainConfig
 
+    pool, settings = _pool(settings)
     settings = {k: v for k, v in settings.items() if v is not None}
     if isinstance(config, TrainCommand) and not settings:  # already built and checked (rldata train)
-        return _train(store, config)
+        return _train(store, config, engines=pool)
     if isinstance(config, TrainCommand):
         config = {**as_flat(config.train), **as_flat(config.run)}
     if isinstance(config, TrainConfig):
         config = as_flat(config)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
-    return _train(store, load(TrainCommand, config, **settings))
+    return _train(store, load(TrainCommand, config, **settings), engines=pool)
 
 
-def _train(store: StoreLike, command) -> TrainResult:
+def _train(store: StoreLike, command, *, engines: EnginePool | None = None) -> TrainResult:
     """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
     from rldata.trainer.driver import train as run_train
 
     # every check (the config's, output paths) before the store is opened
     check_output_path(command.train.output_dir, store=store, name="output_dir")
     check_output_path(command.run.tracker_dir, store=store, name="tracker_dir")
-    return TrainResult.of(run_train(_open(store, create=True), command))
+    return TrainResult.of(run_train(_open(store, create=True), command, engines=engines))
 
 
 def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:

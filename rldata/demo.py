@@ -82,15 +82,10 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     """Run every stage; returns the artifacts' locations and headline numbers."""
     cfg = cfg if cfg is not None else DemoConfig()
     # the stages' modules load Ray, vLLM and torch: imported when the demo runs, not with rldata
-    from rldata.engine.actors import ensure_ray
+    from rldata.engine.actors import default_engines, ensure_ray
+    from rldata.engine.pool import shared_pool
     from rldata.ingest import ingest, sample_path
-    from rldata.jobs.sample import run_sample
-    from rldata.ledger.select import Band, filter_store, stratify_store
-    from rldata.report.overview import gather
-    from rldata.report.page import render
     from rldata.store.outputs import check_output_path
-    from rldata.trainer.config import TrainCommand, TrainConfig
-    from rldata.trainer.driver import train
 
     out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
     n, seed, model = cfg.sampling.n, cfg.sampling.seed, cfg.engine.model
@@ -102,7 +97,7 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # One local Ray for every stage, with at least the logical CPUs the trainer schedules (engine,
     # learner, verification); the phases alternate, so two physical cores are enough.
-    ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
+    resources = ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
     t_all = time.monotonic()
     times: dict[str, float] = {}
 
@@ -124,7 +119,27 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     # tiny-arith-chat's `<tool_call>` JSON (up to ~27: the fixed JSON words are one token each)
     max_tokens = 8 if cfg.env is None else 32
     spec = dataclasses.replace(cfg.sampling, temperature=1.0, max_tokens=max_tokens)
-    sampled = run_sample(store, SampleConfig(sampling=spec, where=where, env=cfg.env, model=model))
+    job = SampleConfig(sampling=spec, where=where, env=cfg.env, model=model)
+    # One set of engines for the sample and the training run (its rollouts and its evaluations): their
+    # model and engine settings agree, so training borrows what sampling started (as many engines as
+    # the sampling job would start; the run takes the first)
+    k = default_engines(resources, batches=-(-cfg.tasks // job.batch_tasks))
+    with shared_pool(EngineConfig(model=model, engines=k), seed=seed) as pool:
+        return _on_engines(store, cfg, job, pool, out=out, model=model, clocks=(t, t_all, times))
+
+
+def _on_engines(store: Store, cfg: DemoConfig, job, pool, *, out: Path, model: str | None, clocks) -> dict:
+    """Stages 2-6 on the pool's engines (``clocks``: stage 2's start, the demo's, the stage times)."""
+    from rldata.jobs.sample import run_sample
+    from rldata.ledger.select import Band, filter_store, stratify_store
+    from rldata.report.overview import gather
+    from rldata.report.page import render
+    from rldata.trainer.config import TrainCommand, TrainConfig
+    from rldata.trainer.driver import train
+
+    t, t_all, times = clocks
+    n, seed, max_tokens = cfg.sampling.n, cfg.sampling.seed, job.sampling.max_tokens
+    sampled = run_sample(store, job, engines=pool)
     if cfg.env is not None:
         log(
             f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
@@ -176,7 +191,7 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
             "model": model,
         }
     )
-    trained = train(store, TrainCommand(train=tcfg))
+    trained = train(store, TrainCommand(train=tcfg), engines=pool)
     times["train"] = time.monotonic() - t
 
     t = _stage("6/6 report")

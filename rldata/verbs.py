@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rldata.engine.pool import EnginePool
 from rldata.errors import ConfigError
 from rldata.results import (
     CostResult,
@@ -252,13 +253,18 @@ def rewards(
 
 
 # ---- the generative judge -----------------------------------------------------------------------
-def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
+def judge(
+    store: StoreLike, *, config=None, engines: EnginePool | None = None, **overrides: Any
+) -> JudgeResult:
     """Judge stored trajectories with an LLM (``model``: a directory or name; default the bundled
     model) and store each verdict and rationale in ``verifications``: ``pointwise`` (VERDICT: 1/0) or
     ``pairwise`` (VERDICT: A/B between consecutive samples of a task, judged in both orders unless
     ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs).
     ``config`` (a :class:`rldata.jobs.judge.JudgeConfig`, a mapping or a YAML/TOML file) and
-    ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s)."""
+    ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s).
+    ``engines``: a pool (:func:`rldata.engines`) to borrow the judge's engine from instead of starting
+    one; the engine settings left at their defaults (``model``, ``max_model_len``, ``dtype``...) are
+    the pool's."""
     from rldata.configs.fields import load
     from rldata.engine.core import Engine
     from rldata.jobs.judge import JudgeConfig, judge_store
@@ -268,17 +274,21 @@ def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
     mode, run_id, limit, swap = cfg.mode, cfg.run_id, cfg.limit, cfg.swap
     st = _open(store, create=True)
     eng = cfg.engine
-    engine = Engine(
-        eng.model,
-        max_model_len=eng.max_model_len,
-        tensor_parallel_size=eng.vllm.tensor_parallel_size,
-        **eng.vllm.engine_kwargs(),
-    )
+    if engines is not None:
+        lease = engines.lend(**_judge_on(engines, eng), engines=1)
+        engine = lease.remote(0)
+    else:
+        lease = engine = Engine(
+            eng.model,
+            max_model_len=eng.max_model_len,
+            tensor_parallel_size=eng.vllm.tensor_parallel_size,
+            **eng.vllm.engine_kwargs(),
+        )
     try:
         judge_ = Judge(engine, sampling=cfg.sampling, swap=swap)
         added = judge_store(st, judge_, mode=mode, run_id=run_id, limit=limit)
     finally:
-        engine.close()
+        lease.close()
     verifier = POINTWISE if mode == "pointwise" else PAIRWISE
     verdicts = st.sql(
         "SELECT passed, count(*) AS n, count(error) AS errors FROM verifications WHERE verifier = $v "
@@ -286,6 +296,21 @@ def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
         params={"v": verifier},
     ).pl()
     return JudgeResult(mode=mode, verifier=verifier, judge=judge_.version, added=added, verdicts=verdicts)
+
+
+def _judge_on(pool: EnginePool, eng) -> dict[str, Any]:
+    """The judge's engine settings (``eng``, its JudgeConfig's ``engine``) on ``pool``: those left at
+    JudgeConfig's defaults are the pool's."""
+    from rldata.jobs.judge import JudgeConfig
+
+    default = JudgeConfig().engine
+    return {
+        "model": pool.config.model if eng.model == default.model else eng.model,
+        "max_model_len": pool.key.max_model_len
+        if eng.max_model_len == default.max_model_len
+        else eng.max_model_len,
+        "vllm": pool.config.vllm if eng.vllm == default.vllm else eng.vllm,
+    }
 
 
 def judge_export(

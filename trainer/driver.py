@@ -35,6 +35,7 @@ from pathlib import Path
 
 from rldata.console import log, progress, stage
 from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
+from rldata.engine.pool import borrow
 from rldata.errors import RldataError
 from rldata.jobs.sample import override_verifier
 from rldata.rewards.compose import RewardSpec
@@ -161,9 +162,16 @@ def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict
     return commit(tmp, final)
 
 
-def train(store: Store, command: TrainCommand, *, writeback_interval_s: float = 2.0) -> TrainSummary:
+def train(
+    store: Store, command: TrainCommand, *, engines=None, writeback_interval_s: float = 2.0
+) -> TrainSummary:
     """Run (or resume) the GRPO training run ``command`` describes (its ``train`` config and how its
     ``run`` starts); returns its summary.
+
+    ``engines``, not a setting of the run: an :class:`rldata.engine.pool.EnginePool` (or
+    ``EnginePools``) of the run's model and engine settings to borrow the rollout engines from
+    instead of starting them (the run syncs its weights into them; the pool reloads the model's own
+    before its next loan).
 
     ``writeback_interval_s``, not a setting of the run: steps' rows are committed together at most
     this often (rldata.trainer.writer): a commit costs about the same for one step's rows as for
@@ -184,7 +192,7 @@ def train(store: Store, command: TrainCommand, *, writeback_interval_s: float = 
         open_tracker(run_opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
     ):
         state.tracker = tracker
-        _loop(store, cfg, run_opts, state, writeback_interval_s)
+        _loop(store, cfg, run_opts, state, writeback_interval_s, engines)
         run.summary = state.summary.to_dict()
     return state.summary
 
@@ -230,7 +238,9 @@ def run_header(cfg: TrainConfig, run: TrainRun, state: RunState) -> str:
     )
 
 
-def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float) -> None:
+def _loop(
+    store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float, lent=None
+) -> None:
     # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
     import ray
     from transformers import AutoTokenizer
@@ -291,7 +301,7 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
     w = cfg.num_learners
     with stage(f"starting {w} learner{'s' if w != 1 else ''} ({cfg.strategy}, {cfg.mixed_precision})"):
         learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
-    engines = []
+    engines, lease = [], None
     writer = Writer(
         partial(
             _commit,
@@ -305,14 +315,24 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
         interval_s=writeback_s,
     )
     try:
-        engines = start_engines(
-            cfg.engine.engines,
-            model_now,
-            seed=cfg.rollout.seed,
-            name_prefix=f"rldata-train-{run_id}",
-            tensor_parallel_size=cfg.engine.vllm.tensor_parallel_size,
-            engine_kwargs={"max_model_len": cfg.engine.max_model_len, **cfg.engine.vllm.engine_kwargs()},
-        )
+        # a pool holds the base model: a resumed run loads its checkpoint's weights into what it borrows
+        lease = borrow(
+            lent, model=base_path, max_model_len=cfg.engine.max_model_len, vllm=cfg.engine.vllm,
+            engines=cfg.engine.engines, seed=cfg.rollout.seed, address=run_opts.address, name_as=model_now,
+        )  # fmt: skip
+        if lease is not None:
+            engines = lease.actors
+            if ckpt_path is not None:
+                ray.get([e.load_weights_from.remote(str(ckpt_path)) for e in engines])
+        else:
+            engines = start_engines(
+                cfg.engine.engines,
+                model_now,
+                seed=cfg.rollout.seed,
+                name_prefix=f"rldata-train-{run_id}",
+                tensor_parallel_size=cfg.engine.vllm.tensor_parallel_size,
+                engine_kwargs={"max_model_len": cfg.engine.max_model_len, **cfg.engine.vllm.engine_kwargs()},
+            )
         if state.eval_ids and ckpt_path is None:
             # Before the first step, on the run's own engines: they hold the base model's weights, and
             # an evaluation's engines of its own would cost an engine start (and a model load) each.
@@ -337,7 +357,8 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
             episode_stats=EpisodeStats(),
         )
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
-            ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
+            # judges with the current policy's engine
+            ctx.judge = Judge(lease.remote(0) if lease is not None else RemoteEngine(engines[0]))
         _train_steps(
             store,
             cfg,
@@ -357,8 +378,11 @@ def _loop(store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, w
             with stage("writing the last steps' rows"):
                 writer.close()  # the steps done so far land even when a later one failed
         finally:
-            for e in engines:
-                ray.kill(e)
+            if lease is not None:
+                lease.close()
+            else:
+                for e in engines:
+                    ray.kill(e)
             learners.shutdown()
             summary.seconds = time.monotonic() - t_run
 

@@ -45,7 +45,10 @@ class TrainSummary:
 
 
 def run_dir(cfg: TrainConfig, run_id: str) -> Path:
-    return Path(cfg.output_dir) / run_id
+    """OUTPUT_DIR/RUN_ID, absolute from the driver's working directory: the learners write into it
+    from Ray workers, whose working directory is the one the Ray cluster started in (a job attached to
+    a running cluster, a notebook that changed directory)."""
+    return (Path(cfg.output_dir) / run_id).absolute()
 
 
 @dataclass

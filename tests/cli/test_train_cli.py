@@ -76,6 +76,7 @@ def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_one_step_with_heldout_eval(capsys, tmp_path):
 
     from rldata.engine.core import default_model_path

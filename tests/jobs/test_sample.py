@@ -167,6 +167,7 @@ def test_seeded_runs_reproduce(tmp_path, ray_session):
     assert a.sql(q).fetchall() == b.sql(q).fetchall()
 
 
+@pytest.mark.fresh_engines(reason="kills an engine the job started: Ray restarts a job's own engines")
 def test_killed_engine_worker_is_recovered(store, ray_session):
     import ray
 
@@ -217,7 +218,9 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     root = tmp_path / "store"
     store = open_store(root)
     store.append("tasks", _arith_tasks(80, seed=9))
-    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1"]
+    # two engines, as on the machine's two cores (attached, the CLI would size them by the session
+    # Ray's logical CPUs)
+    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1", "--engines", "2"]
     p = _cli(root, *args, address=address, start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and p.poll() is None:

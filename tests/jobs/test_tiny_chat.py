@@ -209,13 +209,13 @@ def test_calculator_tools_episodes_on_the_real_engine_store_tool_calls_and_ids(s
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_the_bundled_chat_model_answers_a_bare_prompt_in_vllm():
+@pytest.mark.ray
+def test_the_bundled_chat_model_answers_a_bare_prompt_in_vllm(engine_pools):
+    """On the session's warm engine of the chat model (the episodes above borrowed it too)."""
     from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.core import Engine, chat_model_path
+    from rldata.engine.core import chat_model_path
+    from tests.ray_helpers import warm_engine
 
-    engine = Engine(chat_model_path(), max_model_len=256)
-    try:
+    with warm_engine(engine_pools, model=str(chat_model_path()), max_model_len=256) as engine:
         (group,) = engine.generate(["2+3="], SamplingSpec(n=1, temperature=0.0, max_tokens=8), seeds=[0])
-    finally:
-        engine.close()
     assert all(s.text == "5" and s.finish_reason == "stop" and s.token_ids[-1] == tc.EOS_ID for s in group)

@@ -531,6 +531,7 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     assert (tmp_path / "runs" / "ka" / "checkpoints" / "step-000008").is_dir()
 
 
+@pytest.mark.fresh_engines(reason="counts the engine starts of a run that starts its own")
 def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ray, tmp_path, monkeypatch):
     """Held-out evaluations run on the run's own engines (none of their own), the one after a step
     once the engines hold the checkpoint's weights: their samples are what fresh engines loaded from

@@ -13,6 +13,7 @@ from rldata.cli import main
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_fsdp_lora_run_and_resharded_resume(capsys, tmp_path):
 
     from tests.ray_helpers import ray_with_cpus
