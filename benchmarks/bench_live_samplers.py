@@ -8,10 +8,11 @@ real CLI, on the bundled tiny model and arith tasks (CPU).
    pool (all-wrong and all-right tasks included: what a live sampler has to steer away from; the
    live samplers' prior is these ledger rows); the curriculum draws from its band-filtered buckets of
    the same tasks (``rldata filter --band 0.1,0.9`` then ``rldata stratify``), the offline answer;
-2. per seed, seven runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
+2. per seed, nine runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
    sampling), ``uniform+ds`` (today's default), ``curriculum`` (static buckets), ``live:band``
-   (prime-rl pools), ``live:learnability``, ``live:skip``, and ``curriculum+live:band`` (the
-   curriculum's phases, live:band choosing within each); one local Ray serves all runs;
+   (prime-rl pools), ``live:learnability``, ``live:skip``, ``curriculum+live:band`` (the
+   curriculum's phases, live:band choosing within each), and ``gaussian`` / ``curriculum+gaussian``
+   (issue 43 §4, alone and within the buckets); ``--configs`` picks some; one local Ray serves all runs;
 3. per run, from the metrics table: rollouts generated (``samples`` summed, resampling rounds
    included) up to each evaluation, held-out accuracy at N=16, the zero-variance group share; then
    per config over seeds: the rollouts to reach ``uniform+ds``'s final accuracy (same seed), the
@@ -50,6 +51,10 @@ CONFIGS = {
     # live:band choosing among each curriculum phase's band-filtered tasks (issue 28 §2: "with the
     # bucket curriculum")
     "curriculum+live:band": ["--sampler", "live:band"],
+    # issue 43 §4: the Nemotron-style curriculum (a Gaussian over pass rate, its mean from easy to hard
+    # over the run, per domain), its default settings; alone on the pool and within the band buckets
+    "gaussian": ["--sampler", "gaussian"],
+    "curriculum+gaussian": ["--sampler", "gaussian"],
 }
 BASELINE = "uniform+ds"
 # this benchmark's `rldata train` settings (TrainConfig / TrainRun fields); any `rldata train` option

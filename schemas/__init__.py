@@ -432,6 +432,29 @@ SAMPLE_PREDICTIONS = TableSchema(
 )
 # ---- end of pass-rate predictions -------------------------------------------------------------------
 
+ENV_CHECKS = TableSchema(
+    "env_checks",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("profile_id", pa.string(), True, "the env_profiles row (learnability card) measured with"),
+            _f("check_id", pa.string(), True, "OpenEnv RFC 008 check id, e.g. statistical.headroom"),
+            _f("env_id", pa.string(), True),
+            _f("env_version", pa.string(), True),
+            _f("model", pa.string(), True, "the profiled model (passrates.model)"),
+            _f("params_hash", pa.string(), True),
+            _f("severity", pa.string(), True, "fail | warn | advisory (OpenEnv's severity policy)"),
+            _f("status", pa.string(), True, "pass | fail | skip | error"),
+            _f("measured", pa.string(), doc="JSON object of the measured values and the bound applied"),
+            _f("evidence", pa.string(), doc="JSON list of evidence lines"),
+            _f("remediation", pa.string(), doc="what to change when the check failed"),
+            _f("policy_version", pa.string(), True, "OpenEnv severity policy the ids and bounds are from"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("profile_id", "check_id"),
+)
+
 TABLES: dict[str, TableSchema] = {}  # name -> schema, in creation order: what a store opens
 
 
@@ -481,6 +504,7 @@ for _t in (
     ENV_VALIDATIONS,
     PREDICTIONS,
     SAMPLE_PREDICTIONS,
+    ENV_CHECKS,
 ):
     register(_t)
 del _t

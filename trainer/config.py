@@ -353,7 +353,9 @@ class TrainConfig:
     verify: VerifyConfig = nested(VerifyConfig)
     # the held-out evaluation: --eval-n, eval: {n: ..} in a file (the flat eval_n: deprecated)
     eval: EvalConfig = nested(EvalConfig, prefixed=True)
-    live: LiveConfig = nested(LiveConfig, help="Live pass-rate posteriors and the live:* samplers.")
+    live: LiveConfig = nested(
+        LiveConfig, help="Live pass-rate posteriors, the live:* and gaussian samplers, re-profiling."
+    )
     extra: dict[str, Any] = param(
         default_factory=dict, compare=False, cli=False, help="Free-form notes, stored with the run."
     )
@@ -467,7 +469,8 @@ class TrainRun:
         None,
         choices=SAMPLERS,
         help="Override the curriculum's sampler (live:* samplers: live pass-rate posteriors, set by the "
-        "--live-* options).",
+        "--live-* options; gaussian: a Gaussian over pass rate whose mean moves from easy to hard, per "
+        "domain, set by --gauss-* and --reprofile-*).",
     )
     uniform: bool = param(False, help="Shorthand for --sampler uniform (the baseline).")
     resume: bool = param(

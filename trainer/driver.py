@@ -9,6 +9,7 @@ Per step (sync mode; async mode runs the first line ahead in a producer thread, 
          policy_version += 1
       -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
+      -> held-out evaluation when due -> re-profile of the pool when it plateaued (live.reprofile_after)
 
 Engines come from :func:`rldata.engine.actors.start_engines`, the same code as ``rldata sample``.
 Rollouts come from a :class:`rldata.trainer.pipeline.Pipeline`: a producer thread generates step
@@ -50,6 +51,7 @@ from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
 from rldata.trainer.evaluate import evaluate
 from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
+from rldata.trainer.reprofile import eval_history, reprofile, reprofile_now
 from rldata.trainer.rollout import collect_step, load_reward
 from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
 from rldata.trainer.writer import Writer
@@ -262,6 +264,7 @@ def _loop(
                 "ci": [res.ci_low, res.ci_high],
             }
         )
+        history.append((step, res.accuracy))
         # upsert: a resumed run may redo an evaluation whose rows already landed
         evals = {
             "eval/accuracy": res.accuracy,
@@ -275,6 +278,29 @@ def _loop(
             f"eval step {step}: held-out accuracy {res.accuracy:.4f} (95% CI {res.ci_low:.3f}-{res.ci_high:.3f}) "
             f"over {res.tasks} tasks x {cfg.eval_spec().n} "
             f"(ledger model {res.model})"
+        )
+
+    history = eval_history(store, run_id, state.start) if cfg.live.reprofile_after else []
+
+    def maybe_reprofile(step: int, model_dir, engines: list) -> None:
+        """After the evaluation of ``step``: re-profile the pool when held-out accuracy plateaued."""
+        if not reprofile_now(cfg, history, step):
+            return
+        r = reprofile(
+            store,
+            cfg,
+            state.sampler,
+            model_dir,
+            version=state.version,
+            engines=engines,
+            address=run_opts.address,
+        )
+        values = {"reprofile/tasks": r.tasks, "reprofile/pass_rate": r.pass_rate}
+        store.upsert("metrics", wb.metric_rows(run_id, step, values))
+        state.tracker.log(step, values)
+        log(
+            f"re-profile after step {step}: held-out accuracy flat for {cfg.live.reprofile_after} "
+            f"evaluation(s); {r.tasks} tasks x {cfg.live.reprofile_n} at {r.model}: mean pass rate {r.pass_rate:.4f}"
         )
 
     def eval_due(step: int) -> bool:
@@ -340,6 +366,8 @@ def _loop(
                 f"held-out evaluation of the base model ({len(state.eval_ids)} tasks x {cfg.eval_spec().n})"
             ):
                 run_eval(0, base_path, engines)
+        elif ckpt_path is not None:  # the checkpoint predates its step's re-profile: redo it (draws nothing)
+            maybe_reprofile(state.start, ckpt_path, engines)
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
         templated = cfg.rollout.chat_template == "on"  # plain prompts through the chat template (resolved)
         ctx = _Ctx(
@@ -372,6 +400,7 @@ def _loop(
             ),
             run_eval=run_eval,
             eval_due=eval_due,
+            after_eval=maybe_reprofile,
         )
     finally:
         try:
@@ -388,7 +417,7 @@ def _loop(
 
 
 def _train_steps(
-    store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due
+    store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due, after_eval
 ) -> None:
     """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back;
     ``state.version`` follows the learners' updates."""
@@ -509,6 +538,7 @@ def _train_steps(
                         # just saved (the next step's sync, done early) and evaluate on them.
                         sync_s[step + 1] = weights.load(ctx.engines)
                         run_eval(step, path, ctx.engines)
+                        after_eval(step, path, ctx.engines)  # the producer waits: the sampler is ours
                     pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)

@@ -22,6 +22,7 @@ from rldata.console import log
 from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
 from rldata.curriculum import load as load_curriculum
 from rldata.curriculum.live import LiveState, predicted_priors
+from rldata.curriculum.sampler import uses_live
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
@@ -120,7 +121,8 @@ def build_sampler(
     bucket, drawn uniformly.  ``exclude`` (the
     held-out tasks) is never trained on.  The sampler is seeded by the run's seed.  A ``live:*``
     sampler's posteriors start from ``prior_model``'s ledger rows (the base model's offline counts,
-    see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat.
+    see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat; ``gaussian`` also reads those rows'
+    rates for tasks the run has no evidence of, the tasks' domains, and the run's length.
     """
     skip = set(exclude)
     if cfg.curriculum:
@@ -173,18 +175,6 @@ def build_sampler(
             + (f" matching {tasks_where!r}" if tasks_where else "")
             + (" once the held-out tasks are left out" if skip else "")
         )
-    live = None
-    if (sampler or cur.sampler).startswith("live:"):
-        live_cfg = cfg.live
-        prior = (
-            ledger_prior(store, prior_model, ids, params_hash=cfg.rollout.params_hash)
-            if prior_model and live_cfg.prior == "ledger"
-            else None
-        )
-        # a task with no ledger counts starts from its stored prediction (rldata predict), if any
-        predicted = predicted_priors(store, prior_model, ids) if prior_model and live_cfg.predicted else None
-        live = LiveState(live_cfg, prior=prior, predicted=predicted)
-    s = CurriculumSampler(cur, buckets, seed=cfg.rollout.seed, sampler=sampler, live=live)
     tbl = store.sql(
         f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
         extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
@@ -193,6 +183,27 @@ def build_sampler(
     missing = [t for t in ids if t not in tasks]
     if missing:
         raise RldataError(f"{len(missing)} training task(s) are not in the tasks table, e.g. {missing[0]}")
+    live, name = None, sampler or cur.sampler
+    if uses_live(name):
+        live_cfg = cfg.live
+        # the posteriors' prior (prior: ledger), and the offline rates gaussian reads in any case
+        prior = (
+            ledger_prior(store, prior_model, ids, params_hash=cfg.rollout.params_hash)
+            if prior_model and (live_cfg.prior == "ledger" or name == "gaussian")
+            else None
+        )
+        # a task with no ledger counts starts from its stored prediction (rldata predict), if any
+        predicted = predicted_priors(store, prior_model, ids) if prior_model and live_cfg.predicted else None
+        live = LiveState(live_cfg, prior=prior, predicted=predicted)
+    s = CurriculumSampler(
+        cur,
+        buckets,
+        seed=cfg.rollout.seed,
+        sampler=sampler,
+        live=live,
+        domains={t: r["domain"] for t, r in tasks.items()},
+        total_steps=cfg.steps,
+    )
     return s, tasks
 
 

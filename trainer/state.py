@@ -139,6 +139,17 @@ def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig
         exclude=eval_ids,
         prior_model=base.name,
     )
+    if cfg.live.reprofile_after and not eval_ids:
+        raise ConfigError(
+            "live.reprofile_after: re-profiling when held-out accuracy plateaus needs a held-out set "
+            "(eval.heldout, eval.where or eval.selection)",
+            field="live.reprofile_after",
+        )
+    if cfg.live.reprofile_after and sampler.live is None:
+        raise ConfigError(
+            f"live.reprofile_after: sampler {sampler.sampler!r} reads no pass rates; use gaussian or a live:* sampler",
+            field="live.reprofile_after",
+        )
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
     if cfg.verify.verifier:

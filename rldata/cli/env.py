@@ -59,6 +59,8 @@ def show_cmd(
     """Every version of environment NAME with its spec (JSON); its learnability cards on stderr."""
     from rldata.api import env_show
     from rldata.envs.catalog import env_cards
+    from rldata.envs.statistical import verdict
+    from rldata.jobs.profile import stored_checks
 
     store = get_store(ctx)
     emit(env_show(store, name=name).rows, fmt, out)
@@ -71,6 +73,9 @@ def show_cmd(
             f"tool calls {r['tool_call_rate']:.1%}, parse fails {r['parse_fail_rate'] or 0:.1%}, "
             f"env errors {r['env_error_rate']:.1%}, {r['tokens_per_episode']:.1f} tokens/episode"
         )
+        checks = stored_checks(store, r["profile_id"])
+        if checks:
+            _log_checks(checks, verdict(checks))
 
 
 _PROFILE_REPORT_OPT = typer.Option(
@@ -92,15 +97,26 @@ def profile_cmd(
     import polars as pl
 
     from rldata.envs.profile import card_line
-    from rldata.jobs.profile import profile_env
+    from rldata.jobs.profile import profile_env, stored_checks
 
-    row = profile_env(get_store(ctx, create=True), config=config)
+    store = get_store(ctx, create=True)
+    row = profile_env(store, config=config)
     log(f"{row['env_id']}@{row['env_version']}: {card_line(row)}")
+    _log_checks(stored_checks(store, row["profile_id"]), row["statistical"])
+    for path in (config.openenv_card, config.verifiers_metadata):
+        if path:
+            log(f"wrote {path}")
     if report is not None:
         from rldata.report.env_card import write_card
 
-        log(f"wrote {write_card(row, report)}")
+        log(f"wrote {write_card(row, report, checks=stored_checks(store, row['profile_id']))}")
     emit(pl.DataFrame([row]), fmt, out)
+
+
+def _log_checks(checks: list[dict], verdict: str) -> None:
+    log(f"  statistical checks (OpenEnv RFC 008, policy v2): {verdict}")
+    for c in checks:
+        log(f"  {c['status']:5} {c['check_id']}: {(c['evidence'] or [''])[0]}"[:300])
 
 
 @env_app.command("validate")
