@@ -134,6 +134,8 @@ def test_every_reader_of_user_json_refuses_a_duplicate_key(root, tmp_path, capsy
     # a --config JSON object, and YAML files (a sample config, a curriculum)
     line = _refused(capsys, root, "ingest", "--gym", "basic_arithmetic", "--config", '{"a": 1, "a": 2}')
     assert "--config: not valid JSON: duplicate key 'a'" in line
+    line = _refused(capsys, root, "env", "register", "x", "--verifiers", "m", "--config", '{"a": 1, "a": 2}')
+    assert "--config: env_config: not valid JSON: duplicate key 'a'" in line
     conf = tmp_path / "sample.yaml"
     conf.write_text("n: 4\nmax_tokens: 8\nn: 8\n")
     assert "line 3" in _refused(capsys, root, "sample", "--config", str(conf))
