@@ -23,6 +23,7 @@ from typing import Any
 from rldata.configs.fields import (
     at_least,
     config,
+    finite_between,
     nested,
     one_of,
     param,
