@@ -137,17 +137,13 @@ def commit_batch(
     t_rows = time.monotonic()
     s.time_verify_s += t_rows - t_verify
     verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
-    ver_rows, outcomes = [], []
+    ver_rows, outcomes, tallies = [], [], {}
     for tid, (task_id, domain) in meta.items():
         vname, vversion = ctx.verifiers[domain]
         vs = verdicts[tid]
         ver_rows.extend(verdict_rows(task_id, tid, vname, vversion, vs))
         ok = all_passed(vs)
-        s.correct += int(bool(ok))
-        # an error verdict of a sample that was never generated (its prompt did not fit) is no
-        # verifier error: it is counted in not_generated (the ledger counts both in n_error)
-        s.errors += int(ok is None and tid not in not_generated)
-        s.no_answer += int(no_answer(vs))
+        tallies[tid] = (ok, no_answer(vs))
         if ctx.adaptive is not None:  # the round loop decides on these counts
             c = ctx.counts[task_id]
             c[0] += int(ok is not None)
@@ -163,12 +159,22 @@ def commit_batch(
     # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row
     # must land once.  What the other job wrote first is kept, with its own verifications.
     added = ctx.store.append("trajectories", traj_rows, dedupe=True)
+    theirs: set = set()
     if added < len(traj_rows):
         ours = _written_by(ctx, [r["traj_id"] for r in traj_rows])
-        s.samples_skipped += len(traj_rows) - len(ours)
+        theirs = {r["traj_id"] for r in traj_rows} - ours
+        s.samples_skipped += len(theirs)
         ver_rows = [r for r in ver_rows if r["traj_id"] in ours or r["traj_id"] not in fresh]
         traj_rows = [r for r in traj_rows if r["traj_id"] in ours]
     ctx.store.append("verifications", ver_rows, dedupe=True)
+    # the run's counts are of the verdicts it wrote: a sample another job wrote first counts there
+    for tid, (ok, none) in tallies.items():
+        if tid not in theirs:
+            s.correct += int(bool(ok))
+            # an error verdict of a sample that was never generated (its prompt did not fit) is no
+            # verifier error: it is counted in not_generated (the ledger counts both in n_error)
+            s.errors += int(ok is None and tid not in not_generated)
+            s.no_answer += int(none)
     # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes

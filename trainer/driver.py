@@ -53,7 +53,7 @@ from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
 from rldata.trainer.reprofile import eval_history, reprofile, reprofile_now
 from rldata.trainer.rollout import collect_step, load_reward
-from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
+from rldata.trainer.state import RunState, TrainSummary, finished, plan_run, restore, run_dir
 from rldata.trainer.writer import Writer
 from rldata.verify import for_domain
 
@@ -183,6 +183,9 @@ def train(
         raise RldataError(f"writeback_interval_s must be >= 0, got {writeback_interval_s}")
     run_opts = command.run
     cfg, state = plan_run(store, command.train, run_opts)  # every check that needs no Ray
+    if run_opts.resume and (done := finished(store, cfg, state)) is not None:
+        log(f"run {state.run_id} is already done (step {done.last_step} of {cfg.steps}): nothing to do")
+        return done
     log(run_header(cfg, run_opts, state))
     _start_ray(run_opts.address, _ray_cpus_needed(cfg))
     restore(store, cfg, state, resume=run_opts.resume)

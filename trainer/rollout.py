@@ -19,7 +19,15 @@ import numpy as np
 import pyarrow as pa
 
 from rldata.console import log
-from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
+from rldata.curriculum import (
+    SAMPLERS,
+    Bucket,
+    Curriculum,
+    CurriculumSampler,
+    Phase,
+    late_phases,
+    selection_buckets,
+)
 from rldata.curriculum import load as load_curriculum
 from rldata.curriculum.live import LiveState, predicted_priors
 from rldata.curriculum.sampler import uses_live
@@ -127,10 +135,7 @@ def build_sampler(
     skip = set(exclude)
     if cfg.curriculum:
         cur = load_curriculum(cfg.curriculum)
-        if not cur.selection:
-            raise RldataError(
-                f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection"
-            )
+        found = selection_buckets(store, cur, cfg.curriculum)
         late = late_phases(cur, cfg.steps)
         if late:
             log(
@@ -138,17 +143,8 @@ def build_sampler(
                 "promotion rule fires first: this run may never train on them (more steps, or "
                 "until_step values below the run's steps, e.g. rldata stratify --phase-steps)"
             )
-        rows = store.sql(
-            "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
-            "AND bucket IS NOT NULL ORDER BY task_id",
-            params=[cur.selection],
-        ).fetchall()
-        if not rows:
-            raise RldataError(f"{cfg.curriculum}: {_empty_selection(store, cur.selection)}")
-        buckets: dict[str, list[str]] = {}
-        for task_id, bucket in rows:
-            if task_id not in skip:
-                buckets.setdefault(bucket, []).append(task_id)
+        buckets = {b: [t for t in ts if t not in skip] for b, ts in found.items()}
+        buckets = {b: ts for b, ts in buckets.items() if ts}
     elif tasks_selection is not None:
         cur = _uniform_curriculum(cfg.rollout.seed)
         rows = store.sql(

@@ -17,12 +17,12 @@ from rldata.engine.core import ModelIdentity, model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
-from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from rldata.trainer.checkpoint import checkpoint_dir, latest_checkpoint, load_checkpoint
 from rldata.trainer.config import TrainConfig, TrainRun
 from rldata.trainer.evaluate import eval_task_ids
 from rldata.trainer.rollout import build_sampler, load_reward
 
-__all__ = ["RunState", "TrainSummary", "plan_run", "restore", "run_dir"]
+__all__ = ["RunState", "TrainSummary", "finished", "plan_run", "restore", "run_dir"]
 
 
 @dataclass
@@ -230,3 +230,43 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
             run_id=run_id,
         )
     state.summary.last_step, state.summary.policy_version = start, version
+    if state.ckpt_path is not None:
+        _restore_totals(store, state)
+
+
+def _restore_totals(store: Store, state: RunState) -> None:
+    """A resumed run's summary counts the steps before its checkpoint too (their rows stay): samples
+    and groups from their metrics, and the held-out evaluations made up to it."""
+    rows = store.sql(
+        "SELECT name, step, value FROM metrics WHERE run_id = $1 AND step <= $2 AND name IN "
+        "('samples', 'groups_kept', 'groups_dropped', 'eval/accuracy') ORDER BY step, name",
+        params=[state.run_id, state.start],
+    ).fetchall()
+    s = state.summary
+    for name, step, value in rows:
+        if name == "eval/accuracy":  # evaluate() names a checkpoint's samples by its directory
+            model = state.base.name if step == 0 else str(checkpoint_dir(state.ckpt_root, step).resolve())
+            s.evals.append({"step": step, "model": model, "accuracy": value, "tasks": len(state.eval_ids)})
+        else:
+            setattr(s, name, getattr(s, name) + int(value))
+
+
+def finished(store: Store, cfg: TrainConfig, state: RunState) -> TrainSummary | None:
+    """The stored summary of a run that is already done (its row says so and its newest checkpoint is
+    at the last step): what ``--resume`` of it returns, doing nothing (``steps`` 0)."""
+    import json
+
+    ckpt = state.ckpt_path
+    if ckpt is None or int(ckpt.name.split("-")[1]) < cfg.steps:
+        return None
+    row = store.sql(
+        "SELECT summary FROM runs WHERE run_id = $1 AND status = 'done'", params=[state.run_id]
+    ).fetchall()
+    try:
+        stored = json.loads(row[0][0]) if row else None
+        names = set(TrainSummary.__dataclass_fields__)
+        summary = TrainSummary(**{k: v for k, v in stored.items() if k in names})
+    except (TypeError, ValueError, AttributeError):
+        return None
+    summary.steps, summary.seconds, summary.time = 0, 0.0, {}
+    return summary

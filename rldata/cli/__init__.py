@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
     _load()
+    real_stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
         rc = app(args=argv, prog_name="rldata", standalone_mode=False)
         code = rc if isinstance(rc, int) else 0
@@ -152,11 +153,84 @@ def main(argv: list[str] | None = None) -> int:
             reason = f"{flag}: {reason}" if flag and not reason.startswith(flag) else reason
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)
-    sys.stdout.flush()
+    guard, sys.stdout = sys.stdout, real_stdout
+    try:
+        guard.flush()
+    except Exception as e:  # noqa: BLE001 - the last buffered rows could not be written
+        print(f"rldata: error: {e}", file=sys.stderr)
+        code = code or 1
+    if guard.failed:
+        _silence_stdout()
     from rldata import console
 
     console.configure(quiet=None)  # main() may run many times in one process (tests): --quiet ends here
     return code
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: a write or flush that fails (a reader that closed the pipe,
+    a full disk, ``/dev/full``) raises one :class:`~rldata.errors.RldataError` naming stdout, instead
+    of click's silent exit 1 on a closed pipe or an OSError that names no output.  After a failure
+    further output is dropped, so the command's one error line is the only one."""
+
+    def __init__(self, real):
+        self._real = real
+        self.failed = False
+
+    def _do(self, fn, *args):
+        if self.failed:
+            return len(args[0]) if args else None
+        try:
+            return fn(*args)
+        except OSError as e:
+            import errno
+
+            from rldata.errors import RldataError
+
+            self.failed = True
+            why = "the reader closed the pipe" if e.errno == errno.EPIPE else (e.strerror or str(e))
+            raise RldataError(f"stdout: cannot write: {why}") from None
+
+    def write(self, text):
+        return self._do(self._real.write, text)
+
+    def flush(self):
+        return self._do(self._real.flush)
+
+    @property
+    def buffer(self):
+        return _Buffer(self, self._real.buffer)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _Buffer:
+    """``sys.stdout.buffer`` under :class:`_Stdout` (binary output: Parquet)."""
+
+    def __init__(self, guard: _Stdout, real):
+        self._guard, self._real = guard, real
+
+    def write(self, data):
+        return self._guard._do(self._real.write, data)
+
+    def flush(self):
+        return self._guard._do(self._real.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null after stdout failed, so the interpreter's final flush of
+    what is still buffered prints no second error (the Python docs' advice for SIGPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _entry() -> None:

@@ -272,7 +272,15 @@ def emit(
 
     def write_output(path, data, *, name):
         try:
-            _write_output(path, data, name=name)
+            if path is None:  # stdout (a closed pipe, a full disk: rldata.cli.main names it)
+                if isinstance(data, bytes):
+                    sys.stdout.buffer.write(data)
+                    sys.stdout.buffer.flush()
+                else:
+                    sys.stdout.write(data)
+                    sys.stdout.flush()
+            else:
+                _write_output(path, data, name=name)
         except RldataError as e:
             if committed is None:
                 raise
@@ -281,10 +289,6 @@ def emit(
     if fmt is Format.parquet:
         if out is None and sys.stdout.isatty():
             raise RldataError("--format parquet writes binary: give --out FILE or redirect stdout")
-        if out is None:
-            df.write_parquet(sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-            return
         buf = io.BytesIO()
         df.write_parquet(buf)
         write_output(out, buf.getvalue(), name="out")
@@ -295,8 +299,4 @@ def emit(
         text = json.dumps(df.to_dicts(), default=str, ensure_ascii=False) + "\n"
     else:
         text = _rich_table(df)
-    if out is not None:
-        write_output(out, text, name="out")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    write_output(out, text, name="out")

@@ -98,13 +98,19 @@ def stratify(
 
 
 def curriculum_cmd(
+    ctx: typer.Context,
     path: Path = _CURRICULUM_ARG,
     fmt: Format = FORMAT_OPT,
 ) -> None:
-    """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key."""
-    from rldata.curriculum import load
+    """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key.  With a
+    store (--store or $RLDATA_STORE), also check its selection there, as rldata train does."""
+    from rldata.curriculum import CurriculumSampler, load, selection_buckets
 
     cur = load(path)
+    root = ctx.find_root().obj or {}
+    if root.get("store") is not None:  # the default store is not "given": a file alone is checked alone
+        store = get_store(ctx)
+        CurriculumSampler(cur, selection_buckets(store, cur, path))  # unknown or empty buckets, as train
     log(
         f"{path}: valid; selection {cur.selection}, sampler {cur.sampler}, seed {cur.seed}, buckets "
         + ", ".join(f"{b.name} [{b.low:g}, {b.high:g})" if b.has_edges else b.name for b in cur.buckets)

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
@@ -47,6 +48,7 @@ __all__ = [
     "SamplingSpec",
     "VerifyConfig",
     "VllmConfig",
+    "max_n",
     "params_hash_of",
 ]
 
@@ -63,25 +65,81 @@ VERIFIERS = "rldata.verify.base:REGISTRY"
 ENVIRONMENTS = "rldata.envs.base:REGISTRY"
 
 
-# Upper bounds: far above any useful setting, low enough that a typo (an extra zero, 2**70) is a
-# one-line error here rather than an overflow deep in the engine, the store (seeds are int64
-# columns) or an out-of-memory request.
-MAX_N = 100_000  # samples per task
-MAX_TEMPERATURE = 100.0
+# The bounds are the engine's own (vllm.SamplingParams._verify_args, vLLM 0.32), checked where the
+# value is given (each field's ``check``), so a job the engine would refuse fails before Ray or an
+# engine starts, with the option's name and the user's number, and records no run.  max_tokens and
+# seeds have no engine bound but a storage one: token counts are int32 in vLLM, seeds int64 columns.
+MAX_N_DEFAULT = 16_384  # vLLM: n <= VLLM_MAX_N_SEQUENCES (default 16384), per request
+MAX_N = MAX_N_DEFAULT  # the bound under the default environment (docs, tests); see max_n()
+MAX_TEMPERATURE = 2.0  # vLLM: temperature in [0, 2]
 MAX_TOKENS = 2**31 - 1  # vLLM keeps token counts in int32
 MAX_SEED = 2**63  # exclusive: seeds are stored as int64
 
 
-def _top_p(v):
-    return None if math.isfinite(v) and 0 < v <= 1 else f"must be in (0, 1], got {v}"
+def max_n() -> int:
+    """The engine's limit on samples per request: vLLM's VLLM_MAX_N_SEQUENCES, read as vLLM reads it."""
+    try:
+        return int(os.environ.get("VLLM_MAX_N_SEQUENCES", MAX_N_DEFAULT))
+    except ValueError:
+        return MAX_N_DEFAULT
 
 
-def _top_k(v):
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shown(v) -> str:
+    """A number as the user wrote it (5, not 5.0: the CLI parses a float option)."""
+    return f"{v:g}" if isinstance(v, float) else repr(v) if isinstance(v, str) else str(v)
+
+
+def check_n(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    hi = max_n()
+    if v > hi:
+        return f"must be at most {hi} (vLLM's limit on samples per request, VLLM_MAX_N_SEQUENCES), got {v}"
+    return None if v >= 1 else f"must be at least 1, got {v}"
+
+
+def check_temperature(v) -> str | None:
+    if not _is_number(v) or not (math.isfinite(v) and 0 <= v <= MAX_TEMPERATURE):
+        return f"must be in [0, {MAX_TEMPERATURE:g}] (vLLM's range; 0 = greedy), got {_shown(v)}"
+    return None
+
+
+def check_top_p(v) -> str | None:
+    ok = _is_number(v) and math.isfinite(v) and 0 < v <= 1
+    return None if ok else f"must be in (0, 1], got {_shown(v)}"
+
+
+def check_top_k(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
     return None if v >= -1 else f"must be >= 1, or -1 or 0 (off), got {v}"
 
 
-def _seed(v):
-    return None if v is None or 0 <= v < MAX_SEED else f"must be in [0, 2**63), got {v}"
+def check_max_tokens(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    return None if 1 <= v <= MAX_TOKENS else f"must be in [1, {MAX_TOKENS}], got {v}"
+
+
+def check_seed(v) -> str | None:
+    if v is None:
+        return None
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    return None if 0 <= v < MAX_SEED else f"must be in [0, 2**63), got {v}"
+
+
+def check_stop(v) -> str | None:
+    bad = [s for s in v or () if not isinstance(s, str) or not s]
+    return f"stop strings must be non-empty text (vLLM refuses an empty one), got {bad[0]!r}" if bad else None
 
 
 # The fields the hash has always covered.  A field added since is hashed only when it differs from
@@ -121,18 +179,23 @@ class SamplingSpec:
 
     n: int = param(
         16,
-        check=finite_between(1, MAX_N),
-        help="Samples per task (vLLM shares the prompt's prefill across them).",
+        check=check_n,
+        help="Samples per task (vLLM shares the prompt's prefill across them; at most 16384, vLLM's "
+        "VLLM_MAX_N_SEQUENCES).",
     )
     temperature: float = param(
-        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature (0 = greedy)."
+        1.0, check=check_temperature, help="Sampling temperature, in [0, 2] (0 = greedy)."
     )
-    top_p: float = param(1.0, check=_top_p, help="Nucleus sampling mass, in (0, 1].")
-    top_k: int = param(-1, check=_top_k, help="Sample from the K most likely tokens only (-1: off).")
-    max_tokens: int = param(16, check=finite_between(1, MAX_TOKENS), help="Completion length cap, in tokens.")
-    stop: tuple[str, ...] = param((), cli=False, help="Stop strings, kept out of the completion.")
+    top_p: float = param(1.0, check=check_top_p, help="Nucleus sampling mass, in (0, 1].")
+    top_k: int = param(-1, check=check_top_k, help="Sample from the K most likely tokens only (-1: off).")
+    max_tokens: int = param(16, check=check_max_tokens, help="Completion length cap, in tokens.")
+    stop: tuple[str, ...] = param(
+        (), cli=False, check=check_stop, help="Stop strings, kept out of the completion."
+    )
     seed: int | None = param(
-        0, check=_seed, help="Base seed; each task's requests get a seed derived from it and the task id."
+        0,
+        check=check_seed,
+        help="Base seed; each task's requests get a seed derived from it and the task id.",
     )
     chat_template: str = param(
         "auto",
@@ -143,9 +206,9 @@ class SamplingSpec:
     )
 
     def __post_init__(self):
-        if isinstance(self.stop, list):
+        if isinstance(self.stop, (list, tuple)):
             object.__setattr__(self, "stop", tuple(self.stop))
-        validate(self)  # each field by its own declaration
+        validate(self)  # every bound is its field's check: the engine's limits, before anything starts
 
     def vllm_kwargs(self) -> dict[str, Any]:
         """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those

@@ -15,6 +15,7 @@ from rldata.curriculum.config import (
     late_phases,
     load,
     save,
+    selection_buckets,
 )
 from rldata.curriculum.sampler import SAMPLERS, CurriculumSampler, register_sampler
 
@@ -36,4 +37,5 @@ __all__ = [
     "load",
     "register_sampler",
     "save",
+    "selection_buckets",
 ]

@@ -427,3 +427,32 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(str(path), None, f"directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(str(path), None, "not writable")
+
+
+def selection_buckets(store, cur: Curriculum, path: str | os.PathLike) -> dict[str, list[str]]:
+    """bucket -> task ids of the store's selection that ``cur`` (read from ``path``) names: the kept
+    rows with a bucket (stratify's).  Refuses a file that names no selection, and a selection the
+    store does not hold or that has no bucketed kept tasks, as ``rldata train`` does before it
+    starts (``rldata curriculum FILE`` with a store checks the same)."""
+    if not cur.selection:
+        raise RldataError(f"{path}: no 'selection' named; bucket membership lives in a selection")
+    rows = store.sql(
+        "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
+        "AND bucket IS NOT NULL ORDER BY task_id",
+        params=[cur.selection],
+    ).fetchall()
+    if not rows:
+        held = store.sql("SELECT count(*) FROM selections WHERE selection = $1", params=[cur.selection])
+        if not held.fetchall()[0][0]:
+            raise RldataError(
+                f"selection {cur.selection!r} (named in {path}) is not in the store {store.root} "
+                "(see: rldata sql 'SELECT DISTINCT selection FROM selections')"
+            )
+        raise RldataError(
+            f"selection {cur.selection!r} (named in {path}) has no kept tasks with a bucket: run "
+            "rldata stratify first"
+        )
+    buckets: dict[str, list[str]] = {}
+    for task_id, bucket in rows:
+        buckets.setdefault(bucket, []).append(task_id)
+    return buckets

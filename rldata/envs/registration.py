@@ -16,7 +16,7 @@ from typing import Any
 
 from rldata.configs.fields import at_least, config, nested, one_of, param, read_file, validate, validator
 from rldata.envs.base import EpisodeConfig
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
 
 __all__ = ["SOURCES", "EnvRegisterConfig"]
 
@@ -35,7 +35,9 @@ def _env_config(v: Any) -> dict[str, Any] | None:
             raise ConfigError(f"env_config: {e}", field="env_config") from None
     else:
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=unique_keys)
+        except DuplicateKeyError as e:
+            raise ConfigError(f"env_config: not valid JSON: {e}", field="env_config") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"env_config: not a JSON object: {e}", field="env_config") from None
     if not isinstance(data, Mapping):

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from rldata.configs.fields import at_least, one_of, param, validate
-from rldata.errors import ConfigError
+from rldata.errors import ConfigError, DuplicateKeyError, unique_keys
 from rldata.ingest.presets import ANSWER_FORMATS, PRESETS
 from rldata.ingest.read import Limits
 
@@ -35,7 +35,9 @@ def _json_object(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"not valid JSON: {e}", field="config") from None
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", field="config") from None
     except RecursionError:  # thousands of nested brackets: Python's parser recurses

@@ -537,8 +537,8 @@ def _check_out(out: Path, *, store) -> None:
     from rldata.store.outputs import check_output_path
 
     check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
-    if out.is_file():
-        raise RldataError(f"{out}: --out must be a directory, and a file exists there")
+    if out.exists() and not out.is_dir():  # a file, a device (/dev/full), a pipe: never replaced
+        raise RldataError(f"out {out}: not a directory (a file or device is there)", field="out")
     if out.is_dir() and any(out.iterdir()) and not (out / lineage.MANIFEST_NAME).is_file():
         raise RldataError(
             f"{out}: directory is not empty and holds no earlier export; refusing to write into it"
@@ -640,6 +640,9 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
         }
         lineage.write_manifest(tmp, manifest)
         _swap_into_place(tmp, out)
+    except OSError as e:  # a full disk or quota: one line naming the output, nothing left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RldataError(f"out {out}: cannot write: {e.strerror or e}", field="out") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
