@@ -166,6 +166,11 @@ ALLOWED = {
     ("trainer/pipeline.py", "ValueError"): "an internal invariant: steps are consumed in order",
     ("trainer/policy.py", "ValueError"): "batch-shape invariants: the learner builds the batch",
     ("rldata/interop/formats.py", "TypeError"): "a plugin passing a non-callable: a programming error",
+    ("rldata/predict/__init__.py", "AttributeError"): "the module __getattr__ protocol for a missing name",
+    (
+        "rldata/rollout/render.py",
+        "ValueError",
+    ): "a chat template's raise_exception while probing it: caught a few lines below",
 }
 
 

@@ -25,6 +25,7 @@ from rldata.curriculum import (
     Curriculum,
     CurriculumSampler,
     Phase,
+    empty_selection_reason,
     late_phases,
     selection_buckets,
 )
@@ -152,7 +153,7 @@ def build_sampler(
             params=[tasks_selection],
         ).fetchall()
         if not rows:
-            raise RldataError(_empty_selection(store, tasks_selection), field="selection")
+            raise RldataError(empty_selection_reason(store, tasks_selection), field="selection")
         buckets = {UNIFORM_BUCKET: [t for (t,) in rows if t not in skip]}
     else:
         cur = _uniform_curriculum(cfg.rollout.seed)
@@ -201,32 +202,6 @@ def build_sampler(
         total_steps=cfg.steps,
     )
     return s, tasks
-
-
-def _empty_selection(store: Store, selection: str) -> str:
-    """Why ``selection`` gives a run no task, and what works instead: an unknown selection, one that
-    keeps nothing (stratify cannot bucket it either: filter again), or kept tasks without buckets."""
-    ((total, kept),) = store.sql(
-        "SELECT count(*), count(*) FILTER (decision = 'keep') FROM selections WHERE selection = $1",
-        params=[selection],
-    ).fetchall()
-    if not total:
-        known = [s for (s,) in store.sql("SELECT DISTINCT selection FROM selections ORDER BY 1").fetchall()]
-        return (
-            f"no selection {selection!r}; selections: {', '.join(known[:20]) or '(none: run rldata filter)'}"
-        )
-    if not kept:
-        return (
-            f"selection {selection!r} keeps no tasks ({total} dropped, see rldata stats --selection "
-            f"{selection}), so stratify cannot bucket it either: filter again with a wider band "
-            f"(rldata filter --band 0.05,0.95 --name {selection}) or sample more, or train on every task "
-            "without a curriculum (rldata train, no --curriculum)"
-        )
-    return (
-        f"selection {selection!r} keeps {kept} tasks but none has a bucket: rldata stratify --selection "
-        f"{selection} --quantiles 3 --curriculum buckets.yaml, or train on them uniformly: rldata train "
-        f"--selection {selection}"
-    )
 
 
 def ledger_prior(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rldata.console import log
+from rldata.curriculum import load as load_curriculum
 from rldata.engine.core import ModelIdentity, model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.store.core import Store
@@ -125,6 +126,8 @@ def plan_run(store: Store, cfg: TrainConfig, run: TrainRun) -> tuple[TrainConfig
         )
     eval_ids = eval_task_ids(store, cfg)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
+    if cfg.curriculum:
+        load_curriculum(cfg.curriculum)  # a missing or bad file fails before the model's tokenizer loads
     from rldata.rollout import bind_envs, resolve_chat_template
 
     # chat_template auto becomes on or off for the base model: the rollout's params hash (every

@@ -37,6 +37,7 @@ from rldata.interop.formats import (
 )
 from rldata.schemas import MESSAGES, SELECTIONS, TASKS
 from rldata.store.core import Store
+from rldata.store.outputs import os_reason
 
 if TYPE_CHECKING:
     from rldata.interop.options import ExportConfig  # it imports this module's formats: no cycle at run time
@@ -642,7 +643,7 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
         _swap_into_place(tmp, out)
     except OSError as e:  # a full disk or quota: one line naming the output, nothing left behind
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RldataError(f"out {out}: cannot write: {e.strerror or e}", field="out") from None
+        raise RldataError(f"out {out}: cannot write: {os_reason(e)}", field="out") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -99,7 +99,7 @@ def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path, capsy
     assert "warning" not in capsys.readouterr().err
 
     bad = Curriculum(buckets=cur.buckets, phases=cur.phases, selection="nope")
-    with pytest.raises(RldataError, match="no selection 'nope'; selections: band"):
+    with pytest.raises(RldataError, match="selection 'nope' .*is not in the store .*; its selections: band"):
         build_sampler(store, TrainConfig(curriculum=str(save_curriculum(bad, tmp_path / "bad.yaml"))))
 
 
