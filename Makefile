@@ -8,7 +8,7 @@ setup:
 	bash .ci/setup
 
 test: setup
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(VENV)/bin/python -m pytest -q -m "not slow" $(PYTEST_ARGS)

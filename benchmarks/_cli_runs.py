@@ -1,5 +1,7 @@
 """Shared by the benchmarks that drive the real CLI (train_experiments, bench_async_curves,
-bench_adaptive_train): run `rldata` on a store, query it, and summarise held-out curves over seeds."""
+bench_adaptive_train, bench_live_samplers): run `rldata` on a store, query it, summarise held-out
+curves over seeds, and take the runs' `rldata train` settings from its own options (declared once,
+on the config's fields) instead of declaring them again."""
 
 from __future__ import annotations
 
@@ -8,10 +10,39 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 RLDATA = str(Path(sys.executable).parent / "rldata")
+
+
+def train_settings(defaults: Mapping[str, Any], argv: Sequence[str]):
+    """The benchmark's `rldata train` settings (a TrainCommand): its ``defaults`` (TrainConfig and
+    TrainRun fields by name) with the `rldata train` options in ``argv`` (what argparse left,
+    ``--lr 1e-4 --n 4 --eval-n 8``) winning, parsed by that command's own options."""
+    from rldata.cli._options import parse_config
+    from rldata.trainer.config import TrainCommand
+
+    return parse_config(TrainCommand, list(argv), dict(defaults))
+
+
+def settings_dict(settings) -> dict[str, Any]:
+    """The settings as plain fields by name (what a summary records and a config file holds)."""
+    from rldata.configs.fields import as_flat
+
+    return json.loads(json.dumps(as_flat(settings), default=list))
+
+
+def settings_file(settings, path: Path, **changes: Any) -> Path:
+    """Write the settings (with ``changes``, fields by name) as the YAML `rldata train --config` reads."""
+    import yaml
+
+    from rldata.configs.fields import nest
+    from rldata.trainer.config import TrainCommand
+
+    path.write_text(yaml.safe_dump({**settings_dict(settings), **nest(TrainCommand, changes)}))
+    return path
 
 
 def rldata(store: Path, *argv: str, tail: int = 2) -> str:

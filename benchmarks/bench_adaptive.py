@@ -43,9 +43,8 @@ def _store(root: Path, n: int):
 
 
 def main() -> None:
-    from rldata.adaptive.rules import AdaptiveSpec
-    from rldata.configs.sampling import SamplingSpec
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
+    from rldata.jobs.sample import run_sample
     from rldata.ledger.select import Band, filter_store
 
     ap = argparse.ArgumentParser()
@@ -54,17 +53,17 @@ def main() -> None:
     args = ap.parse_args()
     spec = SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0)
     rules = {
-        "fixed": None,
-        "exact": AdaptiveSpec.parse("exact", band="0.1,0.9", round_size=4),
-        "sequential a=0.05": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05, round_size=4),
-        "sequential a=0.01": AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.01, round_size=4),
+        "fixed": {},
+        "exact": {"adaptive": "exact", "band": "0.1,0.9", "round_size": 4},
+        "sequential a=0.05": {"adaptive": "sequential", "band": "0.1,0.9", "alpha": 0.05, "round_size": 4},
+        "sequential a=0.01": {"adaptive": "sequential", "band": "0.1,0.9", "alpha": 0.01, "round_size": 4},
     }
     out, decisions = {"tasks": args.tasks, "load_before": os.getloadavg(), "rules": {}}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, rule in rules.items():
             store = _store(Path(tmp) / name.replace(" ", "_"), args.tasks)
             t0 = time.monotonic()
-            s = run_sample(store, SampleJob(spec=spec, adaptive=rule))
+            s = run_sample(store, SampleConfig(sampling=spec, **rule))
             wall = time.monotonic() - t0
             _, rows = filter_store(store, name="band", band=Band(0.1, 0.9), dry_run=True)
             decisions[name] = dict(zip(rows["task_id"].to_list(), rows["decision"].to_list()))

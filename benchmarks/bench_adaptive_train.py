@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-from _cli_runs import band_summary, plot_bands, rldata, sql
+from _cli_runs import band_summary, plot_bands, rldata, settings_dict, settings_file, sql, train_settings
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "adaptive_train"
@@ -39,6 +39,18 @@ RULES = {
     "sequential a=0.05": ["--adaptive", "sequential", "--alpha", "0.05", "--band", BAND],
 }
 KEPT = "task_id IN (SELECT task_id FROM selections WHERE selection = 'band' AND decision = 'keep')"
+# the runs' `rldata train` settings (TrainConfig / TrainRun fields); any `rldata train` option on the
+# command line wins over them (--steps 20, --lr 2e-4, --eval-n 4...)
+TRAIN = {
+    "steps": 40,
+    "prompts_per_step": 32,
+    "n": 8,
+    "max_tokens": 8,
+    "lr": 1e-4,
+    "max_resample": 2,
+    "where": KEPT,  # uniform over the kept tasks
+    "eval": {"every": 20, "size": 200, "n": 8, "heldout": True},
+}
 
 
 def store_of(rule: str) -> Path:
@@ -58,7 +70,20 @@ def prepare(args, rule: str) -> dict:
         f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id LIMIT {args.tasks})"
     )
     t0 = time.monotonic()
-    rldata(store, "sample", "--n", "16", "--where", where, "--max-tokens", "8", "--seed", "0", *RULES[rule])
+    max_tokens = str(args.train.train.rollout.max_tokens)
+    rldata(
+        store,
+        "sample",
+        "--n",
+        "16",
+        "--where",
+        where,
+        "--max-tokens",
+        max_tokens,
+        "--seed",
+        "0",
+        *RULES[rule],
+    )
     wall = time.monotonic() - t0
     base = sql(
         store,
@@ -81,17 +106,15 @@ def prepare(args, rule: str) -> dict:
 
 def train(args, rule: str, seed: int) -> dict | None:
     store = store_of(rule)
-    run_id = f"s{seed}-{args.steps}x{args.eval_every}n{args.eval_n}"
+    t = args.train.train
+    run_id = f"s{seed}-{t.steps}x{t.eval.every}n{t.eval_spec().n}"
     cached = store / f"run-{run_id}.json"
     if cached.exists():
         return json.loads(cached.read_text())
     if args.cached_only:
         return None
-    cfg = store / f"train-{run_id}.yaml"
-    cfg.write_text(
-        f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: 8\n"
-        f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: {seed}\n"
-        f"eval: {{size: {args.eval_size}, n: {args.eval_n}}}\n"
+    cfg = settings_file(
+        args.train, store / f"train-{run_id}.yaml", micro_batch=t.micro_batch or t.batch_size, seed=seed
     )
     load0, t0 = os.getloadavg()[0], time.monotonic()
     out = rldata(
@@ -99,13 +122,6 @@ def train(args, rule: str, seed: int) -> dict | None:
         "train",
         "--config",
         str(cfg),
-        "--steps",
-        str(args.steps),
-        "--eval-every",
-        str(args.eval_every),
-        "--eval-heldout",
-        "--where",
-        KEPT,
         "--run-id",
         run_id,
         "--out",
@@ -161,22 +177,19 @@ def summarize(runs: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Any other option is rldata train's (see rldata train --help).",
+    )
     ap.add_argument("--tasks", type=int, default=1500)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--eval-every", type=int, default=20)
-    ap.add_argument("--eval-size", type=int, default=200)
-    ap.add_argument("--eval-n", type=int, default=8)
-    ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--rules", default=",".join(RULES), help="comma-separated, of: " + ", ".join(RULES))
     ap.add_argument(
         "--cached-only", action="store_true", help="report only the runs already done; start none"
     )
     ap.add_argument("--json", default=str(HERE / "bench_adaptive_train.json"))
-    args = ap.parse_args()
+    args, rest = ap.parse_known_args()
+    args.train = train_settings(TRAIN, rest)  # the runs' settings, by rldata train's own options
     rules = [r.strip() for r in args.rules.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     WORK.mkdir(parents=True, exist_ok=True)
@@ -194,7 +207,8 @@ def main() -> None:
             print(rule, seed, row["curve"], flush=True)
     summary = summarize(runs)
     out = {
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "train"},
+        "train": settings_dict(args.train),
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "wall_s_this_invocation": round(time.monotonic() - t0, 1),
@@ -214,7 +228,7 @@ def main() -> None:
         "runs": runs,
     }
     Path(args.json).write_text(json.dumps(out, indent=1, default=str))
-    plot_bands(summary, Path(args.json).with_suffix(".png"), eval_n=args.eval_n)
+    plot_bands(summary, Path(args.json).with_suffix(".png"), eval_n=args.train.train.eval_spec().n)
     print(json.dumps({k: out[k] for k in ("sampling", "selections", "summary")}, indent=1))
 
 

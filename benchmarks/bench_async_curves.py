@@ -26,13 +26,25 @@ import os
 import time
 from pathlib import Path
 
-from _cli_runs import band_summary, plot_bands, rldata
+from _cli_runs import band_summary, plot_bands, rldata, settings_dict, settings_file, train_settings
 from _cli_runs import sql as _sql
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "async_curves"  # + "-<tag>" with --tag
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
 
+# the runs' shared `rldata train` settings (TrainConfig / TrainRun fields); any `rldata train` option on
+# the command line wins over them (--steps 20, --lr 2e-4, --eval-n 4...)
+TRAIN = {
+    "steps": 40,
+    "prompts_per_step": 32,
+    "n": 8,
+    "max_tokens": 8,
+    "lr": 1e-4,
+    "dynamic_sampling": False,  # every step trains on exactly prompts x G rollouts
+    "where": TRAIN_SPLIT,
+    "eval": {"every": 20, "size": 200, "n": 8, "heldout": True},
+}
 # name -> the TrainConfig fields that differ; everything else is shared by all runs.
 CONFIGS = {
     "sync": {"mode": "sync"},
@@ -78,40 +90,12 @@ def step_means(run_id: str) -> dict[str, float]:
 
 def train(args, name: str, seed: int) -> dict:
     run_id = slug(name, seed)
-    fields = {
-        "prompts_per_step": args.prompts,
-        "group_size": args.group,
-        "max_tokens": args.max_tokens,
-        "lr": args.lr,
-        "micro_batch": args.prompts * args.group,
-        "dynamic_sampling": False,  # every step trains on exactly prompts x G rollouts
-        "eval": {"size": args.eval_size, "n": args.eval_n},
-        **CONFIGS[name],
-    }
-    cfg = WORK / f"{run_id}.yaml"
-    cfg.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in fields.items()))
+    t = args.train.train
+    fields = {"micro_batch": t.micro_batch or t.batch_size, **CONFIGS[name]}
+    cfg = settings_file(args.train, WORK / f"{run_id}.yaml", **fields)
     before = load()
     t0 = time.monotonic()
-    sh(
-        "train",
-        "--config",
-        str(cfg),
-        "--steps",
-        str(args.steps),
-        "--seed",
-        str(seed),
-        "--where",
-        TRAIN_SPLIT,
-        "--eval-every",
-        str(args.eval_every),
-        "--eval-heldout",
-        "--run-id",
-        run_id,
-        "--out",
-        str(WORK / "runs"),
-        "--format",
-        "json",
-    )
+    sh("train", "--config", str(cfg), "--seed", str(seed), "--run-id", run_id, "--out", str(WORK / "runs"))
     wall = round(time.monotonic() - t0, 1)
     means = step_means(run_id)
     return {
@@ -120,7 +104,7 @@ def train(args, name: str, seed: int) -> dict:
         "run_id": run_id,
         "fields": fields,
         "curve": curve_of(run_id),
-        "rollouts": round(means.get("samples", 0) * args.steps),
+        "rollouts": round(means.get("samples", 0) * t.steps),
         "per_step_mean": means,
         "wall_s": wall,
         "load_before": before,
@@ -141,8 +125,8 @@ def write_report(args, extra: dict | None = None) -> dict:
         runs += json.loads(f.read_text())
     runs.sort(key=lambda r: (r["seed"], list(CONFIGS).index(r["config"])))
     summary = {
-        "args": {k: v for k, v in vars(args).items() if k not in ("only", "tag", "report", "seeds")},
-        "rollouts_per_run": args.steps * args.prompts * args.group,
+        "train": settings_dict(args.train),
+        "rollouts_per_run": args.train.train.steps * args.train.train.batch_size,
         "machine": {"cpus": os.cpu_count()},
         "mean_over_seeds": summarise(runs),
         "runs": runs,
@@ -152,7 +136,7 @@ def write_report(args, extra: dict | None = None) -> dict:
     plot_bands(
         summary["mean_over_seeds"],
         HERE / "bench_async_curves.png",
-        eval_n=args.eval_n,
+        eval_n=args.train.train.eval_spec().n,
         style=lambda name: "--" if "no behaviour" in name else "-",
     )
     return summary
@@ -188,20 +172,16 @@ def markdown(summary: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--eval-every", type=int, default=20)
-    ap.add_argument("--eval-size", type=int, default=200)
-    ap.add_argument("--eval-n", type=int, default=8)
-    ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=1e-4)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Any other option is rldata train's (see rldata train --help).",
+    )
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--only", action="append", choices=list(CONFIGS), help="run only these configs")
     ap.add_argument("--tag", help="own work dir and store: benchmarks/_work/async_curves-TAG")
     ap.add_argument("--report", action="store_true", help="only merge the recorded runs into JSON + PNG")
-    args = ap.parse_args()
+    args, rest = ap.parse_known_args()
+    args.train = train_settings(TRAIN, rest)  # the runs' settings, by rldata train's own options
     if args.report:
         print(markdown(write_report(args)))
         return

@@ -18,8 +18,9 @@ Standard tool calls (issue 27 §2): ``--env calculator-tools --model DIR`` runs 
 the ``calculate`` tool in the chat template's ``tools`` and the model's own call format, for a chat
 model whose template lays tools out (the Qwen2 fixture: ``python -m rldata.models.fixture --out DIR``;
 it has random weights, so it needs pretraining on tool calls before the gain means anything), or the
-bundled chat model ``sample_data/models/tiny-arith-chat`` (its recipe trains the bare prompt, which
-is what the no-tool runs send, as tiny-arith's does).  The result keys stay ``calculator``;
+bundled chat model ``sample_data/models/tiny-arith-chat``.  The no-tool runs send plain tasks as
+``rldata sample`` does: through a chat model's template (``chat_template`` auto), the bare prompt for
+tiny-arith; the chat model's numbers in RESULTS.md were measured before that, on the bare prompt.  The result keys stay ``calculator``;
 ``args.env`` says which protocol ran.
 (prints one JSON object; RESULTS.md reports it with the machine's load).
 """
@@ -63,13 +64,13 @@ def _store(root: Path, levels: tuple[int, ...], heldout: int):
 
 
 def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.engine.core import model_identity
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
 
     spec = SamplingSpec(n=n, temperature=1.0, max_tokens=32, seed=seed)
     t0 = time.monotonic()
-    s = run_sample(store, SampleJob(spec=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
+    s = run_sample(store, SampleConfig(sampling=spec, model=model, where="t.task_id LIKE 'h%'", env=env))
     wall = time.monotonic() - t0
     name = model_identity(model).name
     key = (
@@ -82,7 +83,7 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
     acc = store.sql(
         "SELECT avg(pass_rate) FROM passrates p WHERE model = $1 AND params_hash = $2 AND env_version = $3 "
         "AND task_id LIKE 'h%'",
-        params=[name, spec.params_hash, key],
+        params=[name, s.params_hash, key],  # the job's: its chat_template resolved for the model
     ).fetchall()[0][0]
     return {
         "accuracy": round(float(acc), 4),
@@ -98,8 +99,8 @@ def _eval(store, model: str, *, env: str | None, n: int, seed: int) -> dict:
 def _train(
     store, out: Path, run_id: str, *, env: str | None, steps: int, seed: int, args, model: str
 ) -> dict:
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
 
     cfg = TrainConfig(
         model=model,
@@ -108,7 +109,7 @@ def _train(
         steps=steps,
         seed=seed,
         prompts_per_step=args.prompts,
-        group_size=args.group,
+        n=args.group,
         max_tokens=32,
         lr=args.lr,
         micro_batch=args.prompts * args.group,
@@ -116,7 +117,7 @@ def _train(
         env=env,
     )
     t0 = time.monotonic()
-    s = train(store, cfg, DriverOptions(tasks_where="task_id LIKE 't%'"))
+    s = train(store, TrainCommand(train=cfg, run=TrainRun(where="task_id LIKE 't%'")))
     calls = store.sql(
         "SELECT step, value FROM metrics WHERE run_id = $1 AND name = 'episode/tool_call_frac' ORDER BY step",
         params=[run_id],

@@ -114,7 +114,7 @@ def _cfg(world, **kw):
     from rldata.trainer.config import TrainConfig
 
     kw = {"micro_batch": 4, **kw}
-    return TrainConfig(prompts_per_step=4, group_size=4, num_learners=world, lr=1e-5, **kw)
+    return TrainConfig(prompts_per_step=4, n=4, num_learners=world, lr=1e-5, **kw)
 
 
 def gather_rank(rank, world, model, how):

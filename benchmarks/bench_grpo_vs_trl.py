@@ -107,8 +107,8 @@ def run_rldata(
     the write-back runs in its own thread and is not in it), the same measure on every version of
     the trainer.  ``lengths``: also the completion lengths of the timed steps' rollouts."""
     from rldata import open_store
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
 
     tmp = Path(tempfile.mkdtemp(dir=WORK))
     store = open_store(tmp / "store")
@@ -131,7 +131,7 @@ def run_rldata(
         output_dir=str(tmp / "runs"),
         steps=steps + warmup,
         prompts_per_step=PROMPTS,
-        group_size=G,
+        n=G,
         max_tokens=SIZES[size],
         dynamic_sampling=False,
         micro_batch=PROMPTS * G,
@@ -141,9 +141,10 @@ def run_rldata(
         engines=int(os.environ.get("BENCH_ENGINES", "1")),
         mode="sync" if mode == "sync" else "async",
         max_staleness=int(mode[5:] or 1) if mode != "sync" else 1,
+        max_model_len=64 if size == "tiny" else 128,
     )
     t0 = time.monotonic()
-    train(store, cfg, DriverOptions(max_model_len=64 if size == "tiny" else 128))
+    train(store, TrainCommand(train=cfg, run=TrainRun()))
     total = time.monotonic() - t0
     m = store.sql("SELECT step, name, value FROM metrics WHERE run_id = 'bench'").pl()
     timed = m.filter(m["step"] > warmup)

@@ -95,7 +95,7 @@ def main() -> None:
 
     import polars as pl
 
-    from rldata.interop import ExportSpec, ImportSpec, export_selection, import_rollouts
+    from rldata.interop import ExportConfig, ImportConfig, export_selection, import_rollouts
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -109,8 +109,12 @@ def main() -> None:
             ).write_parquet(str(root / "baseline.parquet"))
 
         base_exp = _timed(baseline_export)
-        verl = _timed(lambda: export_selection(store, spec=ExportSpec("band", "verl"), out=root / "verl"))
-        hf = _timed(lambda: export_selection(store, spec=ExportSpec("band", "hf"), out=root / "hf"))
+        verl = _timed(
+            lambda: export_selection(store, ExportConfig(selection="band", format="verl", out=root / "verl"))
+        )
+        hf = _timed(
+            lambda: export_selection(store, ExportConfig(selection="band", format="hf", out=root / "hf"))
+        )
 
         def baseline_import():
             df = pl.concat([pl.read_ndjson(f) for f in sorted(dump.glob("*.jsonl"))])
@@ -131,7 +135,7 @@ def main() -> None:
             )
 
         base_imp = _timed(baseline_import)
-        imp = _timed(lambda: import_rollouts(store, path=dump, spec=ImportSpec("verl")))
+        imp = _timed(lambda: import_rollouts(store, ImportConfig(format="verl", path=dump)))
 
     kept = a.tasks // 2
     print(

@@ -1,17 +1,18 @@
 """Issue 28 §4: live samplers against uniform, dynamic sampling and the static curriculum, through the
 real CLI, on the bundled tiny model and arith tasks (CPU).
 
-    python benchmarks/bench_live_samplers.py [--seeds 3] [--steps 12] [--eval-every 6] [--base-tasks 400]
+    python benchmarks/bench_live_samplers.py [--seeds 3] [--base-tasks 400] [rldata train options: --steps 12 --eval-every 6 --lr 1e-4 ...]
 
 1. ingest the bundled arith tasks and their held-out split; base pass rates at N=16 on
    ``--base-tasks`` training tasks: the pool.  Every config but the curriculum draws from the whole
    pool (all-wrong and all-right tasks included: what a live sampler has to steer away from; the
    live samplers' prior is these ledger rows); the curriculum draws from its band-filtered buckets of
    the same tasks (``rldata filter --band 0.1,0.9`` then ``rldata stratify``), the offline answer;
-2. per seed, seven runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
+2. per seed, nine runs with the same steps, batch and eval schedule: ``uniform`` (no dynamic
    sampling), ``uniform+ds`` (today's default), ``curriculum`` (static buckets), ``live:band``
-   (prime-rl pools), ``live:learnability``, ``live:skip``, and ``curriculum+live:band`` (the
-   curriculum's phases, live:band choosing within each); one local Ray serves all runs;
+   (prime-rl pools), ``live:learnability``, ``live:skip``, ``curriculum+live:band`` (the
+   curriculum's phases, live:band choosing within each), and ``gaussian`` / ``curriculum+gaussian``
+   (issue 43 §4, alone and within the buckets); ``--configs`` picks some; one local Ray serves all runs;
 3. per run, from the metrics table: rollouts generated (``samples`` summed, resampling rounds
    included) up to each evaluation, held-out accuracy at N=16, the zero-variance group share; then
    per config over seeds: the rollouts to reach ``uniform+ds``'s final accuracy (same seed), the
@@ -35,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from _cli_runs import rldata
+from _cli_runs import rldata, settings_dict, settings_file, train_settings
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "live_bench"
@@ -50,8 +51,24 @@ CONFIGS = {
     # live:band choosing among each curriculum phase's band-filtered tasks (issue 28 §2: "with the
     # bucket curriculum")
     "curriculum+live:band": ["--sampler", "live:band"],
+    # issue 43 §4: the Nemotron-style curriculum (a Gaussian over pass rate, its mean from easy to hard
+    # over the run, per domain), its default settings; alone on the pool and within the band buckets
+    "gaussian": ["--sampler", "gaussian"],
+    "curriculum+gaussian": ["--sampler", "gaussian"],
 }
 BASELINE = "uniform+ds"
+# this benchmark's `rldata train` settings (TrainConfig / TrainRun fields); any `rldata train` option
+# on the command line wins over them (--lr 1e-4, --n 4, --eval-every 10...)
+TRAIN = {
+    "steps": 40,
+    "prompts_per_step": 16,
+    "n": 8,
+    "max_tokens": 8,
+    "lr": 5e-4,
+    "max_resample": 2,
+    "decay": 0.9,
+    "eval": {"every": 5, "size": 150, "n": 16, "heldout": True},
+}
 
 
 def sh(*argv: str) -> str:
@@ -101,7 +118,7 @@ def prepare(args) -> None:
         "--buckets",
         "easy:0.5-0.9,hard:0.1-0.5",
         "--phase-steps",
-        str(max(1, args.steps // 4)),
+        str(max(1, args.train.train.steps // 4)),
         "--curriculum",
         str(WORK / "buckets.yaml"),
     )
@@ -111,7 +128,8 @@ def prepare_base(args) -> None:
     sh("ingest", "--sample", "arith")
     sh("ingest", "--sample", "arith-heldout")
     where = f"t.task_id IN (SELECT task_id FROM tasks WHERE {TRAIN_SPLIT} ORDER BY task_id LIMIT {args.base_tasks})"
-    sh("sample", "--n", "16", "--where", where, "--max-tokens", str(args.max_tokens), "--seed", "0")
+    max_tokens = str(args.train.train.rollout.max_tokens)
+    sh("sample", "--n", "16", "--where", where, "--max-tokens", max_tokens, "--seed", "0")
 
 
 # The pool every config but the curriculum draws from: the base-sampled tasks, unfiltered (their whole
@@ -130,8 +148,8 @@ def reused(args, name: str, seed: int) -> dict | None:
     if not args.reuse or name not in REUSABLE:
         return None
     old = json.loads(Path(args.reuse).read_text())
-    keys = ("steps", "eval_every", "eval_size", "prompts", "group", "max_tokens", "lr", "base_tasks")
-    if any(old["args"][k] != getattr(args, k) for k in keys):
+    same = old.get("train") == settings_dict(args.train) and old["args"]["base_tasks"] == args.base_tasks
+    if not same:  # a summary of an earlier release records no train settings: not reused
         raise SystemExit(f"--reuse {args.reuse}: made with other settings")
     for p in old["configs"].get(name, {}).get("per_seed", []):
         if p["seed"] == seed:
@@ -152,12 +170,12 @@ def run(args, name: str, seed: int) -> dict:
     if not done:
         if args.no_run:
             return None
-        cfg = WORK / f"train-{run_id}.yaml"
-        cfg.write_text(
-            f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
-            f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\n"
-            f"eval: {{size: {args.eval_size}, n: 16}}\nlive: {{decay: {args.decay}}}\n"
-            f"dynamic_sampling: {'false' if name == 'uniform' else 'true'}\n"
+        t = args.train.train
+        cfg = settings_file(
+            args.train,
+            WORK / f"train-{run_id}.yaml",
+            micro_batch=t.micro_batch or t.batch_size,  # one micro-batch per step unless given
+            dynamic_sampling=name != "uniform",
         )
         tasks = (
             ["--curriculum", str(WORK / "buckets.yaml")]
@@ -174,11 +192,6 @@ def run(args, name: str, seed: int) -> dict:
             *tasks,
             "--seed",
             str(seed),
-            "--steps",
-            str(args.steps),
-            "--eval-every",
-            str(args.eval_every),
-            "--eval-heldout",
             "--run-id",
             run_id,
             "--out",
@@ -227,24 +240,20 @@ def interval(xs: list[float]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Any other option is rldata train's (see rldata train --help).",
+    )
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--eval-every", type=int, default=5)
-    ap.add_argument("--eval-size", type=int, default=150)
     ap.add_argument("--base-tasks", type=int, default=600)
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--decay", type=float, default=0.9)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--tag", default="", help="suffix of the run ids (a second setting in the same store)")
     ap.add_argument("--no-run", action="store_true", help="summarise the finished runs only")
     ap.add_argument(
         "--reuse", help="a summary JSON with the same settings: its uniform, uniform+ds and curriculum runs"
     )
-    args = ap.parse_args()
+    args, rest = ap.parse_known_args()
+    args.train = train_settings(TRAIN, rest)  # the runs' settings, by rldata train's own options
     WORK.mkdir(parents=True, exist_ok=True)
     prepare(args)
     names = args.configs.split(",")
@@ -257,7 +266,12 @@ def main() -> None:
         if ray is not None:
             ray.terminate()
             ray.wait(60)
-    out = {"args": vars(args), "seeds": seeds, "configs": {}}
+    out = {
+        "args": {k: v for k, v in vars(args).items() if k != "train"},
+        "train": settings_dict(args.train),
+        "seeds": seeds,
+        "configs": {},
+    }
     base = sql("SELECT model FROM passrates GROUP BY model ORDER BY count(*) DESC LIMIT 1")
     spread = sql(
         "SELECT stddev_pop(pass_rate) AS sd, avg(pass_rate) AS mean, count(*) AS tasks, "

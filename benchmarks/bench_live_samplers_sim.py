@@ -43,6 +43,9 @@ CONFIGS = {
     # the live samplers choosing among the curriculum phase's band-filtered tasks
     "curriculum+live:band": "live:band",
     "curriculum+live:learnability": "live:learnability",
+    # issue 43 §4: the Nemotron-style Gaussian over pass rate (default settings), alone and in the buckets
+    "gaussian": "gaussian",
+    "curriculum+gaussian": "gaussian",
 }
 LIVE = {"live:band[0.1,0.9]": {"pools": "0.1:0.05,0.9:1.0,1.0:0.05"}}
 BASELINE = "uniform+ds"
@@ -68,7 +71,7 @@ def simulate(store, args, name: str, seed: int, truth: dict[str, float], base: s
         seed=seed,
         steps=args.steps,
         prompts_per_step=args.prompts,
-        group_size=args.group,
+        n=args.group,
         max_resample=args.max_resample,
         dynamic_sampling=ds,
         curriculum=str(WORK / "buckets.yaml") if name.startswith("curriculum") else None,

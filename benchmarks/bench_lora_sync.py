@@ -95,7 +95,7 @@ def main() -> None:
 
         vocab = AutoConfig.from_pretrained(model).vocab_size
         cfg = TrainConfig(
-            prompts_per_step=4, group_size=4, micro_batch=16, lr=1e-2, lora={"r": args.r, "alpha": 2 * args.r}
+            prompts_per_step=4, n=4, micro_batch=16, lr=1e-2, lora={"r": args.r, "alpha": 2 * args.r}
         )
         lrn = Learner(model, cfg)
         lrn.step(_batch(vocab))

@@ -219,8 +219,9 @@ def rldata_job(length: str, n_tasks: int, engines: int | None = None) -> dict:
     import ray
 
     from rldata import open_store
+    from rldata.configs.sampling import SampleConfig
     from rldata.engine.actors import ensure_ray
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
 
     tasks, spec, model = _tasks(n_tasks), _spec(length), _model(length)
     t_setup = time.perf_counter()  # the store and its tasks are the job's input, not its work
@@ -232,7 +233,7 @@ def rldata_job(length: str, n_tasks: int, engines: int | None = None) -> dict:
     ensure_ray(None)
     t0 = time.perf_counter()
     with CpuMeter() as cpu:
-        s = run_sample(store, SampleJob(spec=spec, model=model, batch_tasks=BATCH, engines=engines))
+        s = run_sample(store, SampleConfig(sampling=spec, model=model, batch_tasks=BATCH, engines=engines))
     t1 = time.perf_counter()
     tokens = store.sql("SELECT sum(completion_tokens) FROM trajectories").fetchall()[0][0]
     ray.shutdown()

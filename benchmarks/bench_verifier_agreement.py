@@ -2,14 +2,15 @@
 
 Math: rldata's math verifier (extraction + math-verify, through ``verify_many``) and bare
 math-verify (``verify(parse(gold), parse(completion))``) on the labelled adversarial corpus
-tests/data/math_adversarial.jsonl, overall and per class.
+tests/data/math_adversarial.jsonl, overall and per class, and on every labelled set (the corpus
+and the held-out sets math_adversarial_heldout*.jsonl; per class for held-out set 3).
 
 Code: false rejections of reference solutions by the code verifier (rule layer alone, and all
 three layers in the real sandbox), on the bundled code tasks and the converted HumanEval set
 (tests/data/humaneval_code_tasks.jsonl); and how many wrong bodies (``return None``, a lookup
 table of the public cases) get through.
 
-    python benchmarks/bench_verifier_agreement.py [--no-sandbox] [--json out.json]
+    python benchmarks/bench_verifier_agreement.py [--no-sandbox | --math-only] [--json out.json]
 """
 
 from __future__ import annotations
@@ -24,14 +25,20 @@ from rldata.verify.agreement import agreement, bare_math_verify, load_labelled, 
 
 ROOT = Path(__file__).parents[1]
 CORPUS = ROOT / "tests" / "data" / "math_adversarial.jsonl"
+MATH_SETS = {
+    "corpus": CORPUS,
+    "heldout": ROOT / "tests" / "data" / "math_adversarial_heldout.jsonl",
+    "heldout2": ROOT / "tests" / "data" / "math_adversarial_heldout2.jsonl",
+    "heldout3": ROOT / "tests" / "data" / "math_adversarial_heldout3.jsonl",
+}
 CODE_SETS = {
     "sample_data": ROOT / "sample_data" / "code_tasks.jsonl",
     "humaneval": ROOT / "tests" / "data" / "humaneval_code_tasks.jsonl",
 }
 
 
-def math_table() -> dict:
-    rows = load_labelled(CORPUS)
+def math_table(path: Path = CORPUS) -> dict:
+    rows = load_labelled(path)
     labels = [r["label"] for r in rows]
     ours = rldata_math(rows)
     bare = [bare_math_verify(r["gold"], r["completion"]) for r in rows]
@@ -98,20 +105,41 @@ def code_table(sandbox: bool) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--no-sandbox", action="store_true", help="code: rule layer only")
-    ap.add_argument("--json", help="also write the numbers here")
-    a = ap.parse_args(argv)
-    m = math_table()
-    print("| class | n | rldata agree | rldata FP | rldata FN | bare agree | bare FP | bare FN |")
+def _print_table(first: str, table: dict) -> None:
+    print(f"| {first} | n | rldata agree | rldata FP | rldata FN | bare agree | bare FP | bare FN |")
     print("|---|---|---|---|---|---|---|---|")
-    for cls, d in m.items():
+    for cls, d in table.items():
         o, b = d["rldata"], d["bare"]
         print(
             f"| {cls} | {o.n} | {o.agree} ({o.rate:.1%}) | {o.false_pos} | {o.false_neg} "
             f"| {b.agree} ({b.rate:.1%}) | {b.false_pos} | {b.false_neg} |"
         )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--no-sandbox", action="store_true", help="code: rule layer only")
+    ap.add_argument("--math-only", action="store_true", help="the math tables only")
+    ap.add_argument("--json", help="also write the numbers here")
+    a = ap.parse_args(argv)
+    tables = {name: math_table(path) for name, path in MATH_SETS.items()}
+    m = tables["corpus"]
+    _print_table("class", m)
+    print()
+    _print_table("set", {name: t["all"] for name, t in tables.items()})
+    print()
+    _print_table("heldout3 class", tables["heldout3"])
+    if a.math_only:
+        if a.json:
+            Path(a.json).write_text(
+                json.dumps(
+                    {
+                        n: {k: {s: vars(x) for s, x in d.items()} for k, d in t.items()}
+                        for n, t in tables.items()
+                    }
+                )
+            )
+        return 0
     c = code_table(not a.no_sandbox)
     print()
     print(

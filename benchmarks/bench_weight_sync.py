@@ -42,7 +42,7 @@ def main() -> None:
 
     ensure_ray(None, num_cpus=3)
     model = args.model or str(default_model_path())
-    cfg = TrainConfig(model=model, prompts_per_step=4, group_size=16, micro_batch=64)
+    cfg = TrainConfig(model=model, prompts_per_step=4, n=16, micro_batch=64)
     learners = LearnerGroup(model, cfg)
     engine = start_engines(1, model, engine_kwargs={"max_model_len": 64, "kv_cache_gib": 1.0})[0]
     rank0 = learners.actors[0]

@@ -100,7 +100,7 @@ def fsdp_rank(work: Path, dry: bool) -> None:
     try:
         cfg = TrainConfig(
             prompts_per_step=4,
-            group_size=4,
+            n=4,
             micro_batch=4,
             num_learners=world,
             strategy="fsdp",
@@ -137,7 +137,7 @@ def sync(work: Path, dry: bool) -> None:
     from rldata.trainer.learner import Learner
 
     device = _device(dry)
-    lrn = Learner(work / "model", TrainConfig(prompts_per_step=4, group_size=4, lr=1e-3), device=device)
+    lrn = Learner(work / "model", TrainConfig(prompts_per_step=4, n=4, lr=1e-3), device=device)
     lrn.step(_batch(work / "model"))
     flat = lrn.flat_weights()
     if dry:

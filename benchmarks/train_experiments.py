@@ -22,12 +22,24 @@ import json
 import time
 from pathlib import Path
 
-from _cli_runs import rldata
+from _cli_runs import rldata, settings_dict, settings_file, train_settings
 from _cli_runs import sql as _sql
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "train_exp"  # + "-<tag>" with --tag
 TRAIN_SPLIT = "json_extract_string(metadata, '$.split') = 'train'"
+# the runs' `rldata train` settings (TrainConfig / TrainRun fields); any `rldata train` option on the
+# command line wins over them (--steps 20, --lr 1e-4, --model DIR...)
+TRAIN = {
+    "steps": 40,
+    "prompts_per_step": 16,
+    "n": 8,
+    "max_tokens": 8,
+    "lr": 5e-4,
+    "max_resample": 2,
+    "seed": 0,
+    "eval": {"every": 10, "size": 150, "n": 16, "heldout": True},
+}
 
 
 def sh(*argv: str) -> str:
@@ -53,10 +65,10 @@ def prepare(args) -> dict:
         "--where",
         where,
         "--max-tokens",
-        str(args.max_tokens),
+        str(args.train.train.rollout.max_tokens),
         "--seed",
         "0",
-        *args.model_opt,
+        *model_opt(args),
     )
     base = sql(
         "SELECT model, count(*) AS tasks, avg(pass_rate) AS mean FROM passrates GROUP BY model "
@@ -70,7 +82,7 @@ def prepare(args) -> dict:
         "--buckets",
         "easy:0.5-0.9,hard:0.1-0.5",
         "--phase-steps",
-        str(args.steps // 4),
+        str(args.train.train.steps // 4),
         "--curriculum",
         str(WORK / "buckets.yaml"),
     )
@@ -86,30 +98,26 @@ def prepare(args) -> dict:
     }
 
 
+def model_opt(args) -> list[str]:
+    """The base sampling's model: the runs' own (--model, an rldata train option)."""
+    model = args.train.train.engine.model
+    return ["--model", model] if model else []
+
+
 def train(args, run_id: str, *extra: str) -> dict:
-    cfg = WORK / "train.yaml"
-    cfg.write_text(
-        f"prompts_per_step: {args.prompts}\ngroup_size: {args.group}\nmax_tokens: {args.max_tokens}\n"
-        f"lr: {args.lr}\nmicro_batch: {args.prompts * args.group}\nmax_resample: 2\nseed: 0\n"
-        f"eval: {{size: {args.eval_size}, n: 16}}\n"
-    )
+    t = args.train.train
+    cfg = settings_file(args.train, WORK / "train.yaml", micro_batch=t.micro_batch or t.batch_size)
     t0 = time.monotonic()
     out = sh(
         "train",
         "--config",
         str(cfg),
-        "--steps",
-        str(args.steps),
-        "--eval-every",
-        str(args.eval_every),
-        "--eval-heldout",
         "--run-id",
         run_id,
         "--out",
         str(WORK / "runs"),
         "--format",
         "json",
-        *args.model_opt,
         *extra,
     )
     row = json.loads(out)[0]
@@ -162,22 +170,17 @@ def report(suffix: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--eval-every", type=int, default=10)
-    ap.add_argument("--eval-size", type=int, default=150)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Any other option is rldata train's (see rldata train --help).",
+    )
     ap.add_argument("--base-tasks", type=int, default=1000)
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--model", help="model dir (default: the bundled tiny-arith model)")
     ap.add_argument("--tag", help="work dir suffix and result file suffix")
     ap.add_argument(
         "--report-only", action="store_true", help="only re-read the curves of every run in the store"
     )
-    args = ap.parse_args()
-    args.model_opt = ["--model", args.model] if args.model else []
+    args, rest = ap.parse_known_args()
+    args.train = train_settings(TRAIN, rest)  # the runs' settings, by rldata train's own options
     global WORK
     if args.tag:
         WORK = WORK.with_name(f"train_exp-{args.tag}")
@@ -198,13 +201,13 @@ def main() -> None:
     best = max(v for r in runs.values() for _, v in r["curve"])
     targets = sorted({round(before + f * (best - before), 4) for f in (0.25, 0.5, 0.75)})
     summary = {
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "train"},
+        "train": settings_dict(args.train),
         **prep,
         "runs": runs,
         "targets": {str(t): {name: steps_to(r["curve"], t) for name, r in runs.items()} for t in targets},
         "total_wall_s": round(time.monotonic() - t0, 1),
     }
-    summary["args"].pop("model_opt", None)
     (HERE / f"train_experiments{suffix}.json").write_text(json.dumps(summary, indent=2, default=str))
     plot(runs, HERE / f"train_experiments{suffix}.png")
     print(json.dumps(summary, indent=2, default=str))

@@ -8,12 +8,11 @@ the ``verifications`` rows it appends.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import polars as pl
 
-from rldata.configs.fields import at_least, nested, one_of, param, validate
-from rldata.configs.sampling import MAX_TOKENS, VllmConfig
+from rldata.configs.fields import at_least, config, nested, one_of, param, validate
+from rldata.configs.sampling import EngineConfig, SamplingSpec
 from rldata.errors import RldataError
 from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge, judge_rows
 
@@ -22,28 +21,24 @@ __all__ = ["JUDGE_MODES", "JudgeConfig", "judge_store"]
 JUDGE_MODES = ("pointwise", "pairwise")
 
 
-@dataclass(frozen=True)
+@config
 class JudgeConfig:
     """Which trajectories `rldata judge run` judges, how, and on which engine."""
 
     mode: str = param(
         "pointwise", check=one_of(*JUDGE_MODES), help="pointwise (VERDICT: 1/0) or pairwise (VERDICT: A/B)."
     )
-    model: str | None = param(
-        None,
-        help="Judge model directory, or a hub id found in the local Hugging Face cache (default: the "
-        "bundled model).",
+    # the judge's engine (its model, context, dtype...): one, in this process
+    engine: EngineConfig = nested(
+        EngineConfig, defaults={"max_model_len": 4096}, only=("model", "max_model_len", "vllm")
+    )
+    # one greedy verdict per prompt: the judge's output budget is its setting
+    sampling: SamplingSpec = nested(
+        SamplingSpec, defaults={"n": 1, "temperature": 0.0, "max_tokens": 256}, only=("max_tokens",)
     )
     run_id: str | None = param(None, help="Only trajectories of this run.")
     limit: int | None = param(None, check=at_least(1), help="Judge at most this many trajectories (pairs).")
-    max_tokens: int = param(
-        256,
-        check=lambda v: None if 1 <= v <= MAX_TOKENS else f"must be in [1, {MAX_TOKENS}], got {v}",
-        help="Judge output budget.",
-    )
-    max_model_len: int = param(4096, check=at_least(2), help="Engine context length.")
     swap: bool = param(True, help="Pairwise: judge each pair in both orders (--no-swap: one order only).")
-    vllm: VllmConfig = nested(VllmConfig)
 
     def __post_init__(self):
         validate(self)

@@ -25,14 +25,15 @@ missing indices (``first``: the first one not stored, drawn as samples first..N-
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 
 import polars as pl
 import pyarrow as pa
 
-from rldata.adaptive.rules import Decision, band_text, ledger_columns
-from rldata.configs.sampling import SamplingSpec, VllmConfig
-from rldata.console import log
+from rldata.adaptive.prior import PredictedPlan
+from rldata.adaptive.rules import AdaptiveSpec, Decision, band_text, ledger_columns
+from rldata.configs.sampling import SampleConfig
+from rldata.console import log, progress, stage
 from rldata.engine.core import model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.jobs.sample_commit import Ctx
@@ -48,62 +49,65 @@ from rldata.jobs.sample_stored import (
 )
 from rldata.ledger.core import recompute_passrates, verifier_key
 from rldata.results import SampleResult, accumulator
-from rldata.rewards.compose import RewardSpec, metrics_rows
+from rldata.rewards.compose import RewardSpec, load_reward_spec, metrics_rows
+from rldata.rollout import bind_envs
 from rldata.runs.core import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
+from rldata.verify import for_domain, get_verifier
+from rldata.verify.run import resolve_verifier
 
-__all__ = ["SampleJob", "SampleSummary", "override_verifier", "run_sample", "select_tasks", "traj_id"]
+__all__ = [
+    "Plan",
+    "SampleSummary",
+    "load_reward",
+    "override_verifier",
+    "plan_sample",
+    "predicted_plan",
+    "run_sample",
+    "select_tasks",
+    "traj_id",
+]
 
 
 @dataclass(frozen=True)
-class SampleJob:
-    spec: SamplingSpec = field(default_factory=SamplingSpec)  # N, temperature, top-p, max tokens, seed
-    model: str | None = None  # HF model dir; None = the bundled tiny-arith model
-    where: str | None = None  # SQL predicate over `tasks`
-    selection: str | None = None  # a named selection (its `keep` rows)
-    engines: int | None = None  # engine actors; None = jobs.actors.default_engines
-    address: str | None = None  # Ray cluster address; None = $RAY_ADDRESS or a local Ray
-    batch_tasks: int = 128  # tasks per engine call and per commit
-    verify_timeout_s: float = 10.0  # per verification; a timeout records an error result
-    # a verifier for every task instead of each domain's (registry name or module:Class); its name
-    # and version key the verdicts and the ledger rows, as rldata verify's override does
-    verifier: str | None = None
-    max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
-    env: str | None = (
-        None  # run every task in this environment (NAME or NAME@VERSION); None = each task's own
-    )
-    adaptive: object = (
-        None  # rldata.adaptive.AdaptiveSpec: sample in rounds, stop a task once its band decision is settled
-    )
-    vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
-    reward: RewardSpec = field(default_factory=RewardSpec)  # reward composition; default = verifier score
-    ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often (a merge costs)
+class Plan:
+    """What a :class:`SampleConfig` implies beyond its fields, checked before anything starts: the
+    reward composition (``reward_spec`` read and checked against ``max_tokens``) and the stopping
+    rule (``adaptive``, ``band``, ``alpha``, ``round``)."""
 
-    def __post_init__(self):
-        if self.where and self.selection:
-            raise ConfigError("give where or selection, not both", field="selection")
-        if self.where:  # spliced into SQL: one predicate, checked before the store is touched
-            check_predicate(self.where, field="where")
-        # checked here, before Ray or an engine starts (engines=0 used to divide by zero later)
-        for name in ("engines", "batch_tasks", "max_model_len"):
-            value = getattr(self, name)
-            if value is None and name != "batch_tasks":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", field=name)
-        self.reward.check_max_tokens(self.spec.max_tokens)
-        if self.verifier:  # an unknown name or a class that does not import fails before anything starts
-            override_verifier(self.verifier)
-        if (
-            self.adaptive is not None
-            and self.adaptive.rule != "fixed"
-            and self.reward.needs_judge(["math", "code"])
-        ):
-            raise RldataError(
-                "adaptive sampling decides on the verifier's outcome: a reward spec with a judge "
-                "is not supported with it"
-            )
+    reward: RewardSpec
+    adaptive: AdaptiveSpec
+
+
+def plan_sample(cfg: SampleConfig) -> Plan:
+    """The checks of a sampling job that need more than its config's layer (the verifier's class,
+    the reward spec's file, the band): run by :func:`run_sample`, and by ``rldata.sample`` before it
+    opens the store."""
+    if cfg.verify.verifier:  # an unknown name or a class that does not import fails before anything starts
+        override_verifier(cfg.verify.verifier)
+    reward = load_reward(cfg.reward_spec, cfg.sampling.max_tokens)
+    band = cfg.band
+    if band is not None and not isinstance(band, str):
+        band = ",".join(str(x) for x in band)
+    adaptive = AdaptiveSpec.parse(cfg.adaptive, band=band, alpha=cfg.alpha, round_size=cfg.round_size)
+    if adaptive.rule != "fixed" and reward.needs_judge(["math", "code"]):
+        raise RldataError(
+            "adaptive sampling decides on the verifier's outcome: a reward spec with a judge "
+            "is not supported with it",
+            field="reward_spec",
+        )
+    return Plan(reward, adaptive)
+
+
+def load_reward(reward, max_tokens: int) -> RewardSpec:
+    """The reward spec ``reward`` names (a RewardSpec, or the path of its YAML; None: the verifier's
+    score alone), checked against the completion cap."""
+    if reward is None:
+        return RewardSpec()
+    spec = reward if isinstance(reward, RewardSpec) else load_reward_spec(reward)
+    spec.check_max_tokens(max_tokens, where=None if isinstance(reward, RewardSpec) else str(reward))
+    return spec
 
 
 # What the job fills in while it runs; its ``result()`` is the frozen rldata.results.SampleResult.
@@ -137,44 +141,60 @@ def select_tasks(store: Store, *, where: str | None = None, selection: str | Non
 
 def override_verifier(name: str):
     """The verifier ``name`` (registry name or module:Class) names; one line naming `verifier` when none."""
-    from rldata.verify import get_verifier
-    from rldata.verify.run import resolve_verifier
-
     try:
         return get_verifier(resolve_verifier(name))
     except KeyError as e:
         raise RldataError(str(e.args[0]), field="verifier") from None
 
 
-def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> SampleSummary:
-    """Run (or resume) a sampling job; return what it did.
+def run_sample(
+    store: Store,
+    cfg: SampleConfig,
+    *,
+    engines=None,
+    progress=progress,
+    ledger_every_s: float = 30.0,
+) -> SampleSummary:
+    """Run (or resume) the sampling job ``cfg`` describes; return what it did.
 
-    ``engines``: running engine actors that hold ``job.model``'s weights (a training run's, for its
-    held-out evaluations): the job draws on them instead of starting its own, and leaves them running."""
-    from rldata.verify import for_domain
-
-    spec = job.spec
-    ident = model_identity(job.model)
+    Not settings of the job, so not fields of its config: ``engines``, an
+    :class:`rldata.engine.pool.EnginePool` (or ``EnginePools``) to borrow the job's engines from, or
+    running engine actors that hold ``cfg.engine.model``'s weights (a training run's, for its held-out
+    evaluations): the job draws on them instead of starting its own, and leaves them running (borrowed
+    engines write the rows fresh ones would);
+    ``progress``, the bar the draw loop advances (:func:`rldata.console.progress`'s signature);
+    ``ledger_every_s``, how often the finished tasks' ledger rows are upserted (a merge costs)."""
+    plan = plan_sample(cfg)
+    given, verifier = cfg, cfg.verify.verifier
+    ident = model_identity(cfg.engine.model)
     path, model, revision = ident.path, ident.name, ident.revision
+    # auto becomes on or off for this model before anything is keyed: the params hash (and the JSON
+    # stored with every sample) says how plain tasks were sent, so templated and raw never pool
+    renderer = None
+    if cfg.sampling.chat_template != "off":
+        from rldata.rollout import renderer_for, resolve_chat_template
+
+        cfg = replace(cfg, sampling=resolve_chat_template(cfg.sampling, path))
+        if cfg.sampling.chat_template == "on":
+            renderer = renderer_for(path)
+    spec = cfg.sampling
     ph = spec.params_hash
-    tasks = select_tasks(store, where=job.where, selection=job.selection)
+    tasks = select_tasks(store, where=cfg.where, selection=cfg.selection)
     if tasks.height == 0:
         raise RldataError(
-            "no tasks to sample: the store has none" + (f" matching {job.where!r}" if job.where else "")
+            "no tasks to sample: the store has none" + (f" matching {cfg.where!r}" if cfg.where else "")
         )
     verifiers = {}
     for domain in tasks["domain"].unique().to_list():
-        v = override_verifier(job.verifier) if job.verifier else for_domain(domain)
+        v = override_verifier(verifier) if verifier else for_domain(domain)
         verifiers[domain] = (v.name, v.version)
     vkeys = {verifier_key(*nv) for nv in verifiers.values()}
     task_ids = tasks["task_id"].to_list()
-    from rldata.rollout import bind_envs
-
     bindings = bind_envs(
-        store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=job.env
+        store, tasks.select("task_id", "env_id", "env_version").iter_rows(named=True), env=cfg.env
     )
     ekeys = {t: b.ledger_key for t, b in bindings.items() if b is not None}
-    if job.verifier and ekeys:
+    if verifier and ekeys:
         # an episode's verdict may be its environment's reward, recorded under the task's verifier:
         # an override would put another verifier's name on it
         raise ConfigError(
@@ -187,7 +207,10 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
     status = stored_status(
         store, task_ids, model=model, params_hash=ph, seed=spec.seed, n=spec.n, vkeys=vkeys, ekeys=ekeys
     )
-    adaptive = job.adaptive if job.adaptive is not None and job.adaptive.rule != "fixed" else None
+    stopping, predicted = plan.adaptive, None
+    if cfg.skip_predicted is not None:  # rldata.predict: the skips, and the sequential rule's priors
+        predicted, stopping = predicted_plan(store, cfg, task_ids, stopping)
+    adaptive = stopping if stopping.rule != "fixed" else None
     counts = None
     if adaptive is not None:  # evidence already in the store (any run, any seed) counts toward the decision
         counts = job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
@@ -196,17 +219,27 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
     else:
         done = set(status.filter((pl.col("k") >= spec.n) & (pl.col("kv") >= spec.n))["task_id"].to_list())
     partial = set(status["task_id"].to_list()) - done
-    todo = tasks.filter(~pl.col("task_id").is_in(list(done)))
-    summary = SampleSummary(
-        None, model, ph, tasks.height, len(done), stop_rule=adaptive.rule if adaptive is not None else "fixed"
+    skips = _predicted_skips(
+        store, predicted, task_ids, done, counts, model=model, ph=ph, vkeys=vkeys, ekeys=ekeys
     )
+    todo = tasks.filter(~pl.col("task_id").is_in(list(done | set(skips))))
+    summary = SampleSummary(
+        None,
+        model,
+        ph,
+        tasks.height,
+        len(done),
+        stop_rule=adaptive.rule if adaptive is not None else "fixed",
+        chat_template=spec.chat_template,
+    )
+    summary.skipped_predicted = len(skips)
     ledger = store.sql(
         "SELECT count(DISTINCT task_id) FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2",
         params=[model, ph],
         extra={"_ids": pa.table({"task_id": pa.array(task_ids, pa.string())})},
     ).fetchall()[0][0]
-    if todo.height == 0 and ledger >= tasks.height:
+    if todo.height == 0 and ledger >= tasks.height - len(skips):
         summary.noop = True
         log(
             f"nothing to do: all {tasks.height} tasks already have {spec.n} verified samples from {model} "
@@ -214,16 +247,12 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
         )
         return summary
 
+    # the runs row: the config as given (its sections nested), and what it resolved to
     args = {
+        "config": {k: v for k, v in asdict(given).items() if k != "reward_spec"},
         "model": path,
-        "spec": spec.to_dict(),
-        "where": job.where,
-        "selection": job.selection,
-        "engines": job.engines,
-        "vllm": asdict(job.vllm),
-        "address": job.address,
-        "reward": asdict(job.reward),
-        "env": job.env,
+        "spec": spec.to_dict(),  # chat_template resolved
+        "reward": asdict(plan.reward),
         "envs": sorted(set(ekeys.values())),
         "adaptive": None
         if adaptive is None
@@ -234,8 +263,22 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
             "band": band_text(adaptive.band),
         },
     }
+    if predicted is not None:
+        args["skip_predicted"] = {
+            "confidence": predicted.conf,
+            "band": predicted.band,
+            "fit_id": predicted.fit_id,
+            "skipped": len(skips),
+        }
     with record_run(store, "sample", args) as run:
         summary.run_id = run.run_id
+        if predicted is not None:  # the decisions taken on the prediction, before any draw
+            rows = _prediction_rows(predicted, stopping, run.run_id, task_ids, skips, model, ph)
+            store.upsert("sample_predictions", rows)
+            log(
+                f"skipped {len(skips)} tasks predicted outside band {predicted.band} with probability "
+                f">= {predicted.conf:g}"
+            )
         t0 = time.monotonic()
         if todo.height:
             stored = stored_samples(
@@ -243,13 +286,16 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
             )
             first = {t: f for t, have in stored.items() if 0 < (f := first_missing(have, spec.n)) < spec.n}
             log(
-                f"sampling {todo.height} tasks x {spec.n} with {model} ({len(done)} already done"
+                f"sampling {todo.height} tasks x {spec.n} with {model}"
+                + (" (plain prompts through its chat template)" if spec.chat_template == "on" else "")
+                + f" ({len(done)} already done"
                 + (f", {len(first)} topped up from the samples stored" if first and adaptive is None else "")
                 + ")"
             )
             ctx = Ctx(
                 store,
-                job,
+                cfg,
+                plan.reward,
                 run.run_id,
                 model,
                 revision,
@@ -257,12 +303,15 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
                 stored,
                 summary,
                 bindings=bindings,
-                max_model_len=job.max_model_len or model_context(path),
+                max_model_len=cfg.engine.max_model_len or model_context(path),
                 model_path=path,
                 adaptive=adaptive,
                 counts=counts or {},
                 first=first,
                 lent=engines,
+                progress=progress,
+                ledger_every_s=ledger_every_s,
+                renderer=renderer,
             )
             generate_and_verify(ctx, todo)
             metrics = ctx.tally.metrics()
@@ -273,7 +322,7 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
         if summary.prompt_too_long:
             log(
                 f"{summary.prompt_too_long} task(s) not sampled: prompt longer than the engine's context "
-                f"(--max-model-len {job.max_model_len or model_context(path)}); recorded with finish_reason "
+                f"(--max-model-len {cfg.engine.max_model_len or model_context(path)}); recorded with finish_reason "
                 "'prompt_too_long'"
             )
         if summary.samples_skipped:
@@ -289,15 +338,74 @@ def run_sample(store: Store, job: SampleJob, *, engines: list | None = None) -> 
             summary.stopped_early = int(frame.filter(pl.col("n_drawn") < spec.n).height)
             stop = cols.get
         t_ledger = time.monotonic()
-        recompute_passrates(
-            store,
-            model=model,
-            params_hash=ph,
-            verifier_keys=vkeys,
-            task_ids=task_ids,
-            run_id=run.run_id,
-            stop=stop,
-        )
+        with stage(f"updating the pass-rate ledger of {len(task_ids)} tasks"):
+            recompute_passrates(
+                store,
+                model=model,
+                params_hash=ph,
+                verifier_keys=vkeys,
+                task_ids=task_ids,
+                run_id=run.run_id,
+                stop=stop,
+            )
         summary.time_ledger_s = round(time.monotonic() - t_ledger, 3)
         run.summary = summary.to_dict()
     return summary
+
+
+# ---- rldata sample --skip-predicted (rldata.adaptive.prior, rldata.predict.plan) ------------------
+def predicted_plan(
+    store: Store, cfg: SampleConfig, task_ids: list[str], stopping: AdaptiveSpec
+) -> tuple[PredictedPlan, AdaptiveSpec]:
+    """``skip_predicted``: the prediction of the job's tasks for its model (a stored fit of the same
+    cutoff is reused) with the tasks it puts outside ``band`` with probability >= ``skip_predicted``,
+    and the stopping rule with each task's predicted prior (the sequential rule's; others unchanged)."""
+    # lazy: rldata.predict loads scipy.stats and the fit (seconds), which a job without
+    # skip_predicted never needs
+    from rldata.predict.plan import sample_plan, with_priors
+
+    plan = sample_plan(
+        store,
+        model=cfg.engine.model,
+        task_ids=task_ids,
+        params_hash=cfg.sampling.params_hash,
+        band=stopping.band,  # SampleConfig's rule makes band required with skip_predicted
+        conf=cfg.skip_predicted,
+    )
+    return plan, with_priors(stopping, plan)
+
+
+def _predicted_skips(store, plan, task_ids, done, counts, *, model, ph, vkeys, ekeys) -> dict:
+    """The plan's skips among the tasks not done that have no sample under this job's key."""
+    if plan is None or not plan.skips:
+        return {}
+    if counts is None:
+        counts = job_counts(store, task_ids, model=model, params_hash=ph, vkeys=vkeys, ekeys=ekeys)
+    return {t: why for t, why in plan.skips.items() if t in counts and t not in done and sum(counts[t]) == 0}
+
+
+def _prediction_rows(plan, stopping, run_id, task_ids, skips, model, ph) -> list[dict]:
+    """One sample_predictions row per task of the job: skip (with its reason) or sample (with the
+    prior its stopping rule used, which rldata filter re-decides a ``predicted`` row with)."""
+    priors = stopping.priors or {}
+    rows = []
+    for t in task_ids:
+        a, b = priors.get(t, (None, None))
+        rows.append(
+            {
+                "run_id": run_id,
+                "task_id": t,
+                "decision": "skip" if t in skips else "sample",
+                "reason": skips[t][0] if t in skips else None,
+                "p_mean": plan.p_mean.get(t),
+                "p_out": plan.p_out.get(t),
+                "confidence": plan.conf,
+                "band": plan.band,
+                "prior_alpha": a,
+                "prior_beta": b,
+                "fit_id": plan.fit_id,
+                "model": model,
+                "params_hash": ph,
+            }
+        )
+    return rows

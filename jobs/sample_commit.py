@@ -6,13 +6,14 @@ Order matters for resume: samples, then their verifications, then (batched by ti
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
 
+from rldata.console import progress
 from rldata.jobs.sample_stored import traj_id
 from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import RewardTally, score_samples
@@ -20,7 +21,9 @@ from rldata.store.core import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
 if TYPE_CHECKING:
-    from rldata.jobs.sample import SampleJob, SampleSummary
+    from rldata.configs.sampling import SampleConfig
+    from rldata.jobs.sample import SampleSummary
+    from rldata.rewards.compose import RewardSpec
 
 __all__ = ["Ctx", "commit_batch"]
 
@@ -30,7 +33,8 @@ class Ctx:
     """A running job's state, shared by its draw loops and its commits."""
 
     store: Store
-    job: SampleJob
+    cfg: SampleConfig
+    reward: RewardSpec  # the job's reward composition (its reward_spec, read)
     run_id: str
     model: str
     revision: str
@@ -51,8 +55,15 @@ class Ctx:
     first: dict = field(default_factory=dict)  # fixed N: task_id -> first sample index to draw (default 0)
     sampled: set = field(default_factory=set)  # task ids this run drew samples for
     too_long: set = field(default_factory=set)  # task ids whose prompt does not fit the context
-    # engine actors the caller lent (already holding the model): the job neither starts nor kills them
-    lent: list | None = None
+    # engines the caller lent (running actors, an rldata.engine.pool.EnginePool or EnginePools): the
+    # job neither starts nor kills them; ``lease``: the ones it borrowed (rldata.engine.pool.borrow)
+    lent: object = None
+    lease: object = None
+    progress: Callable = progress  # the bar factory the draw loops advance (rldata.console.progress)
+    ledger_every_s: float = 30.0  # upsert the finished tasks' ledger rows at most this often
+    # the model's rldata.rollout.Renderer when plain tasks go through its chat template (the job's
+    # sampling has chat_template on); None: plain prompts go as text
+    renderer: object = None
 
 
 def commit_batch(
@@ -61,8 +72,9 @@ def commit_batch(
     from rldata.rollout import episode_columns, unverifiable
     from rldata.verify.parallel import verify_on_ray
 
-    spec, s = ctx.job.spec, ctx.summary
+    spec, s = ctx.cfg.sampling, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
+    not_generated: set[str] = set()  # samples whose prompt did not fit: never generated, never verified
     for b_i, (row, group) in enumerate(zip(batch.iter_rows(named=True), samples)):
         task_id = row["task_id"]
         vname, _ = ctx.verifiers[row["domain"]]
@@ -101,6 +113,8 @@ def commit_batch(
                 if smp.finish_reason == "prompt_too_long":  # a task, once, whatever index it starts at
                     ctx.too_long.add(task_id)
                     s.prompt_too_long = len(ctx.too_long)
+                    s.not_generated += 1
+                    not_generated.add(tid)
                 s.env_errors += int(smp.finish_reason == "env_error")
             elif not verified:
                 items.append(
@@ -119,19 +133,17 @@ def commit_batch(
                 if idx not in have:  # a new sample: its reward is composed below
                     fresh[tid] = (row, smp)
     t_verify = time.monotonic()
-    verdicts = verify_on_ray(items, timeout_s=ctx.job.verify_timeout_s) if items else {}
+    verdicts = verify_on_ray(items, timeout_s=ctx.cfg.verify.timeout_s) if items else {}
     t_rows = time.monotonic()
     s.time_verify_s += t_rows - t_verify
     verdicts.update(too_long)  # a verifier-style error: counted in n_error, never as a pass or a fail
-    ver_rows, outcomes = [], []
+    ver_rows, outcomes, tallies = [], [], {}
     for tid, (task_id, domain) in meta.items():
         vname, vversion = ctx.verifiers[domain]
         vs = verdicts[tid]
         ver_rows.extend(verdict_rows(task_id, tid, vname, vversion, vs))
         ok = all_passed(vs)
-        s.correct += int(bool(ok))
-        s.errors += int(ok is None)
-        s.no_answer += int(no_answer(vs))
+        tallies[tid] = (ok, no_answer(vs))
         if ctx.adaptive is not None:  # the round loop decides on these counts
             c = ctx.counts[task_id]
             c[0] += int(ok is not None)
@@ -147,16 +159,26 @@ def commit_batch(
     # (insert-if-absent): a concurrent job over the same tasks writes the same traj_ids, and each row
     # must land once.  What the other job wrote first is kept, with its own verifications.
     added = ctx.store.append("trajectories", traj_rows, dedupe=True)
+    theirs: set = set()
     if added < len(traj_rows):
         ours = _written_by(ctx, [r["traj_id"] for r in traj_rows])
-        s.samples_skipped += len(traj_rows) - len(ours)
+        theirs = {r["traj_id"] for r in traj_rows} - ours
+        s.samples_skipped += len(theirs)
         ver_rows = [r for r in ver_rows if r["traj_id"] in ours or r["traj_id"] not in fresh]
         traj_rows = [r for r in traj_rows if r["traj_id"] in ours]
     ctx.store.append("verifications", ver_rows, dedupe=True)
+    # the run's counts are of the verdicts it wrote: a sample another job wrote first counts there
+    for tid, (ok, none) in tallies.items():
+        if tid not in theirs:
+            s.correct += int(bool(ok))
+            # an error verdict of a sample that was never generated (its prompt did not fit) is no
+            # verifier error: it is counted in not_generated (the ledger counts both in n_error)
+            s.errors += int(ok is None and tid not in not_generated)
+            s.no_answer += int(none)
     # The ledger is a merge over the whole passrates table: batched by time, not per commit.  The job
     # rebuilds every task's row from the stored samples at the end, so a kill loses nothing.
     ctx.outcomes += outcomes
-    if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.job.ledger_every_s:
+    if ctx.outcomes and time.monotonic() - ctx.ledger_at >= ctx.ledger_every_s:
         ctx.store.upsert(
             "passrates",
             rows_from_outcomes(
@@ -200,7 +222,7 @@ def _compose_rewards(ctx: Ctx, traj_rows: list[dict], fresh: dict, verdicts: dic
         [r["domain"] for r in rows],
         [all_passed(verdicts[t]) for t in tids],
         [fresh[t][1].completion_tokens for t in tids],
-        ctx.job.reward,
+        ctx.reward,
         judge=jv,
         no_answer=[no_answer(verdicts[t]) for t in tids],
     )

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import polars as pl
 
-from rldata.console import log, progress
+from rldata.console import log
 from rldata.jobs.sample_commit import Ctx, commit_batch
 from rldata.jobs.sample_stored import decide_counts
-from rldata.rollout.episodes import Rollout
+from rldata.rollout.plain import plain_rollouts, submit_plain
 
 __all__ = ["generate_and_verify"]
 
@@ -22,35 +22,50 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     import ray
 
     from rldata.engine.actors import ensure_ray, start_engines
+    from rldata.engine.pool import borrow
     from rldata.verify.parallel import warm_driver_verifiers
 
-    spec, job = ctx.job.spec, ctx.job
-    ensure_ray(job.address)
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
+    ensure_ray(cfg.address)
     warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
     t_start = time.monotonic()
-    engines = ctx.lent or start_engines(
-        job.engines,
-        # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
-        # very weights whose revision the ledger records; None keeps the bundled model's own id
-        None if job.model is None else str(Path(ctx.model_path).resolve()),
-        seed=spec.seed or 0,
-        tensor_parallel_size=job.vllm.tensor_parallel_size,
-        engine_kwargs={"max_model_len": ctx.max_model_len, **job.vllm.engine_kwargs()},
-        name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
-        batches=-(-todo.height // job.batch_tasks),
-    )
+    engine = cfg.engine
+    # the directory model_identity resolved (a hub id's cached snapshot), so the engines load the
+    # very weights whose revision the ledger records; None keeps the bundled model's own id
+    model = None if engine.model is None else str(Path(ctx.model_path).resolve())
+    batches = -(-todo.height // cfg.batch_tasks)
+    ctx.lease = borrow(
+        ctx.lent, model=model, max_model_len=ctx.max_model_len, vllm=engine.vllm, engines=engine.engines,
+        batches=batches, seed=spec.seed or 0, address=cfg.address,
+    )  # fmt: skip
+    if ctx.lease is not None:
+        engines = ctx.lease.actors
+    else:
+        engines = start_engines(
+            engine.engines,
+            model,
+            seed=spec.seed or 0,
+            tensor_parallel_size=engine.vllm.tensor_parallel_size,
+            engine_kwargs={"max_model_len": ctx.max_model_len, **engine.vllm.engine_kwargs()},
+            name_prefix=f"rldata-engine-{ctx.run_id}",  # named, so operators (and tests) can find them
+            batches=batches,
+        )
     ctx.summary.time_engine_start_s = round(time.monotonic() - t_start, 3)
     ctx.summary.engines = len(engines)
-    if job.reward.needs_judge(todo["domain"].unique().to_list()):
-        from rldata.engine.actors import RemoteEngine
-        from rldata.rewards.judge import Judge
+    try:
+        if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
+            from rldata.engine.actors import RemoteEngine
+            from rldata.rewards.judge import Judge
 
-        ctx.judge = Judge(RemoteEngine(engines[0]))
-    busy0 = _busy(engines) if ctx.lent else 0.0  # lent engines' clocks have run before this job
+            ctx.judge = Judge(ctx.lease.remote(0) if ctx.lease is not None else RemoteEngine(engines[0]))
+        busy0 = _busy(engines) if ctx.lease is not None else 0.0  # lent engines' clocks ran before this job
+    except BaseException:
+        _release(ctx, engines)
+        raise
     if ctx.adaptive is not None:  # rounds of draws, plain prompts and episodes alike
         try:
             t0 = time.monotonic()
-            with progress("sampling", total=todo.height, unit="tasks") as bar:
+            with ctx.progress("sampling", total=todo.height, unit="tasks") as bar:
                 _adaptive_rounds(ctx, engines, todo, bar)
             _engine_time(ctx, engines, t0, busy0)
         finally:
@@ -66,7 +81,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ]
     text_tasks = todo.filter(pl.col("task_id").is_in(plain))
     env_tasks = todo.filter(~pl.col("task_id").is_in(plain))
-    batches = deque(_batches(text_tasks, ctx.first, job.batch_tasks))
+    batches = deque(_batches(text_tasks, ctx.first, cfg.batch_tasks))
     inflight: dict = {}
     load = [0] * len(engines)
 
@@ -76,23 +91,23 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
             b, f = batches.popleft()
             # samples f..N-1 of an N-request are the children of a request for N-f with seed + f
             seeds = [_shift(spec.request_seed(t), f) for t in b["task_id"].to_list()]
-            ref = engines[i].generate.remote(b["prompt"].to_list(), replace(spec, n=spec.n - f), seeds, True)
-            inflight[ref] = (b, i, f)
+            ref, ids = submit_plain(
+                engines[i], b.to_dicts(), replace(spec, n=spec.n - f), seeds, ctx.renderer
+            )
+            inflight[ref] = (b, i, f, ids)
             load[i] += 1
 
     try:
         t0 = time.monotonic()
-        with progress("sampling", total=todo.height, unit="tasks") as bar:
+        with ctx.progress("sampling", total=todo.height, unit="tasks") as bar:
             submit()
             while inflight:
                 ready, _ = ray.wait(list(inflight), num_returns=1)
-                b, i, f = inflight.pop(ready[0])
+                b, i, f, ids = inflight.pop(ready[0])
                 load[i] -= 1
                 samples = ray.get(ready[0])
                 submit()  # engines keep generating while this batch is verified and committed
-                commit_batch(
-                    ctx, b, [[Rollout.from_sample(x) for x in g] for g in samples], offsets=[f] * b.height
-                )
+                commit_batch(ctx, b, plain_rollouts(samples, ids, spec.n - f), offsets=[f] * b.height)
                 rate = ctx.summary.samples / max(time.monotonic() - t0, 1e-9)
                 bar.advance(b.height, samples_per_s=f"{rate:.0f}")
             if env_tasks.height:
@@ -106,7 +121,9 @@ def _release(ctx: Ctx, engines) -> None:
     """Stop the engines the job started; lent ones go back to their owner running."""
     import ray
 
-    if not ctx.lent:
+    if ctx.lease is not None:
+        ctx.lease.close()
+    else:
         for a in engines:
             ray.kill(a)
 
@@ -127,12 +144,12 @@ def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
 
 
 def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
-    from rldata.rollout import EpisodeStats, Renderer, generate
+    from rldata.rollout import EpisodeStats, generate, renderer_for
 
-    spec, job = ctx.job.spec, ctx.job
-    renderer = Renderer.for_model(ctx.model_path)
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
+    renderer = ctx.renderer or renderer_for(ctx.model_path)
     ctx.episodes = EpisodeStats()
-    for b, f in _batches(todo, ctx.first, job.batch_tasks):
+    for b, f in _batches(todo, ctx.first, cfg.batch_tasks):
         rows = b.to_dicts()
         seeds = [spec.request_seed(r["task_id"]) for r in rows]
         rollouts = generate(
@@ -190,12 +207,12 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
     decisions wait for all of its commits: they read the counts those commits add."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from rldata.rollout import EpisodeStats, Renderer, generate
+    from rldata.rollout import EpisodeStats, generate, renderer_for
 
-    spec, job = ctx.job.spec, ctx.job
+    spec, cfg = ctx.cfg.sampling, ctx.cfg
     rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}
     episodic = any(ctx.bindings.get(t) is not None and not ctx.bindings[t].fast_single_turn for t in rows)
-    renderer = Renderer.for_model(ctx.model_path) if episodic else None
+    renderer = ctx.renderer or (renderer_for(ctx.model_path) if episodic else None)
     ctx.episodes = EpisodeStats()
     active = len(rows)
     pending: Future | None = None
@@ -219,8 +236,8 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
                 ctx.summary.adaptive_rounds += 1
                 for (k,), part in nxt.group_by("next_draws", maintain_order=True):
                     ids, drawn = part["task_id"].to_list(), part["n_drawn"].to_list()
-                    for i in range(0, len(ids), job.batch_tasks):
-                        bid, offsets = ids[i : i + job.batch_tasks], drawn[i : i + job.batch_tasks]
+                    for i in range(0, len(ids), cfg.batch_tasks):
+                        bid, offsets = ids[i : i + cfg.batch_tasks], drawn[i : i + cfg.batch_tasks]
                         brows = [rows[t] for t in bid]
                         out = generate(
                             engines,

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rldata.errors import ConfigError, RldataError
+from rldata.engine.pool import EnginePool
+from rldata.errors import RldataError
 from rldata.results import (
     CostResult,
     EnvResult,
@@ -64,10 +65,12 @@ from rldata.verbs import (
     judge_export,
     lint,
     passrates,
+    rewards,
 )
 
 __all__ = [
     "CostResult",
+    "EnginePool",
     "EnvResult",
     "ExportResult",
     "JudgeResult",
@@ -81,6 +84,7 @@ __all__ = [
     "cost",
     "decontaminate",
     "dedup",
+    "engines",
     "env_list",
     "env_register",
     "env_show",
@@ -91,7 +95,9 @@ __all__ = [
     "judge_export",
     "lint",
     "passrates",
+    "predict",
     "report",
+    "rewards",
     "sample",
     "stratify",
     "train",
@@ -122,7 +128,7 @@ def _resumed_flags(store, command) -> dict | None:
         return None  # the driver says why it cannot resume
     rows = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()
     args = json.loads(rows[0][0] or "{}") if rows else {}
-    return ((args.get("options") or {}).get("exclude_info") or {}).get("versions")
+    return (args.get("flags") or {}).get("versions")
 
 
 # ---- the verbs ----------------------------------------------------------------------------------
@@ -195,48 +201,55 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     ``temperature=0.7``, ``engines=2``, ``where=...``; docs/options.md lists them, the same as
     ``rldata sample``'s options).  ``reward_spec`` is a :class:`rldata.rewards.compose.RewardSpec`
     or the path of its YAML.  With ``adaptive`` exact|sequential (and ``band``) a task stops once its
-    band decision is settled.  A killed job resumes when called again; on finished work it is a no-op."""
-    from rldata.adaptive.rules import AdaptiveSpec
+    band decision is settled; with ``skip_predicted`` CONF (and ``band``) a task ``rldata.predict``
+    places outside the band with probability >= CONF is not sampled (docs/predict.md).  A killed job
+    resumes when called again; on finished work it is a no-op.  ``engines`` is how many engines to
+    start, or a pool (:func:`engines`) to borrow them from."""
     from rldata.configs.fields import load
     from rldata.configs.sampling import SampleConfig
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import plan_sample, run_sample
 
-    cfg = load(SampleConfig, config, **overrides)  # every check runs here, before anything starts
-    spec, engine = cfg.sampling, cfg.engine
-    reward_spec = _reward_spec(cfg.reward_spec, spec.max_tokens)
-    band = cfg.band
-    if cfg.adaptive != "fixed" and band is None:
-        raise RldataError(f"adaptive {cfg.adaptive!r} needs band (the decision it settles)", field="band")
-    if band is not None and not isinstance(band, str):
-        band = ",".join(str(x) for x in band)
-    stopping = AdaptiveSpec.parse(cfg.adaptive, band=band, alpha=cfg.alpha, round_size=cfg.round_size)
-    job = SampleJob(
-        spec=spec,
-        model=engine.model,
-        where=cfg.where,
-        selection=cfg.selection,
-        engines=engine.engines,
-        address=cfg.address,
-        batch_tasks=cfg.batch_tasks,
-        verifier=cfg.verify.verifier,
-        verify_timeout_s=cfg.verify.timeout_s,
-        max_model_len=engine.max_model_len,
-        vllm=engine.vllm,
-        reward=reward_spec,
-        env=cfg.env,
-        adaptive=stopping,
-    )
-    return run_sample(_open(store, create=True), job).result()
+    pool, overrides = _pool(overrides)
+    cfg = load(SampleConfig, config, **overrides)  # every check of the fields runs here
+    if pool is not None:  # engine settings left at their defaults are the pool's
+        cfg = replace(cfg, engine=pool.follow(cfg.engine))
+    plan_sample(cfg)  # and the verifier's class, the reward spec, the band: before the store is opened
+    return run_sample(_open(store, create=True), cfg, engines=pool).result()
 
 
-def _reward_spec(reward, max_tokens: int):
-    from rldata.rewards.compose import RewardSpec, load_reward_spec
+def engines(config=None, /, *, address: str | None = None, seed: int = 0, **settings: Any) -> EnginePool:
+    """Start warm vLLM engines that ``sample``, ``judge`` and ``train`` (and its evaluations) borrow
+    with ``engines=pool`` instead of starting their own; a context manager that stops them at the
+    end of its block (or ``pool.close()``).  ``config`` is a
+    :class:`rldata.configs.sampling.EngineConfig`, a mapping or a YAML/TOML file, and ``settings`` its
+    fields by name (``model``, ``engines``, ``max_model_len``, ``dtype``, ``kv_cache_gib``,
+    ``tensor_parallel_size``).  A job borrows only engines of its own model and settings (those it
+    leaves at their defaults follow the pool's), and writes the rows fresh engines would write: see
+    :class:`rldata.engine.pool.EnginePool`."""
+    return EnginePool(config, address=address, seed=seed, **settings)
 
-    if reward is None:
-        return RewardSpec()
-    spec = reward if isinstance(reward, RewardSpec) else load_reward_spec(reward)
-    spec.check_max_tokens(max_tokens, where=None if isinstance(reward, RewardSpec) else str(reward))
-    return spec
+
+def _pool(overrides: dict) -> tuple[EnginePool | None, dict]:
+    """``engines=`` names a pool to borrow from, or (a number) how many engines to start."""
+    if isinstance(overrides.get("engines"), EnginePool):
+        overrides = dict(overrides)
+        return overrides.pop("engines"), overrides
+    return None, overrides
+
+
+def predict(store: StoreLike, *, config=None, **overrides: Any):
+    """A pass rate per task before sampling it, as a Beta with a mean and an interval: fit on what the
+    store holds for the model (or reuse a fit of the same cutoff) and write ``predictions``; with
+    ``backtest=True`` score the predictor on held-out tasks and later policy versions against
+    baselines instead.  ``config`` is a :class:`rldata.predict.PredictConfig`, a mapping or a YAML/TOML
+    file of its fields; ``overrides`` are its fields by name (docs/options.md, docs/predict.md).
+    Returns :class:`rldata.predict.PredictResult` or :class:`rldata.predict.BacktestResult`."""
+    from rldata.configs.fields import load
+    from rldata.predict import PredictConfig, backtest_store, predict_store
+
+    cfg = load(PredictConfig, config, **overrides)
+    st = _open(store, create=False)
+    return backtest_store(st, cfg) if cfg.backtest else predict_store(st, cfg)
 
 
 def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
@@ -364,127 +377,72 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     curriculum; ``resume``, ``address``, ``tracker``...) and the held-out eval's, nested as ``eval``
     (``eval={"heldout": True, "n": 4}``: the bundled held-out split, 4 samples per task; the flat
     ``eval_heldout=``, ``eval_n=`` ... are deprecated and warn).  docs/options.md lists them, the same as
-    ``rldata train``'s options; a setting given as None counts as not given.
+    ``rldata train``'s options; a setting given as None counts as not given.  ``engines=pool`` (an
+    :func:`engines` pool of the run's model and settings) lends the rollout engines, which then also
+    run the held-out evaluations.
     """
     from rldata.configs.fields import as_flat, load
     from rldata.trainer.config import TrainCommand, TrainConfig
 
+    pool, settings = _pool(settings)
     settings = {k: v for k, v in settings.items() if v is not None}
     if isinstance(config, TrainCommand) and not settings:  # already built and checked (rldata train)
-        return _train(store, config)
+        return _train(store, config, engines=pool)
     if isinstance(config, TrainCommand):
         config = {**as_flat(config.train), **as_flat(config.run)}
     if isinstance(config, TrainConfig):
         config = as_flat(config)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None}
-    return _train(store, load(TrainCommand, config, **settings))
+    return _train(store, load(TrainCommand, config, **settings), engines=pool)
 
 
-def _train(store: StoreLike, command) -> TrainResult:
+def _train(store: StoreLike, command, *, engines: EnginePool | None = None) -> TrainResult:
     """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
-    from rldata.trainer.driver import DriverOptions
     from rldata.trainer.driver import train as run_train
 
-    run = command.run
-    # every check (the config's, DriverOptions' predicates, output paths) before the store is opened
+    # every check (the config's, output paths) before the store is opened
     check_output_path(command.train.output_dir, store=store, name="output_dir")
-    check_output_path(run.tracker_dir, store=store, name="tracker_dir")
-    opts = DriverOptions(
-        sampler="uniform" if run.uniform else run.sampler,
-        tasks_where=run.where,
-        resume=run.resume,
-        address=run.address,
-        max_model_len=run.max_model_len,
-        vllm=run.vllm,
-        tag=run.tag,
-        tracker=run.tracker,
-        tracker_dir=run.tracker_dir,
-    )
+    check_output_path(command.run.tracker_dir, store=store, name="tracker_dir")
     st = _open(store, create=True)
+    run = command.run
     flags = _flags(st, run.include_flagged, versions=_resumed_flags(st, command) if run.resume else None)
+    left_out = {}  # include_flagged: nothing left out
     if flags is not None:  # left out of the run's task pool (rldata.quality.flags)
-        info = {"include_flagged": False, "versions": flags.versions, "flagged": flags.counts()}
-        opts = replace(opts, exclude=tuple(flags.ids), exclude_info=info)
-    return TrainResult.of(run_train(st, command.train, opts))
+        info = {"versions": flags.versions, "flagged": flags.counts()}
+        left_out = {"exclude": tuple(flags.ids), "exclude_info": info}
+    return TrainResult.of(run_train(st, command, engines=engines, **left_out))
 
 
-def export(
-    store: StoreLike,
-    *,
-    out: str | os.PathLike,
-    format: str,
-    selection: str | None = None,
-    rollouts: bool = False,
-    run_id: str | None = None,
-    where: str | None = None,
-    correct_only: bool = False,
-    include_flagged: bool = False,
-    **options: Any,
-) -> ExportResult:
+def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:
     """Export a selection's kept tasks (``selection``; ``format`` verl, trl, openrlhf, hf or jsonl;
-    ``options`` are :class:`rldata.interop.export.ExportSpec` fields: ``bucket``, ``split`` and
-    ``options``, the format's own, e.g. ``options={"prompt_style": "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations
-    (``format`` jsonl or hf; ``run_id``, ``where``, ``correct_only``).  Writes a manifest beside the
-    data, and swaps the directory into place only when complete.  Tasks flagged by ``decontaminate``,
-    ``lint`` or ``dedup`` are left out (counted in the manifest) unless ``include_flagged``."""
+    ``bucket``, ``split``, and ``options``, the format's own, e.g. ``options={"prompt_style":
+    "messages"}``), or with ``rollouts=True`` stored trajectories as chat conversations (``format``
+    jsonl or hf; ``run_id``, ``where``, ``correct_only``), to the directory ``out``.  ``config`` is
+    a :class:`rldata.interop.options.ExportConfig`, a mapping or a YAML/TOML file of its fields;
+    ``overrides`` are its fields by name and win over it (docs/options.md, the same as ``rldata
+    export``'s options).  Writes a manifest beside the data, and swaps the directory into place only
+    when complete.  Tasks flagged by ``decontaminate``, ``lint`` or ``dedup`` are left out of a
+    selection export (counted in the manifest) unless ``include_flagged``."""
     from rldata.configs.fields import load
+    from rldata.interop.chat_export import export_conversations
+    from rldata.interop.export import export_selection
     from rldata.interop.options import ExportConfig
 
-    # the checks of `rldata export`'s fields (where's guard, the format's name...), before the store
-    load(
-        ExportConfig, None, out=os.fspath(out), format=format, selection=selection, rollouts=rollouts,
-        run_id=run_id, where=where, correct_only=correct_only, include_flagged=include_flagged,
-        **options,
-    )  # fmt: skip
+    overrides = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in overrides.items()}
+    cfg = load(ExportConfig, config, **overrides)  # every check before the store is opened
     st = _open(store, create=False)
-    if rollouts:
-        from rldata.interop.chat_export import export_conversations
-
-        if selection:
-            raise RldataError(
-                "give selection (tasks) or rollouts (trajectories), not both", field="selection"
-            )
-        unknown = set(options) - {"split"}
-        if unknown:
-            raise RldataError(
-                f"rollouts export takes no option {', '.join(sorted(unknown))}", field=min(unknown)
-            )
-        m = export_conversations(
-            st,
-            out=out,
-            fmt=format,
-            run_id=run_id,
-            where=where,
-            correct_only=correct_only,
-            split=options.get("split", "train"),
-        )
+    if cfg.rollouts:
+        m = export_conversations(st, cfg)
     else:
-        from rldata.interop.export import ExportSpec, export_selection
-
-        if not selection:
-            raise RldataError(
-                "selection is required (or rollouts, to export trajectories)", field="selection"
-            )
-        if run_id or where is not None or correct_only:
-            bad = "run_id" if run_id else "where" if where is not None else "correct_only"
-            raise RldataError(f"{bad} goes with rollouts (trajectories), not with a selection", field=bad)
-        known = {f.name for f in fields(ExportSpec)} - {"selection", "format"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(
-                f"{unknown[0]}: not an export option; options: {', '.join(sorted(known))}", field=unknown[0]
-            )
-        spec = ExportSpec(selection=selection, format=format, **options)
-        flags = _flags(st, include_flagged)
+        flags = _flags(st, cfg.include_flagged)
         m = export_selection(
             st,
-            spec=spec,
-            out=out,
+            cfg,
             exclude=None if flags is None else flags.tasks,
             exclude_versions=None if flags is None else flags.versions,
         )
     files = tuple(f["path"] for f in m["files"])  # write_export_dir lists {path, bytes, sha256}
-    return ExportResult(out=str(out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
+    return ExportResult(out=str(cfg.out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 
 
 def report(
@@ -535,6 +493,9 @@ def report(
         from rldata.audit import add_to_report
 
         add_to_report(files["html"], audit)
+    from rldata.predict.page import add_to_report as add_predictions  # the newest predict --backtest
+
+    add_predictions(files["html"], st, out)
     return ReportResult(
         out=str(out),
         html=str(files["html"]),

@@ -9,12 +9,13 @@ few minutes on two CPU cores.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from rldata.configs.fields import at_least, param, validate
+from rldata.configs.fields import at_least, config, nested, param, validate
+from rldata.configs.sampling import ENVIRONMENTS, HELDOUT_WHERE, EngineConfig, SampleConfig, SamplingSpec
 from rldata.console import log
 from rldata.errors import RldataError
 from rldata.store.core import Store
@@ -42,7 +43,7 @@ NEXT_QUERIES = [
 ]
 
 
-@dataclass(frozen=True)
+@config
 class DemoConfig:
     """The demo loop: how many tasks, samples, steps and held-out tasks."""
 
@@ -50,24 +51,23 @@ class DemoConfig:
     tasks: int = param(
         1500, check=at_least(1), help="Bundled training tasks to sample (of 3,000), N per task."
     )
-    n: int = param(16, check=at_least(1), help="Samples per task for the pass-rate ledger.")
+    # n: samples per task for the pass-rate ledger (and per held-out task); the seed: sampling's and
+    # training's.  The demo picks the rest of the sampling (max_tokens by environment, temperature 1).
+    sampling: SamplingSpec = nested(SamplingSpec, only=("n", "seed"))
     steps: int = param(60, check=at_least(1), help="GRPO steps.")
     eval_tasks: int = param(
         200, check=at_least(1), help="Held-out tasks evaluated before and after training."
     )
-    seed: int = param(0, help="Seed for sampling and training.")
     env: str | None = param(
         None,
+        choices=ENVIRONMENTS,
+        strict=False,
         help="Run the loop in this environment: calculator-tools (standard tool calls: the tools in the chat "
         "template, Hermes <tool_call> JSON, with the bundled tiny-arith-chat model unless --model is given) "
         "or calculator (tiny-arith's legacy <calc> tag); sample, filter, train and evaluate as episodes. "
         "Default: single-turn.",
     )
-    model: str | None = param(
-        None,
-        help="Model directory, or a hub id (ORG/NAME) found in the local Hugging Face cache "
-        "(docs/model.md). Default: the bundled tiny model.",
-    )
+    engine: EngineConfig = nested(EngineConfig, only=("model",))
 
     def __post_init__(self):
         validate(self)
@@ -78,22 +78,17 @@ def _stage(name: str):
     return time.monotonic()
 
 
-def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
+def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     """Run every stage; returns the artifacts' locations and headline numbers."""
-    from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.actors import ensure_ray
+    cfg = cfg if cfg is not None else DemoConfig()
+    # the stages' modules load Ray, vLLM and torch: imported when the demo runs, not with rldata
+    from rldata.engine.actors import default_engines, ensure_ray
+    from rldata.engine.pool import shared_pool
     from rldata.ingest import ingest, sample_path
-    from rldata.jobs.sample import SampleJob, run_sample
-    from rldata.ledger.select import Band, filter_store, stratify_store
-    from rldata.report.overview import gather
-    from rldata.report.page import render
     from rldata.store.outputs import check_output_path
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
-    from rldata.trainer.evaluate import HELDOUT_WHERE
 
     out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
-    model = cfg.model
+    n, seed, model = cfg.sampling.n, cfg.sampling.seed, cfg.engine.model
     if model is None and cfg.env == "calculator-tools":
         from rldata.engine.core import chat_model_path
 
@@ -102,7 +97,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # One local Ray for every stage, with at least the logical CPUs the trainer schedules (engine,
     # learner, verification); the phases alternate, so two physical cores are enough.
-    ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
+    resources = ensure_ray(None, num_cpus=max(4, os.cpu_count() or 1))
     t_all = time.monotonic()
     times: dict[str, float] = {}
 
@@ -113,7 +108,7 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     times["ingest"] = time.monotonic() - t
 
     t = _stage(
-        f"2/6 sample N={cfg.n} per task with {model or 'the embedded model'} (vLLM on Ray), verify, "
+        f"2/6 sample N={n} per task with {model or 'the embedded model'} (vLLM on Ray), verify, "
         "fill the ledger"
     )
     where = (
@@ -123,8 +118,28 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
     # a calculator episode's call turn is `<calc>EXPR</calc>` + eos (up to ~24 tokens on these tasks), or
     # tiny-arith-chat's `<tool_call>` JSON (up to ~27: the fixed JSON words are one token each)
     max_tokens = 8 if cfg.env is None else 32
-    spec = SamplingSpec(n=cfg.n, temperature=1.0, max_tokens=max_tokens, seed=cfg.seed)
-    sampled = run_sample(store, SampleJob(spec=spec, where=where, env=cfg.env, model=model))
+    spec = dataclasses.replace(cfg.sampling, temperature=1.0, max_tokens=max_tokens)
+    job = SampleConfig(sampling=spec, where=where, env=cfg.env, model=model)
+    # One set of engines for the sample and the training run (its rollouts and its evaluations): their
+    # model and engine settings agree, so training borrows what sampling started (as many engines as
+    # the sampling job would start; the run takes the first)
+    k = default_engines(resources, batches=-(-cfg.tasks // job.batch_tasks))
+    with shared_pool(EngineConfig(model=model, engines=k), seed=seed) as pool:
+        return _on_engines(store, cfg, job, pool, out=out, model=model, clocks=(t, t_all, times))
+
+
+def _on_engines(store: Store, cfg: DemoConfig, job, pool, *, out: Path, model: str | None, clocks) -> dict:
+    """Stages 2-6 on the pool's engines (``clocks``: stage 2's start, the demo's, the stage times)."""
+    from rldata.jobs.sample import run_sample
+    from rldata.ledger.select import Band, filter_store, stratify_store
+    from rldata.report.overview import gather
+    from rldata.report.page import render
+    from rldata.trainer.config import TrainCommand, TrainConfig
+    from rldata.trainer.driver import train
+
+    t, t_all, times = clocks
+    n, seed, max_tokens = cfg.sampling.n, cfg.sampling.seed, job.sampling.max_tokens
+    sampled = run_sample(store, job, engines=pool)
     if cfg.env is not None:
         log(
             f"episodes in {cfg.env}: {sampled.tool_call_frac or 0:.1%} called the tool; engines busy "
@@ -146,14 +161,14 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
             f"the filter kept no task: {sampled.model} solved none of the {sampled.tasks} sampled tasks "
             "sometimes (pass rate in [0.1, 0.9]); the demo's loop needs a model that does (the "
             "ledger and samples are in the store)",
-            field="model" if cfg.model else None,
+            field="model" if cfg.engine.model else None,
         )
     times["filter"] = time.monotonic() - t
 
     t = _stage("4/6 stratify the kept tasks into easy / medium / hard buckets")
     buckets_yaml = out / "buckets.yaml"
     # phases advance by promotion rules (a bucket's recent accuracy), the default stratify writes
-    strat = stratify_store(store, selection="demo-band", quantiles=3, out=buckets_yaml, seed=cfg.seed)
+    strat = stratify_store(store, selection="demo-band", quantiles=3, out=buckets_yaml, seed=seed)
     for w in strat.warnings:
         log(f"warning: {w}")
     log(f"wrote {buckets_yaml}")
@@ -165,20 +180,18 @@ def run_demo(store: Store, cfg: DemoConfig = DemoConfig()) -> dict:
             "curriculum": str(buckets_yaml),
             "steps": cfg.steps,
             "output_dir": str(out / "runs"),
-            "seed": cfg.seed,
             # 32 prompts x G=8 at lr 1e-4: the setting that raised held-out accuracy in the benchmarks
             # (smaller batches or lr >= 2e-4 made it noisier or lowered it; see benchmarks/RESULTS.md)
+            "rollout": {"n": 8, "max_tokens": max_tokens, "seed": seed},
             "prompts_per_step": 32,
-            "group_size": 8,
-            "max_tokens": max_tokens,
             "lr": 1e-4,
             "micro_batch": 256,
-            "eval": {"heldout": True, "size": cfg.eval_tasks, "n": cfg.n},
+            "eval": {"heldout": True, "size": cfg.eval_tasks, "n": n},
             "env": cfg.env,
             "model": model,
         }
     )
-    trained = train(store, tcfg, DriverOptions())
+    trained = train(store, TrainCommand(train=tcfg), engines=pool)
     times["train"] = time.monotonic() - t
 
     t = _stage("6/6 report")

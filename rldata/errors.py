@@ -10,10 +10,12 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DamagedTableError",
+    "DuplicateKeyError",
     "InputError",
     "RldataError",
     "SchemaError",
     "UnknownNameError",
+    "unique_keys",
 ]
 
 
@@ -104,3 +106,24 @@ class InputError(RldataError, ValueError):
         loc = f"{path}:{where}" if where else str(path)
         fld = f" field {field!r}:" if field else ""
         super().__init__(f"{loc}:{fld} {reason}")
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that names a key twice: ``json.loads`` would keep the last value silently, so
+    what a user's file says would depend on the reader.  Readers of user files refuse it with the
+    file, line and key (:func:`unique_keys`)."""
+
+    def __init__(self, key: str):
+        super().__init__(f"duplicate key {key!r} in a JSON object")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``object_pairs_hook`` for ``json.loads``: the object as a dict; :class:`DuplicateKeyError` when
+    a key appears twice in one object (a nested one too)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKeyError(k)
+        out[k] = v
+    return out

@@ -1,4 +1,5 @@
-"""Plugins: verifiers, environments, export and import formats that other installed packages add.
+"""Plugins: verifiers, environments, export and import formats, tool-call parsers and ingest presets
+that other installed packages add.
 
 A package declares them as entry points in its ``pyproject.toml``::
 
@@ -10,6 +11,10 @@ A package declares them as entry points in its ``pyproject.toml``::
     mylayout = "mypkg.export:MY_LAYOUT"      # an rldata.interop.formats.ExportFormat
     [project.entry-points."rldata.imports"]
     mydump = "mypkg.dumps:MY_DUMP"           # an rldata.interop.readers.ImportFormat
+    [project.entry-points."rldata.tool_parsers"]
+    mytools = "mypkg.tools:parse"            # a tool-call parser: text -> rldata.envs.tool_parsers.Parsed
+    [project.entry-points."rldata.presets"]
+    mydata = "mypkg.ingest:FIELDS"           # an ingest preset: an rldata.ingest.presets.Fields
 
 The entry point's name is the name the CLI and the library accept.  Nothing is imported at start-up:
 a registry asked for a name it does not hold loads the entry point of that name, once, then keeps
@@ -25,7 +30,14 @@ from rldata.errors import ConfigError, RldataError
 
 __all__ = ["GROUPS", "PluginError", "entry_point_names", "load_entry_point"]
 
-GROUPS = ("rldata.verifiers", "rldata.envs", "rldata.exports", "rldata.imports")
+GROUPS = (
+    "rldata.verifiers",
+    "rldata.envs",
+    "rldata.exports",
+    "rldata.imports",
+    "rldata.tool_parsers",
+    "rldata.presets",
+)
 
 
 class PluginError(RldataError):

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rldata.errors import RldataError, UnknownNameError
+from rldata.names import did_you_mean
 
 __all__ = ["Registry", "import_path"]
 
@@ -167,7 +168,8 @@ class Registry(dict):
         known = self.names() if known is None else known
         if self.sort_known:
             known = sorted(known)
+        near = did_you_mean(name, known)
         return self.error(
-            f"unknown {self.kind} {name!r}; known: {', '.join(known) or '(none)'}{self.hint}",
+            f"unknown {self.kind} {name!r}{near}; known: {', '.join(known) or '(none)'}{self.hint}",
             field=self.field,
         )

@@ -16,6 +16,7 @@ __all__ = [
     "PassratesResult",
     "ReportResult",
     "Result",
+    "RewardsResult",
     "SampleResult",
     "TableResult",
     "TrainResult",
@@ -105,10 +106,13 @@ class SampleResult(Result):
     seconds: float = 0.0
     noop: bool = False
     prompt_too_long: int = 0  # tasks whose prompt leaves no room in the engine's context (not generated)
+    not_generated: int = 0  # their samples: error verdicts in the ledger, not counted in ``errors``
     samples_skipped: int = 0  # samples a concurrent job over the same tasks had already written
     stop_rule: str = "fixed"  # fixed | exact | sequential (rldata.adaptive)
+    chat_template: str = "off"  # how plain tasks were sent: on (the model's chat template), off (raw text)
     adaptive_rounds: int = 0  # rounds of draws an adaptive job made
     stopped_early: int = 0  # tasks an adaptive job settled before N samples
+    skipped_predicted: int = 0  # tasks --skip-predicted did not sample (rows of sample_predictions)
     reward_mean: float | None = None  # mean composed reward of the samples this run verified
     env_errors: int = 0  # episodes whose environment raised, hung or returned garbage (error verdicts)
     episode_rounds: int = 0  # episode batches: generate calls (two queued per engine on large batches)
@@ -250,3 +254,13 @@ class EnvResult(Result):
     kind: str
     spec: str  # the spec as JSON (the row's ``spec`` column)
     new: bool
+
+
+@dataclass(frozen=True)
+class RewardsResult(TableResult):
+    """A run's rewards composed from a reward spec: ``rows``, one per trajectory with every
+    component; ``metrics``, the per-domain and overall means (``reward/total``, ...); ``written``, the
+    ``metrics`` rows this call upserted (0 unless asked to write them)."""
+
+    metrics: Any = None  # {name: value}
+    written: int = 0

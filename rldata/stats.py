@@ -35,6 +35,7 @@ from rldata.errors import ConfigError
 __all__ = [
     "Z95",
     "Band",
+    "accuracy_interval",
     "band_limits",
     "band_text",
     "decide",
@@ -68,6 +69,21 @@ def wilson_interval(n_correct: int, n: int, *, z: float = Z95) -> tuple[float, f
     center = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
     return max(0.0, center - half), min(1.0, center + half)
+
+
+def accuracy_interval(pass_rates: Iterable[float], *, z: float = Z95) -> tuple[float, float]:
+    """A 95% interval for an accuracy that is the mean of per-task pass rates (held-out evaluation):
+    mean +- z * sd / sqrt(tasks), clipped to [0, 1].  Tasks, not samples, are the independent units
+    (samples of one task share its difficulty), so this is wider than a Wilson interval over all the
+    samples.  Fewer than two tasks: (0.0, 1.0), no information."""
+    xs = [float(x) for x in pass_rates]
+    t = len(xs)
+    if t < 2:
+        return 0.0, 1.0
+    mean = sum(xs) / t
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (t - 1))
+    half = z * sd / math.sqrt(t)
+    return max(0.0, mean - half), min(1.0, mean + half)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -11,6 +11,7 @@ result with ``to_dict()``.  The ``rldata`` commands of the same names are thin c
 >>> rldata.judge_export(store, out="prefs/").rows
 >>> rldata.env_register(store, spec="calc.yaml").version
 >>> rldata.env_list(store).rows
+>>> rldata.rewards(store, run_id="r1", spec="rewards.yaml", write_metrics=0).metrics
 >>> rldata.decontaminate(store, eval="math500.jsonl").flagged      # data quality: docs/quality.md
 >>> rldata.lint(store).by_rule
 >>> rldata.blast_radius(store, pack="math500").runs
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rldata.engine.pool import EnginePool
 from rldata.errors import ConfigError
 from rldata.results import (
     CostResult,
@@ -30,6 +32,7 @@ from rldata.results import (
     ExportResult,
     JudgeResult,
     PassratesResult,
+    RewardsResult,
     TableResult,
     frozen,
 )
@@ -48,6 +51,7 @@ __all__ = [
     "judge_export",
     "lint",
     "passrates",
+    "rewards",
 ]
 
 # A store, its root (a path or an s3:// URI), or a function ``(*, create) -> Store`` that opens it
@@ -223,35 +227,75 @@ def cost(
     return CostResult(rows=pl.DataFrame(rows), warnings=tuple(warnings))
 
 
+# ---- reward composition -------------------------------------------------------------------------
+def rewards(
+    store: StoreLike,
+    *,
+    run_id: str,
+    spec: str | os.PathLike | None = None,
+    verifier: str | None = None,
+    write_metrics: int | None = None,
+) -> RewardsResult:
+    """Compose the rewards of run ``run_id``'s trajectories from a reward ``spec`` (its YAML; default:
+    alpha 1, no normalization): R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty,
+    z-scored per domain if the spec asks.  ``verifier``: only this verifier's rows make R_VR.
+    ``write_metrics``: also upsert the means into ``metrics`` at this step of the run (the same rows
+    a sampling or training run writes for its rewards)."""
+    from rldata.rewards.compose import (
+        RewardSpec,
+        load_reward_spec,
+        metrics_rows,
+        reward_metrics,
+        rewards_for_run,
+    )
+
+    reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()  # checked before the store
+    st = _open(store, create=write_metrics is not None)
+    composed = rewards_for_run(st, run_id, reward_spec, verifier=verifier)
+    metrics = reward_metrics(composed)
+    written = 0
+    if write_metrics is not None:
+        written = st.upsert("metrics", metrics_rows(run_id, write_metrics, metrics))
+    return RewardsResult(rows=composed, metrics=frozen(dict(metrics)), written=written)
+
+
 # ---- the generative judge -----------------------------------------------------------------------
-def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
+def judge(
+    store: StoreLike, *, config=None, engines: EnginePool | None = None, **overrides: Any
+) -> JudgeResult:
     """Judge stored trajectories with an LLM (``model``: a directory or name; default the bundled
     model) and store each verdict and rationale in ``verifications``: ``pointwise`` (VERDICT: 1/0) or
     ``pairwise`` (VERDICT: A/B between consecutive samples of a task, judged in both orders unless
     ``swap`` is False).  Already judged trajectories are skipped; ``limit`` caps how many (pairs).
     ``config`` (a :class:`rldata.jobs.judge.JudgeConfig`, a mapping or a YAML/TOML file) and
-    ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s)."""
+    ``overrides`` are its fields by name (docs/options.md, the same as ``rldata judge run``'s).
+    ``engines``: a pool (:func:`rldata.engines`) to borrow the judge's engine from instead of starting
+    one; the engine settings left at their defaults (``model``, ``max_model_len``, ``dtype``...) are
+    the pool's."""
     from rldata.configs.fields import load
-    from rldata.configs.sampling import SamplingSpec
     from rldata.engine.core import Engine
     from rldata.jobs.judge import JudgeConfig, judge_store
     from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
 
     cfg = load(JudgeConfig, config, **overrides)  # every check before the store or an engine
     mode, run_id, limit, swap = cfg.mode, cfg.run_id, cfg.limit, cfg.swap
-    sampling = SamplingSpec(n=1, temperature=0.0, max_tokens=cfg.max_tokens)
     st = _open(store, create=True)
-    engine = Engine(
-        cfg.model,
-        max_model_len=cfg.max_model_len,
-        tensor_parallel_size=cfg.vllm.tensor_parallel_size,
-        **cfg.vllm.engine_kwargs(),
-    )
+    eng = cfg.engine
+    if engines is not None:
+        lease = engines.lend(**_judge_on(engines, eng), engines=1)
+        engine = lease.remote(0)
+    else:
+        lease = engine = Engine(
+            eng.model,
+            max_model_len=eng.max_model_len,
+            tensor_parallel_size=eng.vllm.tensor_parallel_size,
+            **eng.vllm.engine_kwargs(),
+        )
     try:
-        judge_ = Judge(engine, sampling=sampling, swap=swap)
+        judge_ = Judge(engine, sampling=cfg.sampling, swap=swap)
         added = judge_store(st, judge_, mode=mode, run_id=run_id, limit=limit)
     finally:
-        engine.close()
+        lease.close()
     verifier = POINTWISE if mode == "pointwise" else PAIRWISE
     verdicts = st.sql(
         "SELECT passed, count(*) AS n, count(error) AS errors FROM verifications WHERE verifier = $v "
@@ -259,6 +303,21 @@ def judge(store: StoreLike, *, config=None, **overrides: Any) -> JudgeResult:
         params={"v": verifier},
     ).pl()
     return JudgeResult(mode=mode, verifier=verifier, judge=judge_.version, added=added, verdicts=verdicts)
+
+
+def _judge_on(pool: EnginePool, eng) -> dict[str, Any]:
+    """The judge's engine settings (``eng``, its JudgeConfig's ``engine``) on ``pool``: those left at
+    JudgeConfig's defaults are the pool's."""
+    from rldata.jobs.judge import JudgeConfig
+
+    default = JudgeConfig().engine
+    return {
+        "model": pool.config.model if eng.model == default.model else eng.model,
+        "max_model_len": pool.key.max_model_len
+        if eng.max_model_len == default.max_model_len
+        else eng.max_model_len,
+        "vllm": pool.config.vllm if eng.vllm == default.vllm else eng.vllm,
+    }
 
 
 def judge_export(
@@ -289,7 +348,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     class imports and accepts its config) and add it to ``environments`` as a new version; the same
     spec again adds nothing (``new`` is False).  See docs/environments.md.
 
-    ``settings`` are the :class:`rldata.envs.register.EnvRegisterConfig` fields, the options of
+    ``settings`` are the :class:`rldata.envs.registration.EnvRegisterConfig` fields, the options of
     ``rldata env register`` (``config``: that config, a mapping or a YAML/TOML file of them): with
     ``openenv=URL``, ``openenv_image=IMAGE`` (run with docker or podman while it registers) or
     ``verifiers=MODULE``, ``spec`` is the environment's NAME.  Every check runs, and a container
@@ -299,7 +358,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     from rldata.configs.fields import load
     from rldata.console import log
     from rldata.envs.catalog import load_spec_file, register_env
-    from rldata.envs.register import EnvRegisterConfig
+    from rldata.envs.registration import EnvRegisterConfig
 
     if spec is not None:
         settings["spec"] = os.fspath(spec) if isinstance(spec, os.PathLike) else spec

@@ -337,6 +337,124 @@ ENV_PROFILES = TableSchema(
     key=("profile_id",),
 )
 
+ENV_VALIDATIONS = TableSchema(
+    "env_validations",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("validation_id", pa.string(), True, "hash of (env version, source digest, level, policy)"),
+            _f("env_id", pa.string(), True),
+            _f("env_version", pa.string(), True, "the environments row validated"),
+            _f("package", pa.string(), True, "the package directory validated (its openenv.yaml)"),
+            _f("source_digest", pa.string(), True, "OpenEnv's sha256 over the package's files"),
+            _f("max_level", pa.string(), True, "static | runtime | semantic: the highest level asked for"),
+            _f("levels_run", pa.list_(pa.string()), doc="the levels that ran"),
+            _f("verdict", pa.string(), True, "pass | warn | fail (OpenEnv's severity policy)"),
+            _f("policy_version", pa.string(), True),
+            _f("openenv_version", pa.string(), True, "the openenv package that validated"),
+            _f("checks", pa.string(), doc="JSON list of {check_id, status, evidence, measured}"),
+            _f("report", pa.string(), doc="JSON: OpenEnv's whole validation report"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("validation_id",),
+)
+
+# ---- pass-rate predictions (rldata predict, docs/predict.md) ----------------------------------------
+PREDICTIONS = TableSchema(
+    "predictions",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("task_id", pa.string(), True),
+            _f(
+                "model",
+                pa.string(),
+                True,
+                "ledger name of the policy predicted for (BASE+RUN/vV for a run's version)",
+            ),
+            _f("fit_id", pa.string(), True, "hash of the fit: model, ledger slice, cutoff, features, seed"),
+            _f(
+                "predictor",
+                pa.string(),
+                True,
+                "live (the task's own rows, on the cross-task prior) | prior (cross-task only)",
+            ),
+            _f("p_mean", pa.float64(), True),
+            _f("p_low", pa.float64(), True, "equal-tailed interval of Beta(alpha, beta) at level"),
+            _f("p_high", pa.float64(), True),
+            _f("level", pa.float64(), True),
+            _f("alpha", pa.float64(), True, "the prediction: Beta(alpha, beta)"),
+            _f("beta", pa.float64(), True),
+            _f("prior_alpha", pa.float64(), True, "the cross-task prior alone, before the task's own rows"),
+            _f("prior_beta", pa.float64(), True),
+            _f(
+                "n_seen",
+                pa.float64(),
+                True,
+                "the task's own (discounted) samples in the prediction; 0 = unseen",
+            ),
+            _f("params_hash", pa.string(), doc="ledger slice the fit read"),
+            _f("verifier_key", pa.string()),
+            _f("store_version", pa.int64(), True, "cutoff: the passrates Delta version the fit read"),
+            _f("policy_version", pa.int64(), True, "cutoff: the policy version (0 = the model itself)"),
+            _f("params", pa.string(), doc="JSON of the fit: features, C, recalibration, strength, folds"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("task_id", "model", "fit_id"),
+    prune_by="task_id",
+)
+
+SAMPLE_PREDICTIONS = TableSchema(
+    "sample_predictions",
+    1,  # new in this release
+    pa.schema(
+        [
+            _f("run_id", pa.string(), True, "the rldata sample run that acted on the prediction"),
+            _f("task_id", pa.string(), True),
+            _f("decision", pa.string(), True, "skip | sample"),
+            _f("reason", pa.string(), doc="a skip's: predicted_too_hard | predicted_too_easy"),
+            _f("p_mean", pa.float64()),
+            _f("p_out", pa.float64(), doc="predicted probability that the pass rate is outside band"),
+            _f("confidence", pa.float64(), doc="--skip-predicted: the p_out a skip needed"),
+            _f("band", pa.string(), doc="'lo,hi'"),
+            _f("prior_alpha", pa.float64(), doc="the Beta prior the sequential rule used (quantized)"),
+            _f("prior_beta", pa.float64()),
+            _f("fit_id", pa.string(), True, "predictions.fit_id"),
+            _f("model", pa.string(), True),
+            _f("params_hash", pa.string(), True),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("run_id", "task_id"),
+    prune_by="task_id",
+)
+# ---- end of pass-rate predictions -------------------------------------------------------------------
+
+ENV_CHECKS = TableSchema(
+    "env_checks",
+    1,  # new in this release: a store made earlier gets it, empty, when opened
+    pa.schema(
+        [
+            _f("profile_id", pa.string(), True, "the env_profiles row (learnability card) measured with"),
+            _f("check_id", pa.string(), True, "OpenEnv RFC 008 check id, e.g. statistical.headroom"),
+            _f("env_id", pa.string(), True),
+            _f("env_version", pa.string(), True),
+            _f("model", pa.string(), True, "the profiled model (passrates.model)"),
+            _f("params_hash", pa.string(), True),
+            _f("severity", pa.string(), True, "fail | warn | advisory (OpenEnv's severity policy)"),
+            _f("status", pa.string(), True, "pass | fail | skip | error"),
+            _f("measured", pa.string(), doc="JSON object of the measured values and the bound applied"),
+            _f("evidence", pa.string(), doc="JSON list of evidence lines"),
+            _f("remediation", pa.string(), doc="what to change when the check failed"),
+            _f("policy_version", pa.string(), True, "OpenEnv severity policy the ids and bounds are from"),
+            _f("created_at", TS, True),
+        ]
+    ),
+    key=("profile_id", "check_id"),
+)
+
 # ---- data quality (rldata.quality, docs/quality.md): eval packs, contamination, lint, near-duplicates ----
 EVAL_ITEMS = TableSchema(
     "eval_items",
@@ -468,6 +586,10 @@ for _t in (
     SELECTIONS,
     METRICS,
     ENV_PROFILES,
+    ENV_VALIDATIONS,
+    PREDICTIONS,
+    SAMPLE_PREDICTIONS,
+    ENV_CHECKS,
     EVAL_ITEMS,
     CONTAMINATION,
     LINT_FINDINGS,

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real Delta store in a temp dir, and one real local Ray per test session."""
+"""Shared fixtures: a real Delta store in a temp dir, one real local Ray per test session, and the
+session's warm engines."""
 
 from __future__ import annotations
 
@@ -20,24 +21,71 @@ def store(tmp_path):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray started once for the whole session (it takes ~7 s to start here)."""
+    """The local Ray of the whole session, started once with ``SESSION_CPUS`` logical CPUs (~7 s
+    here) and never restarted (tests/ray_helpers.py)."""
     import ray
 
     from tests.ray_helpers import init_ray
 
-    if not ray.is_initialized():
-        init_ray()
+    init_ray()
     yield ray
     ray.shutdown()
 
 
-@pytest.fixture(autouse=True)
-def _session_ray_is_narrow(request):
-    """A test on the session's Ray runs on its 2 CPUs even after a test that widened it."""
-    if "ray_session" in request.fixturenames:
-        from tests.ray_helpers import narrow_session_ray
+@pytest.fixture(scope="session")
+def engine_pools(ray_session):
+    """The session's warm engines: one rldata.engine.pool.EnginePool per (model, engine settings),
+    started by the first job that asks for it and lent to every later one (at most POOL_ENGINES
+    engines live; the least used pool closes to make room)."""
+    from rldata.engine.pool import EnginePools
+    from tests.ray_helpers import POOL_ENGINES
 
-        narrow_session_ray()
+    pools = EnginePools(max_engines=POOL_ENGINES)
+    SESSION_POOLS.append(pools)
+    yield pools
+    pools.close()
+
+
+@pytest.fixture(autouse=True)
+def _warm_engines(request):
+    """A test on Ray (marked ``ray``, or asking for the session's Ray) runs on the session's
+    Ray, and every job in it that would start engines borrows the session's warm ones instead
+    (rldata.engine.pool.borrow): rows equal to fresh engines' (tests/engine/test_pool.py), each start
+    paid once.  A test marked ``fresh_engines`` (its subject is the engine lifecycle, a kill, a fault,
+    engine settings or a cluster) starts its own, with room made for them."""
+    node = request.node
+    on_ray = node.get_closest_marker("ray") or "ray_session" in request.fixturenames
+    if not on_ray:
+        yield
+        return
+    pools = request.getfixturevalue("engine_pools")
+    if node.get_closest_marker("fresh_engines"):
+        from tests.ray_helpers import FRESH_CPUS
+
+        pools.release(FRESH_CPUS)
+        yield
+    else:
+        with pools.active():
+            yield
+    from tests.ray_helpers import note_ray
+
+    note_ray()
+
+
+SESSION_POOLS: list = []  # the session's EnginePools, once a test asked for it
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.ray_helpers import STARTS
+
+    for pools in SESSION_POOLS:  # how often the warm engines saved a start (a CI log shows it)
+        terminalreporter.write_line(
+            f"warm engines: {pools.loans} jobs borrowed them, {pools.started} pool starts paid"
+        )
+    if len(STARTS) > 1:
+        terminalreporter.write_line(
+            f"warning: the session's Ray was started {len(STARTS)} times (a test restarted it)", yellow=True
+        )
 
 
 @pytest.fixture(scope="session")

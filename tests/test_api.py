@@ -22,7 +22,7 @@ from rldata.errors import RldataError
 ROOT = Path(__file__).resolve().parents[1]
 VERBS = (
     *("ingest", "sample", "verify", "filter", "stratify", "train", "export", "report"),
-    *("passrates", "cost", "judge", "judge_export", "env_register", "env_list", "env_show"),
+    *("passrates", "cost", "rewards", "judge", "judge_export", "env_register", "env_list", "env_show"),
     *("decontaminate", "dedup", "lint", "blast_radius"),
 )
 
@@ -30,6 +30,7 @@ VERBS = (
 def test_the_package_exports_one_verb_per_stage_even_after_its_namesake_packages_load():
     import rldata.ingest.gym
     import rldata.report.page
+    import rldata.rewards.compose
     import rldata.verify.math
 
     for verb in VERBS:
@@ -140,6 +141,7 @@ COMMANDS = {
     "report": "stats.py",
     "passrates": "sample.py",
     "cost": "cost.py",
+    "rewards": "rewards.py",
     "judge": "judge.py",
     "judge_export": "judge.py",
     "env_register": "env.py",

@@ -161,7 +161,7 @@ def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
     # the labels use case end to end: import another trainer's dump (rewards kept as labels),
     # re-score it with rldata's math verifier, audit the verifier against the labels
     from rldata.configs.sampling import VerifyConfig
-    from rldata.interop.imports import ImportSpec, import_rollouts
+    from rldata.interop import ImportConfig, import_rollouts
     from rldata.jobs.verify import VerifyJob, run_verify
 
     recs = [
@@ -176,7 +176,7 @@ def test_audit_of_imported_rollouts_against_their_own_rewards(store, tmp_path):
             json.dumps({"prompt": p, "answer": a, "completion": c, "score": s}) + "\n" for p, a, c, s in recs
         )
     )
-    res = import_rollouts(store, path=dump, spec=ImportSpec(format="jsonl", run_id="imp"))
+    res = import_rollouts(store, ImportConfig(format="jsonl", run_id="imp", path=dump))
     assert res.trajectories_added == 4
     v = run_verify(store, VerifyJob(run_id="imp", verify=VerifyConfig(timeout_s=5)))
     assert v.verified == 4 and v.no_answer == 1

@@ -103,6 +103,7 @@ def test_nested_task_and_actor_constructor_errors_name_their_cause(ray_session):
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_engines(reason="a fault: an engine vLLM cannot run (its own, not a warm one)")
 def test_an_engine_vllm_cannot_run_names_the_cause(ray_session, hd16, tmp_path, capsys, monkeypatch):
     from rldata.ingest import ingest, sample_path
 
@@ -124,6 +125,8 @@ def test_an_engine_vllm_cannot_run_names_the_cause(ray_session, hd16, tmp_path, 
 
 
 @pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.fresh_engines(reason="a fault: the trainer's engine vLLM cannot run (its own, not a warm one)")
 def test_the_trainers_engine_error_names_the_cause(hd16, tmp_path, capsys, monkeypatch):
     from rldata.ingest import ingest, sample_path
     from tests.ray_helpers import ray_with_cpus
@@ -135,7 +138,7 @@ def test_the_trainers_engine_error_names_the_cause(hd16, tmp_path, capsys, monke
         (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
         ingest(open_store(root), tmp_path / "t.jsonl")
         cfg = tmp_path / "train.yaml"
-        cfg.write_text("prompts_per_step: 2\ngroup_size: 2\nmicro_batch: 4\nmax_tokens: 4\n")
+        cfg.write_text("prompts_per_step: 2\nn: 2\nmicro_batch: 4\nmax_tokens: 4\n")
         argv = ["--store", root, "train", "--model", hd16, "--config", cfg, "--steps", 1]
         err = _one_line_error(capsys, argv + ["--out", tmp_path / "runs", "--run-id", "hd16"])
     assert "EngineActor.generate" in err and "head_dim=16" in err, err

@@ -12,13 +12,12 @@ import pytest
 
 from rldata._remote import parse_storage_options
 from rldata.adaptive import AdaptiveSpec
-from rldata.configs.sampling import SamplingSpec, VerifyConfig
+from rldata.configs.sampling import SampleConfig, SamplingSpec, VerifyConfig
 from rldata.cost import CostSpec
 from rldata.demo import DemoConfig
 from rldata.errors import ConfigError, RldataError, UnknownNameError
 from rldata.gym import GymError
 from rldata.ingest.gym import gym_tasks
-from rldata.jobs.sample import SampleJob
 from rldata.jobs.verify import VerifyJob
 from rldata.ledger.select import Band, parse_buckets, quantile_buckets
 from rldata.schemas import get as table_schema
@@ -45,7 +44,7 @@ BAND = Band(0.1, 0.9)
         (lambda: SamplingSpec(top_p=0.0), "top_p"),
         (lambda: SamplingSpec(max_tokens=0), "max_tokens"),
         (lambda: TrainConfig(mode="async", max_staleness=0), "max_staleness"),
-        (lambda: TrainConfig(group_size=1), "group_size"),
+        (lambda: TrainConfig(n=1), "n"),
         (lambda: TrainConfig.from_dict({"learning_rate": 0.1}), "learning_rate"),
         (lambda: CostSpec(0.0), "tflops"),
         (lambda: CostSpec(989.0, 1.5), "mfu"),
@@ -53,8 +52,8 @@ BAND = Band(0.1, 0.9)
         (lambda: CostSpec.from_gpu("z80"), "gpu"),
         (lambda: VerifyJob(batch=0), "batch"),
         (lambda: VerifyJob(verify=VerifyConfig(timeout_s=0)), "timeout_s"),
-        (lambda: SampleJob(where="1=1", selection="s"), "selection"),
-        (lambda: SampleJob(batch_tasks=0), "batch_tasks"),
+        (lambda: SampleConfig(where="1=1", selection="s"), "selection"),
+        (lambda: SampleConfig(batch_tasks=0), "batch_tasks"),
         (lambda: parse_buckets("nonsense"), "buckets"),
         (lambda: parse_buckets("easy:0.9-0.5"), "buckets"),
         (lambda: quantile_buckets(pl.Series([0.5]), 0), "quantiles"),
@@ -167,6 +166,11 @@ ALLOWED = {
     ("trainer/pipeline.py", "ValueError"): "an internal invariant: steps are consumed in order",
     ("trainer/policy.py", "ValueError"): "batch-shape invariants: the learner builds the batch",
     ("rldata/interop/formats.py", "TypeError"): "a plugin passing a non-callable: a programming error",
+    ("rldata/predict/__init__.py", "AttributeError"): "the module __getattr__ protocol for a missing name",
+    (
+        "rldata/rollout/render.py",
+        "ValueError",
+    ): "a chat template's raise_exception while probing it: caught a few lines below",
 }
 
 

@@ -6,11 +6,10 @@ import pytest
 
 from rldata import open_store
 from rldata.errors import ConfigError, RldataError
-from rldata.interop.imports import ImportSpec
+from rldata.interop import ImportConfig
 from rldata.names import check_name
 from rldata.runs.core import record_run
-from rldata.trainer.config import TrainConfig
-from rldata.trainer.driver import DriverOptions
+from rldata.trainer.config import TrainConfig, TrainRun
 
 GOOD = ["r1", "train-20260101-120000-abc123", "import:jsonl:0123abcd", "seed_0.lr-3e-4", "_x", "a" * 128]
 BAD = [
@@ -50,7 +49,7 @@ def test_train_run_id_and_tag_are_checked_before_anything_starts(name):
     with pytest.raises(RldataError, match="run_id"):
         TrainConfig(run_id=name)
     with pytest.raises(RldataError, match="tag"):
-        DriverOptions(tag=name)
+        TrainRun(tag=name)
 
 
 def test_record_run_and_import_refuse_an_unsafe_run_id(tmp_path):
@@ -60,4 +59,4 @@ def test_record_run_and_import_refuse_an_unsafe_run_id(tmp_path):
         pass
     assert store.count("runs") == before
     with pytest.raises(ConfigError, match="run_id"):
-        ImportSpec(format="jsonl", run_id="a/b")
+        ImportConfig(format="jsonl", run_id="a/b")

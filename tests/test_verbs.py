@@ -195,14 +195,19 @@ def test_judge_checks_its_parameters_before_an_engine_starts(tmp_path, kwargs, f
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_judge_through_the_real_engine(store):
+@pytest.mark.ray
+def test_judge_through_the_real_engine(store, engine_pools):
     """The bundled tiny model cannot follow the judge's template: every verdict is an error row
-    (never a score), and judging again skips what is judged."""
+    (never a score), and judging again skips what is judged.  The verb borrows the session's warm
+    engine of a 64-token context (its own engine's verdicts are the same: tests/engine/test_pool.py)."""
+    from rldata.configs.sampling import VllmConfig
+    from rldata.engine.pool import PoolKey
     from tests.rewards.test_judge import _seed_store
 
+    pool = engine_pools.pool_for(PoolKey.of(None, max_model_len=64, vllm=VllmConfig()), engines=1)
     _seed_store(store)
-    res = rldata.judge(store, run_id="r1", max_tokens=8, max_model_len=64)
+    res = rldata.judge(store, run_id="r1", max_tokens=8, max_model_len=64, engines=pool)
     _frozen(res)
     assert (res.mode, res.verifier, res.added) == ("pointwise", "genrm", 6)
     assert res.verdicts.to_dicts() == [{"passed": None, "n": 6, "errors": 6}]
-    assert rldata.judge(store, run_id="r1", max_tokens=8, max_model_len=64).added == 0
+    assert rldata.judge(store, run_id="r1", max_tokens=8, engines=pool).added == 0  # the context follows

@@ -1,29 +1,46 @@
 """Training configuration: one frozen dataclass, loaded from YAML (or built in code).
 
-Each field is documented once, beside it.  ``__post_init__`` checks ranges and the derived sizes
-(the rollout batch must split evenly over learners and micro-batches); ``from_yaml`` turns any
-problem into an ``InputError`` naming the file and the field.
+Each field is declared once, beside its help and its check.  The shared parts are nested, not
+restated: the rollout's sampling is a :class:`~rldata.configs.sampling.SamplingSpec` (``rollout``,
+its ``n`` the group size G, under the :func:`on_policy` rule), the engines an
+:class:`~rldata.configs.sampling.EngineConfig` (``engine``) and the held-out evaluation an
+:class:`~rldata.configs.sampling.EvalConfig` whose sampling follows the rollout's.  The rules
+between fields are :meth:`TrainConfig.train_rules` (the batch must split evenly over learners and
+micro-batches...); ``from_yaml`` turns any problem into an ``InputError`` naming the file and the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.configs.fields import at_least, build, load, nested, one_of, param, sql_predicate, validate
-from rldata.configs.sampling import EvalConfig, SamplingSpec, VerifyConfig, VllmConfig, check_sampling
+from rldata.configs.fields import (
+    at_least,
+    build,
+    config,
+    load,
+    nested,
+    one_of,
+    param,
+    sql_predicate,
+    validate,
+    validator,
+)
+from rldata.configs.sampling import ENVIRONMENTS, EngineConfig, EvalConfig, SamplingSpec, VerifyConfig
 from rldata.curriculum import DEFAULT_TRAIN_STEPS
 from rldata.curriculum.live import LiveConfig
-from rldata.errors import ConfigError
+from rldata.curriculum.sampler import SAMPLERS
+from rldata.errors import ConfigError, RldataError
 from rldata.names import check_name
+from rldata.runs.trackers import TRACKERS, check_tracker
 from rldata.trainer.advantages import ESTIMATORS
 
 __all__ = [
     "AGGREGATIONS",
     "LORA_DEFAULTS",
     "MODES",
+    "ON_POLICY_FREE",
     "PRECISIONS",
     "STRATEGIES",
     "ConfigError",
@@ -31,6 +48,7 @@ __all__ = [
     "TrainConfig",
     "TrainRun",
     "check_lora",
+    "on_policy",
 ]  # ConfigError: rldata.errors'
 
 MODES = ("sync", "async")
@@ -41,14 +59,8 @@ STRATEGIES = ("ddp", "fsdp")
 PRECISIONS = ("fp32", "bf16")
 # lora: {...} keys and their defaults; "all-linear" is peft's every linear layer but the output head
 LORA_DEFAULTS = {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}
-# SamplingSpec field -> the TrainConfig field that sets it, for the rollout (the eval: EvalConfig.spec)
-_ROLLOUT_PARAMS = {
-    "n": "group_size",
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "max_tokens": "max_tokens",
-    "seed": "seed",
-}
+# the micro-batch when none is given: this many sequences, or a learner's whole share when smaller
+MICRO_BATCH = 16
 
 
 def _need(ok: bool, name: str, reason: str) -> None:
@@ -58,6 +70,64 @@ def _need(ok: bool, name: str, reason: str) -> None:
 
 def _positive(v):
     return None if v is None or v > 0 else f"must be > 0, got {v}"
+
+
+def _name(field: str):
+    def check(v):
+        try:
+            check_name(v, field=field) if v is not None else None
+        except ConfigError as e:
+            return str(e).partition(": ")[2]
+        return None
+
+    return check
+
+
+def _tracker(v):
+    try:
+        check_tracker(v)  # an unknown tracker or a missing extra fails before anything starts
+    except RldataError as e:
+        return str(e)
+    return None
+
+
+def _betas(v):
+    ok = len(v) == 2 and all(isinstance(b, int | float) and 0 <= b < 1 for b in v)
+    return None if ok else f"must be two numbers in [0, 1), got {list(v)}"
+
+
+# What a rollout's sampling may set: how many samples, how hot, how long, where they stop, the seed,
+# and how a plain prompt is shown (chat_template: the prompt, not the distribution over completions).
+# Every other field shapes the distribution (a nucleus, top-k, min-p, penalties...) and must stay
+# at its default (off): the learner scores the full softmax at the rollout's temperature, and the
+# engine's log-probs under a truncated or reshaped distribution would not be its.
+ON_POLICY_FREE = ("n", "temperature", "max_tokens", "stop", "seed", "chat_template")
+
+
+@validator
+def on_policy(spec: SamplingSpec) -> None:
+    """The rollout's sampling rules of policy-gradient training (``rollout``, where TrainConfig
+    nests its SamplingSpec): advantages are relative within a group of at least 2; the learner
+    scores the full softmax at the same temperature, so the engine must sample from it (every field
+    but :data:`ON_POLICY_FREE` at its default, off: a sampling parameter added later is refused
+    here until it is known to keep the distribution); the seed seeds the run."""
+    if spec.n < 2:
+        raise ConfigError.of("n", f"must be >= 2 (advantages are group-relative), got {spec.n}")
+    if spec.temperature <= 0:
+        raise ConfigError.of(
+            "temperature", f"must be > 0 for policy-gradient training, got {spec.temperature}"
+        )
+    off = type(spec)()
+    for f in dataclasses.fields(spec):
+        value, default = getattr(spec, f.name), getattr(off, f.name)
+        if f.name not in ON_POLICY_FREE and value != default:
+            raise ConfigError.of(
+                f.name,
+                f"must be {default!r} for training (the learner scores the full softmax; the engine's "
+                f"log-probs under {f.name} would be renormalised over a truncated nucleus), got {value!r}",
+            )
+    if spec.seed is None:
+        raise ConfigError.of("seed", "must be a number for training (it seeds the run)")
 
 
 _ONE = at_least(1)
@@ -121,49 +191,56 @@ def _format_lora(spec: dict | None) -> str | None:
     )
 
 
-@dataclass(frozen=True)
+@config
 class TrainConfig:
     """Training configuration (GRPO, rollouts, learners, checkpoints, eval)."""
 
-    # --- model and run -----------------------------------------------------------------------
-    model: str | None = param(
-        None,
-        help="Starting model: a Hugging Face model directory, or a hub id (ORG/NAME) found in the local "
-        "Hugging Face cache (docs/model.md). Default: the bundled tiny-arith model.",
+    # --- model, engines and run ---------------------------------------------------------------
+    engine: EngineConfig = nested(
+        EngineConfig,
+        defaults={"engines": 1},
+        deprecated={"engines": ("num_engines",)},
+        help="The starting model and the vLLM engines the rollouts and evaluations run on.",
     )
     run_id: str | None = param(
         None,
+        check=_name("run_id"),  # names a directory under output_dir: no separators, no ".."
         help="Run id (default: a fresh one); 1-128 letters, digits, '.', '_', ':', '-' (a directory name).",
     )
     output_dir: str = param(
         "runs", flag="--out", help="Output dir; checkpoints go to OUT/RUN_ID/checkpoints/step-NNNNNN."
-    )
-    seed: int = param(
-        0, help="Run seed: python, numpy, torch, the sampler and the engines' per-request seeds."
     )
     # --- schedule -----------------------------------------------------------------------------
     steps: int = param(
         DEFAULT_TRAIN_STEPS, check=_ONE, help="Optimizer steps (= policy versions after the initial one)."
     )
     prompts_per_step: int = param(16, check=_ONE, help="Prompts (groups) in one rollout batch.")
-    group_size: int = param(8, help="G: samples per prompt (>= 2: advantages are group-relative).")
     # --- rollout ------------------------------------------------------------------------------
-    max_tokens: int = param(16, check=_ONE, help="Completion length cap, in tokens.")
-    temperature: float = param(
-        1.0, help="Sampling temperature (> 0; the learner scores tokens at the same one)."
+    # n is G, the samples per prompt (its old name group_size warns); the seed also seeds python,
+    # numpy, torch and the sampler
+    rollout: SamplingSpec = nested(
+        SamplingSpec,
+        defaults={"n": 8},
+        deprecated={"n": ("group_size", "--group-size")},
+        rule=on_policy,
+        help="The rollouts' sampling: n = G samples per prompt; the seed is the run's.",
     )
-    top_p: float = param(
-        1.0, help="Must be 1: the engine's nucleus log-probs and the learner's softmax would disagree."
-    )
-    engines: int = param(1, check=_ONE, deprecated=("num_engines",), help="K: vLLM engine actors.")
     dynamic_sampling: bool = param(True, help="Drop groups whose rewards are all equal, and replace them.")
     max_resample: int = param(
         3, check=_ZERO, help="Extra generation rounds per step to replace dropped groups."
     )
     # --- loss ---------------------------------------------------------------------------------
-    advantage: str = param("grpo", help="grpo: (r - mean) / (std + eps); drgrpo: r - mean.")
+    advantage: str = param(
+        "grpo",
+        choices=ESTIMATORS,
+        help="Advantage estimator (grpo: (r - mean) / (std + eps); drgrpo: r - mean).",
+    )
     adv_eps: float = param(1e-6, check=_ZERO, help="eps in the grpo denominator.")
-    eps_low: float = param(0.2, help="The ratio is clipped below at 1 - eps_low, in [0, 1).")
+    eps_low: float = param(
+        0.2,
+        check=lambda v: None if 0 <= v < 1 else f"must be in [0, 1), got {v}",
+        help="The ratio is clipped below at 1 - eps_low, in [0, 1).",
+    )
     eps_high: float = param(
         0.28, check=_ZERO, help="The ratio is clipped above at 1 + eps_high (DAPO clip-higher)."
     )
@@ -171,10 +248,14 @@ class TrainConfig:
         0.0, check=_ZERO, help="Weight of the k3 KL to the initial model; 0 = no reference model loaded."
     )
     agg: str = param(
-        "token", help="token: mean over all tokens of the batch (DAPO); sequence: mean of per-sequence means."
+        "token",
+        check=one_of(*AGGREGATIONS),
+        help="token: mean over all tokens of the batch (DAPO); sequence: mean of per-sequence means.",
     )
     behav_weight_cap: float = param(
-        2.0, help="C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling), >= 1."
+        2.0,
+        check=at_least(1),
+        help="C: behaviour weight min(pi_prox / pi_behav, C) (truncated importance sampling), >= 1.",
     )
     behav_weight: bool = param(True, help="Off: no behaviour correction, weight 1 (ablation only).")
     # --- sync / async -------------------------------------------------------------------------
@@ -184,23 +265,29 @@ class TrainConfig:
         cli_type=bool,
         to_field=lambda on: "async" if on else "sync",
         from_field=lambda mode: mode == "async",
+        check=one_of(*MODES),
         help="Async: engines generate the next batches while the learners update (mode: sync or async).",
     )
     max_staleness: int = param(
-        1, help="Async: generation runs at most K policy versions ahead of the learners (>= 1)."
+        1,
+        check=lambda v: None if v >= 1 else f"must be >= 1 (0 is sync mode), got {v}",
+        help="Async: generation runs at most K policy versions ahead of the learners (>= 1).",
     )
     # --- optimizer and learners ---------------------------------------------------------------
-    lr: float = param(1e-5, help="AdamW learning rate (constant), > 0.")
+    lr: float = param(1e-5, check=_positive, help="AdamW learning rate (constant), > 0.")
     weight_decay: float = param(0.0, check=_ZERO, help="AdamW weight decay.")
     adam_betas: tuple[float, float] = param(
-        (0.9, 0.999), cli=False, help="AdamW betas, two numbers in [0, 1)."
+        (0.9, 0.999), cli=False, check=_betas, help="AdamW betas, two numbers in [0, 1)."
     )
     max_grad_norm: float = param(1.0, check=_ZERO, help="Gradient clipping; 0 = off.")
     num_learners: int = param(
         1, flag="--learners", check=_ONE, help="W: DDP learner actors (gloo on CPU, NCCL on GPU)."
     )
-    micro_batch: int = param(
-        16, check=_ONE, help="Sequences per forward/backward on one learner (gradients accumulate)."
+    micro_batch: int | None = param(
+        None,
+        check=_ONE,
+        help=f"Sequences per forward/backward on one learner (gradients accumulate). Default: "
+        f"{MICRO_BATCH}, or a learner's whole share of the batch when smaller.",
     )
     cpus_per_learner: float = param(
         1.0, check=_positive, help="CPU cores reserved per learner in its placement group bundle."
@@ -253,6 +340,8 @@ class TrainConfig:
     )
     env: str | None = param(
         None,
+        choices=ENVIRONMENTS,
+        strict=False,  # an environment registered in the store is found when the run binds its tasks
         help="Train every task as an episode in this environment (NAME or NAME@VERSION). "
         "Default: each task's own environment, else single-turn.",
     )
@@ -264,102 +353,57 @@ class TrainConfig:
     verify: VerifyConfig = nested(VerifyConfig)
     # the held-out evaluation: --eval-n, eval: {n: ..} in a file (the flat eval_n: deprecated)
     eval: EvalConfig = nested(EvalConfig, prefixed=True)
-    live: LiveConfig = nested(LiveConfig, help="Live pass-rate posteriors and the live:* samplers.")
+    live: LiveConfig = nested(
+        LiveConfig, help="Live pass-rate posteriors, the live:* and gaussian samplers, re-profiling."
+    )
     extra: dict[str, Any] = param(
         default_factory=dict, compare=False, cli=False, help="Free-form notes, stored with the run."
     )
 
     def __post_init__(self):
-        if self.strategy == "fsdp" and isinstance(self.num_learners, int) and self.num_learners < 1:
-            raise ConfigError.of(
-                "num_learners",
-                f"strategy: fsdp shards the model over the learners; num_learners must be >= 1, got {self.num_learners}",
-            )
-        validate(self, error=ConfigError)  # each field's type and its own check, declared with it
-        if self.run_id is not None:  # names a directory under output_dir: no separators, no ".."
-            try:
-                check_name(self.run_id, field="run_id")
-            except ConfigError as e:
-                raise ConfigError.of("run_id", str(e).partition(": ")[2]) from None
-        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
-        _need(
-            self.group_size >= 2,
-            "group_size",
-            f"must be >= 2 (advantages are group-relative), got {self.group_size}",
-        )
-        _need(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
-        _need(0 <= self.eps_low < 1, "eps_low", f"must be in [0, 1), got {self.eps_low}")
-        _need(
-            self.temperature > 0,
-            "temperature",
-            f"must be > 0 for policy-gradient training, got {self.temperature}",
-        )
-        # The engine's log-probs under top_p < 1 are renormalised over the nucleus while the learner
-        # scores the full softmax: every behaviour weight would be biased.  Refused rather than guessed.
-        _need(
-            self.top_p == 1.0,
-            "top_p",
-            f"must be 1.0 for training (the learner scores the full softmax, "
-            f"the engine's log-probs under top_p < 1 would be nucleus-renormalised), got {self.top_p}",
-        )
-        _need(self.behav_weight_cap >= 1, "behav_weight_cap", f"must be >= 1, got {self.behav_weight_cap}")
-        _need(self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}")
-        _need(
-            self.max_staleness >= 1,
-            "max_staleness",
-            f"must be >= 1 (0 is sync mode), got {self.max_staleness}",
-        )
-        _need(
-            len(self.adam_betas) == 2 and all(0 <= b < 1 for b in self.adam_betas),
-            "adam_betas",
-            f"must be two numbers in [0, 1), got {list(self.adam_betas)}",
-        )
-        _need(self.agg in AGGREGATIONS, "agg", f"must be one of {', '.join(AGGREGATIONS)}, got {self.agg!r}")
-        _need(
-            self.advantage in ESTIMATORS,
-            "advantage",
-            f"must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}",
-        )
-        # The rollout's sampling parameters, under the bounds `rldata sample` has (EvalConfig checks
-        # the eval's n and temperature; max_tokens and seed are these)
-        try:
-            check_sampling(**{k: getattr(self, v) for k, v in _ROLLOUT_PARAMS.items()})
-        except ConfigError as e:
-            field = _ROLLOUT_PARAMS[e.field]
-            raise ConfigError.of(field, str(e).removeprefix(f"{e.field} ")) from None
+        if isinstance(self.adam_betas, list):
+            object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
+        validate(self)  # each field's type and its own check, declared with it; then train_rules
+        if self.lora is not None:  # the mapping completed with its defaults
+            object.__setattr__(self, "lora", check_lora(self.lora))
+
+    @validator
+    def train_rules(self) -> None:
+        """The rules between fields: engines to train on, the batch's split over learners and
+        micro-batches, what LoRA and CPU offload need."""
+        _need(self.engine.engines is not None, "engines", "training needs a number of engines, got None")
         # Derived sizes: equal shards per learner, and whole micro-batches within a shard.
         _need(
             self.batch_size % self.num_learners == 0,
             "num_learners",
-            f"prompts_per_step * group_size = {self.batch_size} must divide evenly over "
-            f"{self.num_learners} learners",
+            f"prompts_per_step * n = {self.batch_size} must divide evenly over {self.num_learners} learners",
         )
         _need(
             not self.cpu_offload or self.strategy == "fsdp",
             "cpu_offload",
             "needs strategy: fsdp (FSDP2's offload policy), got strategy: ddp",
         )
-        if self.lora is not None:
-            object.__setattr__(self, "lora", check_lora(self.lora))
-            # No second model is kept under LoRA: the KL term would have no reference to score.
-            _need(
-                self.kl_coef == 0,
-                "lora",
-                f"lora with kl_coef > 0 needs a reference model, and LoRA runs keep none: set kl_coef: 0 "
-                f"(got kl_coef: {self.kl_coef})",
-            )
+        # No second model is kept under LoRA: the KL term would have no reference to score.
         _need(
-            self.micro_batch_tokens > 0 or self.per_learner_batch % self.micro_batch == 0,
-            "micro_batch",
-            f"each learner's {self.per_learner_batch} sequences must split into micro-batches of "
-            f"{self.micro_batch}",
+            self.lora is None or self.kl_coef == 0,
+            "lora",
+            f"lora with kl_coef > 0 needs a reference model, and LoRA runs keep none: set kl_coef: 0 "
+            f"(got kl_coef: {self.kl_coef})",
         )
+        share, micro = self.per_learner_batch, self.micro_batch_rows
+        if self.micro_batch_tokens == 0 and share % micro:
+            fits = [d for d in range(min(micro, share), 0, -1) if share % d == 0][:3]
+            raise ConfigError.of(
+                "micro_batch",
+                f"each learner's {share} sequences must split into micro-batches of {micro}: set "
+                f"micro_batch to a divisor of {share} ({', '.join(map(str, fits))}), or leave it unset",
+            )
 
     # --- derived ------------------------------------------------------------------------------
     @property
     def batch_size(self) -> int:
         """Sequences per optimizer step (global, over all learners)."""
-        return self.prompts_per_step * self.group_size
+        return self.prompts_per_step * self.rollout.n
 
     @property
     def staleness_bound(self) -> int:
@@ -371,22 +415,20 @@ class TrainConfig:
         return self.batch_size // self.num_learners
 
     @property
-    def grad_accum_steps(self) -> int:
-        return self.per_learner_batch // self.micro_batch
+    def micro_batch_rows(self) -> int:
+        """Sequences per micro-batch: ``micro_batch``, or by default 16 capped at a learner's share."""
+        if self.micro_batch is not None:
+            return self.micro_batch
+        return max(1, min(MICRO_BATCH, self.per_learner_batch))
 
-    def sampling_spec(self) -> SamplingSpec:
-        """The rollout sampling params (n = G), as the engine and the ledger see them."""
-        return SamplingSpec(
-            n=self.group_size,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-        )
+    @property
+    def grad_accum_steps(self) -> int:
+        return self.per_learner_batch // self.micro_batch_rows
 
     def eval_spec(self) -> SamplingSpec:
-        """The held-out eval's sampling params (eval.n, eval.temperature; the run's cap and seed)."""
-        return self.eval.spec(max_tokens=self.max_tokens, seed=self.seed)
+        """The held-out evaluation's sampling: its own n and temperature, the rest the rollout's
+        (chat_template included: an evaluation sees prompts as the rollouts do)."""
+        return self.eval.spec(self.rollout)
 
     # --- I/O ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -395,17 +437,14 @@ class TrainConfig:
         return d
 
     def replace(self, **changes) -> TrainConfig:
+        """A copy with ``changes``, by field or by a section's field (``n=4`` changes ``rollout.n``)."""
         return dataclasses.replace(self, **changes)
-
-    @property
-    def num_engines(self) -> int:
-        """Deprecated name of ``engines`` (one release)."""
-        return self.engines
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Fields by name, nested (``eval: {n: 8}``) or flat; an old name warns and still works
-        (``num_engines`` for ``engines``, the flat ``eval_n`` of a previous release's stored config)."""
+        """Fields by name, nested (``rollout: {n: 8}``, ``eval: {n: 8}``) or flat; an old name warns
+        and still works (``group_size`` for ``n``, ``num_engines`` for ``engines``, the flat ``eval_n``
+        of a previous release's stored config)."""
         return build(cls, data)
 
     @classmethod
@@ -415,36 +454,41 @@ class TrainConfig:
         return load(cls, Path(path), **{k: v for k, v in overrides.items() if v is not None})
 
 
-@dataclass(frozen=True)
+@config
 class TrainRun:
-    """How a run of a TrainConfig starts: which tasks, Ray, the engines' context, tracking."""
+    """How a run of a TrainConfig starts: which tasks, Ray, tracking."""
 
     where: str | None = param(
         None, check=sql_predicate("where"), help="Without --curriculum: SQL predicate over tasks to train on."
     )
+    selection: str | None = param(
+        None,
+        help="Without --curriculum: train on this selection's kept tasks (rldata filter --name), drawn uniformly.",
+    )
     sampler: str | None = param(
         None,
-        help="Override the curriculum's sampler: mixture, uniform, live:band, live:learnability or live:skip "
-        "(live pass-rate posteriors, set by the --live-* options).",
+        choices=SAMPLERS,
+        help="Override the curriculum's sampler (live:* samplers: live pass-rate posteriors, set by the "
+        "--live-* options; gaussian: a Gaussian over pass rate whose mean moves from easy to hard, per "
+        "domain, set by --gauss-* and --reprofile-*).",
     )
     uniform: bool = param(False, help="Shorthand for --sampler uniform (the baseline).")
     resume: bool = param(
         False, help="Continue RUN_ID (default: the newest run in OUT) from its newest checkpoint."
     )
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
-    max_model_len: int | None = param(
-        None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
-    )
-    vllm: VllmConfig = nested(VllmConfig)  # the rollout and eval engines' dtype, parallelism, KV cache
     tag: str | None = param(
         None,
+        check=_name("tag"),
         help="A name shared by runs of one setting (e.g. its seeds): rldata report --group-by tag draws "
         "their mean and spread.",
     )
     tracker: str = param(
         "none",
-        help="Also stream every metric to tensorboard, wandb (offline) or mlflow (file store); none: the "
-        "store only.",
+        choices=TRACKERS,
+        check=_tracker,
+        help="Also stream every metric to a tracker (tensorboard, wandb offline, mlflow file store); none: "
+        "the store only.",
     )
     tracker_dir: str | None = param(None, help="Where the tracker writes (default: OUT/RUN_ID/TRACKER).")
     include_flagged: bool = param(
@@ -455,11 +499,19 @@ class TrainRun:
 
     def __post_init__(self):
         validate(self)
+
+    @validator
+    def run_rules(self) -> None:
         if self.uniform and self.sampler not in (None, "uniform"):
             raise ConfigError(f"uniform contradicts sampler {self.sampler!r}", field="uniform")
 
+    @property
+    def sampler_name(self) -> str | None:
+        """The sampler that overrides the curriculum's (``uniform``: the baseline), if any."""
+        return "uniform" if self.uniform else self.sampler
 
-@dataclass(frozen=True)
+
+@config
 class TrainCommand:
     """`rldata train`: a TrainConfig and how its run starts (a file may hold both, flat or nested)."""
 
@@ -467,8 +519,18 @@ class TrainCommand:
     run: TrainRun = nested(TrainRun)
 
     def __post_init__(self):
+        validate(self)
+
+    @validator
+    def command_rules(self) -> None:
         if self.train.curriculum is not None and self.run.where:
             raise ConfigError(
                 "where picks the tasks of a run without a curriculum; the curriculum's selection picks them",
                 field="where",
+            )
+        if self.run.selection is not None and (self.train.curriculum is not None or self.run.where):
+            raise ConfigError(
+                "selection picks the tasks of a run without a curriculum: give one of curriculum, "
+                "selection and where",
+                field="selection",
             )

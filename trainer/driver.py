@@ -9,6 +9,7 @@ Per step (sync mode; async mode runs the first line ahead in a producer thread, 
          policy_version += 1
       -> write-back (trajectories incl. dropped groups, verifications, ledger, metrics)
       -> sampler.observe(step, per-bucket accuracy) -> checkpoint every K steps and at the end
+      -> held-out evaluation when due -> re-profile of the pool when it plateaued (live.reprofile_after)
 
 Engines come from :func:`rldata.engine.actors.start_engines`, the same code as ``rldata sample``.
 Rollouts come from a :class:`rldata.trainer.pipeline.Pipeline`: a producer thread generates step
@@ -28,67 +29,36 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
-from rldata.configs.sampling import VllmConfig
-from rldata.console import log
+from rldata.console import log, progress, stage
+from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
+from rldata.engine.pool import borrow
 from rldata.errors import RldataError
+from rldata.jobs.sample import override_verifier
 from rldata.rewards.compose import RewardSpec
-from rldata.sql_guard import check_predicate
+from rldata.rewards.judge import Judge
+from rldata.rollout import EpisodeStats, Renderer
+from rldata.runs.core import record_run
+from rldata.runs.trackers import open_tracker
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state, staging_dir
-from rldata.trainer.config import TrainConfig
+from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
 from rldata.trainer.evaluate import evaluate
 from rldata.trainer.handoff import Observations, Weights
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
+from rldata.trainer.reprofile import eval_history, reprofile, reprofile_now
 from rldata.trainer.rollout import collect_step, load_reward
-from rldata.trainer.state import RunState, TrainSummary, plan_run, restore, run_dir
+from rldata.trainer.state import RunState, TrainSummary, finished, plan_run, restore, run_dir
 from rldata.trainer.writer import Writer
+from rldata.verify import for_domain
 
-__all__ = ["DriverOptions", "TrainSummary", "run_dir", "train"]
-
-
-@dataclass(frozen=True)
-class DriverOptions:
-    """What a run needs besides the TrainConfig: where tasks come from, Ray, engine sizes."""
-
-    sampler: str | None = None  # override the curriculum's sampler, e.g. "uniform" (the baseline)
-    tasks_where: str | None = None  # SQL predicate over tasks, for a run without a curriculum
-    resume: bool = False  # continue run_id from its newest checkpoint
-    address: str | None = None  # Ray address; None = $RAY_ADDRESS or a local Ray
-    max_model_len: int | None = None  # engine context (prompt + completion tokens); None = the model's
-    vllm: VllmConfig = field(default_factory=VllmConfig)  # dtype, tensor parallelism, KV cache
-    tag: str | None = None  # groups runs in the report (seeds of one setting): rldata report --group-by tag
-    tracker: str = "none"  # rldata.runs.trackers.TRACKERS: each metrics row is also streamed there
-    tracker_dir: str | None = None  # default: OUTPUT_DIR/RUN_ID/TRACKER
-    # Steps' rows are committed together at most this often (rldata.trainer.writer): a commit costs
-    # about the same for one step's rows as for ten, and on a small machine it competes with the
-    # engine and the learner for the cores.  Checkpoints (and the end) always commit at once.
-    writeback_interval_s: float = 2.0
-    # flagged tasks (rldata.quality.flags) never trained on, and what the run records about them
-    # (table versions read, tasks left out per reason); the ids stay out of the run's stored arguments
-    exclude: tuple[str, ...] = field(default=(), repr=False)
-    exclude_info: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        from rldata.names import check_name
-        from rldata.runs.trackers import check_tracker
-
-        check_tracker(self.tracker)  # an unknown tracker or a missing extra fails before anything starts
-        if self.tag is not None:
-            check_name(self.tag, field="tag")
-        # the predicate is spliced into SQL: one predicate, checked before Ray starts (build_sampler
-        # checks again for its direct callers; the held-out one is TrainConfig.eval's, checked there)
-        if self.tasks_where is not None:
-            check_predicate(self.tasks_where, field="where")
-        if self.max_model_len is not None and self.max_model_len < 2:
-            raise RldataError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.writeback_interval_s < 0:
-            raise RldataError(f"writeback_interval_s must be >= 0, got {self.writeback_interval_s}")
+__all__ = ["TrainSummary", "run_args", "run_dir", "train"]
 
 
 @dataclass
@@ -114,9 +84,6 @@ class _Ctx:
         """(name, version) of the verifier that scores ``domain``: the config's override, else the
         domain's; they key the verdicts and the ledger rows."""
         if domain not in self._verifiers:
-            from rldata.jobs.sample import override_verifier
-            from rldata.verify import for_domain
-
             name = self.cfg.verify.verifier
             v = override_verifier(name) if name else for_domain(domain)
             self._verifiers[domain] = (v.name, v.version)
@@ -128,12 +95,10 @@ def _ray_cpus_needed(cfg: TrainConfig) -> float:
     # alternate in synchronous mode, so these are scheduling slots, not cores that must all be busy at
     # once (async mode runs them at once: the same slots, sharing the cores).  Held-out evaluations
     # borrow the run's engines; the one a resumed run redoes before they start reuses their slot.
-    return cfg.engines + cfg.num_learners * cfg.cpus_per_learner + 1
+    return cfg.engine.engines + cfg.num_learners * cfg.cpus_per_learner + 1
 
 
 def _start_ray(address: str | None, need: float) -> None:
-    from rldata.engine.actors import ensure_ray
-
     have = ensure_ray(address, num_cpus=max(os.cpu_count() or 1, math.ceil(need))).get("CPU", 0)
     if have < need:
         raise RldataError(
@@ -200,37 +165,105 @@ def _save(learners, sampler, root: Path, *, step: int, version: int, extra: dict
     return commit(tmp, final)
 
 
-def train(store: Store, cfg: TrainConfig, options: DriverOptions = DriverOptions()) -> TrainSummary:
-    """Run (or resume) a GRPO training run; returns its summary."""
-    from rldata.runs.core import record_run
-    from rldata.runs.trackers import open_tracker
+def train(
+    store: Store,
+    command: TrainCommand,
+    *,
+    engines=None,
+    writeback_interval_s: float = 2.0,
+    exclude: Sequence[str] = (),
+    exclude_info: Mapping[str, Any] | None = None,
+) -> TrainSummary:
+    """Run (or resume) the GRPO training run ``command`` describes (its ``train`` config and how its
+    ``run`` starts); returns its summary.
 
-    cfg, opts, state = plan_run(store, cfg, options)  # every check that needs no Ray
-    _start_ray(opts.address, _ray_cpus_needed(cfg))
-    restore(store, cfg, state, resume=opts.resume)
+    ``engines``, not a setting of the run: an :class:`rldata.engine.pool.EnginePool` (or
+    ``EnginePools``) of the run's model and engine settings to borrow the rollout engines from
+    instead of starting them (the run syncs its weights into them; the pool reloads the model's own
+    before its next loan).
 
-    args = {
-        "config": cfg.to_dict(),
-        "options": {**asdict(opts), "exclude": len(opts.exclude)},
-        "base_model": state.base.path,
-        "start_step": state.start,
-    }
-    tracker_dir = opts.tracker_dir or run_dir(cfg, state.run_id) / opts.tracker
+    ``writeback_interval_s``, not a setting of the run: steps' rows are committed together at most
+    this often (rldata.trainer.writer): a commit costs about the same for one step's rows as for
+    ten, and on a small machine it competes with the engine and the learner for the cores.
+    Checkpoints (and the end) always commit at once.
+
+    ``exclude``, not a setting of the run but what the store's flag tables hold: task ids never
+    drawn, the flagged ones (rldata.quality.flags, read by :func:`rldata.api.train` unless
+    ``run.include_flagged``); ``exclude_info`` (the flag tables' versions, the flags per reason) goes
+    into the run's arguments beside how many (``flags``)."""
+    if writeback_interval_s < 0:
+        raise RldataError(f"writeback_interval_s must be >= 0, got {writeback_interval_s}")
+    run_opts = command.run
+    cfg, state = plan_run(store, command.train, run_opts, exclude=exclude, exclude_info=exclude_info)
+    if run_opts.resume and (done := finished(store, cfg, state)) is not None:
+        log(f"run {state.run_id} is already done (step {done.last_step} of {cfg.steps}): nothing to do")
+        return done
+    log(run_header(cfg, run_opts, state))
+    _start_ray(run_opts.address, _ray_cpus_needed(cfg))
+    restore(store, cfg, state, resume=run_opts.resume)
+
+    args = run_args(cfg, run_opts, state)
+    tracker_dir = run_opts.tracker_dir or run_dir(cfg, state.run_id) / run_opts.tracker
     with (
         record_run(store, "train", args, run_id=state.run_id) as run,
-        open_tracker(opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
+        open_tracker(run_opts.tracker, tracker_dir, run_id=state.run_id, config=args) as tracker,
     ):
         state.tracker = tracker
-        _loop(store, cfg, opts, state)
+        _loop(store, cfg, run_opts, state, writeback_interval_s, engines)
         run.summary = state.summary.to_dict()
     return state.summary
 
 
-def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) -> None:
+def run_args(cfg: TrainConfig, run: TrainRun, state: RunState) -> dict:
+    """What the runs row (and a tracker) records of a run: its config, its sections nested, every
+    run option as rldata train took it, the flagged tasks it left out (how many, the flag tables'
+    versions, per reason), the base model and the step it started from."""
+    return {
+        "config": cfg.to_dict(),
+        "run": asdict(run),
+        "flags": state.flags,
+        "base_model": state.base.path,
+        "start_step": state.start,
+    }
+
+
+def run_header(cfg: TrainConfig, run: TrainRun, state: RunState) -> str:
+    """The effective setup of a run, on one line: what it trains, on what, how."""
+    plural = lambda n, word: f"{n} {word}{'s' if n != 1 else ''}"
+    k = cfg.staleness_bound
+    mode = f"async (max staleness {k})" if k else "sync"
+    learners = f"{plural(cfg.num_learners, 'learner')} {cfg.strategy} {cfg.mixed_precision}"
+    learners += f" LoRA r={cfg.lora.get('r')}" if cfg.lora else ""
+    learners += " gradient checkpointing" if cfg.gradient_checkpointing else ""
+    if cfg.curriculum:
+        tasks = f"curriculum {cfg.curriculum} (sampler {state.sampler.sampler})"
+    elif run.selection:
+        tasks = f"selection {run.selection!r} uniform"
+    else:
+        tasks = "every task uniform" + (f" where {run.where}" if run.where else "")
+    ev = cfg.eval
+    evals = (
+        f"held-out {len(state.eval_ids)} tasks x {cfg.eval_spec().n} "
+        + (f"every {ev.every} steps" if ev.every else "before and after")
+        if state.eval_ids
+        else "no held-out eval (--eval-heldout)"
+    )
+    resume = f" (resuming after step {state.start})" if state.start else ""
+    return (
+        f"train {state.run_id}: {state.base.name}, {plural(cfg.steps, 'step')} x "
+        f"{plural(cfg.prompts_per_step, 'prompt')} x {plural(cfg.rollout.n, 'sample')}{resume}, {mode}; "
+        f"{learners}; {plural(cfg.engine.engines, 'engine')}; {plural(len(state.tasks), 'task')}: {tasks}; "
+        f"{evals}"
+    )
+
+
+def _loop(
+    store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float, lent=None
+) -> None:
+    # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
     import ray
     from transformers import AutoTokenizer
 
-    from rldata.engine.actors import start_engines
     from rldata.trainer.learner import LearnerGroup
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
@@ -238,25 +271,53 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
 
     def run_eval(step: int, model_dir, engines: list | None = None) -> None:
-        res = evaluate(
-            store,
-            model_dir,
-            cfg,
-            state.eval_ids,
-            address=opts.address,
-            max_model_len=opts.max_model_len,
-            vllm=opts.vllm,
-            env=cfg.env,
-            engines=engines,
+        res = evaluate(store, model_dir, cfg, state.eval_ids, address=run_opts.address, engines=engines)
+        summary.evals.append(
+            {
+                "step": step,
+                "model": res.model,
+                "accuracy": res.accuracy,
+                "tasks": res.tasks,
+                "ci": [res.ci_low, res.ci_high],
+            }
         )
-        summary.evals.append({"step": step, "model": res.model, "accuracy": res.accuracy, "tasks": res.tasks})
+        history.append((step, res.accuracy))
         # upsert: a resumed run may redo an evaluation whose rows already landed
-        evals = {"eval/accuracy": res.accuracy, "eval/errors": res.errors}
+        evals = {
+            "eval/accuracy": res.accuracy,
+            "eval/errors": res.errors,
+            "eval/ci_low": res.ci_low,
+            "eval/ci_high": res.ci_high,
+        }
         store.upsert("metrics", wb.metric_rows(run_id, step, evals))
         state.tracker.log(step, evals)
         log(
-            f"eval step {step}: held-out accuracy {res.accuracy:.4f} over {res.tasks} tasks x {cfg.eval.n} "
+            f"eval step {step}: held-out accuracy {res.accuracy:.4f} (95% CI {res.ci_low:.3f}-{res.ci_high:.3f}) "
+            f"over {res.tasks} tasks x {cfg.eval_spec().n} "
             f"(ledger model {res.model})"
+        )
+
+    history = eval_history(store, run_id, state.start) if cfg.live.reprofile_after else []
+
+    def maybe_reprofile(step: int, model_dir, engines: list) -> None:
+        """After the evaluation of ``step``: re-profile the pool when held-out accuracy plateaued."""
+        if not reprofile_now(cfg, history, step):
+            return
+        r = reprofile(
+            store,
+            cfg,
+            state.sampler,
+            model_dir,
+            version=state.version,
+            engines=engines,
+            address=run_opts.address,
+        )
+        values = {"reprofile/tasks": r.tasks, "reprofile/pass_rate": r.pass_rate}
+        store.upsert("metrics", wb.metric_rows(run_id, step, values))
+        state.tracker.log(step, values)
+        log(
+            f"re-profile after step {step}: held-out accuracy flat for {cfg.live.reprofile_after} "
+            f"evaluation(s); {r.tasks} tasks x {cfg.live.reprofile_n} at {r.model}: mean pass rate {r.pass_rate:.4f}"
         )
 
     def eval_due(step: int) -> bool:
@@ -280,8 +341,10 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
 
     model_now = str(ckpt_path or base_path)
     reward = load_reward(cfg)
-    learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
-    engines = []
+    w = cfg.num_learners
+    with stage(f"starting {w} learner{'s' if w != 1 else ''} ({cfg.strategy}, {cfg.mixed_precision})"):
+        learners = LearnerGroup(model_now, cfg, ref_path=base_path, resume=ckpt_path is not None)
+    engines, lease = [], None
     writer = Writer(
         partial(
             _commit,
@@ -289,46 +352,58 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             total=cfg.steps,
             summary=summary,
             tracker=state.tracker,
-            params_hash=cfg.sampling_spec().params_hash,
+            params_hash=cfg.rollout.params_hash,
             run_id=run_id,
         ),
-        interval_s=opts.writeback_interval_s,
+        interval_s=writeback_s,
     )
     try:
-        engines = start_engines(
-            cfg.engines,
-            model_now,
-            seed=cfg.seed,
-            name_prefix=f"rldata-train-{run_id}",
-            tensor_parallel_size=opts.vllm.tensor_parallel_size,
-            engine_kwargs={"max_model_len": opts.max_model_len, **opts.vllm.engine_kwargs()},
-        )
+        # a pool holds the base model: a resumed run loads its checkpoint's weights into what it borrows
+        lease = borrow(
+            lent, model=base_path, max_model_len=cfg.engine.max_model_len, vllm=cfg.engine.vllm,
+            engines=cfg.engine.engines, seed=cfg.rollout.seed, address=run_opts.address, name_as=model_now,
+        )  # fmt: skip
+        if lease is not None:
+            engines = lease.actors
+            if ckpt_path is not None:
+                ray.get([e.load_weights_from.remote(str(ckpt_path)) for e in engines])
+        else:
+            engines = start_engines(
+                cfg.engine.engines,
+                model_now,
+                seed=cfg.rollout.seed,
+                name_prefix=f"rldata-train-{run_id}",
+                tensor_parallel_size=cfg.engine.vllm.tensor_parallel_size,
+                engine_kwargs={"max_model_len": cfg.engine.max_model_len, **cfg.engine.vllm.engine_kwargs()},
+            )
         if state.eval_ids and ckpt_path is None:
             # Before the first step, on the run's own engines: they hold the base model's weights, and
             # an evaluation's engines of its own would cost an engine start (and a model load) each.
-            run_eval(0, base_path, engines)
-        from rldata.rollout import EpisodeStats, Renderer
-
+            with stage(
+                f"held-out evaluation of the base model ({len(state.eval_ids)} tasks x {cfg.eval_spec().n})"
+            ):
+                run_eval(0, base_path, engines)
+        elif ckpt_path is not None:  # the checkpoint predates its step's re-profile: redo it (draws nothing)
+            maybe_reprofile(state.start, ckpt_path, engines)
         episodic = any(b is not None and not b.fast_single_turn for b in state.bindings.values())
+        templated = cfg.rollout.chat_template == "on"  # plain prompts through the chat template (resolved)
         ctx = _Ctx(
             cfg=cfg,
             run_id=run_id,
             engines=engines,
             tasks=state.tasks,
             sampler=state.sampler,
-            spec=cfg.sampling_spec(),
+            spec=cfg.rollout,
             verify_timeout_s=cfg.verify.timeout_s,
             reward=reward,
             bindings=state.bindings,
-            renderer=Renderer(tokenizer) if episodic else None,
-            max_model_len=opts.max_model_len,
+            renderer=Renderer(tokenizer) if episodic or templated else None,
+            max_model_len=cfg.engine.max_model_len,
             episode_stats=EpisodeStats(),
         )
         if reward.needs_judge({t["domain"] for t in state.tasks.values()}):
-            from rldata.engine.actors import RemoteEngine
-            from rldata.rewards.judge import Judge
-
-            ctx.judge = Judge(RemoteEngine(engines[0]))  # judges with the current policy's engine
+            # judges with the current policy's engine
+            ctx.judge = Judge(lease.remote(0) if lease is not None else RemoteEngine(engines[0]))
         _train_steps(
             store,
             cfg,
@@ -342,19 +417,24 @@ def _loop(store: Store, cfg: TrainConfig, opts: DriverOptions, state: RunState) 
             ),
             run_eval=run_eval,
             eval_due=eval_due,
+            after_eval=maybe_reprofile,
         )
     finally:
         try:
-            writer.close()  # the steps done so far land even when a later one failed
+            with stage("writing the last steps' rows"):
+                writer.close()  # the steps done so far land even when a later one failed
         finally:
-            for e in engines:
-                ray.kill(e)
+            if lease is not None:
+                lease.close()
+            else:
+                for e in engines:
+                    ray.kill(e)
             learners.shutdown()
             summary.seconds = time.monotonic() - t_run
 
 
 def _train_steps(
-    store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due
+    store, cfg, ctx, learners, writer, tokenizer, state: RunState, *, save, run_eval, eval_due, after_eval
 ) -> None:
     """Steps start+1..cfg.steps: rollouts from the pipeline (K = 0 in sync mode), updates, write-back;
     ``state.version`` follows the learners' updates."""
@@ -392,86 +472,91 @@ def _train_steps(
     engine_idle, promotions = 0.0, 0
     pipe.start()
     try:
-        for step in range(start + 1, cfg.steps + 1):
-            t0, idle0 = time.monotonic(), pipe.learner_idle
-            item = pipe.get()
-            (groups, rt), gen_version = item.payload, item.version
-            gap = state.version - gen_version
-            if is_stale(
-                state.version, gen_version, k
-            ):  # impossible under capacity control; kept as a defence
-                for g in groups:
-                    if g.kept:
-                        g.kept, g.drop_reason = False, "stale"
-            batch = _batch(groups, tokenizer, prompt_cache)
-            stats, t_update = None, 0.0
-            if batch is not None:
-                t1 = time.monotonic()
-                stats = learners.step(batch)
-                t_update = time.monotonic() - t1
-                state.version += 1
-                # The ref resolves to the weights after this update (the actor runs calls in order);
-                # the producer loads them before its next generate call.
-                weights.publish(state.version, learners.flat_weights_ref())
-            # The ledger row of a policy version counts all its samples: one step's, or several when the
-            # same version generated more than one (async mode, or an update skipped for want of a kept group).
-            if gen_version != ledger_version:
-                ledger_version, ledger = gen_version, []
-            ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
-            observations.push(step, wb.bucket_accuracy(groups), wb.group_evidence(groups, gen_version))
-            if k == 0 or hold(step):
-                observations.apply()  # the producer is waiting for this step: the sampler is ours
-            if not hold(step):
-                # The next generation needs only the published weights and the observations: let it
-                # start now, while this step's metrics are built (sync mode: off the critical path).
-                pipe.consumed(step)
-            idle_now = pipe.engine_idle()
-            times = {
-                "generate": rt.generate,
-                "reward": rt.reward,
-                "update": t_update,
-                "sync": sync_s.pop(step, 0.0),
-                "learner_idle": pipe.learner_idle - idle0,
-                "engine_idle": idle_now - engine_idle,
-                "step": time.monotonic() - t0,
-            }
-            engine_idle = idle_now
-            metrics = wb.step_metrics(groups, stats, times)
-            metrics |= staleness_metrics(gap, metrics["samples"], k)
-            metrics |= rt.live  # live:* samplers: posterior variance of the drawn tasks, skipped, re-probed
-            metrics |= {
-                "policy_version": state.version,
-                "generated_by": gen_version,
-                "phase": ctx.sampler.phase_index,
-                "promoted": observations.promotions - promotions,
-                "stale_dropped": sum(g.drop_reason == "stale" for g in groups),
-            }
-            promotions = observations.promotions
-            model = wb.ledger_model(base_name, run_id, gen_version)
-            # Rows are built in the writer thread too: off the learners' critical path.
-            rows = partial(
-                _rows,
-                groups,
-                ctx,
-                run_id=run_id,
-                step=step,
-                model=model,
-                revision=revision,
-                version=gen_version,
-            )
-            writer.submit(_StepRows(step, dict(metrics), rows, model, ledger))
-            _accumulate(summary, metrics, groups)
-            summary.last_step, summary.policy_version = step, state.version
-            if hold(step):
-                writer.flush()  # a checkpoint promises that its steps' rows are in the store
-                path = save(step, state.version)
-                summary.checkpoint = str(path)
-                if eval_due(step):
-                    # The producer waits for this hold, so the engines are idle: give them the weights
-                    # just saved (the next step's sync, done early) and evaluate on them.
-                    sync_s[step + 1] = weights.load(ctx.engines)
-                    run_eval(step, path, ctx.engines)
-                pipe.consumed(step)  # only now may the producer draw past the checkpoint
+        with progress("training", total=cfg.steps - start, unit="steps") as bar:
+            for step in range(start + 1, cfg.steps + 1):
+                t0, idle0 = time.monotonic(), pipe.learner_idle
+                item = pipe.get()
+                (groups, rt), gen_version = item.payload, item.version
+                gap = state.version - gen_version
+                if is_stale(
+                    state.version, gen_version, k
+                ):  # impossible under capacity control; kept as a defence
+                    for g in groups:
+                        if g.kept:
+                            g.kept, g.drop_reason = False, "stale"
+                batch = _batch(groups, tokenizer, prompt_cache)
+                stats, t_update = None, 0.0
+                if batch is not None:
+                    t1 = time.monotonic()
+                    stats = learners.step(batch)
+                    t_update = time.monotonic() - t1
+                    state.version += 1
+                    # The ref resolves to the weights after this update (the actor runs calls in order);
+                    # the producer loads them before its next generate call.
+                    weights.publish(state.version, learners.flat_weights_ref())
+                # The ledger row of a policy version counts all its samples: one step's, or several when the
+                # same version generated more than one (async mode, or an update skipped for want of a kept group).
+                if gen_version != ledger_version:
+                    ledger_version, ledger = gen_version, []
+                ledger = [*ledger, *wb.outcomes(groups, ctx.verifier_for)]
+                observations.push(step, wb.bucket_accuracy(groups), wb.group_evidence(groups, gen_version))
+                if k == 0 or hold(step):
+                    observations.apply()  # the producer is waiting for this step: the sampler is ours
+                if not hold(step):
+                    # The next generation needs only the published weights and the observations: let it
+                    # start now, while this step's metrics are built (sync mode: off the critical path).
+                    pipe.consumed(step)
+                idle_now = pipe.engine_idle()
+                times = {
+                    "generate": rt.generate,
+                    "reward": rt.reward,
+                    "update": t_update,
+                    "sync": sync_s.pop(step, 0.0),
+                    "learner_idle": pipe.learner_idle - idle0,
+                    "engine_idle": idle_now - engine_idle,
+                    "step": time.monotonic() - t0,
+                }
+                engine_idle = idle_now
+                metrics = wb.step_metrics(groups, stats, times)
+                metrics |= staleness_metrics(gap, metrics["samples"], k)
+                metrics |= (
+                    rt.live
+                )  # live:* samplers: posterior variance of the drawn tasks, skipped, re-probed
+                metrics |= {
+                    "policy_version": state.version,
+                    "generated_by": gen_version,
+                    "phase": ctx.sampler.phase_index,
+                    "promoted": observations.promotions - promotions,
+                    "stale_dropped": sum(g.drop_reason == "stale" for g in groups),
+                }
+                promotions = observations.promotions
+                model = wb.ledger_model(base_name, run_id, gen_version)
+                # Rows are built in the writer thread too: off the learners' critical path.
+                rows = partial(
+                    _rows,
+                    groups,
+                    ctx,
+                    run_id=run_id,
+                    step=step,
+                    model=model,
+                    revision=revision,
+                    version=gen_version,
+                )
+                writer.submit(_StepRows(step, dict(metrics), rows, model, ledger))
+                _accumulate(summary, metrics, groups)
+                summary.last_step, summary.policy_version = step, state.version
+                bar.advance(1, reward=f"{metrics['reward_mean']:.3f}", v=state.version)
+                if hold(step):
+                    writer.flush()  # a checkpoint promises that its steps' rows are in the store
+                    path = save(step, state.version)
+                    summary.checkpoint = str(path)
+                    if eval_due(step):
+                        # The producer waits for this hold, so the engines are idle: give them the weights
+                        # just saved (the next step's sync, done early) and evaluate on them.
+                        sync_s[step + 1] = weights.load(ctx.engines)
+                        run_eval(step, path, ctx.engines)
+                        after_eval(step, path, ctx.engines)  # the producer waits: the sampler is ours
+                    pipe.consumed(step)  # only now may the producer draw past the checkpoint
     finally:
         pipe.close(timeout=120)
 

@@ -13,13 +13,18 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rldata.configs.sampling import HELDOUT_WHERE, VllmConfig
+from rldata.configs.sampling import HELDOUT_WHERE, SampleConfig
+from rldata.engine.core import model_identity
 from rldata.errors import RldataError
+from rldata.jobs.sample import override_verifier, run_sample
+from rldata.ledger.core import verifier_key
 from rldata.sql_guard import check_predicate
+from rldata.stats import accuracy_interval
 from rldata.store.core import Store
 from rldata.trainer.config import TrainConfig
+from rldata.verify import for_domain
 
-__all__ = ["HELDOUT_WHERE", "EvalResult", "eval_task_ids", "evaluate"]
+__all__ = ["HELDOUT_WHERE", "EvalResult", "eval_job", "eval_task_ids", "evaluate"]
 
 # HELDOUT_WHERE (rldata.configs.sampling): the bundled arith tasks mark their held-out split in metadata
 # (rldata ingest --sample arith-heldout)
@@ -32,6 +37,8 @@ class EvalResult:
     tasks: int
     samples: int
     errors: int
+    ci_low: float = 0.0  # 95% interval of the accuracy over the tasks (rldata.stats.accuracy_interval)
+    ci_high: float = 1.0
 
 
 def eval_task_ids(store: Store, cfg: TrainConfig) -> list[str]:
@@ -61,6 +68,23 @@ def eval_task_ids(store: Store, cfg: TrainConfig) -> list[str]:
     return [t for (t,) in rows]
 
 
+def eval_job(
+    cfg: TrainConfig, model_dir: str | Path, task_ids: list[str], *, address: str | None = None
+) -> SampleConfig:
+    """The sampling job of an evaluation: the eval's sampling (:meth:`TrainConfig.eval_spec`), the
+    run's engine settings, environment and verifier, on ``model_dir``, over ``task_ids``."""
+    # A sample job takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
+    where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"
+    return SampleConfig(
+        sampling=cfg.eval_spec(),
+        engine=cfg.engine.replace(model=str(model_dir)),
+        verify=cfg.verify,  # the run's verifier scores its evals too
+        where=where,
+        address=address,
+        env=cfg.env,
+    )
+
+
 def evaluate(
     store: Store,
     model_dir: str | Path,
@@ -68,60 +92,44 @@ def evaluate(
     task_ids: list[str],
     *,
     address: str | None = None,
-    max_model_len: int | None = None,
-    vllm: VllmConfig | None = None,
-    env: str | None = None,
     engines: list | None = None,
 ) -> EvalResult:
-    """Sample ``cfg.eval.n`` completions per held-out task from ``model_dir`` and read back the accuracy.
+    """Sample the eval's ``n`` completions per held-out task from ``model_dir`` (the run's engine
+    settings, environment and verifier; :meth:`TrainConfig.eval_spec`'s sampling) and read back the
+    accuracy.
 
     ``engines``: running engine actors that hold ``model_dir``'s weights (the run's own); without them
-    the evaluation starts engines of its own."""
-    from rldata.engine.core import model_identity
-    from rldata.jobs.sample import SampleJob, run_sample
-
-    spec = cfg.eval_spec()
+    the evaluation starts engines of its own, as many as the run has."""
+    job = eval_job(cfg, model_dir, task_ids, address=address)
     name = model_identity(str(model_dir)).name
     ids = pa.table({"task_id": pa.array(task_ids, pa.string())})
-    # SampleJob takes a predicate: name the tasks by id (a literal list stays exact whatever the store holds).
-    where = "t.task_id IN (" + ", ".join("'" + t.replace("'", "''") + "'" for t in task_ids) + ")"
-    run_sample(
-        store,
-        SampleJob(
-            spec=spec,
-            model=str(model_dir),
-            where=where,
-            address=address,
-            max_model_len=max_model_len,
-            vllm=vllm or VllmConfig(),
-            env=env,
-            verifier=cfg.verify.verifier,  # the run's verifier scores its evals too
-            verify_timeout_s=cfg.verify.timeout_s,
-        ),
-        engines=engines,
-    )
+    done = run_sample(store, job, engines=engines)
     # the slice this evaluation's verifier wrote: the same checkpoint (or the base model, which every
     # run evaluates at step 0) may have ledger rows under another verifier or version too
-    acc, n_tasks, n, err = store.sql(
-        "SELECT avg(pass_rate), count(*), sum(n), sum(n_error) FROM passrates p JOIN _ids USING (task_id) "
+    rows = store.sql(
+        "SELECT pass_rate, n, n_error FROM passrates p JOIN _ids USING (task_id) "
         "WHERE p.model = $1 AND p.params_hash = $2 AND p.verifier_key IN (SELECT unnest($3))",
-        params=[name, spec.params_hash, _verifier_keys(store, cfg, ids)],
+        params=[name, done.params_hash, _verifier_keys(store, cfg, ids)],  # its chat template resolved
         extra={"_ids": ids},
-    ).fetchall()[0]
-    if not n_tasks:
+    ).fetchall()
+    if not rows:
         raise RldataError(f"evaluation of {name} wrote no ledger rows")
+    rates = [float(r[0]) for r in rows]
+    lo, hi = accuracy_interval(rates)
     return EvalResult(
-        model=name, accuracy=float(acc), tasks=int(n_tasks), samples=int(n or 0), errors=int(err or 0)
+        model=name,
+        accuracy=sum(rates) / len(rates),
+        tasks=len(rows),
+        samples=sum(int(r[1] or 0) for r in rows),
+        errors=sum(int(r[2] or 0) for r in rows),
+        ci_low=lo,
+        ci_high=hi,
     )
 
 
 def _verifier_keys(store: Store, cfg: TrainConfig, ids: pa.Table) -> list[str]:
     """The ledger keys the evaluation's samples were verified under (rldata.jobs.sample picks the
     verifiers the same way: the override, else each task's domain's)."""
-    from rldata.jobs.sample import override_verifier
-    from rldata.ledger.core import verifier_key
-    from rldata.verify import for_domain
-
     if cfg.verify.verifier:
         v = override_verifier(cfg.verify.verifier)
         return [verifier_key(v.name, v.version)]

@@ -98,7 +98,9 @@ class Learner:
         # adapters, all that trains, in fp32).
         dtype = frozen_dtype(base, cfg) if cfg.lora is not None else torch.float32
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(cfg.seed)  # LoRA's initial A: the same on every rank (FSDP does not broadcast)
+            torch.manual_seed(
+                cfg.rollout.seed
+            )  # LoRA's initial A: the same on every rank (FSDP does not broadcast)
             self.model = prepare_model(hold_frozen(load_model(base, dtype=dtype, device=device)), cfg)
         if any(p.dtype != torch.float32 for p in self.model.parameters() if p.requires_grad):
             raise RldataError("a trained parameter is not fp32 (the optimizer keeps fp32 masters)")
@@ -150,7 +152,7 @@ class Learner:
         if cfg.micro_batch_tokens:
             micro = batch.shard_by_tokens(self.rank, self.world_size, cfg.micro_batch_tokens)
         else:
-            micro = batch.shard(self.rank, self.world_size, cfg.micro_batch)
+            micro = batch.shard(self.rank, self.world_size, cfg.micro_batch_rows)
         forward = self.ddp if self.ddp is not None else self.model
         sums = dict.fromkeys(_SUM_KEYS, 0.0) | {"rho_max": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
@@ -163,7 +165,7 @@ class Learner:
             no_sync = self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()
             with no_sync, autocast(cfg, self.device):
                 logp, entropy = token_logprobs(
-                    forward, mb.input_ids, mb.attention_mask, temperature=cfg.temperature
+                    forward, mb.input_ids, mb.attention_mask, temperature=cfg.rollout.temperature
                 )  # [b, l-1] each
                 # The proximal policy is the weights this update starts from.  The batch is ONE
                 # optimizer step, so those are exactly the weights of this forward: its detached
@@ -178,7 +180,7 @@ class Learner:
                             self.ref,
                             mb.input_ids,
                             mb.attention_mask,
-                            temperature=cfg.temperature,
+                            temperature=cfg.rollout.temperature,
                             with_entropy=False,
                         )  # [b, l-1]
                 loss, st = grpo_loss(

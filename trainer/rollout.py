@@ -19,9 +19,19 @@ import numpy as np
 import pyarrow as pa
 
 from rldata.console import log
-from rldata.curriculum import SAMPLERS, Bucket, Curriculum, CurriculumSampler, Phase, late_phases
+from rldata.curriculum import (
+    SAMPLERS,
+    Bucket,
+    Curriculum,
+    CurriculumSampler,
+    Phase,
+    empty_selection_reason,
+    late_phases,
+    selection_buckets,
+)
 from rldata.curriculum import load as load_curriculum
-from rldata.curriculum.live import LiveState
+from rldata.curriculum.live import LiveState, predicted_priors
+from rldata.curriculum.sampler import uses_live
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
 from rldata.sql_guard import check_predicate
@@ -107,6 +117,7 @@ def build_sampler(
     *,
     sampler: str | None = None,
     tasks_where: str | None = None,
+    tasks_selection: str | None = None,
     exclude: Sequence[str] = (),
     prior_model: str | None = None,
 ) -> tuple[CurriculumSampler, dict[str, dict]]:
@@ -115,18 +126,17 @@ def build_sampler(
     With ``cfg.curriculum``: the buckets of its selection (``selections.bucket`` of the kept rows, the
     one source of membership: edges an old curriculum file carries are not read; the file's bucket
     names are the ones its phases weigh, and the sampler refuses tasks in a bucket it does not name).
-    Without: every task (matching ``tasks_where``) in one bucket, drawn uniformly.  ``exclude`` (the
+    Without: every task (matching ``tasks_where``, or kept by selection ``tasks_selection``) in one
+    bucket, drawn uniformly.  ``exclude`` (the
     held-out tasks) is never trained on.  The sampler is seeded by the run's seed.  A ``live:*``
     sampler's posteriors start from ``prior_model``'s ledger rows (the base model's offline counts,
-    see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat.
+    see :func:`ledger_prior`) unless ``cfg.live.prior`` is flat; ``gaussian`` also reads those rows'
+    rates for tasks the run has no evidence of, the tasks' domains, and the run's length.
     """
     skip = set(exclude)
     if cfg.curriculum:
         cur = load_curriculum(cfg.curriculum)
-        if not cur.selection:
-            raise RldataError(
-                f"{cfg.curriculum}: no 'selection' named; bucket membership lives in a selection"
-            )
+        found = selection_buckets(store, cur, cfg.curriculum)
         late = late_phases(cur, cfg.steps)
         if late:
             log(
@@ -134,22 +144,19 @@ def build_sampler(
                 "promotion rule fires first: this run may never train on them (more steps, or "
                 "until_step values below the run's steps, e.g. rldata stratify --phase-steps)"
             )
+        buckets = {b: [t for t in ts if t not in skip] for b, ts in found.items()}
+        buckets = {b: ts for b, ts in buckets.items() if ts}
+    elif tasks_selection is not None:
+        cur = _uniform_curriculum(cfg.rollout.seed)
         rows = store.sql(
-            "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
-            "AND bucket IS NOT NULL ORDER BY task_id",
-            params=[cur.selection],
+            "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' ORDER BY task_id",
+            params=[tasks_selection],
         ).fetchall()
         if not rows:
-            raise RldataError(
-                f"selection {cur.selection!r} (named in {cfg.curriculum}) has no kept tasks with a "
-                "bucket: run rldata stratify first"
-            )
-        buckets: dict[str, list[str]] = {}
-        for task_id, bucket in rows:
-            if task_id not in skip:
-                buckets.setdefault(bucket, []).append(task_id)
+            raise RldataError(empty_selection_reason(store, tasks_selection), field="selection")
+        buckets = {UNIFORM_BUCKET: [t for (t,) in rows if t not in skip]}
     else:
-        cur = _uniform_curriculum(cfg.seed)
+        cur = _uniform_curriculum(cfg.rollout.seed)
         if tasks_where is not None:
             check_predicate(tasks_where, field="where")
         q = (
@@ -165,16 +172,6 @@ def build_sampler(
             + (f" matching {tasks_where!r}" if tasks_where else "")
             + (" once the held-out tasks are left out" if skip else "")
         )
-    live = None
-    if (sampler or cur.sampler).startswith("live:"):
-        live_cfg = cfg.live
-        prior = (
-            ledger_prior(store, prior_model, ids, params_hash=cfg.sampling_spec().params_hash)
-            if prior_model and live_cfg.prior == "ledger"
-            else None
-        )
-        live = LiveState(live_cfg, prior=prior)
-    s = CurriculumSampler(cur, buckets, seed=cfg.seed, sampler=sampler, live=live)
     tbl = store.sql(
         f"SELECT {_TASK_COLS} FROM tasks JOIN _ids USING (task_id)",
         extra={"_ids": pa.table({"task_id": pa.array(ids, pa.string())})},
@@ -183,6 +180,27 @@ def build_sampler(
     missing = [t for t in ids if t not in tasks]
     if missing:
         raise RldataError(f"{len(missing)} training task(s) are not in the tasks table, e.g. {missing[0]}")
+    live, name = None, sampler or cur.sampler
+    if uses_live(name):
+        live_cfg = cfg.live
+        # the posteriors' prior (prior: ledger), and the offline rates gaussian reads in any case
+        prior = (
+            ledger_prior(store, prior_model, ids, params_hash=cfg.rollout.params_hash)
+            if prior_model and (live_cfg.prior == "ledger" or name == "gaussian")
+            else None
+        )
+        # a task with no ledger counts starts from its stored prediction (rldata predict), if any
+        predicted = predicted_priors(store, prior_model, ids) if prior_model and live_cfg.predicted else None
+        live = LiveState(live_cfg, prior=prior, predicted=predicted)
+    s = CurriculumSampler(
+        cur,
+        buckets,
+        seed=cfg.rollout.seed,
+        sampler=sampler,
+        live=live,
+        domains={t: r["domain"] for t, r in tasks.items()},
+        total_steps=cfg.steps,
+    )
     return s, tasks
 
 
@@ -238,7 +256,7 @@ def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: Ro
     from rldata.rollout import generate
 
     for slot, (task_id, bucket) in enumerate(draws):
-        seed = request_seed(cfg.seed, step, rnd, slot, task_id)
+        seed = request_seed(cfg.rollout.seed, step, rnd, slot, task_id)
         groups.append(
             Group(
                 task=ctx.tasks[task_id],
@@ -299,7 +317,7 @@ def load_reward(cfg: TrainConfig) -> RewardSpec:
     default: the verifier's 1/0."""
     if not cfg.reward_spec:
         return RewardSpec()
-    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.max_tokens, where=cfg.reward_spec)
+    return load_reward_spec(cfg.reward_spec).check_max_tokens(cfg.rollout.max_tokens, where=cfg.reward_spec)
 
 
 def _rewards(ctx, groups: list[Group]) -> np.ndarray:

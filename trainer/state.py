@@ -8,21 +8,23 @@ driver's loop reads and mutates the one :class:`RunState` they build.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rldata.console import log
+from rldata.curriculum import load as load_curriculum
 from rldata.engine.core import ModelIdentity, model_context, model_identity
 from rldata.errors import ConfigError, RldataError
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
-from rldata.trainer.checkpoint import latest_checkpoint, load_checkpoint
-from rldata.trainer.config import TrainConfig
+from rldata.trainer.checkpoint import checkpoint_dir, latest_checkpoint, load_checkpoint
+from rldata.trainer.config import TrainConfig, TrainRun
 from rldata.trainer.evaluate import eval_task_ids
 from rldata.trainer.rollout import build_sampler, load_reward
 
-__all__ = ["RunState", "TrainSummary", "plan_run", "restore", "run_dir"]
+__all__ = ["RunState", "TrainSummary", "finished", "plan_run", "restore", "run_dir"]
 
 
 @dataclass
@@ -45,7 +47,10 @@ class TrainSummary:
 
 
 def run_dir(cfg: TrainConfig, run_id: str) -> Path:
-    return Path(cfg.output_dir) / run_id
+    """OUTPUT_DIR/RUN_ID, absolute from the driver's working directory: the learners write into it
+    from Ray workers, whose working directory is the one the Ray cluster started in (a job attached to
+    a running cluster, a notebook that changed directory)."""
+    return (Path(cfg.output_dir) / run_id).absolute()
 
 
 @dataclass
@@ -65,6 +70,7 @@ class RunState:
     version: int = 0  # policy version of the learners' weights; the loop raises it with each update
     pending: list = field(default_factory=list)  # outcomes the current version generated before a resume
     tracker: Any = None  # rldata.runs.trackers tracker, set once opened (it lives as long as the loop)
+    flags: dict = field(default_factory=dict)  # flagged tasks left out: how many, versions, per reason
 
     @property
     def checkpoint_extra(self) -> dict:
@@ -94,17 +100,25 @@ def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
     return run
 
 
-def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, RunState]:
-    """The run's config (with its run id), options (with the engine context) and state at step 0;
-    every check here runs before Ray starts.  ``opts`` is a ``rldata.trainer.driver.DriverOptions``."""
-    run_id = _resolve_run_id(cfg, opts.resume)
+def plan_run(
+    store: Store,
+    cfg: TrainConfig,
+    run: TrainRun,
+    *,
+    exclude: Sequence[str] = (),
+    exclude_info: Mapping[str, Any] | None = None,
+) -> tuple[TrainConfig, RunState]:
+    """The run's config (with its run id, the engines' context and the rollout's chat template
+    resolved) and state at step 0; every check here runs before Ray starts.  ``exclude``: flagged
+    task ids never drawn (rldata.quality.flags), ``exclude_info`` what the run records about them."""
+    run_id = _resolve_run_id(cfg, run.resume)
     cfg = cfg.replace(run_id=run_id)
-    base = model_identity(cfg.model)
-    if opts.max_model_len is None:
-        opts = replace(opts, max_model_len=model_context(base.path))
+    base = model_identity(cfg.engine.model)
+    if cfg.engine.max_model_len is None:
+        cfg = cfg.replace(max_model_len=model_context(base.path))
     ckpt_root = run_dir(cfg, run_id) / "checkpoints"
     ckpt_path = latest_checkpoint(ckpt_root)
-    if not opts.resume and (
+    if not run.resume and (
         ckpt_path is not None
         or store.sql("SELECT count(*) FROM trajectories WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
     ):
@@ -112,7 +126,7 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
             f"run {run_id} already has checkpoints or rows: resume it, or give another run_id", field="run_id"
         )
     if (
-        opts.resume
+        run.resume
         and ckpt_path is None
         and not store.sql("SELECT count(*) FROM runs WHERE run_id = $1", params=[run_id]).fetchall()[0][0]
     ):
@@ -122,20 +136,37 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         )
     eval_ids = eval_task_ids(store, cfg)
     load_reward(cfg)  # a bad reward spec fails before Ray starts
+    if cfg.curriculum:
+        load_curriculum(cfg.curriculum)  # a missing or bad file fails before the model's tokenizer loads
+    from rldata.rollout import bind_envs, resolve_chat_template
+
+    # chat_template auto becomes on or off for the base model: the rollout's params hash (every
+    # rollout and ledger row, the live prior's slice, the evaluations') says how plain tasks were sent
+    cfg = cfg.replace(rollout=resolve_chat_template(cfg.rollout, base.path))
     sampler, tasks = build_sampler(
         store,
         cfg,
-        sampler=opts.sampler,
-        tasks_where=opts.tasks_where,
-        exclude=[*eval_ids, *opts.exclude],  # held-out tasks, and flagged ones (rldata.quality)
+        sampler=run.sampler_name,
+        tasks_where=run.where,
+        tasks_selection=run.selection,
+        exclude=[*eval_ids, *exclude],  # held-out tasks, and flagged ones (rldata.quality)
         prior_model=base.name,
     )
-    if opts.exclude:
-        why = ", ".join(f"{k} {v}" for k, v in opts.exclude_info.get("flagged", {}).items())
-        log(
-            f"train: {len(opts.exclude)} flagged task(s) never drawn (--include-flagged trains on them): {why}"
+    flags = {"exclude": len(exclude), **(exclude_info or {})}
+    if exclude:
+        why = ", ".join(f"{k} {v}" for k, v in flags.get("flagged", {}).items())
+        log(f"train: {len(exclude)} flagged task(s) never drawn (--include-flagged trains on them): {why}")
+    if cfg.live.reprofile_after and not eval_ids:
+        raise ConfigError(
+            "live.reprofile_after: re-profiling when held-out accuracy plateaus needs a held-out set "
+            "(eval.heldout, eval.where or eval.selection)",
+            field="live.reprofile_after",
         )
-    from rldata.rollout import bind_envs
+    if cfg.live.reprofile_after and sampler.live is None:
+        raise ConfigError(
+            f"live.reprofile_after: sampler {sampler.sampler!r} reads no pass rates; use gaussian or a live:* sampler",
+            field="live.reprofile_after",
+        )
 
     bindings = bind_envs(store, tasks.values(), env=cfg.env)  # an unregistered env fails before Ray starts
     if cfg.verify.verifier:
@@ -150,8 +181,9 @@ def plan_run(store: Store, cfg: TrainConfig, opts) -> tuple[TrainConfig, Any, Ru
         eval_ids=eval_ids,
         bindings=bindings,
         summary=TrainSummary(run_id=run_id, model=base.name),
+        flags=flags,
     )
-    return cfg, opts, state
+    return cfg, state
 
 
 def _check_override(store: Store, cfg: TrainConfig, bindings: dict, eval_ids: list[str]) -> None:
@@ -202,7 +234,7 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
             if m != wb.ledger_model(base.name, run_id, version)
         ]
         gone = wb.discard_after(store, run_id, start, keep_versions_upto=version - 1)
-        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.sampling_spec().params_hash)
+        wb.rebuild_ledger(store, run_id, older, step=start, params_hash=cfg.rollout.params_hash)
         log(f"resuming {run_id} at step {start} (policy v{version}); discarded rows written after it: {gone}")
     state.pending = wb.pending_outcomes(store, run_id, wb.ledger_model(base.name, run_id, version), start)
     if (
@@ -212,7 +244,47 @@ def restore(store: Store, cfg: TrainConfig, state: RunState, *, resume: bool) ->
             store,
             state.pending,
             model=wb.ledger_model(base.name, run_id, version),
-            params_hash=cfg.sampling_spec().params_hash,
+            params_hash=cfg.rollout.params_hash,
             run_id=run_id,
         )
     state.summary.last_step, state.summary.policy_version = start, version
+    if state.ckpt_path is not None:
+        _restore_totals(store, state)
+
+
+def _restore_totals(store: Store, state: RunState) -> None:
+    """A resumed run's summary counts the steps before its checkpoint too (their rows stay): samples
+    and groups from their metrics, and the held-out evaluations made up to it."""
+    rows = store.sql(
+        "SELECT name, step, value FROM metrics WHERE run_id = $1 AND step <= $2 AND name IN "
+        "('samples', 'groups_kept', 'groups_dropped', 'eval/accuracy') ORDER BY step, name",
+        params=[state.run_id, state.start],
+    ).fetchall()
+    s = state.summary
+    for name, step, value in rows:
+        if name == "eval/accuracy":  # evaluate() names a checkpoint's samples by its directory
+            model = state.base.name if step == 0 else str(checkpoint_dir(state.ckpt_root, step).resolve())
+            s.evals.append({"step": step, "model": model, "accuracy": value, "tasks": len(state.eval_ids)})
+        else:
+            setattr(s, name, getattr(s, name) + int(value))
+
+
+def finished(store: Store, cfg: TrainConfig, state: RunState) -> TrainSummary | None:
+    """The stored summary of a run that is already done (its row says so and its newest checkpoint is
+    at the last step): what ``--resume`` of it returns, doing nothing (``steps`` 0)."""
+    import json
+
+    ckpt = state.ckpt_path
+    if ckpt is None or int(ckpt.name.split("-")[1]) < cfg.steps:
+        return None
+    row = store.sql(
+        "SELECT summary FROM runs WHERE run_id = $1 AND status = 'done'", params=[state.run_id]
+    ).fetchall()
+    try:
+        stored = json.loads(row[0][0]) if row else None
+        names = set(TrainSummary.__dataclass_fields__)
+        summary = TrainSummary(**{k: v for k, v in stored.items() if k in names})
+    except (TypeError, ValueError, AttributeError):
+        return None
+    summary.steps, summary.seconds, summary.time = 0, 0.0, {}
+    return summary

@@ -32,6 +32,7 @@ __all__ = [
     "pending_outcomes",
     "rebuild_ledger",
     "step_metrics",
+    "tool_errors",
     "trajectory_rows",
     "verification_rows",
     "write_ledger",
@@ -206,6 +207,7 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         m["episode/tool_call_frac"] = sum(s.num_tool_calls > 0 for s in episodes) / len(episodes)
         m["episode/tool_calls_mean"] = sum(s.num_tool_calls for s in episodes) / len(episodes)
         m["episode/turns_mean"] = sum(s.num_turns for s in episodes) / len(episodes)
+        m["episode/tool_errors_mean"] = sum(tool_errors(s.messages) for s in episodes) / len(episodes)
         ends = Counter(s.finish_reason for s in episodes)
         m |= {f"episode/finish/{r}": n / len(episodes) for r, n in sorted(ends.items())}
         called = [
@@ -218,6 +220,16 @@ def step_metrics(groups, stats: dict | None, times: dict[str, float]) -> dict[st
         m["train_tokens"] = stats["tokens"]
     m |= {f"time/{k}": v for k, v in times.items()}
     return m
+
+
+def tool_errors(messages) -> int:
+    """Tool results in an episode that are errors (``error: ...``: a tool that raised, bad
+    arguments, a call that did not parse, a server-side failure)."""
+    return sum(
+        1
+        for m in messages or ()
+        if m.get("role") == "tool" and str(m.get("content") or "").lstrip().startswith("error:")
+    )
 
 
 # The learners' stats in the metrics table: see rldata.trainer.loss for what each one measures.

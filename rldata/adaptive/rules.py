@@ -52,7 +52,8 @@ prior is part of the rule: changing :data:`PRIOR` must come with a new rule name
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -100,6 +101,8 @@ class AdaptiveSpec:
         (smaller) rounds for some tasks.  False: always ``round_size`` (the last round short).
     band: the band the decision is about, as ``rldata filter --band``; required unless fixed.
     min_n: the filter's min_n the rule targets; None = N (what ``rldata filter`` defaults to).
+    priors: sequential only: task -> Beta (a, b), each task's predicted prior instead of
+        :data:`PRIOR` (rldata.adaptive.prior; its rows are stop_rule ``predicted`` in the ledger).
     """
 
     rule: str = "fixed"
@@ -108,6 +111,7 @@ class AdaptiveSpec:
     band: Band | None = None
     min_n: int | None = None
     trim: bool = True
+    priors: Mapping[str, tuple[float, float]] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -353,6 +357,10 @@ def decide_frame(
     """
     if spec.band is None and spec.rule != "fixed":
         raise RldataError("decide_frame needs a band")  # unreachable: AdaptiveSpec checks it
+    if spec.priors is not None and spec.rule == "sequential":
+        from rldata.adaptive.prior import decide_with_priors  # built on this function: imported here
+
+        return decide_with_priors(df, spec, n_max=n_max)
     if isinstance(n_max, str):
         if n_max not in df.columns:
             raise RldataError(f"decide_frame: no column {n_max!r} (give n_max=N or a column name)")
@@ -421,8 +429,9 @@ def decide_frame(
 def ledger_columns(spec: AdaptiveSpec, decision: Decision, *, n_max: int) -> dict:
     """The passrates columns ``stop_rule``, ``alpha``, ``confidence``, ``n_max``, ``band`` of a task
     whose sampling ended, for :func:`rldata.ledger.core.passrate_row` (``**ledger_columns(...)``)."""
+    predicted = spec.priors is not None and spec.rule == "sequential"  # rldata.adaptive.prior.PREDICTED
     return {
-        "stop_rule": spec.rule,
+        "stop_rule": "predicted" if predicted else spec.rule,
         "alpha": spec.alpha,
         "confidence": float(decision.confidence) if decision.settled and spec.band is not None else None,
         "n_max": int(n_max),

@@ -38,10 +38,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    store: str = typer.Option(
+    # named after the library's fields (open_store's root and storage_options): an error naming
+    # them gets these flags in front (rldata.cli._common.flag_for)
+    root: str = typer.Option(
         None, "--store", envvar="RLDATA_STORE", help="Store root (directory or URI). Default: ./rldata-store."
     ),
-    storage_option: list[str] = typer.Option(
+    storage_options: list[str] = typer.Option(
         None,
         "--storage-option",
         metavar="KEY=VALUE",
@@ -49,13 +51,22 @@ def _root(
         "Default: the AWS_* environment variables. See docs/cluster.md.",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress bars, start-up stages or informational lines on stderr (warnings and errors "
+        "still print). Also RLDATA_QUIET=1. Off a terminal, progress is plain log lines.",
+    ),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
+    from rldata import console
     from rldata._remote import parse_storage_options
 
-    ctx.obj = {"store": store, "debug": debug, "storage_options": parse_storage_options(storage_option)}
+    console.configure(quiet=True if quiet else None)  # not given: $RLDATA_QUIET decides
+    ctx.obj = {"store": root, "debug": debug, "storage_options": parse_storage_options(storage_options)}
 
 
 # One module per noun; each exposes ``register(app)``.  Add new nouns here.
@@ -76,6 +87,7 @@ _COMMANDS = [
     "demo",
     "env",
     "quality",
+    "predict",
 ]
 
 
@@ -96,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
     _load()
+    real_stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
         rc = app(args=argv, prog_name="rldata", standalone_mode=False)
         code = rc if isinstance(rc, int) else 0
@@ -141,8 +154,84 @@ def main(argv: list[str] | None = None) -> int:
             reason = f"{flag}: {reason}" if flag and not reason.startswith(flag) else reason
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)
-    sys.stdout.flush()
+    guard, sys.stdout = sys.stdout, real_stdout
+    try:
+        guard.flush()
+    except Exception as e:  # noqa: BLE001 - the last buffered rows could not be written
+        print(f"rldata: error: {e}", file=sys.stderr)
+        code = code or 1
+    if guard.failed:
+        _silence_stdout()
+    from rldata import console
+
+    console.configure(quiet=None)  # main() may run many times in one process (tests): --quiet ends here
     return code
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: a write or flush that fails (a reader that closed the pipe,
+    a full disk, ``/dev/full``) raises one :class:`~rldata.errors.RldataError` naming stdout, instead
+    of click's silent exit 1 on a closed pipe or an OSError that names no output.  After a failure
+    further output is dropped, so the command's one error line is the only one."""
+
+    def __init__(self, real):
+        self._real = real
+        self.failed = False
+
+    def _do(self, fn, *args):
+        if self.failed:
+            return len(args[0]) if args else None
+        try:
+            return fn(*args)
+        except OSError as e:
+            import errno
+
+            from rldata.errors import RldataError
+
+            self.failed = True
+            why = "the reader closed the pipe" if e.errno == errno.EPIPE else (e.strerror or str(e))
+            raise RldataError(f"stdout: cannot write: {why}") from None
+
+    def write(self, text):
+        return self._do(self._real.write, text)
+
+    def flush(self):
+        return self._do(self._real.flush)
+
+    @property
+    def buffer(self):
+        return _Buffer(self, self._real.buffer)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _Buffer:
+    """``sys.stdout.buffer`` under :class:`_Stdout` (binary output: Parquet)."""
+
+    def __init__(self, guard: _Stdout, real):
+        self._guard, self._real = guard, real
+
+    def write(self, data):
+        return self._guard._do(self._real.write, data)
+
+    def flush(self):
+        return self._guard._do(self._real.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null after stdout failed, so the interpreter's final flush of
+    what is still buffered prints no second error (the Python docs' advice for SIGPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests capture it)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _entry() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.cli._options import config_of, field_flags
 from rldata.errors import RldataError
 from rldata.store.outputs import write_output as _write_output
 
 __all__ = [
-    "FIELD_FLAGS",
     "FORMAT_OPT",
     "OUT_OPT",
     "Format",
@@ -90,23 +90,6 @@ def int_list(text: str | None, what: str) -> list[int] | None:
         raise RldataError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-# Library field -> the option that feeds it, where the option is not --FIELD (underscores as
-# dashes) and its parameter has another name.  A field no option of the failing command feeds gets
-# no flag: a message never points at an option the command does not have.
-FIELD_FLAGS = {
-    "num_learners": "--learners",
-    "output_dir": "--out",
-    "mode": "--async",
-    "rule": "--adaptive",
-    "round_size": "--round",
-    "timeout_s": "--timeout",
-    "storage_options": "--storage-option",
-    "run_ids": "--run",
-    "run_id": "--run",  # export, cost (commands with --run-id find it by its parameter's name)
-    "root": "--store",
-}
-
-
 def _options(cmd) -> list:
     return [p for p in getattr(cmd, "params", []) if getattr(p, "param_type_name", None) == "option"]
 
@@ -127,22 +110,23 @@ def _commands_of(root, argv: list[str]) -> list:
 
 
 def flag_for(root, argv: list[str], field: str | None) -> str | None:
-    """The long option of the command ``argv`` runs that sets library field ``field`` (None: none does)."""
+    """The long option of the command ``argv`` runs that sets library field ``field`` (None: none
+    does): from the command's config (each field's own flag, rldata.cli._options), else the option
+    whose parameter is named after the field (``--store`` sets ``root``).  A field no option of the
+    failing command feeds gets no flag: a message never points at an option the command lacks."""
     if not field:
         return None
-    field = field.replace(".", "_")  # eval.n, a prefixed section's field, is set by --eval-n
     try:
         chain = _commands_of(root, argv)
     except Exception:  # noqa: BLE001 - only a nicer message is at stake; never mask the real error
         return None
-    options = [o for cmd in chain for o in _options(cmd)]  # the command's own first, then --store & co
-    longs = {o for p in options for o in p.opts if o.startswith("--")}
-    want = FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
-    if want in longs:
-        return want
-    for p in options:  # an option whose parameter is the field itself, e.g. `n` behind --n
-        if p.name == field:
-            return next((o for o in p.opts if o.startswith("--")), None)
+    for cmd in chain:  # the command's own first, then its groups (--store & co)
+        cls = config_of(cmd)
+        if cls is not None and field in (flags := field_flags(cls)):
+            return flags[field]
+        for p in _options(cmd):  # an option whose parameter is the field itself, e.g. `run_id` behind --run
+            if p.name == field.replace(".", "_"):
+                return next((o for o in p.opts if o.startswith("--")), None)
     return None
 
 
@@ -185,20 +169,84 @@ class _LazyStore:
         return self._open(create=create)
 
 
+MAX_CELL = 40  # a fitted table's widest column, in characters (longer text ends in an ellipsis)
+
+
+def table_width() -> int | None:
+    """The width a table is fitted to: the terminal's when stdout is one, else $COLUMNS when set;
+    None (no fitting) for a pipe or a file."""
+    import os
+    import shutil
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and int(cols) > 0 else None
+
+
+def _cell(v) -> str:
+    return "" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def _fit_columns(df: pl.DataFrame, cells: list[list[str]], width: int) -> list[int | None]:
+    """Column indices that fit ``width``, taken from both ends as Polars does (None: the hidden ones)."""
+    natural = [min(MAX_CELL, max([len(c)] + [len(r[i]) for r in cells])) for i, c in enumerate(df.columns)]
+    need = lambda idx: sum(natural[i] for i in idx) + 3 * max(len(idx) - 1, 0)  # " │ " between columns
+    if need(range(len(natural))) <= width:
+        return list(range(len(natural)))
+    left, right = [], []
+    lo, hi = 0, len(natural) - 1
+    while lo <= hi:
+        side = left if len(left) <= len(right) else right
+        i = lo if side is left else hi
+        # a hidden-columns marker takes 4 more characters; keep at least one column
+        if left and need(left + right + [i]) + 4 > width:
+            break
+        side.append(i)
+        lo, hi = (lo + 1, hi) if side is left else (lo, hi - 1)
+    return left + [None] + right[::-1]
+
+
 def _rich_table(df: pl.DataFrame) -> str:
+    """A table for people: fitted to the terminal (columns from both ends, long cells ending in an
+    ellipsis, as Polars prints a frame) when stdout is one; whole otherwise."""
     from rich.console import Console
     from rich.table import Table
 
+    width = table_width()
+    cells = [[_cell(v) for v in row] for row in df.iter_rows()]
     t = Table(show_edge=False, header_style="bold")
-    for c in df.columns:
-        t.add_column(c, overflow="fold")
-    for row in df.iter_rows():
-        t.add_row(*["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in row])
+    if width is None:
+        for c in df.columns:
+            t.add_column(c, overflow="fold")
+        for row in cells:
+            t.add_row(*row)
+        con_width = max(80, min(200, 20 * len(df.columns)))
+    elif df.height == 1 and None in _fit_columns(df, cells, width):
+        # a one-row summary wider than the terminal: one line per field instead of hidden columns
+        t.add_column("field", no_wrap=True, min_width=max(len(c) for c in df.columns))
+        t.add_column("value", overflow="ellipsis", no_wrap=True)
+        for c, v in zip(df.columns, cells[0], strict=True):
+            t.add_row(c, v)
+        con_width, shown = width, []
+    else:
+        shown = _fit_columns(df, cells, width)
+        cap = MAX_CELL if None in shown else None  # every column shown: the long ones share the width
+        for i in shown:
+            if i is None:
+                t.add_column("…", no_wrap=True)
+            else:
+                t.add_column(df.columns[i], overflow="ellipsis", no_wrap=True, max_width=cap)
+        for row in cells:
+            t.add_row(*["…" if i is None else row[i] for i in shown])
+        con_width = width
     buf = io.StringIO()
-    Console(
-        file=buf, width=max(80, min(200, 20 * len(df.columns))), force_terminal=sys.stdout.isatty()
-    ).print(t)
-    return buf.getvalue()
+    Console(file=buf, width=con_width, force_terminal=sys.stdout.isatty()).print(t)
+    text = buf.getvalue()
+    if width is not None and None in shown:
+        hidden = len(df.columns) - len(shown) + 1
+        text += f"{df.height} rows x {len(df.columns)} columns ({hidden} hidden: --format csv or json prints all)\n"
+    return text
 
 
 def _flatten_nested(df: pl.DataFrame) -> pl.DataFrame:
@@ -224,7 +272,15 @@ def emit(
 
     def write_output(path, data, *, name):
         try:
-            _write_output(path, data, name=name)
+            if path is None:  # stdout (a closed pipe, a full disk: rldata.cli.main names it)
+                if isinstance(data, bytes):
+                    sys.stdout.buffer.write(data)
+                    sys.stdout.buffer.flush()
+                else:
+                    sys.stdout.write(data)
+                    sys.stdout.flush()
+            else:
+                _write_output(path, data, name=name)
         except RldataError as e:
             if committed is None:
                 raise
@@ -233,10 +289,6 @@ def emit(
     if fmt is Format.parquet:
         if out is None and sys.stdout.isatty():
             raise RldataError("--format parquet writes binary: give --out FILE or redirect stdout")
-        if out is None:
-            df.write_parquet(sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-            return
         buf = io.BytesIO()
         df.write_parquet(buf)
         write_output(out, buf.getvalue(), name="out")
@@ -247,8 +299,4 @@ def emit(
         text = json.dumps(df.to_dicts(), default=str, ensure_ascii=False) + "\n"
     else:
         text = _rich_table(df)
-    if out is not None:
-        write_output(out, text, name="out")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    write_output(out, text, name="out")

@@ -14,7 +14,7 @@ import typer
 from rldata.configs.fields import REQUIRED, Leaf, cli_leaves, leaves, load, nest, warn_deprecated
 from rldata.errors import ConfigError
 
-__all__ = ["command"]
+__all__ = ["command", "config_of", "field_flags", "parse_config"]
 
 CONFIG_HELP = "YAML or TOML file of these options' fields (options given here win over it)."
 
@@ -26,7 +26,8 @@ def _option(leaf: Leaf):
         decls[0] += "/--no-" + decls[0][2:]  # an option that is on by default can be turned off
     if m.short:
         decls.append(m.short)
-    extra = {"callback": _usage_check(leaf)} if m.usage_check and m.check is not None else {}
+    has_check = m.check is not None or m.choices is not None
+    extra = {"callback": _usage_check(leaf)} if m.usage_check and has_check else {}
     if leaf.default is REQUIRED:  # checked when the config is built: a --config file may give it
         return typer.Option(None, *decls, help=m.text() + " [required]", show_default=False, **extra)
     default = leaf.default if m.from_field is None else m.from_field(leaf.default)
@@ -37,7 +38,11 @@ def _option(leaf: Leaf):
 
 def _usage_check(leaf: Leaf) -> Callable[[Any], Any]:
     def callback(value):
-        why = None if value is None else leaf.meta.check(value)
+        if leaf.meta.to_field is not None and value is not None:
+            value_ = leaf.meta.to_field(value)
+        else:
+            value_ = value
+        why = None if value_ is None else leaf.meta.problem(value_)
         if why:
             raise typer.BadParameter(why)
         return value
@@ -52,12 +57,14 @@ def _cli_type(leaf: Leaf) -> Any:
     return args[0] if len(args) == 1 else leaf.type
 
 
-def command(cls: type, *, file_option: str = "--config") -> Callable:
+def command(cls: type) -> Callable:
     """Decorate a CLI function ``fn(ctx, config: CLS, ...own options)``: its Typer signature gets one
-    option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``;
-    it is called with the built config.  An own parameter named after a file-only field (``cli=False``,
-    e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
+    option per leaf field of ``cls`` (and each deprecated ``--flag``, hidden) and ``--config FILE``
+    (``--config-file FILE`` where a field of ``cls`` is ``--config`` itself, as ingest's dataset
+    config is); it is called with the built config.  An own parameter named after a file-only field
+    (``cli=False``, e.g. ingest's PATH argument) sets that field when given, and is not passed to ``fn``."""
     ls = cli_leaves(cls)
+    file_option = "--config-file" if any(leaf.flag == "--config" for leaf in ls) else "--config"
     file_only = {leaf.name for leaf in leaves(cls) if not leaf.meta.cli}
     names = [leaf.name for leaf in ls]
     dup = {n for n in names if names.count(n) > 1}
@@ -120,6 +127,49 @@ def command(cls: type, *, file_option: str = "--config") -> Callable:
         wrapper.__signature__ = inspect.Signature(params, return_annotation=None)
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
         del wrapper.__wrapped__  # typer must see the wrapper's signature, not fn's
+        wrapper.__rldata_config__ = cls  # the docs and the error flags read the command's config
         return wrapper
 
     return decorate
+
+
+def config_of(cmd: Any) -> type | None:
+    """The config class a (click) command's options come from (:func:`command`), or None."""
+    return getattr(getattr(cmd, "callback", None), "__rldata_config__", None)
+
+
+def field_flags(cls: type) -> dict[str, str]:
+    """Every name an error may give a field of ``cls`` (its flat name, its key ``eval.n``, its path
+    ``rollout.n``) -> the long option that sets it; file-only fields have none."""
+    out: dict[str, str] = {}
+    for leaf in cli_leaves(cls):
+        for name in (leaf.name, leaf.key, ".".join(leaf.path)):
+            out.setdefault(name, leaf.flag)
+    return out
+
+
+def parse_config(cls: type, argv: list[str], defaults: dict[str, Any] | None = None) -> Any:
+    """``cls`` from command-line options (``["--lr", "1e-4", "--n", "4"]``), parsed by the very
+    options a command of ``cls`` has, over ``defaults`` (fields by name, as a ``--config`` file
+    gives them): how a script (a benchmark) takes a command's settings without declaring them again."""
+    import tempfile
+
+    import yaml
+
+    got: list = []
+
+    @command(cls)
+    def cmd(config: Any) -> None:
+        got.append(config)
+
+    app = typer.Typer(add_completion=False)
+    app.command()(cmd)
+    app.command("_")(lambda: None)  # two commands: the first is addressed by name
+    with tempfile.TemporaryDirectory() as tmp:
+        head = []
+        if defaults:
+            path = Path(tmp) / "defaults.yaml"
+            path.write_text(yaml.safe_dump(nest(cls, dict(defaults))))
+            head = ["--config", str(path)]
+        app(["cmd", *head, *argv], standalone_mode=False)
+    return got[0]

@@ -24,7 +24,7 @@ def demo(ctx: typer.Context, config: DemoConfig) -> None:
 
     store = get_store(ctx, create=True)
     result = run_demo(store, config)
-    n, env = config.n, config.env
+    n, env = config.sampling.n, config.env
     log("\n== done. Artifacts:")
     for key in ("store", "buckets_yaml", "report", "training_report", "checkpoint"):
         log(f"  {key:15s} {result[key]}")

@@ -1,4 +1,5 @@
-"""``rldata env register|list|show``: environments as rows of the ``environments`` table."""
+"""``rldata env register|list|show|profile|validate``: environments as rows of the ``environments``
+table, their learnability cards and OpenEnv validations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import typer
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.console import log
-from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.registration import EnvRegisterConfig
+from rldata.envs.validation import EnvValidateConfig
 from rldata.jobs.profile import ProfileConfig
 
 _SPEC_ARG = typer.Argument(
@@ -22,6 +24,8 @@ _NAME_ARG = typer.Argument(..., help="The environment's name (env_id).")
 env_app = typer.Typer(help="Register and list environments (docs/environments.md).", no_args_is_help=True)
 
 
+# --config is a verifiers environment's own EnvConfig (EnvRegisterConfig.env_config, as ingest's
+# --config is a dataset's); the file of register's fields is --config-file
 @env_app.command("register")
 @command(EnvRegisterConfig)
 def register_cmd(
@@ -55,6 +59,8 @@ def show_cmd(
     """Every version of environment NAME with its spec (JSON); its learnability cards on stderr."""
     from rldata.api import env_show
     from rldata.envs.catalog import env_cards
+    from rldata.envs.statistical import verdict
+    from rldata.jobs.profile import stored_checks
 
     store = get_store(ctx)
     emit(env_show(store, name=name).rows, fmt, out)
@@ -67,6 +73,9 @@ def show_cmd(
             f"tool calls {r['tool_call_rate']:.1%}, parse fails {r['parse_fail_rate'] or 0:.1%}, "
             f"env errors {r['env_error_rate']:.1%}, {r['tokens_per_episode']:.1f} tokens/episode"
         )
+        checks = stored_checks(store, r["profile_id"])
+        if checks:
+            _log_checks(checks, verdict(checks))
 
 
 _PROFILE_REPORT_OPT = typer.Option(
@@ -88,15 +97,54 @@ def profile_cmd(
     import polars as pl
 
     from rldata.envs.profile import card_line
-    from rldata.jobs.profile import profile_env
+    from rldata.jobs.profile import profile_env, stored_checks
 
-    row = profile_env(get_store(ctx, create=True), config=config)
+    store = get_store(ctx, create=True)
+    row = profile_env(store, config=config)
     log(f"{row['env_id']}@{row['env_version']}: {card_line(row)}")
+    _log_checks(stored_checks(store, row["profile_id"]), row["statistical"])
+    for path in (config.openenv_card, config.verifiers_metadata):
+        if path:
+            log(f"wrote {path}")
     if report is not None:
         from rldata.report.env_card import write_card
 
-        log(f"wrote {write_card(row, report)}")
+        log(f"wrote {write_card(row, report, checks=stored_checks(store, row['profile_id']))}")
     emit(pl.DataFrame([row]), fmt, out)
+
+
+def _log_checks(checks: list[dict], verdict: str) -> None:
+    log(f"  statistical checks (OpenEnv RFC 008, policy v2): {verdict}")
+    for c in checks:
+        log(f"  {c['status']:5} {c['check_id']}: {(c['evidence'] or [''])[0]}"[:300])
+
+
+@env_app.command("validate")
+@command(EnvValidateConfig)
+def validate_cmd(
+    ctx: typer.Context,
+    config: EnvValidateConfig,
+    name: str = _NAME_ARG,  # EnvValidateConfig.name: goes into config
+    fmt: Format = FORMAT_OPT,
+    out: Path = OUT_OPT,
+) -> None:
+    """Run OpenEnv's local validation (static, runtime, semantic) of OpenEnv environment NAME on its
+    package directory and record it (table env_validations); exit 1 when its verdict is fail."""
+    import json
+
+    import polars as pl
+
+    from rldata.envs.validation import validate_env
+
+    row = validate_env(get_store(ctx, create=True), config=config)
+    log(
+        f"{row['env_id']}@{row['env_version']}: {row['verdict']} (levels run: {', '.join(row['levels_run'])})"
+    )
+    for c in json.loads(row["checks"]):
+        log(f"  {c['status']:5} {c['check_id']}: {(c['evidence'] or [''])[0]}"[:300])
+    emit(pl.DataFrame([{k: v for k, v in row.items() if k != "report"}]), fmt, out)
+    if row["verdict"] == "fail":
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,7 +28,7 @@ _FORMAT_OPT = typer.Option(
 
 # --config is the reasoning-gym dataset's own config (IngestConfig.config, as it was before the
 # options came from the fields); the file of ingest's fields is --config-file
-@command(IngestConfig, file_option="--config-file")
+@command(IngestConfig)
 def ingest(
     ctx: typer.Context,
     config: IngestConfig,
@@ -46,12 +46,12 @@ def ingest(
     )
     dry_run, gym = config.dry_run, config.gym or config.env
     verb = "would add" if dry_run else "added"
+    if fmt is not None:  # first: an output that cannot be written is the one line said (with what landed)
+        emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
     if gym is not None:
         log(
             f"{summary.path}: generated {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}"
         )
-        if fmt is not None:
-            emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
         return
     for r in summary.rejects[:_MAX_LISTED]:
         log(f"rejected {r}")
@@ -62,8 +62,6 @@ def ingest(
         f"{summary.path}: read {summary.read}, {verb} {summary.added}, duplicates {summary.duplicates}, "
         f"rejected {summary.rejected}, decontaminated {summary.decontaminated}"
     )
-    if fmt is not None:
-        emit(pl.DataFrame([summary.row()]), fmt, out, committed=_committed(summary, dry_run))
 
 
 def _committed(summary, dry_run: bool) -> str | None:

@@ -27,25 +27,14 @@ def export(ctx: typer.Context, config: ExportConfig) -> None:
     from rldata.api import export as run_export
 
     c = config
-    # the verb checks the combinations (selection or rollouts, where only with rollouts, ...)
-    if c.rollouts:
-        if c.options:  # -O is a CLI spelling of the selection export's options
-            raise RldataError("--option goes with --selection: conversation formats have no options")
-        res = run_export(
-            get_store(ctx), out=c.out, format=c.format, rollouts=True, selection=c.selection,
-            run_id=c.run_id, where=c.where, correct_only=c.correct_only, split=c.split,
-        )  # fmt: skip
-        log(f"exported {res.rows} conversations as {c.format} to {c.out} ({len(res.files)} files)")
-        return
     old = c.deprecated_given()
-    if old:
+    if old and not c.rollouts:
         given = ", ".join(f"--{n.replace('_', '-')}" for n in old)
         log(f"warning: {given} deprecated: use -O KEY=VALUE (e.g. -O answer_column=solution)")
-    res = run_export(
-        get_store(ctx), out=c.out, format=c.format, selection=c.selection, run_id=c.run_id,
-        where=c.where, correct_only=c.correct_only, bucket=c.bucket, split=c.split,
-        options=dict(c.options), include_flagged=c.include_flagged, **old,
-    )  # fmt: skip
+    res = run_export(get_store(ctx), config=c)
+    if c.rollouts:
+        log(f"exported {res.rows} conversations as {c.format} to {c.out} ({len(res.files)} files)")
+        return
     log(
         f"exported {res.rows} tasks of selection {c.selection!r} as {c.format} to {c.out} "
         f"({len(res.files)} files, content {res.manifest['content_hash'][:23]}...)"
@@ -68,11 +57,7 @@ def import_rollouts_cmd(
     """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
     from rldata.interop.imports import import_rollouts
 
-    try:
-        spec = config.spec()
-    except ValueError as e:
-        raise RldataError(str(e)) from None
-    result = import_rollouts(get_store(ctx, create=True), path=Path(config.path), spec=spec)
+    result = import_rollouts(get_store(ctx, create=True), config)
     for msg in result.errors:
         log(f"skipped: {msg}")
     if result.skipped > len(result.errors):

@@ -1,8 +1,9 @@
 """The option tables of docs/options.md, generated from the commands' config classes.
 
 ``python -m rldata.cli.options_docs --docs`` prints them, ``--check`` compares them with the page (CI
-and tests/configs/test_config.py).  It sits above every config it lists (the layer contracts): the configs
-themselves import only :mod:`rldata.configs.fields`.
+and tests/configs/test_config.py).  The commands and their configs are read from the Typer app
+itself (each command whose options come from a config, :func:`rldata.cli._options.command`): a new
+command with a config gets its table with no edit here.
 """
 
 from __future__ import annotations
@@ -11,18 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import typer
+
+from rldata.cli import _load, app
+from rldata.cli._options import config_of
 from rldata.configs.fields import REQUIRED, leaves
-from rldata.configs.sampling import SampleConfig
-from rldata.configs.select import FilterConfig, StratifyConfig
-from rldata.demo import DemoConfig
-from rldata.envs.register import EnvRegisterConfig
-from rldata.ingest.options import IngestConfig
-from rldata.interop.options import ExportConfig, ImportConfig, format_option_tables
-from rldata.jobs.judge import JudgeConfig
-from rldata.jobs.profile import ProfileConfig
-from rldata.jobs.verify import VerifyJob
-from rldata.quality.config import BlastConfig, DecontaminateConfig, DedupConfig, LintConfig
-from rldata.trainer.config import TrainCommand
+from rldata.interop.options import format_option_tables
 
 __all__ = ["DOCS", "configs", "docs_table", "docs_tables", "main"]
 
@@ -45,30 +40,26 @@ def docs_table(cls: type) -> str:
         old = leaf.meta.deprecated + ((leaf.name,) if leaf.prefix else ())
         alias = "".join(f" (deprecated: `{o}`)" for o in old)
         text = leaf.meta.text().replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| {flag} | `{field}` | {_cell(leaf.default)} | {text}{alias} |")
+        default = f"the {leaf.follows}'s" if leaf.follows else _cell(leaf.default)
+        rows.append(f"| {flag} | `{field}` | {default} | {text}{alias} |")
     return "\n".join(rows)
 
 
 def configs() -> dict[str, type]:
-    """The command -> config table the docs and tests walk ."""
-    return {
-        "ingest": IngestConfig,
-        "sample": SampleConfig,
-        "verify": VerifyJob,
-        "filter": FilterConfig,
-        "stratify": StratifyConfig,
-        "train": TrainCommand,
-        "demo": DemoConfig,
-        "export": ExportConfig,
-        "import-rollouts": ImportConfig,
-        "env register": EnvRegisterConfig,
-        "env profile": ProfileConfig,
-        "judge run": JudgeConfig,
-        "decontaminate": DecontaminateConfig,
-        "dedup": DedupConfig,
-        "lint": LintConfig,
-        "blast-radius": BlastConfig,
-    }
+    """Command (``"env register"``) -> the config its options come from, for every command of the
+    app that has one, in the app's order: what the docs and the tests walk."""
+    _load()
+    out: dict[str, type] = {}
+
+    def walk(cmd, path: tuple[str, ...]) -> None:
+        cls = config_of(cmd)
+        if cls is not None:
+            out[" ".join(path)] = cls
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return out
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
@@ -77,8 +68,9 @@ HEAD = """# Options of the commands
 Generated from the config fields by `python -m rldata.cli.options_docs --docs > docs/options.md`; a test
 fails when this page and the code differ.  Every option can also be set in the file given to
 `--config FILE` (YAML or TOML), by its field name, flat or nested by section (`sampling: {n: 4}`
-or `n: 4`); options given on the command line win over the file.  `rldata ingest` names that file
-`--config-file`: its `--config` is the reasoning-gym dataset's own config, as before.
+or `n: 4`); options given on the command line win over the file.  `rldata ingest` and `rldata env
+register` name that file `--config-file`: their `--config` is the reasoning-gym dataset's config and
+the verifiers environment's EnvConfig.
 """
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, lazy_store
 from rldata.console import log
 
 
@@ -24,26 +24,18 @@ def rewards(
     out: Path = OUT_OPT,
 ) -> None:
     """R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty, z-scored per domain if asked."""
-    from rldata.rewards.compose import (
-        RewardSpec,
-        load_reward_spec,
-        metrics_rows,
-        reward_metrics,
-        rewards_for_run,
-    )
+    from rldata.api import rewards as compose
 
-    store = get_store(ctx, create=True)
-    reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()
-    composed = rewards_for_run(store, run_id, reward_spec, verifier=verifier)
-    metrics = reward_metrics(composed)
-    # the rows do not depend on the commit below: written first, so an --out that cannot take them
-    # fails the command before anything is stored
+    res = compose(lazy_store(ctx), run_id=run_id, spec=spec, verifier=verifier)
+    # the rows first, then the metrics commit: an --out that cannot take them fails the command
+    # before anything is stored
     if rows:
-        emit(composed, fmt, out)
+        emit(res.rows, fmt, out)
     else:
+        metrics = dict(res.metrics)
         emit(pl.DataFrame({"name": list(metrics), "value": list(metrics.values())}), fmt, out)
     if step is not None:
-        n = store.upsert("metrics", metrics_rows(run_id, step, metrics))
+        n = compose(lazy_store(ctx), run_id=run_id, spec=spec, verifier=verifier, write_metrics=step).written
         log(f"wrote {n} reward metric(s) for run {run_id!r} at step {step}")
 
 

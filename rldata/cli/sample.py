@@ -30,6 +30,16 @@ def sample(ctx: typer.Context, config: SampleConfig, fmt: Format = FORMAT_OPT) -
             + (f"; mean reward {summary.reward_mean:.3f}" if summary.reward_mean is not None else "")
             + (f"; environment errors {summary.env_errors}" if summary.env_errors else "")
             + (
+                f"; {summary.not_generated} samples not generated (prompt longer than the context)"
+                if summary.not_generated
+                else ""
+            )
+            + (
+                f"; skipped {summary.skipped_predicted} predicted out of band"
+                if summary.skipped_predicted
+                else ""
+            )
+            + (
                 f"; {summary.stop_rule}: {summary.stopped_early} tasks stopped before {n} in "
                 f"{summary.adaptive_rounds} rounds"
                 if summary.stop_rule != "fixed"

@@ -31,6 +31,19 @@ def filter_cmd(
         f"filter {name!r}: kept {res.kept} of {res.total} tasks ({key}; passrates version "
         f"{res.passrates_version}; min_n {res.min_n}; {where})"
     )
+    if res.left_out:
+        log(
+            f"read the base model {res.key['model']}: left out {len(res.left_out)} model(s) a training run "
+            f"wrote (policy versions, checkpoints; --model picks one, e.g. {res.left_out[-1]})"
+        )
+    if res.total and not res.kept:
+        # exit 0 all the same: the selection (every task's decision and reason) is written, and a
+        # dry run exploring bands is no failure; the steps that need kept tasks refuse it themselves
+        why = ", ".join(f"{r} {n}" for r, n in sorted(res.counts.items(), key=lambda kv: -kv[1]) if n)
+        log(
+            f"warning: filter {name!r} kept 0 of {res.total} tasks ({why}): widen --band, sample more "
+            "(rldata sample --n 32), or filter another model's rows (--model)"
+        )
     early = {k: v for k, v in res.decided_by.items() if k != "fixed"}
     if early:
         log(
@@ -91,13 +104,19 @@ def stratify(
 
 
 def curriculum_cmd(
+    ctx: typer.Context,
     path: Path = _CURRICULUM_ARG,
     fmt: Format = FORMAT_OPT,
 ) -> None:
-    """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key."""
-    from rldata.curriculum import load
+    """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key.  With a
+    store (--store or $RLDATA_STORE), also check its selection there, as rldata train does."""
+    from rldata.curriculum import CurriculumSampler, load, selection_buckets
 
     cur = load(path)
+    root = ctx.find_root().obj or {}
+    if root.get("store") is not None:  # the default store is not "given": a file alone is checked alone
+        store = get_store(ctx)
+        CurriculumSampler(cur, selection_buckets(store, cur, path))  # unknown or empty buckets, as train
     log(
         f"{path}: valid; selection {cur.selection}, sampler {cur.sampler}, seed {cur.seed}, buckets "
         + ", ".join(f"{b.name} [{b.low:g}, {b.high:g})" if b.has_edges else b.name for b in cur.buckets)

@@ -53,9 +53,15 @@ def doctor(
         "repaired": pl.Boolean,
     }
     emit(pl.DataFrame([f.row() for f in found], schema=cols), fmt)
-    left = [f for f in found if f.problem and not f.repaired]
-    fixed = len(found) - len(left)
-    log(f"doctor: {len(found)} problem(s) found in {store.root}" + (f", {fixed} repaired" if repair else ""))
+    problems = [f for f in found if f.problem]
+    left = [f for f in problems if not f.repaired]
+    fixed = len(problems) - len(left)
+    listed = len(found) - len(problems)
+    log(
+        f"doctor: {len(problems)} problem(s) found in {store.root}"
+        + (f", {fixed} repaired" if repair else "")
+        + (f" ({listed} listed for information)" if listed else "")
+    )
     if left:
         hint = "" if repair else "; rldata doctor --repair fixes what it safely can"
         raise RldataError(

@@ -9,9 +9,19 @@ sub-config such as :class:`rldata.configs.sampling.SamplingSpec`).  From those f
   field names another flag, its default the field's default, plus ``--config FILE`` (YAML or TOML);
   options given on the command line win over the file, the file over the defaults;
 - the loading of a mapping or a file (:func:`build`), with deprecated names that still work (a
-  field's old names, and the flat ``eval_n`` of a prefixed section's ``eval.n``);
+  field's old names, and the flat ``eval_n`` of a prefixed section's ``eval.n``), and a "did you
+  mean" for a misspelt one;
+- a config's constructor taking its sections' fields by their flat names too (:func:`config`:
+  ``TrainConfig(n=8, max_tokens=32)`` sets ``rollout.n`` and ``rollout.max_tokens``);
+- the choices of a "one of these names" field and their help, from its registry (``choices=``);
 - the option tables of the docs (``python -m rldata.cli.options_docs --docs`` prints them, ``--check``
   fails when docs/options.md differs).
+
+Checks: a single-field check sits on the field (``check=``, ``choices=``); the rules between fields
+sit in one method per config marked :func:`validator`, whose name its errors cite.  A section may
+be given its own defaults, old names and a validator where it is nested (:func:`nested`): the
+trainer's rollout is a :class:`~rldata.configs.sampling.SamplingSpec` with ``n = 8`` and the
+on-policy rule.
 
 Adding a parameter is one edit: the field.  tests/configs/test_config.py ties the commands' options, the
 fields and the docs together.
@@ -20,15 +30,20 @@ fields and the docs together.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
 import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError, InputError, RldataError
+from rldata.names import did_you_mean
+from rldata.registry import Registry, import_path
 
 __all__ = [
     "REQUIRED",
@@ -36,7 +51,9 @@ __all__ = [
     "as_flat",
     "at_least",
     "build",
+    "choice_names",
     "cli_leaves",
+    "config",
     "finite_between",
     "leaves",
     "load",
@@ -45,8 +62,10 @@ __all__ = [
     "one_of",
     "param",
     "read_file",
+    "section_defaults",
     "sql_predicate",
     "validate",
+    "validator",
     "warn_deprecated",
 ]
 
@@ -85,9 +104,59 @@ class Param:
     # a nested section whose leaves keep its name in front on the command line and as flat keys
     # (``--eval-n``, ``eval_n``) so they never clash with the parent's (``--n``); see :func:`nested`
     prefixed: bool = False
+    # "one of these names": a Registry, or the "module:attr" path of one (a config below the
+    # registry's layer names it by path); the value must resolve there (``strict``; else the help
+    # only lists them: an environment may also be one registered in the store), and the help lists
+    # its names
+    choices: Any = None
+    strict: bool = True
+    # a sub-config (see :func:`nested`): its class, the defaults and the old names it gives its own
+    # fields where it is nested, and the validator that holds there (e.g. the trainer's on-policy rule)
+    section: type | None = None
+    defaults: tuple[tuple[str, Any], ...] = ()
+    renamed: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    rule: Callable[[Any], None] | None = None
+    only: tuple[str, ...] | None = None  # the section's fields that are settings here (None: all)
+    # another section whose values the fields left at their defaults take (the docs say so)
+    follows: str | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not one of the ``choices`` (when strict), or fails the ``check``; None if fine."""
+        why = _choice_problem(value, self.choices) if self.choices is not None and self.strict else None
+        if not why and self.check is not None:
+            why = self.check(value)
+        return why
 
     def text(self) -> str:
-        return self.help_fn() if self.help_fn is not None else self.help
+        text = self.help_fn() if self.help_fn is not None else self.help
+        if self.choices is not None:
+            reg = _registry(self.choices)
+            names = reg.names(plugins=False)  # the built-in and registered names, not the plugins'
+            names = sorted(names) if reg.sort_known else names  # else: the registry's own order
+            tail = " (or module:Class)" if reg.paths else ""
+            text = f"{text} One of: {', '.join(names)}{tail}."
+        return text
+
+
+def _registry(choices: Any) -> Registry:
+    return import_path(choices, kind="registry") if isinstance(choices, str) else choices
+
+
+def choice_names(choices: Any) -> list[str]:
+    """The names a ``choices=`` registry takes (installed plugins' too)."""
+    return _registry(choices).names()
+
+
+def _choice_problem(value: Any, choices: Any) -> str | None:
+    """Why ``value`` names nothing in the registry (its unknown-name error, with a "did you mean"),
+    or None; a ``module:Class`` path of a registry that takes them is imported and checked."""
+    if value is None:
+        return None
+    try:
+        _registry(choices).resolve(value)
+    except RldataError as e:
+        return str(e)
+    return None
 
 
 def param(default: Any = MISSING, *, default_factory: Any = MISSING, compare: bool = True, **kw) -> Any:
@@ -97,15 +166,78 @@ def param(default: Any = MISSING, *, default_factory: Any = MISSING, compare: bo
     )
 
 
-def nested(cls: type, *, help: str = "", prefixed: bool = False) -> Any:
+def nested(
+    cls: type,
+    *,
+    help: str = "",
+    prefixed: bool = False,
+    defaults: Mapping[str, Any] | None = None,
+    deprecated: Mapping[str, tuple[str, ...]] | None = None,
+    rule: Callable[[Any], None] | None = None,
+    only: tuple[str, ...] | None = None,
+    follows: str | None = None,
+) -> Any:
     """A sub-config field: its own fields become options of the commands that use the parent.
 
     ``prefixed``: a shared section whose field names would clash with the parent's (``eval`` has an
     ``n`` and a ``temperature`` of its own).  Its leaves are ``--eval-n`` on the command line and
     ``eval: {n: 8}`` in a file; the flat key ``eval_n`` (a file key or a Python keyword) is a
-    deprecated alias of ``eval.n``, as any field's ``deprecated`` names are."""
-    meta = Param(help=help or cls.__doc__ or "", prefixed=prefixed)
-    return dataclasses.field(default_factory=cls, metadata={KEY: meta})
+    deprecated alias of ``eval.n``, as any field's ``deprecated`` names are.
+
+    Where it is nested, a section may give its fields other ``defaults`` (``{"n": 8}``: the
+    options, the docs and a config built without them see 8), old names (``deprecated``:
+    ``{"n": ("group_size", "--group-size")}``) and a ``rule``: a function of the section, marked
+    :func:`validator`, raising a ConfigError naming one of its fields (e.g. the trainer's
+    ``on_policy``: a rollout's temperature > 0 and top_p = 1).  ``only``: the section's fields that
+    are settings of the parent (``rldata demo`` takes a sampling's ``n`` and ``seed`` and picks the
+    rest); the others keep their defaults and are neither options nor keys.  ``follows``: the
+    section whose values the fields without a default here take when left at their own (the
+    eval's sampling follows the rollout's; the config applies it, the docs show it)."""
+    defaults = dict(defaults or {})
+    known = {f.name for f in dataclasses.fields(cls)}
+    bad = sorted((set(defaults) | set(deprecated or {}) | set(only or ())) - known)
+    if bad:  # a definition error of the config: caught when its module is imported
+        raise ConfigError(f"{cls.__name__} has no field {bad[0]!r}", field=bad[0])
+    meta = Param(
+        help=help or cls.__doc__ or "",
+        prefixed=prefixed,
+        section=cls,
+        defaults=tuple(defaults.items()),
+        renamed=tuple((k, tuple(v)) for k, v in (deprecated or {}).items()),
+        rule=rule,
+        only=tuple(only) if only is not None else None,
+        follows=follows,
+    )
+    factory = functools.partial(cls, **defaults) if defaults else cls
+    return dataclasses.field(default_factory=factory, metadata={KEY: meta})
+
+
+def section_defaults(cls: type, name: str) -> dict[str, Any]:
+    """The defaults section ``name`` of config ``cls`` gives its fields where nested there."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return dict(_meta(f).defaults)
+
+
+def validator(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Mark a config's one cross-field validator (a method, or a section's ``rule``): :func:`validate`
+    runs it after every field's own check, and a ConfigError it raises cites its name
+    (``... (rule: on_policy)``), so the message leads to the rule."""
+
+    @functools.wraps(fn)
+    def run(obj: Any) -> None:
+        try:
+            fn(obj)
+        except ConfigError as e:
+            if getattr(e, "rule", None):
+                raise
+            err = ConfigError(
+                f"{e} (rule: {fn.__name__})", field=e.field, reason=f"{e.reason} (rule: {fn.__name__})"
+            )
+            err.rule = fn.__name__
+            raise err from None
+
+    run.__rldata_validator__ = True
+    return run
 
 
 # --- checks ----------------------------------------------------------------------------------------
@@ -168,7 +300,7 @@ def _type_ok(value: Any, tp: Any) -> bool:
     if tp is Any:
         return True
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, a) for a in args)
     if tp is type(None):
         return value is None
@@ -190,21 +322,38 @@ def _type_name(tp: Any) -> str:
 
 
 def _error(name: str, reason: str) -> ConfigError:
-    return ConfigError(f"{name}: {reason}", field=name)
+    return ConfigError.of(name, reason)
+
+
+def _validators(cls: type) -> list[Callable[[Any], None]]:
+    found = {}
+    for klass in reversed(cls.__mro__):  # a subclass's own validator replaces its base's
+        for name, fn in vars(klass).items():
+            if getattr(fn, "__rldata_validator__", False):
+                found = {name: fn}
+    return list(found.values())
 
 
 def validate(obj: Any, *, error: Callable[[str, str], Exception] = _error) -> None:
-    """Check every field of a config: its type, then its ``check``; ``error(field, reason)`` (a
-    ConfigError naming the field) for the first bad one."""
+    """Check every field of a config: its type, its ``choices`` and its ``check``, then the rule a
+    section has where it is nested, then the config's :func:`validator`; ``error(field, reason)`` (a
+    ConfigError naming the field) for the first bad field."""
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
+        if isinstance(value, os.PathLike) and _type_ok("", hints[f.name]):
+            value = os.fspath(value)  # a path given for a text field (``out=tmp / "x"``) is its text
+            object.__setattr__(obj, f.name, value)
         if not _type_ok(value, hints[f.name]):
             raise error(f.name, f"expected {_type_name(hints[f.name])}, got {type(value).__name__} {value!r}")
-        check = _meta(f).check
-        why = check(value) if check is not None else None
+        meta = _meta(f)
+        why = meta.problem(value)
         if why:
             raise error(f.name, why)
+        if meta.rule is not None:
+            meta.rule(value)
+    for fn in _validators(type(obj)):
+        fn(obj)
 
 
 # --- leaves, mappings and files --------------------------------------------------------------------
@@ -220,6 +369,10 @@ class Leaf:
     meta: Param
     prefix: str = ""  # "eval_" inside a prefixed section (nested(..., prefixed=True))
     top: int = 0  # where in ``path`` the outermost prefixed section is (its nested file form starts)
+    # the default its section gives it where nested (nested(..., defaults=)); MISSING: its own
+    override: Any = None
+    overridden: bool = False
+    follows: str | None = None  # its default is another section's value (nested(..., follows=))
 
     @property
     def name(self) -> str:
@@ -242,7 +395,9 @@ class Leaf:
 
     @property
     def default(self) -> Any:
-        """The field's default; REQUIRED when it has none."""
+        """The field's default (its section's, where nested with one); REQUIRED when it has none."""
+        if self.overridden:
+            return self.override
         f = self.field
         if f.default is MISSING and f.default_factory is MISSING:
             return REQUIRED
@@ -253,25 +408,42 @@ class Leaf:
         return (self.meta.flag or "--" + self.name.replace("_", "-")).split("/")[0]
 
 
-def _is_section(f: dataclasses.Field, tp: Any) -> bool:
-    return _is_config(tp) and f.default_factory is tp
+def _is_section(f: dataclasses.Field, tp: Any = None) -> bool:
+    return _meta(f).section is not None
 
 
-def leaves(cls: type, prefix: tuple[str, ...] = (), _flat: str = "", _top: int | None = None) -> list[Leaf]:
-    """The leaf fields of a config, sub-configs flattened, in declaration order."""
+def leaves(
+    cls: type,
+    prefix: tuple[str, ...] = (),
+    _flat: str = "",
+    _top: int | None = None,
+    _site: Param | None = None,
+) -> list[Leaf]:
+    """The leaf fields of a config, sub-configs flattened, in declaration order (each with the
+    default and old names its section gives it where nested)."""
     out = []
     hints = _hints(cls)
+    defaults = dict(_site.defaults) if _site is not None else {}
+    renamed = dict(_site.renamed) if _site is not None else {}
+    only = _site.only if _site is not None else None
     for f in dataclasses.fields(cls):
-        if not f.init:
+        if not f.init or (only is not None and f.name not in only):
             continue
-        if _is_section(f, hints[f.name]):
-            pre = _meta(f).prefixed
+        meta = _meta(f)
+        if meta.section is not None:
+            pre = meta.prefixed
             top = len(prefix) if pre and _top is None else _top
-            out += leaves(hints[f.name], (*prefix, f.name), _flat + (f.name + "_" if pre else ""), top)
+            flat = _flat + (f.name + "_" if pre else "")
+            out += leaves(hints[f.name], (*prefix, f.name), flat, top, meta)
         else:
-            leaf = Leaf(
-                (*prefix, f.name), f, hints[f.name], _meta(f), _flat, len(prefix) if _top is None else _top
-            )
+            if f.name in renamed:
+                meta = dataclasses.replace(meta, deprecated=meta.deprecated + renamed[f.name])
+            top = len(prefix) if _top is None else _top
+            leaf = Leaf((*prefix, f.name), f, hints[f.name], meta, _flat, top)
+            if f.name in defaults:
+                leaf = dataclasses.replace(leaf, override=defaults[f.name], overridden=True)
+            elif _site is not None and _site.follows:
+                leaf = dataclasses.replace(leaf, follows=_site.follows)
             out.append(leaf)
     return out
 
@@ -282,7 +454,7 @@ def _sections(cls: type, flat: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
-        if f.init and _is_section(f, hints[f.name]):
+        if f.init and _is_section(f):
             sub = flat + (f.name + "_" if _meta(f).prefixed else "")
             out[f.name] = sub
             out.update(_sections(hints[f.name], sub))
@@ -349,6 +521,8 @@ def _flatten(cls: type, source: Mapping[str, Any], *, warn: bool = True) -> dict
     sections = _sections(cls)
 
     def items(key: str, value: Any, prefix: str):
+        if key in sections and _is_config(type(value)):  # a section given as its config
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
         if key in sections and isinstance(value, Mapping):
             for k, v in value.items():
                 yield from items(k, v, sections[key])
@@ -363,26 +537,41 @@ def _flatten(cls: type, source: Mapping[str, Any], *, warn: bool = True) -> dict
             if leaf is None or (leaf.prefix and not prefix):
                 leaf = old_names.get(k)
                 if leaf is None:
-                    known = ", ".join(sorted(x.key for x in ls))
-                    raise ConfigError(f"{k}: unknown field; known fields: {known}", field=k)
+                    keys = sorted(x.key for x in ls)
+                    hint = did_you_mean(k, [*keys, *(x.name for x in ls), *sections])
+                    known = hint or f"; known fields: {', '.join(keys)}"
+                    raise ConfigError(f"{k}: unknown field{known}", field=k)
                 if warn:
                     warn_deprecated(k, leaf.key)
             flat[leaf.name] = v
     return flat
 
 
-def _assemble(cls: type, flat: dict, prefix: str = "") -> Any:
+def _assemble(
+    cls: type, flat: dict, prefix: str = "", defaults: Mapping[str, Any] | None = None, base: Any = None
+) -> Any:
+    """``cls`` from leaf values by flat name; a leaf not given takes ``base``'s value (an instance
+    being changed), else the ``defaults`` its section has where nested, else its own default."""
+    kw = _kwargs(cls, flat, prefix, defaults or {}, base)
+    return cls(**kw)
+
+
+def _kwargs(cls: type, flat: dict, prefix: str, defaults: Mapping[str, Any], base: Any) -> dict[str, Any]:
     hints = _hints(cls)
     kw = {}
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        if _is_section(f, hints[f.name]):
-            if not _meta(f).prefixed:
-                kw[f.name] = _assemble(hints[f.name], flat, prefix)
+        meta = _meta(f)
+        if meta.section is not None:
+            sub = getattr(base, f.name) if base is not None else None
+            sub = None if sub is MISSING else sub
+            tp = hints[f.name] if sub is None else type(sub)
+            if not meta.prefixed:
+                kw[f.name] = _assemble(tp, flat, prefix, dict(meta.defaults), sub)
                 continue
             try:
-                kw[f.name] = _assemble(hints[f.name], flat, f"{prefix}{f.name}_")
+                kw[f.name] = _assemble(tp, flat, f"{prefix}{f.name}_", dict(meta.defaults), sub)
             except ConfigError as e:  # the section's own check names its field: put the section in front
                 if not e.field or e.field.startswith(f"{f.name}."):
                     raise
@@ -390,9 +579,64 @@ def _assemble(cls: type, flat: dict, prefix: str = "") -> Any:
                 raise ConfigError(f"{field}: {e.reason.removeprefix(f'{e.field}: ')}", field=field) from None
         elif prefix + f.name in flat:
             kw[f.name] = flat[prefix + f.name]
+        elif base is not None and getattr(base, f.name) is not MISSING:
+            kw[f.name] = getattr(base, f.name)
+        elif f.name in defaults:
+            kw[f.name] = defaults[f.name]
         elif f.default is MISSING and f.default_factory is MISSING:
-            raise ConfigError(f"{f.name}: required; {_meta(f).help}", field=f.name)
-    return cls(**kw)
+            raise ConfigError(f"{f.name}: required; {meta.help}", field=f.name)
+    return kw
+
+
+def config(cls: type | None = None, /, *, kw_only: bool = False) -> Any:
+    """A frozen dataclass config whose constructor also takes its sections' fields by their flat
+    names (and their deprecated ones, warning): ``TrainConfig(n=8, model="m")`` is
+    ``TrainConfig(rollout=SamplingSpec(n=8), engine=EngineConfig(model="m"))``.  A flat name wins
+    over the section given beside it (``dataclasses.replace(cfg, n=4)`` changes ``rollout.n``).
+    ``@config(kw_only=True)``: every field is a keyword (a base whose fields a subclass extends)."""
+    if cls is None:
+        return functools.partial(config, kw_only=kw_only)
+    cls = dataclass(frozen=True, kw_only=kw_only)(cls)
+    init = cls.__init__
+    own = {f.name for f in dataclasses.fields(cls) if f.init}
+    positional = [f.name for f in dataclasses.fields(cls) if f.init and not f.kw_only]
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kw):
+        flat = {k: kw.pop(k) for k in list(kw) if k not in own}
+        if args:  # positional fields, in declaration order
+            if len(args) > len(positional):
+                raise ConfigError(
+                    f"{cls.__name__} takes at most {len(positional)} fields by position", field=None
+                )
+            kw.update(zip(positional, args))
+        if flat:
+            given = _flatten(cls, flat)
+            base = types.SimpleNamespace(
+                **{
+                    f.name: kw[f.name] if f.name in kw else _default_of(f)
+                    for f in dataclasses.fields(cls)
+                    if f.init
+                }
+            )
+            kw = _kwargs(cls, given, "", {}, base)
+        init(self, **kw)
+
+    cls.__init__ = __init__
+    if "replace" not in vars(cls):
+        cls.replace = _replace
+    return cls
+
+
+def _replace(self, **changes):
+    """A copy with ``changes``, by field or by a section's field by its flat name."""
+    return dataclasses.replace(self, **changes)
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not MISSING else MISSING
 
 
 def load(cls: type, config: Any = None, /, **overrides) -> Any:

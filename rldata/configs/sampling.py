@@ -11,17 +11,31 @@ passrates 4): :mod:`rldata.store.rehash` upgrades their stores.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from rldata.configs.fields import at_least, finite_between, nested, one_of, param, sql_predicate, validate
+from rldata.configs.fields import (
+    at_least,
+    config,
+    finite_between,
+    nested,
+    one_of,
+    param,
+    section_defaults,
+    sql_predicate,
+    validate,
+    validator,
+)
 from rldata.errors import ConfigError
 
 __all__ = [
+    "CHAT_TEMPLATE_MODES",
     "DTYPES",
     "HELDOUT_WHERE",
     "MAX_N",
@@ -34,54 +48,116 @@ __all__ = [
     "SamplingSpec",
     "VerifyConfig",
     "VllmConfig",
-    "check_sampling",
+    "max_n",
     "params_hash_of",
 ]
 
 # how many samples are drawn, and from which seed, say nothing about the distribution
 NOT_HASHED = ("n", "seed")
+# SamplingSpec fields that are not vllm.SamplingParams keywords (they shape the prompt, not the draw)
+NOT_VLLM = ("chat_template",)
+# How plain tasks (no environment) reach the model: through its chat template or as raw text.
+CHAT_TEMPLATE_MODES = ("auto", "on", "off")
+
+# The registries the "one of these names" fields take their help from, by path: they sit in layers
+# above this one (rldata.verify, rldata.envs), imported only when the help or a check needs them.
+VERIFIERS = "rldata.verify.base:REGISTRY"
+ENVIRONMENTS = "rldata.envs.base:REGISTRY"
 
 
-# Upper bounds: far above any useful setting, low enough that a typo (an extra zero, 2**70) is a
-# one-line error here rather than an overflow deep in the engine, the store (seeds are int64
-# columns) or an out-of-memory request.
-MAX_N = 100_000  # samples per task
-MAX_TEMPERATURE = 100.0
+# The bounds are the engine's own (vllm.SamplingParams._verify_args, vLLM 0.32), checked where the
+# value is given (each field's ``check``), so a job the engine would refuse fails before Ray or an
+# engine starts, with the option's name and the user's number, and records no run.  max_tokens and
+# seeds have no engine bound but a storage one: token counts are int32 in vLLM, seeds int64 columns.
+MAX_N_DEFAULT = 16_384  # vLLM: n <= VLLM_MAX_N_SEQUENCES (default 16384), per request
+MAX_N = MAX_N_DEFAULT  # the bound under the default environment (docs, tests); see max_n()
+MAX_TEMPERATURE = 2.0  # vLLM: temperature in [0, 2]
 MAX_TOKENS = 2**31 - 1  # vLLM keeps token counts in int32
 MAX_SEED = 2**63  # exclusive: seeds are stored as int64
 
 
-def _int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be an integer, got {value!r}", field=name)
-    return value
+def max_n() -> int:
+    """The engine's limit on samples per request: vLLM's VLLM_MAX_N_SEQUENCES, read as vLLM reads it."""
+    try:
+        return int(os.environ.get("VLLM_MAX_N_SEQUENCES", MAX_N_DEFAULT))
+    except ValueError:
+        return MAX_N_DEFAULT
 
 
-def check_sampling(*, n=1, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=1, seed=0) -> None:
-    """Check sampling parameters before anything starts: a ConfigError naming the first bad one."""
-    if not 1 <= _int(n, "n") <= MAX_N:
-        raise ConfigError(f"n must be in [1, {MAX_N}], got {n}", field="n")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ConfigError(f"temperature must be a number, got {temperature!r}", field="temperature")
-    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
-        raise ConfigError(
-            f"temperature must be in [0, {MAX_TEMPERATURE:g}] (0 = greedy), got {temperature}",
-            field="temperature",
-        )
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ConfigError(f"top_p must be in (0, 1], got {top_p}", field="top_p")
-    if _int(top_k, "top_k") < -1:
-        raise ConfigError(f"top_k must be >= 1, or -1 or 0 (off), got {top_k}", field="top_k")
-    if not 1 <= _int(max_tokens, "max_tokens") <= MAX_TOKENS:
-        raise ConfigError(f"max_tokens must be in [1, {MAX_TOKENS}], got {max_tokens}", field="max_tokens")
-    if seed is not None and not 0 <= _int(seed, "seed") < MAX_SEED:
-        raise ConfigError(f"seed must be in [0, 2**63), got {seed}", field="seed")
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _shown(v) -> str:
+    """A number as the user wrote it (5, not 5.0: the CLI parses a float option)."""
+    return f"{v:g}" if isinstance(v, float) else repr(v) if isinstance(v, str) else str(v)
+
+
+def check_n(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    hi = max_n()
+    if v > hi:
+        return f"must be at most {hi} (vLLM's limit on samples per request, VLLM_MAX_N_SEQUENCES), got {v}"
+    return None if v >= 1 else f"must be at least 1, got {v}"
+
+
+def check_temperature(v) -> str | None:
+    if not _is_number(v) or not (math.isfinite(v) and 0 <= v <= MAX_TEMPERATURE):
+        return f"must be in [0, {MAX_TEMPERATURE:g}] (vLLM's range; 0 = greedy), got {_shown(v)}"
+    return None
+
+
+def check_top_p(v) -> str | None:
+    ok = _is_number(v) and math.isfinite(v) and 0 < v <= 1
+    return None if ok else f"must be in (0, 1], got {_shown(v)}"
+
+
+def check_top_k(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    return None if v >= -1 else f"must be >= 1, or -1 or 0 (off), got {v}"
+
+
+def check_max_tokens(v) -> str | None:
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    return None if 1 <= v <= MAX_TOKENS else f"must be in [1, {MAX_TOKENS}], got {v}"
+
+
+def check_seed(v) -> str | None:
+    if v is None:
+        return None
+    if not _is_int(v):
+        return f"must be an integer, got {v!r}"
+    return None if 0 <= v < MAX_SEED else f"must be in [0, 2**63), got {v}"
+
+
+def check_stop(v) -> str | None:
+    bad = [s for s in v or () if not isinstance(s, str) or not s]
+    return f"stop strings must be non-empty text (vLLM refuses an empty one), got {bad[0]!r}" if bad else None
 
 
 # The fields the hash has always covered.  A field added since is hashed only when it differs from
 # its default: adding a sampling parameter (one field, docs/contributing.md) leaves every stored
 # params hash, and so the ledger's pooling, as it was, while a run that sets it gets its own.
 HASHED_ALWAYS = ("temperature", "top_p", "top_k", "max_tokens", "stop")
+# Values a field hashes as if absent.  chat_template "off" is how every release before the field
+# sampled (plain prompts as raw text), so raw rows keep the hash they were stored under; "auto" is
+# resolved to "on" or "off" before a job samples (rldata.rollout.render.resolve_chat_template: a
+# writer stores the resolved value), so an unresolved spec names the raw slice.  "on" is hashed:
+# templated and raw pass rates never pool.
+HASHED_AS_ABSENT = {"chat_template": ("auto", "off")}
+
+
+def _hashed(k: str, v: Any, defaults: dict) -> bool:
+    if k in NOT_HASHED or v in HASHED_AS_ABSENT.get(k, ()):
+        return False
+    return k in HASHED_ALWAYS or k not in defaults or v != defaults[k]
 
 
 def params_hash_of(params: dict, defaults: dict | None = None) -> str:
@@ -89,14 +165,7 @@ def params_hash_of(params: dict, defaults: dict | None = None) -> str:
     for :mod:`rldata.store.rehash`, which recomputes it from the JSON stored with each trajectory);
     ``defaults``: the spec's field defaults (default: SamplingSpec's)."""
     defaults = _DEFAULTS if defaults is None else defaults
-    blob = json.dumps(
-        {
-            k: v
-            for k, v in params.items()
-            if k not in NOT_HASHED and (k in HASHED_ALWAYS or k not in defaults or v != defaults[k])
-        },
-        sort_keys=True,
-    ).encode()
+    blob = json.dumps({k: v for k, v in params.items() if _hashed(k, v, defaults)}, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -108,29 +177,45 @@ def _field_defaults(cls: type) -> dict[str, Any]:
 class SamplingSpec:
     """Sampling parameters (the distribution, N and the seed)."""
 
-    n: int = param(16, help="Samples per task (vLLM shares the prompt's prefill across them).")
-    temperature: float = param(1.0, help="Sampling temperature (0 = greedy).")
-    top_p: float = param(1.0, help="Nucleus sampling mass, in (0, 1].")
-    top_k: int = param(-1, help="Sample from the K most likely tokens only (-1: off).")
-    max_tokens: int = param(16, help="Completion length cap, in tokens.")
-    stop: tuple[str, ...] = param((), cli=False, help="Stop strings, kept out of the completion.")
+    n: int = param(
+        16,
+        check=check_n,
+        help="Samples per task (vLLM shares the prompt's prefill across them; at most 16384, vLLM's "
+        "VLLM_MAX_N_SEQUENCES).",
+    )
+    temperature: float = param(
+        1.0, check=check_temperature, help="Sampling temperature, in [0, 2] (0 = greedy)."
+    )
+    top_p: float = param(1.0, check=check_top_p, help="Nucleus sampling mass, in (0, 1].")
+    top_k: int = param(-1, check=check_top_k, help="Sample from the K most likely tokens only (-1: off).")
+    max_tokens: int = param(16, check=check_max_tokens, help="Completion length cap, in tokens.")
+    stop: tuple[str, ...] = param(
+        (), cli=False, check=check_stop, help="Stop strings, kept out of the completion."
+    )
     seed: int | None = param(
-        0, help="Base seed; each task's requests get a seed derived from it and the task id."
+        0,
+        check=check_seed,
+        help="Base seed; each task's requests get a seed derived from it and the task id.",
+    )
+    chat_template: str = param(
+        "auto",
+        check=one_of(*CHAT_TEMPLATE_MODES),
+        help="Plain tasks (no environment) through the model's chat template: a user turn (the task's own "
+        "chat messages, system turn included, when it has them) and the generation prompt. auto: when the "
+        "model's template changes a prompt; on; off: the raw prompt text. Episodes always use the template.",
     )
 
     def __post_init__(self):
-        check_sampling(
-            n=self.n, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            max_tokens=self.max_tokens, seed=self.seed,
-        )  # fmt: skip
-        object.__setattr__(self, "stop", tuple(self.stop))
-        validate(self)  # a field added later is checked by its own declaration
+        if isinstance(self.stop, (list, tuple)):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        validate(self)  # every bound is its field's check: the engine's limits, before anything starts
 
     def vllm_kwargs(self) -> dict[str, Any]:
         """The vllm.SamplingParams keywords of every field but N and the seed (the engine sets those
-        per request).  A field is passed under its own name, so a new field named as vLLM names it
-        (``min_p``, ``repetition_penalty``...) reaches the engine with no other edit."""
-        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        per request) and the prompt's shape (``NOT_VLLM``).  A field is passed under its own name, so
+        a new field named as vLLM names it (``min_p``, ``repetition_penalty``...) reaches the engine
+        with no other edit."""
+        kw = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED and k not in NOT_VLLM}
         kw["top_k"] = max(0, self.top_k)  # 0 disables top-k in vLLM; -1 is this spec's "off"
         kw["stop"] = list(self.stop) or None
         return kw
@@ -208,7 +293,7 @@ class VllmConfig:
         return {"dtype": self.dtype, "kv_cache_gib": self.kv_cache_gib}
 
 
-@dataclass(frozen=True)
+@config
 class EngineConfig:
     """The vLLM engines: which model, how many, their context, dtype and KV cache."""
 
@@ -223,7 +308,7 @@ class EngineConfig:
         help="Engine actors (default: one per GPU; on CPU one per core, at most 4, at most one per batch).",
     )
     max_model_len: int | None = param(
-        None, check=at_least(1), help="Engine context length (prompt + completion). Default: the model's."
+        None, check=at_least(2), help="Engine context length (prompt + completion). Default: the model's."
     )
     vllm: VllmConfig = nested(VllmConfig)
 
@@ -235,10 +320,14 @@ class EngineConfig:
 class VerifyConfig:
     """How completions are checked: which verifier, and how long one check may take."""
 
+    # the choices are listed, not enforced here: a domain name or a class path also resolve, and
+    # rldata.jobs.sample.override_verifier imports the class before anything starts
     verifier: str | None = param(
         None,
-        help="Registry name (math, exact, code, ...), a plugin's, or module:Class; default: each task's "
-        "domain verifier.",
+        choices=VERIFIERS,
+        strict=False,
+        help="A verifier for every task instead of each task's domain default (a plugin's name or "
+        "module:Class also work).",
     )
     timeout_s: float = param(
         10.0,
@@ -254,19 +343,23 @@ class VerifyConfig:
 ADAPTIVE_RULES = ("fixed", "exact", "sequential")
 
 
-@dataclass(frozen=True)
+@config
 class SampleConfig:
     """What `rldata sample` samples, how, and on which engines."""
 
     sampling: SamplingSpec = nested(SamplingSpec)
     engine: EngineConfig = nested(EngineConfig)
     verify: VerifyConfig = nested(VerifyConfig)
-    where: str | None = param(None, help="SQL predicate over tasks, e.g. \"domain = 'math'\".")
+    where: str | None = param(
+        None, check=sql_predicate("where"), help="SQL predicate over tasks, e.g. \"domain = 'math'\"."
+    )
     selection: str | None = param(None, help="Sample the kept tasks of this selection (see rldata filter).")
     address: str | None = param(None, help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
     batch_tasks: int = param(128, check=at_least(1), help="Tasks per engine call and per store commit.")
     env: str | None = param(
         None,
+        choices=ENVIRONMENTS,
+        strict=False,
         help="Run every task as an episode in this environment (NAME or NAME@VERSION from rldata env list; "
         "a bundled one is registered on first use). Default: each task's own environment, else single-turn.",
     )
@@ -292,29 +385,47 @@ class SampleConfig:
     band: Any = param(
         None,
         cli_type=str,
-        help="--adaptive: the band the decision is about, as rldata filter's --band LO,HI (from Python "
-        "also a pair of numbers).",
+        help="--adaptive, --skip-predicted: the band the decision is about, as rldata filter's --band LO,HI "
+        "(from Python also a pair of numbers).",
+    )
+    skip_predicted: float | None = param(
+        None,
+        check=finite_between(0.5, 1),
+        help="Skip each task with no sample yet that rldata predict places outside --band with probability >= "
+        "CONF (a sample_predictions row with its reason, never a ledger row); with --adaptive sequential "
+        "each task's prediction is its prior. Fits the prediction, or reuses one of the same cutoff.",
     )
 
     def __post_init__(self):
         validate(self)
+
+    @validator
+    def sample_rules(self):
+        if self.where and self.selection:
+            raise ConfigError("give where or selection, not both", field="selection")
+        if self.adaptive != "fixed" and self.band is None:
+            raise ConfigError(
+                f"adaptive {self.adaptive!r} needs band (the decision it settles)", field="band"
+            )
+        if self.skip_predicted is not None and self.band is None:
+            raise ConfigError(
+                "skip_predicted needs band (the band a skipped task is predicted outside)", field="band"
+            )
 
 
 # The bundled held-out split: tasks whose metadata says split = 'heldout' (sample_data's tiny sets)
 HELDOUT_WHERE = "json_extract_string(metadata, '$.split') = 'heldout'"
 
 
-def _eval_n(v):
-    return None if 1 <= v <= MAX_N else f"must be in [1, {MAX_N}], got {v}"
-
-
-@dataclass(frozen=True)
+@config
 class EvalConfig:
-    """Held-out evaluation: which tasks, how often, with how many samples at which temperature.
+    """Held-out evaluation: which tasks, how often, sampled how.
 
     Nested as ``eval`` with its name in front (``--eval-n``, ``eval: {n: 8}`` in a file), so its
-    ``n`` and ``temperature`` never clash with the rollout's; the old flat ``eval_n`` still works,
-    with a warning, for one release."""
+    sampling never clashes with the rollout's; the old flat ``eval_n`` still works, with a warning,
+    for one release.  Its sampling follows the training rollout's (:meth:`spec`): ``n`` (16) and
+    ``temperature`` (1.0) are the eval's own, every other field is the rollout's unless set to
+    something else than its default."""
 
     every: int = param(
         0,
@@ -327,10 +438,7 @@ class EvalConfig:
     size: int = param(
         200, check=at_least(1), help="Held-out tasks per eval (the first ones, in task_id order)."
     )
-    n: int = param(16, check=_eval_n, help="Samples per held-out task.")
-    temperature: float = param(
-        1.0, check=finite_between(0, MAX_TEMPERATURE), help="Sampling temperature of the eval (0 = greedy)."
-    )
+    sampling: SamplingSpec = nested(SamplingSpec, defaults={"n": 16, "temperature": 1.0}, follows="rollout")
     heldout: bool = param(
         False,
         help="Evaluate on the bundled held-out split (metadata split = 'heldout') before, every "
@@ -342,6 +450,9 @@ class EvalConfig:
 
     def __post_init__(self):
         validate(self)
+
+    @validator
+    def eval_rules(self):
         if self.heldout and self.where:
             raise ConfigError("heldout: give heldout or where, not both", field="heldout")
         if self.selection and self.tasks_where:
@@ -359,6 +470,12 @@ class EvalConfig:
     def enabled(self) -> bool:
         return bool(self.selection or self.tasks_where)
 
-    def spec(self, *, max_tokens: int, seed: int | None) -> SamplingSpec:
-        """The eval's sampling params; the completion cap and the seed are the run's."""
-        return SamplingSpec(n=self.n, temperature=self.temperature, max_tokens=max_tokens, seed=seed)
+    def spec(self, rollout: SamplingSpec) -> SamplingSpec:
+        """The eval's sampling: the rollout's, with the eval's own fields (those it gives a default of
+        its own where it nests ``sampling``: ``n``, ``temperature``) and every field set to something
+        else than its default.  A sampling field added later follows the rollout with no edit here."""
+        own = section_defaults(type(self), "sampling")
+        plain = type(self.sampling)()
+        mine = self.sampling.to_dict()
+        keep = {k: v for k, v in mine.items() if k in own or v != plain.to_dict()[k]}
+        return dataclasses.replace(rollout, **keep)

@@ -7,6 +7,9 @@ hang.  :func:`safe_load` composes the document, counts its values as they would 
 (shared nodes counted once per use, memoized, so the count itself is cheap), and refuses a document
 over :data:`MAX_VALUES`, nested deeper than :data:`MAX_DEPTH`, or with a recursive alias.  The error
 is a ``yaml.YAMLError``, so each caller reports it as it reports any invalid YAML, with its file.
+
+A mapping that names a key twice is refused too (:class:`YAMLDuplicateKeyError`, with the line of the
+second): PyYAML keeps the last value silently, so the file would not say what it seems to.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "YAMLLimitError", "safe_load"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "YAMLDuplicateKeyError", "YAMLLimitError", "safe_load"]
 
 MAX_VALUES = 100_000  # scalars, lists and mappings after aliases are expanded; configs have dozens
 MAX_DEPTH = 64  # nesting of lists/mappings
@@ -28,6 +31,29 @@ class YAMLLimitError(yaml.YAMLError):
         super().__init__(problem)
         self.problem = problem
         self.problem_mark = None
+
+
+class YAMLDuplicateKeyError(yaml.YAMLError):
+    """A mapping that names a key twice; ``problem_mark`` is where the second one is."""
+
+    def __init__(self, key: str, mark):
+        super().__init__(f"duplicate key {key!r}")
+        self.problem = f"duplicate key {key!r}"
+        self.problem_mark = mark
+
+    def __str__(self) -> str:
+        where = f" (line {self.problem_mark.line + 1})" if self.problem_mark is not None else ""
+        return f"{self.problem}{where}"
+
+
+def _unique_keys(node: yaml.MappingNode) -> None:
+    seen: set = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value != "<<":  # << is a merge, not a key
+            k = (key.tag, key.value)
+            if k in seen:
+                raise YAMLDuplicateKeyError(key.value, key.start_mark)
+            seen.add(k)
 
 
 class _Loader(yaml.SafeLoader):
@@ -96,6 +122,8 @@ def _check(root: yaml.Node) -> None:
         if key in on_path:
             raise YAMLLimitError("an alias refers to a value that contains it (a recursive alias)")
         on_path.add(key)
+        if isinstance(node, yaml.MappingNode):
+            _unique_keys(node)
         stack.append((node, True))
         for kid in _children(node):
             if id(kid) in on_path:

@@ -11,10 +11,12 @@ from rldata.curriculum.config import (
     Promotion,
     check_buckets,
     default_phases,
+    empty_selection_reason,
     from_dict,
     late_phases,
     load,
     save,
+    selection_buckets,
 )
 from rldata.curriculum.sampler import SAMPLERS, CurriculumSampler, register_sampler
 
@@ -31,9 +33,11 @@ __all__ = [
     "Promotion",
     "check_buckets",
     "default_phases",
+    "empty_selection_reason",
     "from_dict",
     "late_phases",
     "load",
     "register_sampler",
     "save",
+    "selection_buckets",
 ]

@@ -427,3 +427,51 @@ def check_writable(path: str | os.PathLike) -> None:
         raise InputError(str(path), None, f"directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(str(path), None, "not writable")
+
+
+def selection_buckets(store, cur: Curriculum, path: str | os.PathLike) -> dict[str, list[str]]:
+    """bucket -> task ids of the store's selection that ``cur`` (read from ``path``) names: the kept
+    rows with a bucket (stratify's).  Refuses a file that names no selection, and a selection the
+    store does not hold or that has no bucketed kept tasks, as ``rldata train`` does before it
+    starts (``rldata curriculum FILE`` with a store checks the same)."""
+    if not cur.selection:
+        raise RldataError(f"{path}: no 'selection' named; bucket membership lives in a selection")
+    rows = store.sql(
+        "SELECT task_id, bucket FROM selections WHERE selection = $1 AND decision = 'keep' "
+        "AND bucket IS NOT NULL ORDER BY task_id",
+        params=[cur.selection],
+    ).fetchall()
+    if not rows:
+        raise RldataError(empty_selection_reason(store, cur.selection, named_in=path), field="selection")
+    buckets: dict[str, list[str]] = {}
+    for task_id, bucket in rows:
+        buckets.setdefault(bucket, []).append(task_id)
+    return buckets
+
+
+def empty_selection_reason(store, selection: str, *, named_in: str | os.PathLike | None = None) -> str:
+    """Why ``selection`` gives a run no task, and what works instead: a selection the store does not
+    hold, one that keeps nothing (stratify cannot bucket it either: filter again), or kept tasks without
+    buckets.  ``named_in``: the curriculum file that names it."""
+    who = f"selection {selection!r}" + (f" (named in {os.fspath(named_in)})" if named_in is not None else "")
+    ((total, kept),) = store.sql(
+        "SELECT count(*), count(*) FILTER (decision = 'keep') FROM selections WHERE selection = $1",
+        params=[selection],
+    ).fetchall()
+    if not total:
+        known = [s for (s,) in store.sql("SELECT DISTINCT selection FROM selections ORDER BY 1").fetchall()]
+        return f"{who} is not in the store {store.root}; its selections: " + (
+            ", ".join(known[:20]) or "(none: run rldata filter)"
+        )
+    if not kept:
+        return (
+            f"{who} keeps no tasks ({total} dropped, see rldata stats --selection {selection}), so "
+            "stratify cannot bucket it either: filter again with a wider band (rldata filter --band "
+            f"0.05,0.95 --name {selection}) or sample more, or train on every task without a curriculum "
+            "(rldata train, no --curriculum)"
+        )
+    return (
+        f"{who} keeps {kept} tasks but none has a bucket: rldata stratify --selection {selection} "
+        f"--quantiles 3 --curriculum buckets.yaml, or train on them uniformly: rldata train --selection "
+        f"{selection}"
+    )

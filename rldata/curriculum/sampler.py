@@ -4,8 +4,10 @@ Deterministic for a seed.  Its whole state (phase, per-bucket cursors through se
 state, promotion windows) is a JSON-able dict, so a resumed run draws exactly what an
 uninterrupted run would have drawn.  Samplers are plain functions in a small registry:
 ``mixture`` (the phase's bucket weights), ``uniform`` (all tasks, buckets ignored: the baseline),
-and ``live:band``, ``live:learnability``, ``live:skip`` (the phase's bucket weights, then a task by
-its live pass-rate posterior: :mod:`rldata.curriculum.live`).
+``live:band``, ``live:learnability``, ``live:skip`` (the phase's bucket weights, then a task by
+its live pass-rate posterior: :mod:`rldata.curriculum.live`), and ``gaussian`` (the phase's bucket
+weights, fixed domain shares, then a task by a Gaussian over its pass rate whose mean moves from easy
+to hard over the run: :mod:`rldata.curriculum.gaussian`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rldata.curriculum.config import Curriculum, Phase, _number
+from rldata.curriculum.config import DEFAULT_TRAIN_STEPS, Curriculum, Phase, _number
+from rldata.curriculum.gaussian import domain_quota, gaussian_weight, target_rate
 from rldata.curriculum.live import LiveState
 from rldata.errors import ConfigError, RldataError
 from rldata.registry import Registry
 
-__all__ = ["SAMPLERS", "CurriculumSampler", "register_sampler"]
+__all__ = ["SAMPLERS", "CurriculumSampler", "register_sampler", "uses_live"]
 
 
 DrawFn = Callable[["CurriculumSampler", int], list[tuple[str, str]]]
@@ -31,6 +34,11 @@ SAMPLERS: Registry = Registry("sampler", field="sampler", sort_known=False)
 def register_sampler(name: str) -> Callable[[DrawFn], DrawFn]:
     """Function decorator: ``@register_sampler("mixture")``."""
     return SAMPLERS.register(name)
+
+
+def uses_live(name: str) -> bool:
+    """Whether sampler ``name`` reads per-task pass rates (a :class:`LiveState`)."""
+    return name.startswith("live:") or name == "gaussian"
 
 
 def _pick(rng: random.Random, items: list[tuple[Any, float]]) -> Any:
@@ -113,6 +121,30 @@ def _draw_skip(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
     return out
 
 
+@register_sampler("gaussian")
+def _draw_gaussian(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
+    """Nemotron-style: the phase's weights pick a bucket per draw, a bucket's draws are split over its
+    domains by their share (:func:`domain_quota`), and a task of the domain is drawn with the weight of
+    a Gaussian over its pass rate around the step's target rate (:mod:`rldata.curriculum.gaussian`)."""
+    cfg = s.live.config
+    # the batch's own step: a step's replacement draws (dynamic sampling) come after next_batch counted it
+    mean = target_rate(s.batch_index, s.total_steps, start=cfg.gauss_start, end=cfg.gauss_end)
+    s.live.target = mean
+    buckets = _phase_buckets(s)
+    picks = [_pick(s.rng, buckets) for _ in range(k)]
+    out = []
+    for b in dict.fromkeys(picks):  # buckets in order of first pick
+        by_domain = s.bucket_domains(b)
+        quota = domain_quota(picks.count(b), {d: len(ts) for d, ts in by_domain.items()}, s.rng)
+        for d, q in quota.items():
+            weights = [(t, gaussian_weight(s.live.rate(t), mean, cfg.gauss_width)) for t in by_domain[d]]
+            for _ in range(q):
+                t = _pick(s.rng, weights)
+                s.live.note_draw(t)
+                out.append((t, b))
+    return out
+
+
 _POOL = "*"  # cursor name of the uniform sampler's pooled order
 
 
@@ -131,6 +163,8 @@ class CurriculumSampler:
         seed: int | None = None,
         sampler: str | None = None,
         live: LiveState | None = None,
+        domains: Mapping[str, str] | None = None,
+        total_steps: int | None = None,
     ):
         self.curriculum = curriculum
         self.seed = curriculum.seed if seed is None else int(seed)
@@ -151,10 +185,14 @@ class CurriculumSampler:
         self._orders: dict[str, tuple[int, list]] = {}
         self._history: dict[str, list[float]] = {b: [] for b in curriculum.bucket_names}
         self.step = 0  # batches drawn so far
+        self.batch_index = 0  # 0-based index of the batch the current draws belong to (extra draws keep it)
         self.phase_index = 0
         self.last_observed: int | None = None
-        # live:* samplers read per-task posteriors (flat ones unless the caller brings a ledger prior)
-        self.live = live if live is not None else (LiveState() if self.sampler.startswith("live:") else None)
+        # live:* and gaussian read per-task pass rates (flat ones unless the caller brings a ledger prior)
+        self.live = live if live is not None else (LiveState() if uses_live(self.sampler) else None)
+        self.domains = dict(domains or {})  # task_id -> domain (gaussian keeps domain shares)
+        self.total_steps = int(total_steps or DEFAULT_TRAIN_STEPS)  # gaussian's schedule runs over these
+        self._by_domain: dict[str, dict[str, list[str]]] = {}
 
     @property
     def phase(self) -> Phase:
@@ -165,6 +203,20 @@ class CurriculumSampler:
 
     def bucket_tasks(self, bucket: str) -> list[str]:
         return self._tasks[bucket]
+
+    def bucket_domains(self, bucket: str) -> dict[str, list[str]]:
+        """The bucket's tasks by domain (a task of unknown domain in domain '')."""
+        got = self._by_domain.get(bucket)
+        if got is None:
+            got = {}
+            for t in self._tasks[bucket]:
+                got.setdefault(self.domains.get(t, ""), []).append(t)
+            self._by_domain[bucket] = got
+        return got
+
+    def pool_tasks(self) -> list[str]:
+        """Every task the sampler can draw, sorted."""
+        return sorted({t for t, _ in self._pool})
 
     def _order(self, name: str, epoch: int) -> list:
         cached = self._orders.get(name)
@@ -196,6 +248,7 @@ class CurriculumSampler:
         """The next ``k`` (task_id, bucket) draws; a small bucket wraps around within a batch."""
         if k < 1:
             raise ConfigError(f"k must be >= 1, got {k}", field="k")
+        self.batch_index = self.step
         batch = SAMPLERS[self.sampler](self, k)
         self.step += 1
         # advance now, so that .phase always names the phase the next batch is drawn from
@@ -267,6 +320,7 @@ class CurriculumSampler:
                 f"sampler state has phase {state['phase']}, curriculum has {len(self.curriculum.phases)}"
             )
         self.step = int(state["step"])
+        self.batch_index = max(self.step - 1, 0)
         self.phase_index = int(state["phase"])
         self.last_observed = state["last_observed"]
         self._cursors = {b: [int(e), int(p)] for b, (e, p) in state["cursors"].items()}

@@ -3,9 +3,10 @@ can be fixed without guessing.
 
 Checks (each a plain function returning :class:`Finding` rows):
 
-- ``log``: a commit file of a table's Delta log that is empty or not complete JSON.  Repair moves
-  that commit and every later one out of the log (into ``.rldata-doctor/`` at the store root, kept
-  for inspection), so the table reads at its last complete version again.
+- ``log``: a damaged checkpoint hint, checkpoint or commit file of a table's Delta log.  Repair moves
+  the file into ``.rldata-doctor/`` at the store root (kept for inspection) and rebuilds a commit
+  from what can be trusted of it (:mod:`rldata.store.salvage`: every add whose file is intact), keeping
+  every later commit.
 - ``duplicates``: rows sharing a table's key.  Repair rewrites the table keeping the first of each.
 - ``orphans``: trajectories without a verification, and verifications without a trajectory.  Reported
   only: ``rldata sample`` re-verifies the former when run again; the latter need a person.
@@ -16,8 +17,12 @@ Checks (each a plain function returning :class:`Finding` rows):
 - ``unrecorded_ingest``: a ``tasks`` commit tagged with an ingest's run id (:mod:`rldata.store.run_commits`)
   whose run has no ``runs`` row (the run's write failed after its tasks landed).  Repair records the
   run, ``done``, from the tag and the commit's row count.
-- ``stray``: files at the store root or in a table directory that belong to no table, and data files
-  no commit ever added.  Reported only (``rldata compact`` removes retired files).
+- ``stray``: files at the store root or in a table directory that belong to no table.  Repair moves
+  them into the quarantine directory.
+- ``unreferenced`` / ``leftover``: data files no commit references, told apart by their rows
+  (:func:`check_stray`): one that holds rows the table lacks is a problem and never moved (it may be
+  their only copy); one whose rows the table holds, an incomplete one, or a killed commit's
+  temporary file is listed for information, and repair moves it once it is an hour old.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 
 import polars as pl
 
+from rldata.console import progress
 from rldata.errors import RldataError
 from rldata.schemas import TABLES
 from rldata.schemas import get as table_schema
@@ -63,20 +69,37 @@ class Finding:
 
 
 def doctor(store: Store, *, repair: bool = False) -> list[Finding]:
-    """Run every check (repairing first what the later checks need: a readable log)."""
-    found = check_logs(store, repair=repair)
-    readable = [n for n in TABLES if n not in store.damaged]
-    found += check_data_files(store, readable, repair=repair)
-    readable = [n for n in readable if n not in {f.table for f in found if not f.repaired}]
-    found += check_duplicates(store, readable, repair=repair)
-    found += check_orphans(store, readable)
-    found += check_ledger(store, readable, repair=repair)
-    found += check_stuck_runs(store, readable, repair=repair)
-    found += check_partial_imports(store, readable)
-    found += check_unrecorded_ingest(store, readable, repair=repair)
-    found += check_stray(store, repair=repair)
-    found += check_writable(store)
+    """Run every check (repairing first what the later checks need: a readable log).  Progress: one
+    step per table for the per-table checks (logs, data files, duplicates), one per check after."""
+    n = len(TABLES)
+    with progress("doctor", total=3 * n + 7, unit="checks") as bar:
+        found = check_logs(store, repair=repair, bar=bar)
+        readable = [t for t in TABLES if t not in store.damaged]
+        found += check_data_files(store, readable, repair=repair, bar=bar)
+        bar.advance(n - len(readable))
+        readable = [t for t in readable if t not in {f.table for f in found if not f.repaired}]
+        found += check_duplicates(store, readable, repair=repair, bar=bar)
+        bar.advance(n - len(readable))
+        for name, check in (
+            ("orphans", lambda: check_orphans(store, readable)),
+            ("ledger", lambda: check_ledger(store, readable, repair=repair)),
+            ("stuck runs", lambda: check_stuck_runs(store, readable, repair=repair)),
+            ("partial imports", lambda: check_partial_imports(store, readable)),
+            ("unrecorded ingests", lambda: check_unrecorded_ingest(store, readable, repair=repair)),
+            ("stray files", lambda: check_stray(store, repair=repair)),
+            ("writable", lambda: check_writable(store)),
+        ):
+            found += check()
+            bar.advance(1, note=name)
     return found
+
+
+class _NoBar:
+    def advance(self, n: int = 1, *, note: str | None = None, **extra) -> None:
+        pass
+
+
+_NO_BAR = _NoBar()  # a check called alone (not from doctor()) reports no progress
 
 
 def check_writable(store: Store) -> list[Finding]:
@@ -113,19 +136,21 @@ def _template_log(name: str, tmp: Path) -> Path:
     return tmp / name / "_delta_log"
 
 
-def check_logs(store: Store, *, repair: bool) -> list[Finding]:
+def check_logs(store: Store, *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Checkpoint hint, checkpoint files and commit files of each table's log (on object storage, of a
     local copy of it: :mod:`rldata.doctor.remote`)."""
     out = []
     remote = "://" in store.root
     for name in TABLES:
+        bar.advance(1, note=f"log {name}")
         if remote:
-            from rldata.doctor.remote import mirrored_log
+            from rldata.doctor.remote import RemoteFiles, mirrored_log
 
             root = None
             try:
                 with mirrored_log(store, name) as (root, push):
-                    found = _log_findings(name, root, root / _stamp() / "log", repair=repair)
+                    files = RemoteFiles(store, name)
+                    found = _log_findings(name, root, root / _stamp() / "log", repair=repair, files=files)
                     if any(f.repaired for f in found):
                         push()
             except (OSError, RldataError) as e:
@@ -154,9 +179,10 @@ def _relocated(f: Finding, local_root: Path, store_root: str) -> Finding:
     return Finding(f.check, f.table, f.count, detail, f.repaired, f.problem)
 
 
-def _log_findings(name: str, root: Path, dest: Path, *, repair: bool) -> list[Finding]:
+def _log_findings(name: str, root: Path, dest: Path, *, repair: bool, files=None) -> list[Finding]:
     """Find (and with ``repair`` fix, moving what is replaced under ``dest``) the damage of table
-    ``name``'s log under the store directory ``root``; one finding per damaged file."""
+    ``name``'s log under the store directory ``root``; one finding per damaged file.  ``files``: the
+    table's data files where they are not under ``root`` (object storage: :mod:`rldata.store.salvage`)."""
     import tempfile
 
     from rldata.store.damage import log_damage
@@ -178,7 +204,8 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool) -> list[Fi
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 template = _template_log(name, Path(tmp)) if bad.version == 0 else None
-                did = fix(bad, root=root, dest=dest, template_log=template)
+                key = table_schema(name).key
+                did = fix(bad, root=root, dest=dest, template_log=template, files=files, key=key)
         except (OSError, RldataError) as e:
             out.append(Finding("log", name, 1, f"{detail}; not repaired: {e}"))
             break
@@ -186,15 +213,17 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool) -> list[Fi
     return out
 
 
-def check_data_files(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Data files the current version needs that are missing, truncated or not Parquet.  Repair
     commits their removal (their rows are lost; every other row reads again) and moves them aside."""
     from rldata.store.damage import data_file_damage, repair_data_files
 
-    if "://" in store.root:
-        return [f for name in tables for f in _remote_data_files(store, name, repair=repair)]
     out = []
     for name in tables:
+        bar.advance(1, note=f"data files {name}")
+        if "://" in store.root:
+            out += _remote_data_files(store, name, repair=repair)
+            continue
         tdir = Path(store.uri(name))
         bad = data_file_damage(name, tdir, store.table(name), full=True)
         if not bad:
@@ -237,9 +266,10 @@ def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding
     return [Finding("data_files", name, len(bad), f"{detail}; {did}{where}", True)]
 
 
-def check_duplicates(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
+def check_duplicates(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     out = []
     for name in tables:
+        bar.advance(1, note=f"duplicates {name}")
         key = table_schema(name).key
         cols = ", ".join(key)
         n = store.sql(
@@ -259,19 +289,20 @@ def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
     if not {"trajectories", "verifications"} <= set(tables):
         return []
     out = []
-    unverified = store.sql(
-        "SELECT count(*) FROM trajectories t WHERE t.finish_reason IS DISTINCT FROM 'prompt_too_long' "
-        "AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.traj_id = t.traj_id)"
-    ).fetchall()[0][0]
+    kind = "(SELECT any_value(r.kind) FROM runs r WHERE r.run_id = t.run_id)" if "runs" in tables else "NULL"
+    by_run = store.sql(
+        f"SELECT t.run_id, {kind}, count(*) FROM trajectories t "
+        "WHERE t.finish_reason IS DISTINCT FROM 'prompt_too_long' "
+        "AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.traj_id = t.traj_id) GROUP BY 1, 2 ORDER BY 3 DESC"
+    ).fetchall()
+    unverified = sum(n for _, _, n in by_run)
     if unverified:
-        out.append(
-            Finding(
-                "orphans",
-                "trajectories",
-                unverified,
-                "trajectories without a verification (re-run rldata sample to verify them)",
-            )
-        )
+        from rldata.runs.core import resume_hint
+
+        # a training run verifies its rollouts when resumed; a sampling job's are verified by a re-run
+        hints = sorted({resume_hint(kind if kind == "train" else "sample", run) for run, kind, _ in by_run})
+        detail = f"trajectories without a verification; to verify them run {'; '.join(hints[:3])}"
+        out.append(Finding("orphans", "trajectories", unverified, detail))
     orphan = store.sql(
         "SELECT count(*) FROM verifications v WHERE NOT EXISTS "
         "(SELECT 1 FROM trajectories t WHERE t.traj_id = v.traj_id)"
@@ -332,7 +363,7 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
-    from rldata.runs.core import effective_status
+    from rldata.runs.core import effective_status, resume_hint
 
     if "runs" not in tables:
         return []
@@ -355,15 +386,18 @@ def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[F
                 for r in dead
             ],
         )
-    ids = ", ".join(r["run_id"] for r in dead[:5]) + (" ..." if len(dead) > 5 else "")
-    return [
-        Finding(
-            "stuck_runs", "runs", len(dead), f"runs stored as running whose process is gone: {ids}", repair
-        )
-    ]
+    said = "; ".join(f"{r['run_id']} ({r['kind']}: {resume_hint(r['kind'], r['run_id'])})" for r in dead[:5])
+    more = " ..." if len(dead) > 5 else ""
+    what = "marked failed" if repair else "to finish their work run"
+    detail = f"runs stored as running whose process is gone, {what}: {said}{more}"
+    return [Finding("stuck_runs", "runs", len(dead), detail, repair)]
 
 
-_DATA_FILE = re.compile(r"(.*/)?part-\d+-[0-9a-f-]{36}(-c\d+)?(\.\w+)*\.parquet")
+# a data file, or the staged copy of one (``NAME#1``: written, not yet renamed into place)
+_PARQUET = re.compile(r"(.*/)?[^/]+\.parquet(#\d+)?")
+# the staged copy of a commit (deltalake creates ``NNN.json#1`` and links it to ``NNN.json``: a kill
+# in between leaves it, often empty); a doctor repair's own staged commit
+_TEMP_COMMIT = re.compile(r"_delta_log/(\d{20}\.json#\d+|\.\d{20}\.json\.rldata-doctor\.tmp)")
 _IN_FLIGHT_S = 3600  # a data file younger than this may belong to a write that is committing now
 
 
@@ -404,13 +438,22 @@ def check_unrecorded_ingest(store: Store, tables: list[str], *, repair: bool) ->
 
 
 def check_stray(store: Store, *, repair: bool) -> list[Finding]:
-    """Files that belong to no table (``stray``: a problem) and data files no commit added.
+    """Files that belong to no table (``stray``: a problem), and files in a table no commit added.
 
-    The latter (``leftover``) are what a writer leaves when its commit loses a race and is retried
-    with new files, or when it is killed: harmless (no reader sees them), so not a problem; ``rldata
-    compact`` vacuums them.  Repair moves strays, and leftovers older than an hour (a younger one
-    may be a concurrent write's, about to be committed), into the quarantine directory (on an
-    object store, under its prefix: a copy, then a delete)."""
+    A data file no commit references is read (:func:`rldata.store.salvage.classify`):
+
+    - ``leftover`` (listed, not a problem) when the table holds every key of its rows (a commit that
+      lost a race and was retried, or a killed write whose job ran again), when it is no readable
+      Parquet (a write killed before the file was complete), or for a killed commit's temporary file
+      in the log (``NNN.json#1``, often 0 bytes).  Repair moves those older than an hour (a younger
+      one may be a write about to commit) into the quarantine directory;
+    - ``unreferenced`` (a problem) when it holds rows the table lacks: the adds of a damaged commit
+      that could not be recovered, or a write killed before its commit.  Never moved: it may be the
+      only copy of those rows (re-run the killed job, whose keyed writes add them).
+
+    On an object store the moves are a copy under the quarantine prefix, then a delete."""
+    from rldata.store.salvage import LocalFiles, classify
+
     local = "://" not in store.root
     files = _listing(store)
     if files is None:
@@ -446,33 +489,82 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
         mine = [
             (rel.split("/", 1)[1], size, mtime) for rel, size, mtime in files if rel.startswith(name + "/")
         ]
+        temps = [f for f in mine if _TEMP_COMMIT.fullmatch(f[0])]
         # a write's own probe file (rldata.store.damage.check_room) lives for a moment: not a stray
         mine = [f for f in mine if not f[0].startswith(("_delta_log/", ".rldata-probe-"))]
-        if not mine:
+        if not mine and not temps:
             continue
         added = _ever_added(store, name) | _current_files(store, name)
         unknown = [f for f in mine if f[0] not in added]
-        stray = [f for f in unknown if not _DATA_FILE.fullmatch(f[0])]
-        left = [f for f in unknown if _DATA_FILE.fullmatch(f[0])]
+        stray = [f for f in unknown if not _PARQUET.fullmatch(f[0])]
+        found: dict[str, list] = {"superseded": [], "unreadable": [], "only_copy": [], "foreign": []}
+        lacking = 0
+        if len(stray) < len(unknown):
+            key = list(table_schema(name).key)
+            held = store.scan(name).select(key).collect()
+            reader = LocalFiles(Path(store.uri(name))) if local else _remote_files(store, name)
+            for f in unknown:
+                if _PARQUET.fullmatch(f[0]):
+                    kind, rows, lack = classify(reader, f[0], key, held)
+                    found[kind].append((*f, rows, lack))
+                    lacking += lack
+        stray += [f[:3] for f in found["foreign"]]
         if stray:
             detail = "files no commit added: " + ", ".join(f[0] for f in stray[:5])
             if repair:
                 move([f"{name}/{f[0]}" for f in stray])
                 detail += f"; moved to {dest}"
             out.append(Finding("stray", name, len(stray), detail, repair))
-        if left:
-            old = [f for f in left if now - f[2] > _IN_FLIGHT_S]
-            size = sum(f[1] for f in left)
+        if found["only_copy"]:
+            only = found["only_copy"]
+            young = sum(now - f[2] <= _IN_FLIGHT_S for f in only)
             detail = (
-                f"{len(left)} data file(s), {size:,} bytes, no commit added (a retried or killed write left "
-                f"them; harmless, rldata compact removes them), e.g. {left[0][0]}"
+                f"{len(only)} data file(s) no commit references hold {lacking} row(s) the table lacks (a "
+                "write killed before its commit, or adds of a damaged commit that could not be recovered), "
+                f"e.g. {only[0][0]}; left in place (the only copy of those rows): re-run the job that wrote "
+                "them"
+                + (
+                    f"; {young} written in the last hour (a write may be about to commit them)"
+                    if young
+                    else ""
+                )
             )
+            out.append(Finding("unreferenced", name, len(only), detail))
+        left = found["superseded"] + found["unreadable"]
+        if left or temps:
+            parts = []
+            if found["superseded"]:
+                parts.append(
+                    f"{len(found['superseded'])} data file(s) whose rows the table holds (a retried or "
+                    "killed write that landed since)"
+                )
+            if found["unreadable"]:
+                parts.append(f"{len(found['unreadable'])} incomplete data file(s) (a write killed mid-file)")
+            if temps:
+                parts.append(
+                    f"{len(temps)} temporary commit file(s) a killed commit left "
+                    f"({', '.join(f'{f[0]} ({f[1]} bytes)' for f in temps[:3])})"
+                )
+            every = [f[:3] for f in left] + temps
+            size = sum(f[1] for f in every)
+            detail = f"{'; '.join(parts)}: {size:,} bytes, harmless (no reader sees them)"
+            if left:
+                detail += f", e.g. {left[0][0]}"
+            old = [f for f in every if now - f[2] > _IN_FLIGHT_S]
             moved = repair and bool(old)
             if moved:
                 move([f"{name}/{f[0]}" for f in old])
                 detail += f"; moved {len(old)} older than an hour to {dest}"
-            out.append(Finding("leftover", name, len(left), detail, moved, problem=False))
+            elif not repair:
+                detail += "; rldata doctor --repair moves those older than an hour"
+            out.append(Finding("leftover", name, len(every), detail, moved, problem=False))
     return out
+
+
+def _remote_files(store: Store, name: str):
+    from rldata.doctor.remote import RemoteFiles
+
+    return RemoteFiles(store, name)
 
 
 def _listing(store: Store) -> list[tuple[str, int, float]] | None:

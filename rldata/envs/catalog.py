@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import polars as pl
 import yaml
 
 from rldata.configs import yaml_safe
-from rldata.envs.base import EnvSpec, make_env, resolve
+from rldata.envs.base import EnvSpec, EpisodeConfig, make_env, resolve
 from rldata.envs.guard import guarded_close
-from rldata.errors import RldataError
+from rldata.envs.openenv_mcp import list_tools
+from rldata.errors import ConfigError, RldataError
 
 __all__ = [
     "bundled_rows",
@@ -60,10 +62,10 @@ def env_row(data: dict[str, Any], *, build: bool = True) -> dict[str, Any]:
     cls = resolve(spec.env)
     if build:
         env = make_env(spec)  # builds one: a config the class rejects fails here, not mid-run
-        guarded_close(env, timeout_s=spec.step_timeout_s)
+        guarded_close(env, timeout_s=spec.episode.step_timeout_s)
         preflight = getattr(cls, "preflight", None)
         if callable(preflight):  # a served environment (OpenEnv): its server must answer now
-            preflight(spec.config, timeout_s=spec.step_timeout_s)
+            preflight(spec.config, timeout_s=spec.episode.step_timeout_s)
     if name is None:
         name = spec.env if ":" not in spec.env else spec.env.rpartition(":")[2]
     if not isinstance(name, str) or not _NAME.match(name):
@@ -81,36 +83,29 @@ def openenv_spec(
     *,
     observation_role: str = "user",
     pass_reward: float = 1.0,
-    max_turns: int = 8,
-    step_timeout_s: float = 10.0,
-    system_prompt: str | None = None,
+    episode: EpisodeConfig | None = None,
     image: str | None = None,
     mcp: bool = False,
     reward: str = "server",
-    tool_parser: str | None = None,
+    **episode_fields: Any,
 ) -> dict[str, Any]:
-    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv); with
-    ``--openenv-image``, the image that served it too.  ``mcp``: an MCP tool environment
-    (rldata.envs.openenv_mcp): its tools are listed now and recorded in the spec."""
+    """The spec ``rldata env register NAME --openenv URL`` registers (rldata.envs.openenv), with its
+    ``episode`` settings (limits, system prompt, tool parser), or those settings by name
+    (``max_turns=2``, over ``episode``'s); with ``--openenv-image``, the image that served it too.
+    ``mcp``: an MCP tool environment (rldata.envs.openenv_mcp): its tools are listed now and recorded
+    in the spec."""
+    unknown = sorted(set(episode_fields) - {f.name for f in fields(EpisodeConfig)})
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: not an episode setting of an environment", field=unknown[0])
+    episode = replace(episode if episode is not None else EpisodeConfig(), **episode_fields)
     config: dict[str, Any] = {"url": url, "observation_role": observation_role, "pass_reward": pass_reward}
     if mcp:
-        from rldata.envs.openenv_mcp import list_tools
-
-        tools = list_tools(url, timeout_s=step_timeout_s)
+        tools = list_tools(url, timeout_s=episode.step_timeout_s)
         config = {"url": url, "tools": tools, "reward": reward, "pass_reward": pass_reward}
     if image is not None:
         config["image"] = image
-    spec = {
-        "name": name,
-        "env": "openenv-mcp" if mcp else "openenv",
-        "config": config,
-        "max_turns": max_turns,
-        "step_timeout_s": step_timeout_s,
-        "system_prompt": system_prompt,
-    }
-    if tool_parser is not None:
-        spec["tool_parser"] = tool_parser
-    return spec
+    spec = {"name": name, "env": "openenv-mcp" if mcp else "openenv", "config": config}
+    return {**spec, **{k: v for k, v in asdict(episode).items() if v is not None}}
 
 
 def default_spec(name: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from rldata.envs.base import BaseEnv, Message, StepResult, register
+from rldata.envs.base import BaseEnv, EpisodeConfig, Message, StepResult, register
 from rldata.errors import RldataError
 from rldata.verify.code import CodeVerifier, check_rules, parse_tests, run_tests
 
@@ -68,8 +68,8 @@ class CodeFeedbackEnv(BaseEnv):
         max_failures_shown: int = 2,
         rules: bool = True,
         sandbox_wall_s: float | None = None,
-        step_timeout_s: float = 10.0,
-        max_turns: int = 8,
+        step_timeout_s: float = EpisodeConfig.step_timeout_s,
+        max_turns: int = EpisodeConfig.max_turns,
         **config: Any,
     ):
         super().__init__(system_prompt=system_prompt, **config)

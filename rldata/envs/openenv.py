@@ -1,6 +1,6 @@
 """``openenv``: an OpenEnv environment served over HTTP/WebSocket, driven as an rldata environment.
 
-OpenEnv (``openenv-core``) serves a gym-style environment: ``reset`` / ``step`` / ``state``.  Its
+OpenEnv (``openenv``) serves a gym-style environment: ``reset`` / ``step`` / ``state``.  Its
 HTTP ``/reset`` and ``/step`` endpoints build a fresh environment per request (stateless), so an
 episode holds one WebSocket session on ``/ws``: the server gives each connection its own
 environment instance.  The protocol is JSON messages ``{"type": "reset" | "step" | "close", "data":
@@ -34,7 +34,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from rldata.envs.base import BaseEnv, Message, StepResult, register
+from rldata.envs.base import BaseEnv, EpisodeConfig, Message, StepResult, register
 from rldata.errors import RldataError
 
 __all__ = [
@@ -180,7 +180,7 @@ class OpenEnvEnv(BaseEnv):
         observation_field: str | None = None,
         observation_role: str = "user",
         pass_reward: float = 1.0,
-        step_timeout_s: float = 10.0,
+        step_timeout_s: float = EpisodeConfig.step_timeout_s,
         image: str | None = None,  # the container image that serves it (--openenv-image), if any
         **config: Any,
     ):
@@ -288,17 +288,17 @@ def reset_tasks(spec, *, n: int, seed: int = 0) -> list[dict[str, Any]]:
     from rldata.envs.base import make_env
     from rldata.envs.guard import guarded_close, guarded_reset
 
-    probe(str(spec.config.get("url") or ""), timeout_s=min(spec.step_timeout_s, 10.0))
+    probe(str(spec.config.get("url") or ""), timeout_s=min(spec.episode.step_timeout_s, 10.0))
 
     rows = []
     for i in range(n):
         args = {"seed": seed + i}
         task = {"metadata": json.dumps({"reset": args})}
         env = make_env(spec)
-        g = guarded_reset(env, task, None, timeout_s=spec.step_timeout_s)
+        g = guarded_reset(env, task, None, timeout_s=spec.episode.step_timeout_s)
         if g.finish_reason == "env_error":
             raise RldataError(f"OpenEnv reset(seed={seed + i}) failed: {g.error}")
-        guarded_close(env, timeout_s=spec.step_timeout_s)
+        guarded_close(env, timeout_s=spec.episode.step_timeout_s)
         prompt = g.messages[-1]["content"]
         rows.append(
             {

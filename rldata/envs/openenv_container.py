@@ -6,7 +6,7 @@ server it serves (rldata.envs.openenv; the spec records the image), and stops th
 end, whatever happened in between.
 
 OpenEnv's images serve on port 8000 inside the container (their Dockerfiles start uvicorn there, and
-openenv-core's own docker provider maps ``HOST_PORT:8000``), so the container's 8000 is published
+openenv's own docker provider maps ``HOST_PORT:8000``), so the container's 8000 is published
 on ``127.0.0.1:PORT`` of this machine only: an environment server is not meant for the network.
 The registered URL is ``http://127.0.0.1:PORT``; a later job finds the server there when the image
 runs on the same port (``docker run -d -p 127.0.0.1:PORT:8000 IMAGE``; the job's preflight says so

@@ -1,6 +1,6 @@
 """``openenv-mcp``: an OpenEnv MCP tool environment, driven through standard tool calls.
 
-openenv-core's ``MCPEnvironment`` serves its tools through two actions on the ordinary step path
+openenv's ``MCPEnvironment`` serves its tools through two actions on the ordinary step path
 (``openenv.core.env_server.mcp_types``): ``{"type": "list_tools"}`` answers
 ``{"tools": [{name, description, input_schema}]}`` and ``{"type": "call_tool", "tool_name",
 "arguments"}`` answers ``{"tool_name", "result", "error"}``, where ``result`` is FastMCP's
@@ -32,7 +32,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rldata.envs.base import Message, StepResult, register
+from rldata.envs.base import EpisodeConfig, Message, StepResult, register
 from rldata.envs.openenv import (
     OpenEnvEnv,
     OpenEnvError,
@@ -149,7 +149,7 @@ class OpenEnvMCPEnv(OpenEnvEnv):
         pass_reward: float = 1.0,
         max_calls: int = 4,
         observation_field: str | None = None,
-        step_timeout_s: float = 10.0,
+        step_timeout_s: float = EpisodeConfig.step_timeout_s,
         image: str | None = None,
         **config: Any,
     ):

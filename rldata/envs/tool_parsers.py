@@ -1,6 +1,8 @@
 """Tool-call parsers: a model's completion text to its content and tool calls, by the model's format.
 
-Each parser is a plain function ``parse(text) -> Parsed``, registered by name in :data:`PARSERS`:
+Each parser is a plain function ``parse(text) -> Parsed``, registered by name in :data:`PARSERS` (a
+:class:`rldata.registry.Registry`: an installed package adds one with an ``rldata.tool_parsers``
+entry point, and a ``module:function`` path names one with no registration):
 
 - ``hermes`` (alias ``qwen``): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, once or
   more (Hermes 2 Pro, Qwen2.5, Qwen3);
@@ -25,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rldata.errors import UnknownNameError
+from rldata.errors import RldataError
+from rldata.registry import Registry
 
 __all__ = ["PARSERS", "ParseFailure", "Parsed", "ParsedCall", "default_parser", "get_parser", "parser_names"]
 
@@ -170,25 +173,28 @@ def parse_mistral(text: str) -> Parsed:
     return Parsed(content, calls, failures)
 
 
-PARSERS: dict[str, Callable[[str], Parsed]] = {
-    "hermes": parse_hermes,
-    "qwen": parse_hermes,
-    "llama3_json": parse_llama3_json,
-    "mistral": parse_mistral,
-}
+def _check_parser(obj: Any, what: str) -> Callable[[str], Parsed]:
+    if not callable(obj):
+        raise RldataError(f"tool parser {what} is not a function of the completion text")
+    return obj
+
+
+PARSERS: Registry = Registry(
+    "tool parser", group="rldata.tool_parsers", paths=True, check=_check_parser, field="tool_parser"
+)
+PARSERS.register("hermes", parse_hermes)
+PARSERS.register("qwen", parse_hermes)
+PARSERS.register("llama3_json", parse_llama3_json)
+PARSERS.register("mistral", parse_mistral)
 
 
 def parser_names() -> list[str]:
-    return sorted(PARSERS)
+    return sorted(PARSERS.names())
 
 
 def get_parser(name: str) -> Callable[[str], Parsed]:
-    try:
-        return PARSERS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown tool parser {name!r}; parsers: {', '.join(parser_names())}", field="tool_parser"
-        ) from None
+    """The parser ``name`` names: registered, an entry point, or a ``module:function`` path."""
+    return PARSERS.resolve(name)
 
 
 # what a chat template writes when it lays out tool calls, most specific first

@@ -177,7 +177,7 @@ def env_tool_schemas(spec) -> list[dict[str, Any]] | None:
         schemas = getattr(env, "tool_schemas", None)
         return [json.loads(json.dumps(dict(t))) for t in schemas] if schemas else None
     finally:
-        guarded_close(env, timeout_s=spec.step_timeout_s)
+        guarded_close(env, timeout_s=spec.episode.step_timeout_s)
 
 
 def call_id(turn: int, index: int) -> str:

@@ -151,6 +151,8 @@ def eval_ngrams(path, *, n: int = 13, fields: Fields | None = None) -> set[str]:
     names = (*(fields or preset(None)).prompt, "prompt", "question", "problem", "messages")
     grams: set[str] = set()
     for chunk in read_chunks(path):
+        if chunk.rejects:  # a line of the eval set that cannot be read would go unchecked
+            raise chunk.rejects[0].error()
         hit = find(chunk.frame, names)
         if hit is None:
             raise InputError(str(path), None, f"no prompt column (tried {', '.join(dict.fromkeys(names))})")

@@ -17,6 +17,7 @@ import polars as pl
 
 from rldata.ingest.presets import Fields, last_boxed
 from rldata.ingest.read import KIND_PREFIX, POS, Chunk, Limits, Reject
+from rldata.store.validate import CONTROL_RULE, CONTROL_TEXT
 
 __all__ = ["chunk_tasks", "find", "normalize_series", "normalize_text", "prompt_exprs", "task_id", "with_ids"]
 
@@ -122,6 +123,17 @@ def _text(frame, hit, checks, *, kinds_ok=(), numbers=True, nested_json=False) -
     return pl.lit(None, dtype=pl.String)
 
 
+def _control(text: pl.Expr, name: str, checks) -> None:
+    """A text with a refused control character (rldata.store.validate.CONTROL_TEXT) is rejected, naming it."""
+    code = text.str.extract(f"({CONTROL_TEXT})").str.head(1).str.encode("hex").str.to_uppercase()
+    bad = text.str.contains(CONTROL_TEXT).fill_null(False)
+    checks.append((bad, name, pl.format(f"control character U+00{{}}: {CONTROL_RULE}", code)))
+
+
+def _contents(msgs: pl.Expr) -> pl.Expr:
+    return msgs.list.eval(pl.element().struct.field("content")).list.join("\n")
+
+
 def prompt_exprs(frame, fields: Fields, checks) -> tuple[pl.Expr, pl.Expr]:
     """(prompt text, chat messages) expressions."""
     hit = find(frame, fields.prompt)
@@ -143,11 +155,15 @@ def prompt_exprs(frame, fields: Fields, checks) -> tuple[pl.Expr, pl.Expr]:
         ).list.last()
         checks.append((expr.is_null(), name, pl.lit("missing")))
         checks.append((user.is_null(), name, pl.lit("no user turn in the chat messages")))
+        _control(_contents(msgs), name, checks)
         return user, msgs.cast(_MESSAGES)
     prompt = _text(frame, hit, checks, numbers=False)
     checks.append((prompt.is_null(), name, pl.lit("missing")))
+    _control(prompt, name, checks)
     mhit = find(frame, fields.messages)
     msgs = mhit[0].cast(_MESSAGES) if mhit is not None and _is_chat(mhit[1]) else no_msgs
+    if mhit is not None and _is_chat(mhit[1]):
+        _control(_contents(msgs), mhit[2], checks)
     return prompt, msgs
 
 
@@ -164,6 +180,7 @@ def _answer(frame, fields: Fields, checks, has_tests: pl.Expr) -> tuple[pl.Expr,
         return pl.lit(None, dtype=pl.String), None
     raw = _text(frame, hit, checks, kinds_ok=("number",))
     name = hit[2]
+    _control(raw, name, checks)
     if fmt == "gsm8k":  # vectorized gsm8k_answer: the text after the last '####', commas removed
         ans = pl.when(raw.str.contains("####", literal=True)).then(
             raw.str.split("####").list.last().str.replace_all(",", "", literal=True).str.strip_chars()

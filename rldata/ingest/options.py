@@ -1,7 +1,8 @@
 """The parameters of `rldata ingest` (and :func:`rldata.api.ingest`), declared once (rldata.configs.fields).
 
-A choice field (preset, answer format, on_error) takes an Enum on the command line, so a misspelt
-choice stays a usage error (exit 2) listing the choices, and the field holds the plain name.
+A choice field (answer format, on_error) takes an Enum on the command line, so a misspelt choice
+stays a usage error (exit 2) listing the choices, and the field holds the plain name; the preset
+takes its names from its registry (plugins' too), a misspelt one a usage error as well.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from enum import Enum
 from typing import Any
 
 from rldata.configs.fields import at_least, one_of, param, validate
-from rldata.errors import ConfigError
-from rldata.ingest.presets import ANSWER_FORMATS
+from rldata.errors import ConfigError, DuplicateKeyError, unique_keys
+from rldata.ingest.presets import ANSWER_FORMATS, PRESETS
 from rldata.ingest.read import Limits
 
-__all__ = ["CLI_PRESETS", "ON_ERROR", "IngestConfig", "choice_value", "choices"]
+__all__ = ["ON_ERROR", "IngestConfig", "choice_value", "choices"]
 
-CLI_PRESETS = ("gsm8k", "verl", "math")  # "default" is what no preset means
 ON_ERROR = ("fail", "skip")
 
 
@@ -35,7 +35,9 @@ def _json_object(text: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"not valid JSON: {e}", field="config") from None
     except ValueError as e:
         raise ConfigError(f"not valid JSON: {e}", field="config") from None
     except RecursionError:  # thousands of nested brackets: Python's parser recurses
@@ -65,10 +67,9 @@ class IngestConfig:
     )
     preset: str | None = param(
         None,
-        check=one_of(*CLI_PRESETS),
-        cli_type=choices("Preset", CLI_PRESETS),
-        to_field=choice_value,
-        help="Column layout: gsm8k, verl or math.",
+        choices=PRESETS,
+        usage_check=True,  # a misspelt preset is a usage error (exit 2), as a misspelt option is
+        help="Column layout (default: the plain prompt/answer columns).",
     )
     sample: str | None = param(
         None, help="Ingest a bundled sample instead of PATH: arith, arith-heldout, gsm8k, gsm8k-test."

@@ -12,8 +12,10 @@ The answer also has a format that says how to pull the final answer out of the c
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
-from rldata.errors import ConfigError
+from rldata.errors import ConfigError, RldataError
+from rldata.registry import Registry
 
 __all__ = ["ANSWER_FORMATS", "PRESETS", "Fields", "gsm8k_answer", "last_boxed", "preset"]
 
@@ -79,7 +81,24 @@ class Fields:
         return {n for n in names if "." not in n}
 
 
-PRESETS: dict[str, Fields] = {
+def _check_preset(obj: Any, what: str) -> Fields:
+    if not isinstance(obj, Fields):
+        raise RldataError(f"ingest preset {what} is not an rldata.ingest.presets.Fields")
+    return obj
+
+
+# Presets by name (a Registry: an installed package adds one with an ``rldata.presets`` entry point
+# naming a Fields, and a ``module:NAME`` path names one with no registration)
+PRESETS: Registry = Registry(
+    "preset",
+    group="rldata.presets",
+    paths=True,
+    check=_check_preset,
+    error=ConfigError,
+    field="preset",
+    sort_known=False,
+)
+for _name, _fields in {
     "default": Fields(),
     # GSM8K: {"question": ..., "answer": "...reasoning...\n#### 72"}; the reasoning stays in metadata.
     "gsm8k": Fields(
@@ -103,14 +122,13 @@ PRESETS: dict[str, Fields] = {
         keep=(("solution", "solution"),),
         default_source="math",
     ),
-}
+}.items():
+    PRESETS.register(_name, _fields)
 
 
 def preset(name: str | None) -> Fields:
-    try:
-        return PRESETS[name or "default"]
-    except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}", field="preset") from None
+    """The field mapping of preset ``name`` (None: the default one); a ConfigError listing them."""
+    return PRESETS.resolve(name or "default")
 
 
 def gsm8k_answer(text: str | None) -> str | None:

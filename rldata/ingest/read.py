@@ -34,7 +34,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
 
 __all__ = [
     "KIND_PREFIX",
@@ -320,8 +320,17 @@ def _jsonl_slow(block: bytes, path: Path, first_line: int, exact: frozenset, lim
             rejects.append(Reject(str(path), str(line), None, why))
             continue
         try:
-            rec = json.loads(raw, parse_float=ExactNumber, parse_int=_int, parse_constant=_NonFinite)
+            rec = json.loads(
+                raw,
+                parse_float=ExactNumber,
+                parse_int=_int,
+                parse_constant=_NonFinite,
+                object_pairs_hook=unique_keys,  # Arrow's reader refuses these too: they all come here
+            )
             json.dumps(rec, ensure_ascii=False).encode("utf-8")  # a \ud800 escape decodes to a lone surrogate
+        except DuplicateKeyError as e:
+            rejects.append(Reject(str(path), str(line), e.key, str(e)))
+            continue
         except UnicodeEncodeError:
             rejects.append(
                 Reject(str(path), str(line), None, "invalid JSON: a lone surrogate escape (not valid UTF-8)")

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rldata.errors import RldataError
+from rldata.errors import ConfigError, RldataError
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -34,11 +34,16 @@ from rldata.interop.formats import (
     register_format,
     write_hf,
     write_jsonl,
+    write_parquet,
 )
 from rldata.schemas import MESSAGES
+from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
 
-__all__ = ["CHAT_SCHEMA", "CHAT_TURN", "export_conversations"]
+if TYPE_CHECKING:
+    from rldata.interop.options import ExportConfig
+
+__all__ = ["CHAT_SCHEMA", "CHAT_TURN", "export_conversations", "split_conversation"]
 
 # a turn with standard tool calls, in the chat form templates and TRL read
 CHAT_TURN = pa.struct(
@@ -84,7 +89,8 @@ WITH verdict AS (
     FROM verifications WHERE layer <> 'judge' GROUP BY 1
 )
 SELECT t.traj_id, t.task_id, t.run_id, t.model, t.env_id, t.env_version, t.reward, v.correct, t.num_turns,
-       t.num_tool_calls, t.finish_reason, t.messages AS episode, t.completion, t.prompt, k.messages AS task_messages
+       t.num_tool_calls, t.finish_reason, t.messages AS episode, t.completion, t.prompt, k.messages AS task_messages,
+       json_extract_string(t.sampling_params, '$.chat_template') AS chat_template
 FROM trajectories t LEFT JOIN verdict v USING (traj_id) LEFT JOIN tasks k USING (task_id)
 {where}
 ORDER BY t.traj_id
@@ -141,21 +147,23 @@ def _tools_of(store: Store, rows: list[dict[str, Any]]) -> list[str | None]:
     return [found.get((r["env_id"], r["env_version"])) for r in rows]
 
 
-def export_conversations(
-    store: Store,
-    *,
-    out: str | Path,
-    fmt: str = "jsonl",
-    run_id: str | None = None,
-    where: str | None = None,
-    correct_only: bool = False,
-    split: str = "train",
-) -> dict:
-    """Write the selected trajectories' conversations to the directory ``out``; return the manifest.
-    ``where`` is a SQL predicate over ``trajectories t`` (and ``tasks k``)."""
+def export_conversations(store: Store, spec: ExportConfig) -> dict:
+    """Write the conversations of the trajectories ``spec`` selects (``run_id``, ``where``: a SQL
+    predicate over ``trajectories t`` and ``tasks k``, ``correct_only``) to the directory
+    ``spec.out`` in its format; return the manifest."""
+    # export.py registers the selection formats, this module the rollouts ones: it imports this
+    # module's registrations through formats' registry, so its helpers are imported on use
     from rldata.interop.export import _check_out, write_export_dir
-    from rldata.sql_guard import check_predicate
 
+    if not spec.rollouts:
+        raise ConfigError("rollouts: a selection export (rldata.interop.export)", field="rollouts")
+    fmt, run_id, where, correct_only, split = (
+        spec.format,
+        spec.run_id,
+        spec.where,
+        spec.correct_only,
+        spec.split,
+    )
     try:
         layout = get_format(fmt, "rollouts")
     except UnknownFormat as e:
@@ -201,13 +209,17 @@ def export_conversations(
         ],
         schema=schema,
     )
-    out = Path(out).absolute()
+    out = Path(spec.out).absolute()
     _check_out(out, store=store)
-    spec = SimpleNamespace(split=split, shard_rows=100_000)  # what the shared writers read
+    # what the shared writers read, and how each row's prompt reached the model (an episode is always
+    # templated; a plain sample as its params' chat_template says): the trl and verl layouts need it
+    templated = [bool(r["episode"]) or r["chat_template"] == "on" for r in rows]
+    spec = SimpleNamespace(split=split, shard_rows=100_000, templated=templated)
     if layout.build is not None:  # a rollouts format may reshape the conversation table
         table = layout.build(table, spec)
     fields = {
         "format": f"chat-{fmt}",
+        "chat_template": "on" if all(templated) else "off" if not any(templated) else "mixed",
         "source": "trajectories",
         "run_id": run_id,
         "where": where,
@@ -230,5 +242,93 @@ register_format(
         write=write_hf,
         namespace="rollouts",
         help="HF dataset (load_from_disk and load_dataset layouts).",
+    )
+)
+
+
+# ---- trainer layouts of the same conversations ------------------------------------------------
+def split_conversation(messages: list) -> tuple[list, list]:
+    """(prompt, completion): the turns before the first assistant turn, and the rest (the model's turns
+    and the tool or environment turns between them)."""
+    k = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+    return list(messages[:k]), list(messages[k:])
+
+
+def _one_kind(spec, what: str) -> bool:
+    """True when every row was templated, False when none was; mixed rows are refused."""
+    t = spec.templated
+    if any(t) and not all(t):
+        raise RldataError(
+            f"a {what} export holds prompts of one kind: {sum(t)} of these {len(t)} trajectories were sampled "
+            "through the chat template and the rest as raw text (chat_template off): export them separately "
+            "(--where \"json_extract_string(t.sampling_params, '$.chat_template') = 'on'\", or --run)"
+        )
+    return bool(t) and all(t)
+
+
+def _trl_rollouts(table: pa.Table, spec) -> pa.Table:
+    """TRL's prompt-completion layout (SFTTrainer trains on the completion only; the ``tools`` column
+    goes to the chat template).  Conversational when the prompts were templated; raw samples as text
+    (``prompt``: the prompt text, ``completion``: the completion), as the model saw them."""
+    rows = table.to_pylist()
+    templated = _one_kind(spec, "trl")
+    prompts, completions = [], []
+    for r in rows:
+        if templated:
+            p, c = split_conversation(r["messages"])
+        else:
+            p, c = r["messages"][-2]["content"], r["messages"][-1]["content"]
+        prompts.append(p)
+        completions.append(c)
+    turn = table.schema.field("messages").type
+    kind = turn if templated else pa.string()
+    out = table.drop_columns(["messages"])
+    return out.add_column(0, pa.field("completion", kind), pa.array(completions, kind)).add_column(
+        0, pa.field("prompt", kind), pa.array(prompts, kind)
+    )
+
+
+def _verl_rollouts(table: pa.Table, spec) -> pa.Table:
+    """veRL's multi-turn SFT layout (``MultiTurnSFTDataset``: ``data.multiturn.messages_key=messages``,
+    ``tools_key=tools``): the whole conversation, tool calls included, and the tool schemas as a list of
+    objects (veRL hands them to the chat template as they are).  veRL always applies the template, so
+    raw samples are refused."""
+    import json
+
+    if not _one_kind(spec, "verl"):
+        raise RldataError(
+            "veRL's SFT datasets apply the model's chat template to every conversation, and these "
+            "trajectories were sampled as raw text (chat_template off): export them as jsonl or hf"
+        )
+    if "tools" not in table.column_names:
+        return table
+    tools = table["tools"].to_pylist()
+    kinds = {t for t in tools if t is not None}
+    if len(kinds) > 1:
+        raise RldataError(
+            "a veRL SFT export holds one set of tools (a Parquet column has one type): these trajectories "
+            f"come from {len(kinds)} environments with different tools; export them separately (--where)"
+        )
+    parsed = [json.loads(t) if t is not None else None for t in tools]
+    i = table.column_names.index("tools")
+    return table.set_column(i, "tools", pa.array(parsed))
+
+
+register_format(
+    ExportFormat(
+        "trl",
+        build=_trl_rollouts,
+        write=write_hf,
+        namespace="rollouts",
+        help="TRL prompt-completion dataset (SFTTrainer; conversational when the prompts were templated).",
+    )
+)
+register_format(
+    ExportFormat(
+        "verl",
+        build=_verl_rollouts,
+        write=write_parquet,
+        namespace="rollouts",
+        help="veRL multi-turn SFT Parquet (messages, tools).",
     )
 )

@@ -13,24 +13,25 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
 
 from rldata._version import __version__
 from rldata.configs.fields import param
+from rldata.console import log
+from rldata.envs.base import EnvSpec
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
     ExportFormat,
     format_names,
     get_format,
-    make_options,
-    option_names,
     register_format,
     write_hf,
     write_jsonl,
@@ -38,22 +39,31 @@ from rldata.interop.formats import (
 )
 from rldata.schemas import MESSAGES, SELECTIONS, TASKS
 from rldata.store.core import Store
+from rldata.store.outputs import os_reason
+
+if TYPE_CHECKING:
+    from rldata.interop.options import ExportConfig  # it imports this module's formats: no cycle at run time
 
 __all__ = [
     "FORMATS",
     "VERL_SCHEMA",
-    "ExportSpec",
     "HfOptions",
     "OpenRLHFOptions",
     "TrlOptions",
     "VerlOptions",
+    "chat_template_of",
     "export_selection",
     "load_selection",
     "record_export",
     "write_export_dir",
 ]
 
-_PROMPT_STYLES = ("text", "messages")
+_PROMPT_STYLES = ("auto", "text", "messages")
+_STYLE_HELP = (
+    "auto: messages when the selection was measured through the model's chat template (or its tasks run in "
+    "an environment), else text; text: a plain string; messages: a [{role, content}] list, which the "
+    "consumer renders with the model's chat template."
+)
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 VERL_EXTRA = pa.struct(
@@ -74,6 +84,10 @@ VERL_SCHEMA = pa.schema(
         ("reward_model", REWARD_MODEL),
         ("extra_info", VERL_EXTRA),
     ]
+)
+VERL_PLAIN_SCHEMA = VERL_SCHEMA.set(
+    VERL_SCHEMA.get_field_index("extra_info"),
+    pa.field("extra_info", pa.struct([*VERL_EXTRA, ("domain", pa.string())])),
 )
 _T = TASKS.schema
 _S = SELECTIONS.schema
@@ -99,7 +113,9 @@ GENERIC_SCHEMA = pa.schema(
 # ---- each format's own options (``--option KEY=VALUE``; a config file's ``options`` section) -------
 def _check_prompt_style(style: str) -> None:
     if style not in _PROMPT_STYLES:
-        raise ConfigError(f"prompt_style must be 'text' or 'messages', got {style!r}", field="prompt_style")
+        raise ConfigError(
+            f"prompt_style must be 'auto', 'text' or 'messages', got {style!r}", field="prompt_style"
+        )
 
 
 def _check_shard_rows(rows: int) -> None:
@@ -119,7 +135,7 @@ class VerlOptions:
 
 @dataclass(frozen=True)
 class TrlOptions:
-    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    prompt_style: str = param("auto", help=_STYLE_HELP)
     answer_column: str = param(
         "solution", help="The column reward functions read (trl.rewards.accuracy_reward: solution)."
     )
@@ -134,7 +150,7 @@ class TrlOptions:
 
 @dataclass(frozen=True)
 class OpenRLHFOptions:
-    prompt_style: str = param("text", help="text: a plain string; messages: a [{role, content}] list.")
+    prompt_style: str = param("auto", help=_STYLE_HELP)
     input_key: str = param("input", help="OpenRLHF's --input_key.")
     label_key: str = param("label", help="OpenRLHF's --label_key.")
 
@@ -153,55 +169,6 @@ class HfOptions:
 
     def __post_init__(self):
         _check_shard_rows(self.shard_rows)
-
-
-# The flat keyword of each option before formats owned their options: deprecated aliases, kept for one
-# release (``ExportSpec(..., prompt_style="messages")`` is ``options={"prompt_style": "messages"}``).
-# Given for a format without that option, such a keyword is ignored, as it always was.
-DEPRECATED_FLAT = (
-    "prompt_style",
-    "answer_column",
-    "input_key",
-    "label_key",
-    "data_source",
-    "shard_rows",
-    "env",
-)
-
-
-@dataclass(frozen=True)
-class ExportSpec:
-    """What to export and how: the fields every format shares, and ``options``, the format's own
-    (its ``ExportFormat.options`` dataclass; the built object is ``spec.opts``)."""
-
-    selection: str
-    format: str  # a registered format (rldata.interop.formats)
-    bucket: str | None = None  # only tasks stratify put in this bucket
-    split: str = "train"  # names the files and veRL's extra_info.split
-    options: Mapping[str, Any] = field(
-        default_factory=dict
-    )  # the format's options by key (strings are parsed)
-    # deprecated aliases of options keys (DEPRECATED_FLAT): None = not given
-    prompt_style: str | None = None
-    answer_column: str | None = None
-    input_key: str | None = None
-    label_key: str | None = None
-    data_source: str | None = None
-    shard_rows: int | None = None
-    env: str | None = None
-
-    def __post_init__(self):
-        if not self.selection:
-            raise ConfigError("selection must be a non-empty name", field="selection")
-        fmt = get_format(self.format)  # UnknownFormat (a ValueError) lists the choices
-        if not self.split or "/" in self.split:
-            raise ConfigError(f"split must be a plain name, got {self.split!r}", field="split")
-        if not isinstance(self.options, Mapping):
-            raise ConfigError("options must be a mapping of option names to values", field="options")
-        keys = option_names(fmt)
-        flat = {k: getattr(self, k) for k in DEPRECATED_FLAT if getattr(self, k) is not None and k in keys}
-        object.__setattr__(self, "options", {**flat, **self.options})
-        object.__setattr__(self, "opts", make_options(fmt, self.options))
 
 
 # ---- reading the selection -------------------------------------------------------------------
@@ -295,6 +262,32 @@ def _prompt(style: str) -> pl.Expr:
     return _messages() if style == "messages" else pl.col("prompt")
 
 
+def _style(frame: pl.DataFrame, spec: ExportConfig) -> str:
+    """The prompt style a build writes: ``auto`` is messages when the selection's slice was sampled
+    through the chat template (the consumer then applies the same template to the same messages, so
+    it sees the prompt rldata measured) or its tasks run in an environment (episodes are always
+    templated), else text (the raw prompt the slice was measured on)."""
+    style = spec.opts.prompt_style
+    if style != "auto":
+        return style
+    templated = "_chat_template" in frame.columns and (frame["_chat_template"] == "on").any()
+    return "messages" if templated or frame["env_id"].is_not_null().any() else "text"
+
+
+def chat_template_of(store: Store, sel: pl.DataFrame) -> str:
+    """``on`` when the ledger slice a selection was decided from was sampled with plain prompts through
+    the model's chat template (the ``chat_template`` stored in its samples' params), else ``off``."""
+    hashes, models = _distinct(sel, "params_hash"), _distinct(sel, "model")
+    if not hashes:
+        return "off"
+    rows = store.sql(
+        "SELECT DISTINCT json_extract_string(sampling_params, '$.chat_template') FROM trajectories "
+        "WHERE params_hash IN (SELECT unnest($h)) AND model IN (SELECT unnest($m)) AND sampling_params IS NOT NULL",
+        params={"h": [str(h) for h in hashes], "m": [str(m) for m in models]},
+    ).fetchall()
+    return "on" if any(v == "on" for (v,) in rows) else "off"
+
+
 def _truth() -> pl.Expr:
     return pl.coalesce("answer", "tests")  # code tasks: the test spec JSON
 
@@ -303,11 +296,17 @@ def _to_arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow().select(schema.names).cast(schema)  # Polars gives large/view types: cast to ours
 
 
-def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    """Environment tasks for veRL's multi-turn tool rollouts: the environment's opening messages as the
-    prompt, and in ``extra_info`` what veRL hands its tools (``need_tools_kwargs``, ``tools_kwargs``:
-    per tool, named by the environment id, the ``create_kwargs`` of one episode) plus the environment's
-    id, version and spec (JSON), so a veRL tool class can rebuild the same environment."""
+def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
+    """Environment tasks for veRL's multi-turn tool agent loop: ``agent_name: tool_agent``, the
+    environment's opening messages as the prompt, and in ``extra_info`` what veRL hands its tools and
+    its interaction (rldata.interop.verl): ``need_tools_kwargs``, ``tools_kwargs`` (per tool, named by
+    the tool, and one entry named by the environment id: ``create_kwargs`` with the ground truth, the
+    task id, the environment's spec and the task as JSON) and ``interaction_kwargs`` (the interaction's
+    name, the spec and the task), plus the environment's id, version and spec and ``rldata_episode``
+    (the reward function's cue).  The files written beside it (tool_config.yaml, interaction_config.yaml,
+    verl_overrides.txt) are generated from the environment's tools (:func:`_write_verl`)."""
+    from rldata.interop.verl import INTERACTION_NAME, verl_schema_problem
+
     env_ids = sorted(set(frame["_env_id"].to_list()))
     if len(env_ids) != 1:
         raise RldataError(
@@ -319,13 +318,27 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     # its OpenAI schema as JSON text (what veRL's tool config calls tool_schema); the environment's own
     # entry stays for a tool class that drives the whole environment
     tools_json = frame["_env_tools"][0] if "_env_tools" in frame.columns else None
-    names = [t["function"]["name"] for t in json.loads(tools_json)] if tools_json else []
-    schema_of = {t["function"]["name"]: json.dumps(t) for t in json.loads(tools_json)} if tools_json else {}
-    create = pa.struct([("ground_truth", pa.string()), ("task_id", pa.string())])
+    schemas_ = json.loads(tools_json) if tools_json else []
+    for sc in schemas_:
+        problem = verl_schema_problem(sc)
+        if problem:
+            raise RldataError(f"environment {tool!r}: veRL cannot load this tool schema: {problem}")
+    names = [t["function"]["name"] for t in schemas_]
+    schema_of = {t["function"]["name"]: json.dumps(t) for t in schemas_}
+    create = pa.struct(
+        [
+            ("ground_truth", pa.string()),
+            ("task_id", pa.string()),
+            ("env_spec", pa.string()),
+            ("task", pa.string()),
+        ]
+    )
     per_tool = pa.struct([("create_kwargs", create), ("tool_schema", pa.string())])
+    interaction = pa.struct([("name", pa.string()), ("env_spec", pa.string()), ("task", pa.string())])
     extra = pa.struct(
         [
             *VERL_EXTRA,
+            ("domain", pa.string()),
             ("need_tools_kwargs", pa.bool_()),
             (
                 "tools_kwargs",
@@ -334,6 +347,8 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
                     + [(n, per_tool) for n in names if n != tool]
                 ),
             ),
+            ("interaction_kwargs", interaction),
+            ("rldata_episode", pa.bool_()),
             ("env_id", pa.string()),
             ("env_version", pa.string()),
             ("env_spec", pa.string()),
@@ -343,44 +358,58 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     schema = pa.schema(
         [
             *[VERL_SCHEMA.field(n) for n in ("data_source", "prompt", "ability", "reward_model")],
+            ("agent_name", pa.string()),
             ("extra_info", extra),
         ]
     )
-    df = frame.with_row_index("index").select(
-        data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
-        prompt=pl.col("_opening"),
-        ability=pl.col("domain"),
-        reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
-        extra_info=pl.struct(
-            split=pl.lit(spec.split),
-            index=pl.col("index").cast(pl.Int64),
-            task_id="task_id",
-            category="category",
-            bucket="bucket",
-            pass_rate="pass_rate",
-            need_tools_kwargs=pl.lit(True),
-            tools_kwargs=pl.struct(
-                pl.struct(create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id")).alias(tool),
-                *[
-                    pl.struct(
-                        create_kwargs=pl.struct(ground_truth=_truth(), task_id="task_id"),
-                        tool_schema=pl.lit(schema_of[n]),
-                    ).alias(n)
-                    for n in names
-                    if n != tool
-                ],
+    task_json = pl.struct(
+        "task_id", "domain", "prompt", "messages", "answer", "tests", "metadata"
+    ).map_elements(lambda t: json.dumps(t, default=str), return_dtype=pl.String)
+    kwargs = pl.struct(ground_truth=_truth(), task_id="task_id", env_spec="_env_spec", task="_task")
+    df = (
+        frame.with_row_index("index")
+        .with_columns(task_json.alias("_task"))
+        .select(
+            data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
+            prompt=pl.col("_opening"),
+            ability=pl.col("domain"),
+            reward_model=pl.struct(style=pl.lit("rule"), ground_truth=_truth()),
+            agent_name=pl.lit("tool_agent"),
+            extra_info=pl.struct(
+                split=pl.lit(spec.split),
+                index=pl.col("index").cast(pl.Int64),
+                task_id="task_id",
+                category="category",
+                bucket="bucket",
+                pass_rate="pass_rate",
+                domain="domain",
+                need_tools_kwargs=pl.lit(True),
+                tools_kwargs=pl.struct(
+                    pl.struct(create_kwargs=kwargs).alias(tool),
+                    *[
+                        pl.struct(create_kwargs=kwargs, tool_schema=pl.lit(schema_of[n])).alias(n)
+                        for n in names
+                        if n != tool
+                    ],
+                ),
+                interaction_kwargs=pl.struct(
+                    name=pl.lit(INTERACTION_NAME), env_spec="_env_spec", task="_task"
+                ),
+                rldata_episode=pl.lit(True),
+                env_id="_env_id",
+                env_version="_env_version",
+                env_spec="_env_spec",
+                **({"tools": pl.lit(tools_json)} if names else {}),
             ),
-            env_id="_env_id",
-            env_version="_env_version",
-            env_spec="_env_spec",
-            **({"tools": pl.lit(tools_json)} if names else {}),
-        ),
+        )
     )
     return _to_arrow(df, schema)
 
 
-def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFrame:
-    """The frame with each task's environment and its opening messages (``reset`` of a fresh env)."""
+def _with_envs(store: Store, frame: pl.DataFrame, env: str | None, *, mixed: bool = False) -> pl.DataFrame:
+    """The frame with each task's environment and its opening messages (``reset`` of a fresh env), as
+    the episode's first turn sees them (the spec's system prompt included).  ``mixed``: tasks without
+    an environment may sit beside them (their columns null); otherwise that is an error."""
     from rldata.envs.base import make_env
     from rldata.envs.guard import guarded_close, guarded_reset
     from rldata.rollout import bind_envs
@@ -390,38 +419,52 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None) -> pl.DataFra
     if all(b is None for b in bindings.values()):
         return frame
     missing = [r["task_id"] for r in rows if bindings[r["task_id"]] is None]
-    if missing:
+    if missing and not mixed:
         raise RldataError(
             f"task {missing[0]!r} runs in no environment while others do: export them separately"
         )
     openings, tools = [], []
     for r in rows:
         b = bindings[r["task_id"]]
+        if b is None:
+            openings.append(None)
+            tools.append(None)
+            continue
         env_obj = make_env(b.spec)
         schemas_ = getattr(env_obj, "tool_schemas", None)
         tools.append(json.dumps([dict(t) for t in schemas_]) if schemas_ else None)
-        g = guarded_reset(env_obj, r, None, timeout_s=b.spec.step_timeout_s)
+        g = guarded_reset(env_obj, r, None, timeout_s=b.spec.episode.step_timeout_s)
         if g.finish_reason == "env_error":
             raise RldataError(f"task {r['task_id']!r}: environment {b.ledger_key} failed to open: {g.error}")
-        guarded_close(env_obj, timeout_s=b.spec.step_timeout_s)
+        guarded_close(env_obj, timeout_s=b.spec.episode.step_timeout_s)
         openings.append(g.messages)
     return frame.with_columns(
         pl.Series("_opening", openings, dtype=pl.List(pl.Struct({"role": pl.String, "content": pl.String}))),
-        pl.Series("_env_id", [bindings[r["task_id"]].env_id for r in rows], dtype=pl.String),
-        pl.Series("_env_version", [bindings[r["task_id"]].version for r in rows], dtype=pl.String),
-        pl.Series("_env_spec", [bindings[r["task_id"]].spec.to_json() for r in rows], dtype=pl.String),
+        pl.Series(
+            "_env_id", [b.env_id if (b := bindings[r["task_id"]]) else None for r in rows], dtype=pl.String
+        ),
+        pl.Series(
+            "_env_version",
+            [b.version if (b := bindings[r["task_id"]]) else None for r in rows],
+            dtype=pl.String,
+        ),
+        pl.Series(
+            "_env_spec",
+            [b.spec.to_json() if (b := bindings[r["task_id"]]) else None for r in rows],
+            dtype=pl.String,
+        ),
         pl.Series("_env_tools", tools, dtype=pl.String),
     )
 
 
-def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _verl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
+    if "_env_id" in frame.columns:  # scored by the episode's environment or verifier (rldata.interop.verl)
+        return _verl_env_table(frame, spec)
     no_truth = frame.filter(_truth().is_null())
     if no_truth.height:
         raise RldataError(
             f"task {no_truth['task_id'][0]!r} has no answer or tests: veRL's rule reward needs a ground_truth"
         )
-    if "_env_id" in frame.columns:
-        return _verl_env_table(frame, spec)
     df = frame.with_row_index("index").select(
         data_source=pl.lit(spec.opts.data_source) if spec.opts.data_source else pl.col("source"),
         prompt=_messages(),
@@ -434,35 +477,38 @@ def _verl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
             category="category",
             bucket="bucket",
             pass_rate="pass_rate",
+            domain="domain",  # rldata.interop.verl.compute_score picks the domain's verifier
         ),
     )
-    return _to_arrow(df, VERL_SCHEMA)
+    return _to_arrow(df, VERL_PLAIN_SCHEMA)
 
 
-def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
-    """A ``tools`` column (JSON text of the schemas) when a task runs in an environment with standard
-    tools: TRL reads it per row and passes it to the chat template (None for the other tasks)."""
-    from rldata.envs.tools import env_tool_schemas
-    from rldata.rollout import bind_envs
-
-    if spec.opts.prompt_style != "messages" or frame["env_id"].is_null().all():
+def _prepare_trl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
+    """Tasks in an environment (messages prompts): the environment's opening messages as the prompt (the
+    spec's system prompt included, as the episode opens) and a ``tools`` column (JSON text of the
+    schemas) when it has standard tools: TRL passes it to the chat template (None for other tasks)."""
+    if _style(frame, spec) != "messages" or frame["env_id"].is_null().all():
         return frame
-    bindings = bind_envs(store, frame.to_dicts())
-    by_key: dict[str, str | None] = {}
-    for b in {b.ledger_key: b for b in bindings.values() if b is not None}.values():
-        schemas_ = env_tool_schemas(b.spec)
-        by_key[b.ledger_key] = json.dumps(schemas_) if schemas_ else None
-    tools = [by_key.get(b.ledger_key) if (b := bindings[t]) else None for t in frame["task_id"].to_list()]
-    if all(t is None for t in tools):
+    frame = _with_envs(store, frame, None, mixed=True)
+    if "_env_tools" not in frame.columns:
         return frame
-    return frame.with_columns(pl.Series("tools", tools, dtype=pl.String))
+    frame = frame.with_columns(
+        pl.when(pl.col("_opening").is_not_null())
+        .then(pl.col("_opening"))
+        .otherwise(pl.col("messages"))
+        .alias("messages")
+    )
+    if frame["_env_tools"].is_null().all():
+        return frame
+    return frame.with_columns(pl.col("_env_tools").alias("tools"))
 
 
-def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _trl_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     reserved = {"prompt", "task_id", "source", "domain", "category", "bucket", "tests", "tools"}
     if spec.opts.answer_column in reserved:
         raise RldataError(f"answer column {spec.opts.answer_column!r} clashes with a column TRL exports need")
-    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+    style = _style(frame, spec)
+    prompt_type = MESSAGES if style == "messages" else pa.string()
     fields = [("prompt", prompt_type), (spec.opts.answer_column, pa.string())] + [
         (c, pa.string()) for c in ("task_id", "source", "domain", "category", "bucket")
     ]
@@ -470,14 +516,13 @@ def _trl_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
         fields.append(("tests", pa.string()))
     if "tools" in frame.columns:  # standard tools of the tasks' environment (_prepare_trl)
         fields.append(("tools", pa.string()))
-    df = frame.with_columns(
-        _prompt(spec.opts.prompt_style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column)
-    )
+    df = frame.with_columns(_prompt(style).alias("prompt"), pl.col("answer").alias(spec.opts.answer_column))
     return _to_arrow(df, pa.schema(fields))
 
 
-def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
-    prompt_type = MESSAGES if spec.opts.prompt_style == "messages" else pa.string()
+def _openrlhf_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
+    style = _style(frame, spec)  # messages: run OpenRLHF with --apply_chat_template
+    prompt_type = MESSAGES if style == "messages" else pa.string()
     schema = pa.schema(
         [
             (spec.opts.input_key, prompt_type),
@@ -487,7 +532,7 @@ def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
         ]
     )
     df = frame.select(
-        _prompt(spec.opts.prompt_style).alias(spec.opts.input_key),
+        _prompt(style).alias(spec.opts.input_key),
         _truth().alias(spec.opts.label_key),
         pl.col("source").alias("datasource"),
         "task_id",
@@ -495,7 +540,7 @@ def _openrlhf_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
     return _to_arrow(df, schema)
 
 
-def _generic_table(frame: pl.DataFrame, spec: ExportSpec) -> pa.Table:
+def _generic_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     return _to_arrow(frame, GENERIC_SCHEMA)
 
 
@@ -504,8 +549,8 @@ def _check_out(out: Path, *, store) -> None:
     from rldata.store.outputs import check_output_path
 
     check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
-    if out.is_file():
-        raise RldataError(f"{out}: --out must be a directory, and a file exists there")
+    if out.exists() and not out.is_dir():  # a file, a device (/dev/full), a pipe: never replaced
+        raise RldataError(f"out {out}: not a directory (a file or device is there)", field="out")
     if out.is_dir() and any(out.iterdir()) and not (out / lineage.MANIFEST_NAME).is_file():
         raise RldataError(
             f"{out}: directory is not empty and holds no earlier export; refusing to write into it"
@@ -554,19 +599,22 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
 
 def export_selection(
     store: Store,
+    spec: ExportConfig,
     *,
-    spec: ExportSpec,
-    out: str | Path,
     exclude: pl.DataFrame | None = None,
     exclude_versions: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Write the kept tasks of ``spec.selection`` to the directory ``out``; return the manifest.
+    """Write the kept tasks of ``spec.selection`` to the directory ``spec.out``; return the manifest.
 
-    ``exclude`` (columns task_id, reason): kept tasks left out, the flagged ones
-    (:mod:`rldata.quality.flags`, read at ``exclude_versions``); the manifest's ``flags`` records
-    those versions and how many tasks each reason left out.  Each export is recorded in ``runs``
-    (kind ``export``): ``rldata blast-radius`` finds the exports that shipped a task through them."""
-    out = Path(out).absolute()
+    ``exclude`` (columns task_id, reason), not a setting of the export but what the store's flag
+    tables hold: kept tasks left out, the flagged ones (:mod:`rldata.quality.flags`, read at
+    ``exclude_versions`` by :func:`rldata.api.export` unless ``spec.include_flagged``); the manifest's
+    ``flags`` records those versions and how many tasks each reason left out.  Each export is recorded
+    in ``runs`` (kind ``export``): ``rldata blast-radius`` finds the exports that shipped a task
+    through them."""
+    if spec.rollouts:
+        raise ConfigError("rollouts: a conversation export (rldata.interop.chat_export)", field="rollouts")
+    out = Path(spec.out).absolute()
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     # ---- flagged tasks (rldata decontaminate, lint, dedup --near) left out: issue 41 ----
@@ -589,6 +637,9 @@ def export_selection(
     frame, sel = load_selection(
         store, selection=spec.selection, bucket=spec.bucket, versions=versions, exclude=exclude
     )
+    # how the slice was measured: a format that lets the consumer choose renders prompts the same way
+    chat_template = chat_template_of(store, sel)
+    frame = frame.with_columns(pl.lit(chat_template).alias("_chat_template"))
     fmt = get_format(spec.format)
     if fmt.prepare is not None:
         frame = fmt.prepare(store, frame, spec)
@@ -602,6 +653,7 @@ def export_selection(
         "store": store.root,
         "store_versions": versions,
         **_filter_lineage(sel),
+        "chat_template": chat_template,
         "rows": table.num_rows,
         "rows_by_bucket": {str(b["bucket"]): b["len"] for b in per_bucket},
         "columns": table.schema.names,
@@ -616,10 +668,6 @@ def export_selection(
 def record_export(store: Store, manifest: dict[str, Any], out: Path) -> None:
     """A ``runs`` row (kind ``export``, status done) for a finished export: where it is, what it
     read.  The export stands whether or not the row lands: a store that cannot take it gets a warning."""
-    import uuid
-
-    from rldata.console import log
-
     now = dt.datetime.now(dt.UTC)
     keys = ("selection", "bucket", "format", "split", "store_versions", "flags", "rows", "content_hash")
     row = {
@@ -662,6 +710,9 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
         }
         lineage.write_manifest(tmp, manifest)
         _swap_into_place(tmp, out)
+    except OSError as e:  # a full disk or quota: one line naming the output, nothing left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RldataError(f"out {out}: cannot write: {os_reason(e)}", field="out") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -669,15 +720,71 @@ def write_export_dir(out: Path, table: pa.Table, write, fields: dict[str, Any]) 
 
 
 # ---- the built-in formats: one record each (a new format is one more register_format call) ----
-def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportSpec) -> pl.DataFrame:
-    return _with_envs(store, frame, spec.opts.env)
+def _prepare_verl(store: Store, frame: pl.DataFrame, spec: ExportConfig) -> pl.DataFrame:
+    frame = _with_envs(store, frame, spec.opts.env)
+    if "_env_id" not in frame.columns and (frame["_chat_template"] == "off").all():
+        log(
+            "note: veRL renders every prompt with the model's chat template, and this selection's pass rates "
+            "were measured on raw prompts (chat_template off); for a chat model, measure with "
+            "--chat-template on to export what veRL will see"
+        )
+    return frame
+
+
+REWARD_OVERRIDES = (
+    "custom_reward_function.path=pkg://rldata.interop.verl",
+    "custom_reward_function.name=compute_score",
+)
+
+
+def _write_verl(table: pa.Table, d: Path, spec: ExportConfig) -> list[str]:
+    """The Parquet file, and ``verl_overrides.txt``: the Hydra overrides of a veRL run on it (rldata's
+    reward function; for environment tasks the multi-turn tool agent loop, the tool and interaction
+    configs written beside it from the environment's tools, its turn limit and tool-call format).
+    Paths are relative to the export directory: run veRL from it, or prefix them."""
+    import yaml
+
+    from rldata.interop.verl import interaction_config, tool_config
+
+    names = write_parquet(table, d, spec)
+    lines = [f"data.train_files={names[0]}", *REWARD_OVERRIDES]
+    if "agent_name" in table.column_names:
+        extra = table["extra_info"][0].as_py()
+        es = EnvSpec.from_dict(json.loads(extra["env_spec"]))
+        tools = json.loads(extra.get("tools") or "[]")
+        (d / "interaction_config.yaml").write_text(yaml.safe_dump(interaction_config(), sort_keys=False))
+        names.append("interaction_config.yaml")
+        lines += [
+            "data.return_raw_chat=True",
+            "actor_rollout_ref.rollout.mode=async",
+            "actor_rollout_ref.rollout.multi_turn.enable=True",
+            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={es.episode.max_turns}",
+            "actor_rollout_ref.rollout.multi_turn.interaction_config_path=interaction_config.yaml",
+        ]
+        if tools:
+            (d / "tool_config.yaml").write_text(yaml.safe_dump(tool_config(tools), sort_keys=False))
+            names.append("tool_config.yaml")
+            parser = {"qwen": "hermes"}.get(
+                es.episode.tool_parser or "hermes", es.episode.tool_parser or "hermes"
+            )
+            if parser != "hermes":  # veRL's agent loop parses hermes (and gpt-oss) tool calls only
+                raise RldataError(
+                    f"environment tool_parser {es.episode.tool_parser!r}: veRL's tool agent loop reads hermes tool calls "
+                    "(<tool_call>{...}</tool_call>) only"
+                )
+            lines += [
+                "actor_rollout_ref.rollout.multi_turn.tool_config_path=tool_config.yaml",
+                f"actor_rollout_ref.rollout.multi_turn.format={parser}",
+            ]
+    (d / "verl_overrides.txt").write_text("\n".join(lines) + "\n")
+    return [*names, "verl_overrides.txt"]
 
 
 register_format(
     ExportFormat(
         "verl",
         build=_verl_table,
-        write=write_parquet,
+        write=_write_verl,
         options=VerlOptions,
         prepare=_prepare_verl,
         help="veRL RL dataset: one Parquet file, chat prompt, reward_model.ground_truth, extra_info.",

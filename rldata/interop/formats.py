@@ -68,7 +68,7 @@ class ExportFormat:
     each task's environment).  ``options``: the format's own options, a frozen dataclass (None: it
     has none), built from ``--option KEY=VALUE`` pairs or a config section and found by the build
     and the writers as ``spec.opts``; the manifest records their values.  ``spec`` is the
-    namespace's spec (an ``ExportSpec`` for selections).
+    namespace's spec (an ``ExportConfig`` for selections).
     """
 
     name: str

@@ -24,68 +24,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rldata.errors import ConfigError, InputError, RldataError
 from rldata.ingest import normalize_text
 from rldata.ingest import task_id as make_task_id
-from rldata.interop.readers import JSONL_FIELDS, READERS, Rollout, rollout_files
-from rldata.names import check_name
+from rldata.interop.options import ImportConfig
+from rldata.interop.readers import READERS, Rollout, rollout_files
+from rldata.runs.core import record_run
 from rldata.schemas import get as table_schema
 from rldata.store.core import Store
 from rldata.store.validate import conform
 
-__all__ = ["IMPORT_FORMATS", "ImportResult", "ImportSpec", "default_run_id", "import_rollouts"]
+__all__ = ["IMPORT_FORMATS", "ImportResult", "default_run_id", "import_rollouts"]
 
 IMPORT_FORMATS = tuple(READERS)  # the built-in ones; READERS holds every registered format
 _MAX_REPORTED = 20
-
-
-@dataclass(frozen=True)
-class ImportSpec:
-    format: str  # a registered import format (rldata.interop.readers.READERS): verl | trl | jsonl | ...
-    on_error: str = "fail"  # fail: a bad record aborts, nothing written; skip: import the rest
-    model: str = "unknown"  # recorded as the trajectories' model
-    domain: str = "math"  # domain of tasks the import has to add
-    source: str | None = None  # source of added tasks; default "import:<format>"
-    run_id: str | None = None  # default: derived from the dump's path (see module docstring)
-    options: Mapping[str, Any] = field(default_factory=dict)  # the format's own options (spec.opts)
-    # deprecated aliases of options (one release): jsonl's keys, trl's reward_columns
-    field_map: tuple[tuple[str, str], ...] = ()  # jsonl: (rldata name, key in the file) pairs
-    reward_columns: tuple[str, ...] = ()  # trl: reward columns; default: every numeric non-TRL column
-
-    def __post_init__(self):
-        fmt = READERS.resolve(self.format)  # a ConfigError listing the formats
-        if self.on_error not in ("fail", "skip"):
-            raise ConfigError(f"on_error must be 'fail' or 'skip', got {self.on_error!r}", field="on_error")
-        if not self.model or not self.domain:
-            raise ConfigError("model and domain must be non-empty", field="model")
-        unknown = [k for k, _ in self.field_map if k not in JSONL_FIELDS]
-        if unknown:
-            raise ConfigError(
-                f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}",
-                field="field",
-            )
-        object.__setattr__(self, "field_map", tuple(tuple(p) for p in self.field_map))
-        object.__setattr__(self, "reward_columns", tuple(self.reward_columns))
-        if self.run_id is not None:
-            check_name(self.run_id, field="run_id")
-        flat = dict(self.field_map) if self.format == "jsonl" else {}
-        if self.format == "trl" and self.reward_columns:
-            flat["reward_columns"] = self.reward_columns
-        values = {**flat, **self.options}
-        known = [f.name for f in fields(fmt.options)] if fmt.options is not None else []
-        bad = sorted(set(values) - set(known))
-        if bad:
-            raise ConfigError(
-                f"import format {fmt.name!r} has no option {bad[0]!r}; its options: {', '.join(known) or '(none)'}",
-                field="options",
-            )
-        object.__setattr__(self, "options", values)
-        object.__setattr__(self, "opts", fmt.options(**values) if fmt.options is not None else None)
 
 
 @dataclass(frozen=True)
@@ -134,7 +90,7 @@ def _arrow(name: str, rows: list[dict]):
 
 
 # ---- building rows ----------------------------------------------------------------------------
-def _read(files: list[Path], spec: ImportSpec) -> tuple[list[Rollout], list[InputError]]:
+def _read(files: list[Path], spec: ImportConfig) -> tuple[list[Rollout], list[InputError]]:
     read = READERS.resolve(spec.format).read
     good, bad = [], []
     for f in files:
@@ -149,7 +105,7 @@ def _read(files: list[Path], spec: ImportSpec) -> tuple[list[Rollout], list[Inpu
 
 
 def _rows(
-    rollouts: list[Rollout], spec: ImportSpec, run_id: str, store: Store
+    rollouts: list[Rollout], spec: ImportConfig, run_id: str, store: Store
 ) -> tuple[dict[str, list], int]:
     index = _task_index(store)
     source = spec.source or f"import:{spec.format}"
@@ -224,10 +180,13 @@ def default_run_id(path: str | Path, fmt: str) -> str:
     return f"import:{fmt}:{hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]}"
 
 
-def import_rollouts(store: Store, *, path: str | Path, spec: ImportSpec) -> ImportResult:
-    """Read the dump at ``path`` (a file or a directory of them) and write it to the store."""
-    from rldata.runs.core import record_run
-
+def import_rollouts(store: Store, spec: ImportConfig) -> ImportResult:
+    """Read the dump at ``spec.path`` (a file or a directory of them) and write it to the store."""
+    if spec.path is None:
+        raise ConfigError(
+            "path: the dump to import (a file or a directory of them) is required", field="path"
+        )
+    path = Path(spec.path)
     files = rollout_files(path, spec.format)
     rollouts, bad = _read(files, spec)
     if not rollouts:

@@ -9,22 +9,43 @@ dataclass checks them.  :func:`format_option_tables` lists them for the docs.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
-from rldata.configs.fields import REQUIRED, one_of, param, sql_predicate, validate
-from rldata.errors import ConfigError
+from rldata.configs.fields import KEY, REQUIRED, config, one_of, param, sql_predicate, validate, validator
+from rldata.errors import ConfigError, RldataError
 from rldata.ingest.options import ON_ERROR, choice_value, choices
+from rldata.interop.formats import (
+    NAMESPACES,
+    UnknownFormat,
+    format_names,
+    get_format,
+    make_options,
+    option_names,
+    parse_option_pairs,
+)
+from rldata.interop.readers import JSONL_FIELDS, READERS
+from rldata.names import check_name
 
-__all__ = ["ExportConfig", "ImportConfig", "format_option_tables"]
+__all__ = ["DEPRECATED_FLAT", "ExportConfig", "ImportConfig", "format_option_tables"]
+
+# The flat keyword of each export format option before formats owned their options: deprecated
+# aliases, kept for one release (``prompt_style="messages"`` is ``options={"prompt_style": "messages"}``).
+# Given for a format without that option, such a keyword is ignored, as it always was.
+DEPRECATED_FLAT = (
+    "prompt_style",
+    "answer_column",
+    "input_key",
+    "label_key",
+    "data_source",
+    "shard_rows",
+    "env",
+)
 
 
 def _pairs(items: Any) -> dict[str, str]:
     """``["answer_column=solution"]`` (the CLI's -O) -> a mapping; a mapping stays as it is."""
     if items is None or isinstance(items, dict):
         return dict(items or {})
-    from rldata.interop.formats import parse_option_pairs
-
     return parse_option_pairs(list(items))
 
 
@@ -52,8 +73,7 @@ def _columns(text: Any) -> tuple[str, ...]:
 
 
 def _export_format(name: str) -> str | None:
-    """None for a name some namespace knows (which one applies is checked where the export runs)."""
-    from rldata.interop.formats import NAMESPACES, UnknownFormat, format_names, get_format
+    """None for a name some namespace knows (which one applies: the config's export_rules)."""
 
     for ns in ("selection", "rollouts"):
         try:
@@ -66,8 +86,6 @@ def _export_format(name: str) -> str | None:
 
 
 def _export_format_help() -> str:
-    from rldata.interop.formats import format_names
-
     def names(ns: str) -> str:
         return ", ".join(format_names(ns, plugins=False))
 
@@ -78,8 +96,6 @@ def _export_format_help() -> str:
 
 
 def _option_help() -> str:
-    from rldata.interop.formats import format_names, get_format, option_names
-
     keys = "; ".join(
         f"{n}: {', '.join(option_names(get_format(n)))}"
         for n in format_names("selection", plugins=False)
@@ -92,9 +108,6 @@ def _option_help() -> str:
 
 
 def _import_format(name: str) -> str | None:
-    from rldata.errors import RldataError
-    from rldata.interop.readers import READERS
-
     try:
         READERS.resolve(name)
     except RldataError as e:
@@ -103,9 +116,19 @@ def _import_format(name: str) -> str | None:
 
 
 def _import_format_help() -> str:
-    from rldata.interop.readers import READERS
-
     return f"{', '.join(READERS.names(plugins=False))}, or an installed plugin's (entry point group rldata.imports)."
+
+
+def _split(v: str) -> str | None:
+    return None if v and "/" not in v else f"must be a plain name, got {v!r}"
+
+
+def _run_id(v: str | None) -> str | None:
+    try:
+        check_name(v, field="run_id") if v is not None else None
+    except ConfigError as e:
+        return str(e).partition(": ")[2]
+    return None
 
 
 def _deprecated_option(key: str, formats: str) -> Any:
@@ -113,7 +136,7 @@ def _deprecated_option(key: str, formats: str) -> Any:
     return param(None, help=f"Deprecated: -O {key}=... ({formats}).")
 
 
-@dataclass(frozen=True)
+@config
 class ExportConfig:
     """What `rldata export` writes: a selection's kept tasks in a trainer's layout (the format's own
     options under ``options``), or with rollouts, stored trajectories as conversations."""
@@ -129,7 +152,7 @@ class ExportConfig:
     out: str = param(short="-o", help="Output directory (replaced if it holds an earlier export).")
     selection: str | None = param(None, short="-s", help="Selection to export (its 'keep' rows).")
     bucket: str | None = param(None, short="-b", help="Only tasks in this curriculum bucket.")
-    split: str = param("train", help="Split name: file names and veRL's extra_info.split.")
+    split: str = param("train", check=_split, help="Split name: file names and veRL's extra_info.split.")
     options: dict[str, Any] = param(
         default_factory=dict,
         flag="--option",
@@ -142,8 +165,8 @@ class ExportConfig:
     )
     rollouts: bool = param(
         False,
-        help="Export stored trajectories as chat/SFT conversations (messages column; --format jsonl or "
-        "hf) instead of a selection's tasks.",
+        help="Export stored trajectories as conversations instead of a selection's tasks (--format jsonl, "
+        "hf, verl: a messages column; trl: prompt and completion, as TRL's SFTTrainer reads them).",
     )
     run_id: str | None = param(None, flag="--run", help="--rollouts: only this run's trajectories.")
     where: str | None = param(
@@ -168,15 +191,49 @@ class ExportConfig:
     def __post_init__(self):
         object.__setattr__(self, "options", _pairs(self.options))
         validate(self)
+        opts = None
+        if not self.rollouts:  # the format's own options, checked by its options dataclass
+            fmt = get_format(self.format)
+            keys = option_names(fmt)
+            flat = {k: v for k, v in self.deprecated_given().items() if k in keys}
+            object.__setattr__(self, "options", {**flat, **self.options})
+            opts = make_options(fmt, self.options)
+        # what the format's build and write read (its options object), beside the fields
+        object.__setattr__(self, "opts", opts)
+
+    @validator
+    def export_rules(self) -> None:
+        """A selection's tasks or, with rollouts, trajectories: each with its own fields and formats."""
+        namespace = "rollouts" if self.rollouts else "selection"
+        try:
+            get_format(self.format, namespace)
+        except UnknownFormat as e:
+            raise ConfigError.of("format", str(e)) from None
+        if self.rollouts:
+            if self.selection:
+                raise ConfigError(
+                    "give selection (tasks) or rollouts (trajectories), not both", field="selection"
+                )
+            bad = "options" if self.options else "bucket" if self.bucket else None
+            if bad:
+                raise ConfigError(
+                    f"rollouts export takes no {bad}: conversation formats have none", field=bad
+                )
+            return
+        if not self.selection:
+            raise ConfigError(
+                "selection is required (or rollouts, to export trajectories)", field="selection"
+            )
+        if self.run_id or self.where is not None or self.correct_only:
+            bad = "run_id" if self.run_id else "where" if self.where is not None else "correct_only"
+            raise ConfigError(f"{bad} goes with rollouts (trajectories), not with a selection", field=bad)
 
     def deprecated_given(self) -> dict[str, Any]:
         """The deprecated flat options that were set (each warns once where the export runs)."""
-        from rldata.interop.export import DEPRECATED_FLAT
-
         return {k: getattr(self, k) for k in DEPRECATED_FLAT if getattr(self, k) is not None}
 
 
-@dataclass(frozen=True)
+@config
 class ImportConfig:
     """What `rldata import-rollouts` reads (a dump's format and its own options) and how the
     trajectories it adds are named."""
@@ -199,10 +256,18 @@ class ImportConfig:
         to_field=choice_value,
         help="fail: a bad record aborts, nothing written; skip: import the rest.",
     )
-    model: str = param("unknown", help="Model name recorded on the trajectories.")
-    domain: str = param("math", help="Domain of the tasks the import adds.")
+    model: str = param(
+        "unknown",
+        check=lambda v: None if v else "must be non-empty",
+        help="Model name recorded on the trajectories.",
+    )
+    domain: str = param(
+        "math",
+        check=lambda v: None if v else "must be non-empty",
+        help="Domain of the tasks the import adds.",
+    )
     source: str | None = param(None, help="Source of added tasks (default import:<format>).")
-    run_id: str | None = param(None, help="Run id (default: derived from the dump's path).")
+    run_id: str | None = param(None, check=_run_id, help="Run id (default: derived from the dump's path).")
     options: dict[str, Any] = param(
         default_factory=dict,
         flag="--option",
@@ -237,14 +302,31 @@ class ImportConfig:
         object.__setattr__(self, "field_map", _field_map(self.field_map))
         object.__setattr__(self, "reward_columns", _columns(self.reward_columns))
         validate(self)
+        # the format's own options: the deprecated flat ones (jsonl's --field, trl's --reward-cols)
+        # under the options, then its options dataclass (what its reader reads, beside the fields)
+        fmt = READERS.resolve(self.format)
+        flat = dict(self.field_map) if self.format == "jsonl" else {}
+        if self.format == "trl" and self.reward_columns:
+            flat["reward_columns"] = self.reward_columns
+        values = {**flat, **self.options}
+        known = [f.name for f in dataclasses.fields(fmt.options)] if fmt.options is not None else []
+        bad = sorted(set(values) - set(known))
+        if bad:
+            raise ConfigError(
+                f"import format {fmt.name!r} has no option {bad[0]!r}; its options: {', '.join(known) or '(none)'}",
+                field="options",
+            )
+        object.__setattr__(self, "options", values)
+        object.__setattr__(self, "opts", fmt.options(**values) if fmt.options is not None else None)
 
-    def spec(self):
-        """The rldata.interop.imports.ImportSpec of these fields (its checks name the format's options)."""
-        from rldata.interop.imports import ImportSpec
-
-        return ImportSpec(
-            **{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
-        )
+    @validator
+    def import_rules(self) -> None:
+        unknown = [k for k, _ in self.field_map if k not in JSONL_FIELDS]
+        if unknown:
+            raise ConfigError(
+                f"unknown field {unknown[0]!r} in the field map; fields: {', '.join(JSONL_FIELDS)}",
+                field="field_map",
+            )
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -256,10 +338,6 @@ def _default(f: dataclasses.Field) -> Any:
 def format_option_tables() -> str:
     """One table per export and import format with options: key, default, meaning (the comment-free
     fields of a format's options dataclass carry ``metadata['help']``, or rldata.configs.fields.param's)."""
-    from rldata.configs.fields import KEY
-    from rldata.interop.formats import format_names, get_format
-    from rldata.interop.readers import READERS
-
     found = [
         (f"export --format {n}", get_format(n).options) for n in format_names("selection", plugins=False)
     ]

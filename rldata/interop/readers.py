@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rldata.configs.fields import param
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
 from rldata.registry import Registry
+from rldata.store.validate import control_char
 
 __all__ = [
     "JSONL_FIELDS",
@@ -128,6 +129,15 @@ def _text_or_messages(v: Any, path: Path, where: str, name: str) -> tuple[str, l
     )
 
 
+def _plain(path: Path, where: str, name: str, text: str | None, msgs: list[dict] | None = None) -> None:
+    """A prompt or reference answer with a refused control character (rldata.store.validate.control_char)
+    is that record's error, naming the field."""
+    for t in [text, *(m["content"] for m in msgs or [])]:
+        why = control_char(t) if isinstance(t, str) else None
+        if why:
+            raise _bad(path, where, name, why)
+
+
 def _number(v: Any, path: Path, where: str, name: str, *, required: bool) -> float | None:
     if v is None:
         if required:
@@ -183,8 +193,11 @@ def _json_lines(path: Path) -> Iterator[tuple[str, str, dict | InputError]]:
             where = f"{lineno}"
             try:
                 line = raw.decode("utf-8")
-                obj = json.loads(line, parse_constant=_no_constant)
+                obj = json.loads(line, parse_constant=_no_constant, object_pairs_hook=unique_keys)
                 _check_text(obj)
+            except DuplicateKeyError as e:
+                yield where, line, _bad(path, where, e.key, str(e))
+                continue
             except _NonFiniteError as e:
                 yield where, line, _bad(path, where, None, str(e))
                 continue
@@ -212,6 +225,8 @@ def read_verl(path: Path, **_: Any) -> Iterator[Rollout | InputError]:
             continue
         try:
             prompt, pmsgs = _text_or_messages(obj.get("input"), path, where, "input")
+            _plain(path, where, "input", prompt, pmsgs)
+            _plain(path, where, "gts", _answer(obj.get("gts")))
             completion, cmsgs = _text_or_messages(obj.get("output"), path, where, "output")
             score = _number(obj.get("score"), path, where, "score", required=True)
             step = _int(obj.get("step"), path, where, "step")
@@ -265,6 +280,7 @@ def read_trl(
             where = f"row {i}"
             try:
                 prompt, pmsgs = _text_or_messages(obj.get("prompt"), path, where, "prompt")
+                _plain(path, where, "prompt", prompt, pmsgs)
                 completion, cmsgs = _text_or_messages(obj.get("completion"), path, where, "completion")
                 scores = {c: _number(obj.get(c), path, where, c, required=False) for c in rewards}
                 step = _int(obj.get("step"), path, where, "step")
@@ -301,6 +317,8 @@ def read_jsonl(
             continue
         try:
             prompt, pmsgs = _text_or_messages(obj.get(fm["prompt"]), path, where, fm["prompt"])
+            _plain(path, where, fm["prompt"], prompt, pmsgs)
+            _plain(path, where, fm["answer"], _answer(obj.get(fm["answer"])))
             completion, cmsgs = _text_or_messages(obj.get(fm["completion"]), path, where, fm["completion"])
             score = _number(obj.get(fm["score"]), path, where, fm["score"], required=False)
             step = _int(obj.get(fm["step"]), path, where, fm["step"])

@@ -42,6 +42,7 @@ __all__ = [
     "live_state",
     "run_info",
     "run_pool",
+    "stored_run",
 ]
 
 LEARNED = (0.2, 0.8)  # a task is learned when its estimate crosses from below 0.2 to above 0.8
@@ -108,7 +109,18 @@ def run_info(store: Store, run_id: str) -> RunInfo:
     except ConfigError:
         live_cfg = LiveConfig()
     base = models[0][0].rsplit(f"+{run_id}/v", 1)[0] if models else None
-    return RunInfo(run_id, base, live_cfg, (args.get("options") or {}).get("sampler"), args)
+    return RunInfo(run_id, base, live_cfg, stored_run(args).get("sampler"), args)
+
+
+def stored_run(args: dict) -> dict:
+    """How a stored train run started: its ``run`` options (TrainRun's fields, ``sampler`` the one
+    that overrode the curriculum's), from this release's ``args.run`` or an earlier one's
+    ``args.options`` (where ``where`` was ``tasks_where``)."""
+    run = args.get("run")
+    if isinstance(run, dict):
+        return {**run, "sampler": "uniform" if run.get("uniform") else run.get("sampler")}
+    opts = args.get("options") or {}
+    return {**opts, "where": opts.get("tasks_where")}
 
 
 def _prior(store: Store, base: str | None, live: LiveConfig) -> dict[str, tuple[int, int]]:
@@ -316,6 +328,7 @@ def run_pool(store: Store, info: RunInfo) -> list[str] | None:
     (the curriculum's selection, or the tasks matching ``tasks_where``, minus the held-out tasks);
     None when the arguments no longer resolve (a curriculum file gone, an older run's record)."""
     cfg, opts = info.args.get("config") or {}, info.args.get("options") or {}
+    run = stored_run(info.args)
     try:
         if cfg.get("curriculum"):
             from rldata.curriculum import load
@@ -327,7 +340,9 @@ def run_pool(store: Store, info: RunInfo) -> list[str] | None:
                 params=[sel],
             ).fetchall()
         else:
-            where = opts.get("tasks_where")
+            where = run.get("where")
+            if where:
+                check_predicate(where, field="where")  # read back from the store: spliced into SQL
             rows = store.sql("SELECT task_id FROM tasks" + (f" WHERE {where}" if where else "")).fetchall()
         ev = _stored_eval(cfg, opts)
         size = int(ev.get("size") or 200)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from rldata.adaptive.filter import ADAPTIVE_COLUMNS, decided_by_expr, default_n, redecide
+from rldata.adaptive.prior import PREDICTED, stored_priors
 from rldata.curriculum import Bucket, Curriculum, CurriculumError, check_buckets, default_phases
 from rldata.curriculum.config import check_writable, dumps
 from rldata.errors import ConfigError, RldataError
@@ -81,17 +83,44 @@ def _choices(df: pl.DataFrame, col: str) -> str:
     )
 
 
+# A training run's own ledger names: its policy versions BASE+RUN/vV (rldata.trainer.writeback.ledger_model)
+_POLICY_VERSION = re.compile(r"\+.+/v[0-9]+$")
+
+
+def trained_models(store) -> set[str]:
+    """The ledger names a training run wrote: its policy versions and the checkpoints its held-out
+    evaluations sampled (the base model, evaluated at step 0, is not one of them)."""
+    names = {m for (m,) in store.sql("SELECT DISTINCT model FROM passrates").fetchall() if m}
+    out = {m for m in names if _POLICY_VERSION.search(m)}
+    for (summary,) in store.sql("SELECT summary FROM runs WHERE kind = 'train'").fetchall():
+        try:
+            evals = json.loads(summary or "{}").get("evals") or []
+        except (ValueError, AttributeError):
+            continue
+        out |= {e.get("model") for e in evals if isinstance(e, dict) and e.get("step")} & names
+    return out
+
+
 def resolve_key(
     passrates: pl.LazyFrame,
     *,
     model: str | None = None,
     params_hash: str | None = None,
     verifier_key: str | None = None,
+    trained: Collection[str] = (),
 ) -> dict[str, str]:
-    """Pick the one (model, params_hash, verifier_key) a filter reads; ambiguity is an error."""
+    """Pick the one (model, params_hash, verifier_key) a filter reads; ambiguity is an error.
+
+    Without ``model``, the ``trained`` models (:func:`trained_models`: a training run's policy
+    versions and evaluated checkpoints) are left out when another model remains: after a run the
+    model sampled before it (its base) is the one a filter means."""
     combos = passrates.group_by(list(KEY)).len().collect()
     if combos.height == 0:
         raise RldataError("the passrates table is empty: run `rldata sample` first")
+    if model is None and trained:
+        base = combos.filter(~pl.col("model").is_in(list(trained)))
+        if base.height:
+            combos = base
     given = {"model": model, "params_hash": params_hash, "verifier_key": verifier_key}
     for col, val in given.items():
         if val is None:
@@ -125,6 +154,8 @@ class FilterResult(Result):
         default_factory=dict
     )  # fixed | exact | sequential (rldata.adaptive.filter)
     warnings: tuple[str, ...] = ()
+    # no model given: the training runs' policy versions and checkpoints the filter left out
+    left_out: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -177,16 +208,24 @@ def filter_store(
         store,
         "passrates",
         version=pr_version,
-        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS],
+        columns=["task_id", *KEY, "n", "n_correct", "n_error", *ADAPTIVE_COLUMNS, "run_id"],
     )
-    key = resolve_key(passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key)
+    trained = trained_models(store) if model is None else set()
+    key = resolve_key(
+        passrates.lazy(), model=model, params_hash=params_hash, verifier_key=verifier_key, trained=trained
+    )
+    left_out = sorted(m for m in trained if m != key["model"])
     rates = passrates.filter(*[pl.col(k) == v for k, v in key.items()]).select(
         "task_id",
         pl.col("n").cast(pl.Int64),
         pl.col("n_correct").cast(pl.Int64),
         pl.col("n_error").fill_null(0).cast(pl.Int64),
         *ADAPTIVE_COLUMNS,
+        "run_id",
     )
+    # rows a sequential rule stopped under a task's predicted prior: the prior the job stored
+    priors = stored_priors(store, rates.filter(pl.col("stop_rule") == PREDICTED))
+    rates = rates.drop("run_id")
     if rates["task_id"].is_duplicated().any():  # one row per env_version: never pool two environments
         raise RldataError(
             "passrates hold several environment versions for this slice; "
@@ -208,7 +247,7 @@ def filter_store(
     if min_n < 1:
         raise ConfigError(f"min_n must be >= 1, got {min_n}", field="min_n")
     # rows stopped early by rldata sample --adaptive are decided by their rule (rldata.adaptive.filter)
-    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n)
+    decided, warnings = redecide(decide(df, band, min_n=min_n), band, min_n=min_n, priors=priors)
     decided, flags = leave_out_flagged(decided, flagged, flag_versions)
     decided_by = dict(decided.group_by("decided_by").len().sort("decided_by").iter_rows())
     params = {
@@ -240,7 +279,17 @@ def filter_store(
         store.overwrite("selections", rows, predicate=f"selection = '{name}'")
         sel_version = store.version("selections")
     result = FilterResult(
-        name, key, band, min_n, pr_version, sel_version, counts, decided.height, decided_by, tuple(warnings)
+        name,
+        key,
+        band,
+        min_n,
+        pr_version,
+        sel_version,
+        counts,
+        decided.height,
+        decided_by,
+        tuple(warnings),
+        tuple(left_out),
     )
     return result, rows
 
@@ -416,6 +465,12 @@ def stratify_store(
     sel = read_selection(store, selection, columns=_SELECTION_COLUMNS)
     sel, flags = leave_out_flagged(sel, flagged, flag_versions)
     kept = sel.filter(pl.col("decision") == "keep")
+    if kept.height == 0:
+        raise RldataError(
+            f"selection {selection!r} keeps no tasks ({sel.height} dropped, see rldata stats --selection "
+            f"{selection}): nothing to bucket. Filter again with a wider band (rldata filter --band "
+            f"0.05,0.95 --name {selection}) or sample more; rldata train without --curriculum draws every task"
+        )
     if buckets is None:
         buckets = quantile_buckets(kept["pass_rate"], quantiles)
     assigned = assign_buckets(sel, buckets)

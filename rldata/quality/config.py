@@ -10,7 +10,8 @@ from typing import Any
 
 from rldata.configs.fields import at_least, finite_between, one_of, param, sql_predicate, validate
 from rldata.errors import ConfigError
-from rldata.ingest.options import CLI_PRESETS, choice_value, choices
+from rldata.ingest.options import choice_value, choices
+from rldata.ingest.presets import PRESETS
 from rldata.quality.detectors import METHODS
 
 __all__ = ["ACTIONS", "BlastConfig", "DecontaminateConfig", "DedupConfig", "LintConfig", "names"]
@@ -54,8 +55,9 @@ _WHERE = {"check": sql_predicate("where"), "help": "Only the tasks matching this
 
 @dataclass(frozen=True)
 class DecontaminateConfig:
-    """Which eval pack `rldata decontaminate` checks the tasks against, with which detectors and
-    thresholds, and what it does with a match."""
+    """Which eval pack `rldata decontaminate` checks the tasks against, how, and what a match does.
+
+    The detectors (``methods``) and their thresholds, and the action: flag or drop."""
 
     eval: str | None = param(
         None,
@@ -67,10 +69,9 @@ class DecontaminateConfig:
     )
     preset: str | None = param(
         None,
-        check=one_of(*CLI_PRESETS),
-        cli_type=choices("EvalPreset", CLI_PRESETS),
-        to_field=choice_value,
-        help="Column layout of the eval file: gsm8k, verl or math.",
+        choices=PRESETS,  # the ingest presets' registry (plugins included)
+        usage_check=True,  # a misspelt preset is a usage error (exit 2), as with rldata ingest
+        help="Column layout of the eval file (default: the plain prompt/answer columns).",
     )
     prompt_field: str | None = param(None, help="Column of the eval file holding the prompt.")
     answer_field: str | None = param(None, help="Column of the eval file holding the answer.")

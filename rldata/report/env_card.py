@@ -49,7 +49,8 @@ def _num(v, fmt: str = ".3g") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def write_card(row: dict[str, Any], path: str | os.PathLike) -> Path:
+def write_card(row: dict[str, Any], path: str | os.PathLike, *, checks: list[dict] | None = None) -> Path:
+    """The card as one HTML page; ``checks``: its statistical checks (``env_checks``), as a table."""
     facts = [
         ("environment", f"{row['env_id']}@{row['env_version']}"),
         ("model", row["model"]),
@@ -70,6 +71,19 @@ def write_card(row: dict[str, Any], path: str | os.PathLike) -> Path:
     ]
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts)
     img = base64.b64encode(histogram_png(row)).decode()
+    checks_html = ""
+    if checks:
+        from rldata.envs.statistical import SEVERITY, verdict
+
+        cells = "".join(
+            f"<tr><td><code>{html.escape(c['check_id'])}</code></td><td>{SEVERITY[c['check_id']]}</td>"
+            f"<td>{html.escape(c['status'])}</td><td>{html.escape((c['evidence'] or [''])[0])}</td></tr>"
+            for c in checks
+        )
+        checks_html = (
+            f"<h2>Statistical checks (OpenEnv RFC 008, policy v2): {html.escape(verdict(checks))}</h2>"
+            f"<table><tr><th>check</th><th>severity</th><th>status</th><th>measured</th></tr>{cells}</table>"
+        )
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rldata env card: {html.escape(row["env_id"])}</title>
 <style>
@@ -80,6 +94,7 @@ th, td {{ border-bottom: 1px solid #dee2e6; padding: .25rem .75rem; text-align: 
 <h1>Learnability card: <code>{html.escape(row["env_id"])}</code></h1>
 <table>{rows}</table>
 <figure><img alt="pass-rate histogram" src="data:image/png;base64,{img}"></figure>
+{checks_html}
 </body></html>
 """
     from rldata.store.outputs import write_output

@@ -1,9 +1,10 @@
 """The report's training page: a run's curves from the ``metrics`` and ``runs`` tables.
 
-One PNG per family of metrics (reward and accuracy, held-out accuracy, kept/dropped groups, KL /
-entropy / clip fraction, response length, per-bucket accuracy with the curriculum's phase
-changes, time per phase), several runs overlaid, and runs sharing a tag (``rldata train --tag``)
-drawn as their mean with a min-max band.  A family no run wrote is drawn as an explicit
+One PNG per family of metrics (reward and accuracy, held-out accuracy with its interval,
+kept/dropped groups, KL / entropy / clip fraction, response length, per-bucket accuracy with the
+curriculum's phase changes, time per phase, episodes' tool calls / tool errors / turns / finish
+reasons, async staleness / rho / clip statistics), several runs overlaid, and runs sharing a tag
+(``rldata train --tag``) drawn as their mean with a min-max band.  A family no run wrote is drawn as an explicit
 "no data" panel.  ``training.html`` embeds the PNGs, like the selection page.
 """
 
@@ -23,6 +24,7 @@ matplotlib.use("Agg")  # before pyplot: render to files on machines without a di
 
 import matplotlib.pyplot as plt
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from rldata.errors import ConfigError, RldataError
 from rldata.store.core import Store
@@ -39,7 +41,7 @@ def _run_tag(args: str | None) -> str | None:
         a = json.loads(args or "{}")
     except ValueError:
         return None
-    return (a.get("options") or {}).get("tag") or a.get("tag")
+    return (a.get("run") or a.get("options") or {}).get("tag") or a.get("tag")
 
 
 def load_curves(
@@ -145,6 +147,7 @@ def _lines(
         if ax.get_legend_handles_labels()[1]:
             ax.legend(frameon=False, fontsize=7)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: 1, 2, not 1.0, 1.2
     return drew
 
 
@@ -171,7 +174,7 @@ def _reward(curves, fig, ax) -> str:
 
 
 def _heldout(curves, fig, ax) -> str:
-    _simple(
+    if not _simple(
         ax,
         curves,
         [("eval/accuracy", "held-out accuracy")],
@@ -179,7 +182,25 @@ def _heldout(curves, fig, ax) -> str:
         missing="eval/accuracy (train with --eval-heldout)",
         per_metric_color=False,
         marker="o",
+    ):
+        return "Held-out accuracy"
+    # each evaluation's 95% interval over its tasks (eval/ci_low, eval/ci_high: runs since they exist)
+    ci = (
+        curves.filter(pl.col("name").is_in(["eval/ci_low", "eval/ci_high"]) & (pl.col("runs") == 1))
+        .pivot(on="name", index=["series", "step"], values="mean")
+        .sort("series", "step")
     )
+    if {"eval/ci_low", "eval/ci_high"} <= set(ci.columns):
+        for i, ((series,), d) in enumerate(ci.group_by("series", maintain_order=True)):
+            ax.vlines(
+                d["step"].to_list(),
+                d["eval/ci_low"].to_list(),
+                d["eval/ci_high"].to_list(),
+                color=plt.get_cmap("tab10")(i % 10),
+                lw=2,
+                alpha=0.5,
+            )
+        return "Held-out accuracy (bars: 95% interval over the tasks)"
     return "Held-out accuracy"
 
 
@@ -266,6 +287,76 @@ def _timing(curves, fig, ax) -> str:
     return "Time per phase"
 
 
+def _episodes(curves, fig, ax) -> str:
+    ax.remove()
+    axes = fig.subplots(1, 3)
+    names = curves["name"].unique().to_list()
+    finishes = sorted(n for n in names if n.startswith("episode/finish/"))
+    panels = [
+        (
+            "tool calls and errors per episode",
+            [("episode/tool_calls_mean", "calls"), ("episode/tool_errors_mean", "errors")],
+        ),
+        ("turns per episode", [("episode/turns_mean", "")]),
+        ("finish reasons (share)", [(n, n.rsplit("/", 1)[1]) for n in finishes]),
+    ]
+    for a, (title, pairs) in zip(axes, panels):
+        a.spines[["top", "right"]].set_visible(False)
+        if pairs and _lines(a, curves, pairs, per_metric_color=True):
+            a.set_title(title, fontsize=9)
+        else:
+            _no_data(a, "episode/* (train --env NAME)")
+    return "Episodes: tool calls, tool errors, turns, finish reasons"
+
+
+def _staleness(curves, fig, ax) -> str:
+    ax.remove()
+    axes = fig.subplots(1, 3)
+    for a in axes:
+        a.spines[["top", "right"]].set_visible(False)
+    hist = (
+        curves.filter(pl.col("name").str.starts_with("staleness/"))
+        .with_columns(pl.col("name").str.split("/").list.get(1).cast(pl.Int64).alias("gap"))
+        .group_by("series", "gap")
+        .agg(pl.col("mean").sum().alias("rollouts"))
+        .sort("series", "gap")
+    )
+    if hist.height:
+        series = hist["series"].unique(maintain_order=True).to_list()
+        width = 0.8 / len(series)
+        for i, s in enumerate(series):
+            d = hist.filter(pl.col("series") == s)
+            a_x = [g + (i - (len(series) - 1) / 2) * width for g in d["gap"].to_list()]
+            a = axes[0]
+            a.bar(
+                a_x,
+                d["rollouts"].to_list(),
+                width=width,
+                color=plt.get_cmap("tab10")(i % 10),
+                label=str(s) if len(series) > 1 else None,
+            )
+        axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[0].set_xlabel("policy versions behind")
+        axes[0].set_title("staleness (rollouts, whole run)", fontsize=9)
+        if len(series) > 1:
+            axes[0].legend(frameon=False, fontsize=7)
+    else:
+        _no_data(axes[0], "staleness/<k>")
+    for a, title, pairs in (
+        (axes[1], "behaviour weight rho", [("rho_mean", "mean"), ("rho_max", "max")]),
+        (
+            axes[2],
+            "clipped / truncated tokens",
+            [("clip_frac", "clipped"), ("tis_frac", "truncated"), ("clip_or_tis_frac", "either")],
+        ),
+    ):
+        if _lines(a, curves, pairs, per_metric_color=True):
+            a.set_title(title, fontsize=9)
+        else:
+            _no_data(a, " / ".join(n for n, _ in pairs))
+    return "Async: staleness, rho and clip statistics"
+
+
 FAMILIES = {
     "train_reward": _reward,
     "train_heldout": _heldout,
@@ -274,6 +365,8 @@ FAMILIES = {
     "train_length": _length,
     "train_buckets": _buckets,
     "train_timing": _timing,
+    "train_episodes": _episodes,
+    "train_async": _staleness,
 }
 
 
@@ -339,7 +432,7 @@ def render_training(
 ) -> dict[str, Path]:
     """Write the training PNGs and ``training.html`` into ``out_dir``; returns every file written."""
     if not run_ids:
-        raise ConfigError("the training page needs at least one run id", field="run_ids")
+        raise ConfigError("the training page needs at least one run id", field="runs")
     curves, runs = load_curves(store, run_ids, group_by=group_by)
     plots = write_training_plots(curves, out_dir)
     figs = "".join(
@@ -355,6 +448,7 @@ def render_training(
     )
     index = Path(out_dir) / "index.html"
     back = ' <a href="index.html">Selection page</a>.' if index.exists() else ""
+    note = _phase_note(curves)
     what = (
         "runs grouped by tag: mean, band = min..max over the group"
         if group_by == "tag"
@@ -368,10 +462,12 @@ table {{ border-collapse: collapse; margin: .5rem 0 1.5rem; }}
 th, td {{ border-bottom: 1px solid #dee2e6; padding: .25rem .75rem; text-align: left; font-size: .9rem; }}
 figure {{ display: inline-block; margin: .5rem; }} img {{ max-width: 520px; }}
 figcaption {{ font-weight: 600; font-size: .9rem; }}
+.note {{ background: #fff9db; padding: .5rem .75rem; }}
 </style></head><body>
 <h1>Training</h1>
 <p>{html.escape(what)}. Metrics from the store's <code>metrics</code> table.{back}</p>
 {_runs_table(runs)}
+{f'<p class="note">{html.escape(note)}</p>' if note else ""}
 {f"<p>Task history (learned, forgotten, pass rate by policy version): {links}</p>" if links else ""}
 {figs}
 </body></html>
@@ -381,6 +477,20 @@ figcaption {{ font-weight: 600; font-size: .9rem; }}
     if index.exists():
         _link_from(index)
     return {name: p for name, (p, _) in plots.items()} | history | {"training_html": path}
+
+
+def _phase_note(curves: pl.DataFrame) -> str | None:
+    """Why the reward may fall, said where a run changed curriculum phase and has no held-out eval."""
+    names = set(curves["name"].unique().to_list())
+    phase = curves.filter(pl.col("name") == "phase")
+    if "eval/accuracy" in names or phase.height == 0 or phase["mean"].n_unique() < 2:
+        return None
+    return (
+        "The training reward and accuracy are those of the tasks drawn at each step: when the curriculum "
+        "moves to a harder bucket (dashed lines) they fall even if the policy improves. Held-out "
+        "accuracy measures the policy on a fixed set: train with --eval-heldout (or --eval-where, "
+        "--eval-selection)."
+    )
 
 
 def _history_pages(store: Store, run_ids: Sequence[str], out_dir) -> dict[str, Path]:

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.envs.base import EnvSpec, resolve
+from rldata.envs.base import REGISTRY, EnvSpec, resolve
 from rldata.errors import RldataError
+from rldata.names import did_you_mean
 
 __all__ = ["EnvBinding", "bind_envs", "env_binding"]
 
@@ -34,13 +35,13 @@ class EnvBinding:
     def fast_single_turn(self) -> bool:
         """A plain single-turn env with no system prompt: its episode IS the task's prompt and one
         completion, so it can share the prompt's prefill over N samples like a task without env."""
-        return self.spec.env == "single-turn" and not self.spec.system_prompt
+        return self.spec.env == "single-turn" and not self.spec.episode.system_prompt
 
     def check(self) -> None:
         cls = resolve(self.spec.env)  # the class still imports (RldataError naming it otherwise)
         preflight = getattr(cls, "preflight", None)
         if callable(preflight):  # a served environment: is its server up?  one line before any work
-            preflight(self.spec.config, timeout_s=self.spec.step_timeout_s)
+            preflight(self.spec.config, timeout_s=self.spec.episode.step_timeout_s)
 
 
 def env_binding(store, env: str) -> EnvBinding:
@@ -59,16 +60,18 @@ def env_binding(store, env: str) -> EnvBinding:
     if not rows:
         if version:
             raise RldataError(f"environment {env!r} is not registered (see: rldata env show {name})")
-        from rldata.envs.base import REGISTRY, resolve
-
         try:
             if ":" in name:  # a module:Class path goes through a spec file (rldata env register)
                 raise RldataError(name)
             resolve(name)  # a bundled environment, or an installed package's entry point
         except RldataError:
+            # the names it may have meant: those registered in this store, and the bundled ones
+            stored = [r for (r,) in store.sql("SELECT DISTINCT env_id FROM environments").fetchall()]
+            near = did_you_mean(name, [*stored, *REGISTRY.names(plugins=False)])
             raise RldataError(
                 f"environment {name!r} is not registered (rldata env register SPEC.yaml) "
-                f"and is not a bundled one ({', '.join(sorted(REGISTRY.names(plugins=False)))})"
+                f"and is not a bundled one ({', '.join(sorted(REGISTRY.names(plugins=False)))}){near}",
+                field="env",
             ) from None
         row, _ = register_env(store, default_spec(name))
         rows = [(row["env_id"], row["version"], row["spec"], None)]

@@ -71,7 +71,9 @@ class Rollout:
     env_error: str | None = None  # the environment's error message (finish_reason env_error)
 
     @classmethod
-    def from_sample(cls, s) -> Rollout:
+    def from_sample(cls, s, *, prompt_ids: Sequence[int] | None = None) -> Rollout:
+        """A plain completion; ``prompt_ids``: the templated prompt it was generated from (None: the
+        task's prompt text, tokenized by the engine)."""
         return cls(
             text=s.text,
             token_ids=tuple(s.token_ids),
@@ -80,6 +82,7 @@ class Rollout:
             cumulative_logprob=s.cumulative_logprob,
             logprobs=s.logprobs,
             finish_reason=s.finish_reason,
+            prompt_ids=tuple(prompt_ids) if prompt_ids is not None else None,
             num_turns=0 if s.finish_reason == "prompt_too_long" else 1,
         )
 
@@ -167,12 +170,18 @@ def _split(engines: Sequence, n: int) -> list[tuple[int, int, int]]:
     return [(i, bounds[i], bounds[i + 1]) for i in range(k) if bounds[i + 1] > bounds[i]]
 
 
-def _generate_text(engines, prompts: list[str], seeds: list, spec: SamplingSpec) -> list[list]:
+def _generate_plain(engines, tasks: list, seeds: list, spec: SamplingSpec, renderer) -> list[list[Rollout]]:
+    """Plain tasks split over the engines, one call each (rldata.rollout.plain)."""
     import ray
 
-    parts = _split(engines, len(prompts))
-    refs = [engines[i].generate.remote(prompts[a:b], spec, seeds[a:b], True) for i, a, b in parts]
-    return [g for chunk in ray.get(refs) for g in chunk]
+    from rldata.rollout.plain import plain_rollouts, submit_plain
+
+    calls = [
+        submit_plain(engines[i], tasks[a:b], spec, seeds[a:b], renderer)
+        for i, a, b in _split(engines, len(tasks))
+    ]
+    outs = ray.get([ref for ref, _ in calls])
+    return [g for (_, ids), out in zip(calls, outs) for g in plain_rollouts(out, ids, spec.n)]
 
 
 def _assistant_turn(ep: _Episode, text: str) -> tuple[dict, dict | None, list[dict]]:
@@ -223,7 +232,7 @@ def _end(ep: _Episode, reason: str, *, timeout_s: float) -> None:
 def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) -> None:
     """Build and reset the episode's environment, render its opening (with the environment's tools)."""
     es = binding.spec
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     ep.env = make_env(es)
     g = guarded_reset(ep.env, ep.task, turn_seed(ep.seed, ep.sample_idx, 0), timeout_s=timeout)
     if g.finish_reason == "env_error":
@@ -239,7 +248,7 @@ def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) ->
     schemas = getattr(ep.env, "tool_schemas", None)
     if schemas:
         ep.tools = [dict(t) for t in schemas]
-        ep.parser = es.tool_parser or renderer.default_tool_parser
+        ep.parser = es.episode.tool_parser or renderer.default_tool_parser
         if ep.parser is None:
             raise ConfigError(
                 f"environment {binding.env_id!r} declares tools but the model's chat template names "
@@ -254,7 +263,7 @@ def _open(ep: _Episode, binding: EnvBinding, renderer: Renderer, budget: int) ->
 def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
     """Take one generated turn (an engine Sample) into the episode: its ids (mask 1), the parsed
     assistant message, the environment's step, and the observation's ids (mask 0) if it goes on."""
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     if s.finish_reason == "prompt_too_long":  # no room left for another turn
         _end(ep, "length", timeout_s=timeout)
         return
@@ -280,7 +289,7 @@ def _advance(ep: _Episode, s, es, renderer: Renderer, budget: int) -> None:
         ep.messages += said
         ep.closed, ep.finish = True, "env_done"
         return
-    if ep.turns >= es.max_turns:
+    if ep.turns >= es.episode.max_turns:
         ep.messages += said
         _end(ep, "max_turns", timeout_s=timeout)
         return
@@ -351,7 +360,7 @@ def run_episodes(
     import ray
 
     es = binding.spec
-    timeout = es.step_timeout_s
+    timeout = es.episode.step_timeout_s
     stats = stats if stats is not None else EpisodeStats()
     t_start = time.monotonic()
     first = list(first_index) if first_index is not None else [0] * len(tasks)
@@ -360,7 +369,7 @@ def run_episodes(
         for t, s, o in zip(tasks, seeds, first)
         for j in range(spec.n)
     ]
-    budget = min(es.max_total_tokens, max_model_len - 1)
+    budget = min(es.episode.max_total_tokens, max_model_len - 1)
     depth = _DEPTH if len(episodes) >= _DEPTH * _MIN_CALL * len(engines) else 1
     pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="rldata-env")
     inflight: dict[Any, tuple[int, list[_Episode], list[list[int]]]] = {}  # ref -> engine, episodes, prompts
@@ -441,7 +450,8 @@ def generate(
     first_index: Sequence[int] | None = None,
 ) -> list[list[Rollout]]:
     """``spec.n`` rollouts per task, in task order.  ``bindings[i]`` is task i's environment (None:
-    a plain prompt).  Tasks are grouped by environment: plain ones in one text-prompt call, each
+    a plain prompt, sent as text or through the chat template as ``spec.chat_template`` says, see
+    rldata.rollout.plain; ``renderer`` renders it).  Tasks are grouped by environment: plain ones in one text-prompt call, each
     environment's in one episode batch.  ``first_index[i]``: the sample index task i's rollouts
     start at (adaptive rounds); vLLM seeds sample j of an n-request with seed + j, so request seed
     ``seed + first_index`` gives exactly samples first_index.. of a single N-sample request."""
@@ -460,10 +470,7 @@ def generate(
         part_first = [first[i] for i in idx]
         if b is None:
             text_seeds = [None if s is None else s + o for s, o in zip(part_seeds, part_first)]
-            res = [
-                [Rollout.from_sample(s) for s in g]
-                for g in _generate_text(engines, [t["prompt"] for t in part_tasks], text_seeds, spec)
-            ]
+            res = _generate_plain(engines, part_tasks, text_seeds, spec, renderer)
         else:
             if renderer is None:
                 raise ConfigError(

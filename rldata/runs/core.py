@@ -21,7 +21,7 @@ from typing import Any
 from rldata.names import check_name
 from rldata.store.core import Store
 
-__all__ = ["HEARTBEAT_S", "effective_status", "new_run_id", "owner", "record_run"]
+__all__ = ["HEARTBEAT_S", "effective_status", "new_run_id", "owner", "record_run", "resume_hint"]
 
 HEARTBEAT_S = 60.0  # a running job refreshes its row this often
 STALE_AFTER_S = 5 * HEARTBEAT_S  # no heartbeat for this long (and no owner to ask): the run is dead
@@ -82,6 +82,17 @@ def effective_status(row: dict[str, Any], *, now: dt.datetime | None = None) -> 
         return status
     now = now or dt.datetime.now(dt.UTC)
     return "killed" if (now - beat).total_seconds() > STALE_AFTER_S else "running"
+
+
+def resume_hint(kind: str | None, run_id: str) -> str:
+    """The command that finishes a stopped run's work, for a person reading ``doctor``."""
+    if kind == "train":
+        return f"rldata train --resume --run-id {run_id} (with the run's options)"
+    if kind in ("sample", "verify", "judge"):
+        return f"the same rldata {kind} command again (it resumes)"
+    if kind == "import":
+        return "rldata import-rollouts again on the same input"
+    return "the command again"
 
 
 def _live(base: dict[str, Any], who: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +198,29 @@ def record_run(
         raise
     beat.stop()
     end = dt.datetime.now(dt.UTC)
-    store.upsert(
-        "runs",
-        [{**base, "status": "done", "ended_at": end, "summary": json.dumps(handle.summary, default=str)}],
-    )
+    done = {**base, "status": "done", "ended_at": end, "summary": json.dumps(handle.summary, default=str)}
+    store.upsert("runs", [done, *_resumed(store, base, end)])
+
+
+def _resumed(store: Store, base: dict[str, Any], end: dt.datetime) -> list[dict[str, Any]]:
+    """The killed runs this one resumed, marked ``failed`` with that said: earlier runs of the same
+    kind with the same arguments, stored as ``running``, whose process is gone.  A re-run of a
+    killed ``sample`` or ``verify`` gets a new run id and finishes the killed run's work, so the
+    killed run is no longer work left undone (``doctor``'s ``stuck_runs``)."""
+    try:
+        rows = (
+            store.sql(
+                "SELECT * FROM runs WHERE kind = $1 AND status = 'running' AND args = $2 AND run_id <> $3",
+                params=[base["kind"], base["args"], base["run_id"]],
+            )
+            .pl()
+            .to_dicts()
+        )
+    except Exception:  # noqa: BLE001 - a nicety: the run itself is recorded either way
+        return []
+    why = f"killed: its process ended without recording an outcome; run {base['run_id']} resumed its work"
+    return [
+        {**r, "status": "failed", "ended_at": end, "error": why}
+        for r in rows
+        if effective_status(r) == "killed"
+    ]

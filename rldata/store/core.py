@@ -405,8 +405,15 @@ class Store:
         return out
 
     def summary(self) -> pl.DataFrame:
+        """A row per table: rows, version, files.  A table whose log or data files cannot be read
+        completely (a data file deleted outside rldata) has no counts and is named in ``damaged``."""
         rows = []
         for name, ts in TABLES.items():
+            if name not in self.damaged:
+                try:  # a stat per data file: the log's row count is no count of rows that read
+                    self._check_files(name, self.table(name))
+                except DamagedTableError as e:
+                    self.damaged[name] = str(e)
             if name in self.damaged:  # listed, not fatal: the other tables still read
                 rows.append(
                     {

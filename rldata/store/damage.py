@@ -219,8 +219,19 @@ def _commit_info(why: str) -> dict:
     }
 
 
-def repair(damage: Damage, *, root: Path, dest: Path, template_log: Path | None = None) -> str:
-    """Fix ``damage`` (local store) and say what was moved where; raises OSError if it cannot."""
+def repair(
+    damage: Damage,
+    *,
+    root: Path,
+    dest: Path,
+    template_log: Path | None = None,
+    files=None,
+    key: tuple[str, ...] = (),
+) -> str:
+    """Fix ``damage`` and say what was moved where; raises OSError if it cannot.  ``root`` holds the
+    table's log (a local copy of it for a store on object storage, whose data files ``files`` reads:
+    :mod:`rldata.store.salvage`); ``key``: the table's key columns (a commit's lost removes are inferred
+    from them)."""
     log_dir = root / damage.table / "_delta_log"
     if damage.kind == "last_checkpoint":  # readers then list the log and use the newest checkpoint
         moved = _quarantine([damage.path], root, dest)
@@ -228,7 +239,7 @@ def repair(damage: Damage, *, root: Path, dest: Path, template_log: Path | None 
     if damage.kind == "checkpoint":
         return _repair_checkpoint(damage, root, dest, log_dir)
     if damage.kind == "commit":
-        return _repair_commit(damage, root, dest, log_dir, template_log)
+        return _repair_commit(damage, root, dest, log_dir, template_log, files, key)
     if damage.kind == "data_file":
         return repair_data_files([damage], root, dest)
     return "nothing to do"
@@ -254,48 +265,30 @@ def _repair_checkpoint(damage: Damage, root: Path, dest: Path, log_dir: Path) ->
     return f"moved {names} to {moved[0].parent}; the table reads from its commits 0..{version} instead"
 
 
-def _repair_commit(damage: Damage, root: Path, dest: Path, log_dir: Path, template_log: Path | None) -> str:
-    """Replace a damaged commit by what can be trusted of it; every later commit stays.
+def _repair_commit(
+    damage: Damage, root: Path, dest: Path, log_dir: Path, template_log: Path | None, files, key
+) -> str:
+    """Replace a damaged commit by what can be trusted of it (:func:`rldata.store.salvage.salvage_commit`:
+    every add whose path survived and whose file is intact, the removes only when no add was lost);
+    every later commit stays.  Data files of adds that could not be recovered stay where they are."""
+    from rldata.store.salvage import LocalFiles, salvage_commit
 
-    Kept whole when its first line (commitInfo) counts exactly the add/remove actions that survive;
-    a partial append keeps its complete adds; any other partial transaction (it may have removed
-    files) is dropped, so the table reads as if it never ran, and its data files show as stray.
-    """
-    lines = []
-    for raw in damage.path.read_bytes().splitlines():
-        try:
-            action = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(action, dict) and len(action) == 1:
-            lines.append(action)
-    kinds = [next(iter(a)) for a in lines]
-    adds, removes = kinds.count("add"), kinds.count("remove")
-    info = next((a["commitInfo"] for a in lines if "commitInfo" in a), None) or {}
-    metrics = info.get("operationMetrics") or {}
-    want_adds = metrics.get("num_added_files", metrics.get("numTargetFilesAdded"))
-    want_removes = metrics.get("num_removed_files", metrics.get("numTargetFilesRemoved"))
-    if want_adds == adds and want_removes == removes:
-        keep, how = lines, f"all {len(lines)} actions were complete"
-    elif removes == 0 and want_removes == 0:
-        keep = lines
-        how = f"kept the {adds} complete add(s) of an append" + (
-            f" of {want_adds}" if want_adds is not None else ""
-        )
-    else:
-        keep = [a for a in lines if next(iter(a)) in ("protocol", "metaData")]
-        how = "its partial transaction was dropped (its data files show as leftover)"
+    files = files if files is not None else LocalFiles(log_dir.parent)
+    got = salvage_commit(damage.path.read_bytes(), files, version=damage.version or 0, key=key)
+    keep = got.keep
     if damage.version == 0:  # the table's protocol and schema: from a fresh table's first commit
         have = {next(iter(a)) for a in keep}
         for action in _template_actions(template_log):
             if next(iter(action)) not in have:
                 keep.insert(0, action)
-    keep = [a for a in keep if "commitInfo" not in a]
     moved = _quarantine([damage.path], root, dest)
     _write_commit(log_dir, damage.version or 0, [_commit_info("rebuilt a damaged commit"), *keep])
+    lost = (
+        f"; {len(got.lost)} data file(s) left in place (rldata doctor lists their rows)" if got.lost else ""
+    )
     return (
-        f"moved {damage.path.name} to {moved[0].parent} and rebuilt version {damage.version}: {how}; "
-        "later commits kept"
+        f"moved {damage.path.name} to {moved[0].parent} and rebuilt version {damage.version}: "
+        f"{'; '.join(got.said)}{lost}; later commits kept"
     )
 
 

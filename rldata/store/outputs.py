@@ -15,6 +15,7 @@ cannot be written (a full disk, ``/dev/full``) fails the command with the store 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from rldata.errors import ConfigError, RldataError
 
-__all__ = ["check_output_path", "check_writable_file", "staged_output", "write_output"]
+__all__ = ["check_output_path", "check_writable_file", "os_reason", "staged_output", "write_output"]
 
 
 def _store_root(store) -> str | None:
@@ -94,7 +95,7 @@ def write_output(path, data: str | bytes, *, name: str) -> None:
             f.write(data)
             f.flush()  # a full device refuses here or at close: both inside the try
     except OSError as e:
-        raise _cannot_write(name, path, e.strerror or e) from None
+        raise _cannot_write(name, path, os_reason(e)) from None
 
 
 @contextmanager
@@ -128,7 +129,7 @@ def staged_output(path, data: str | bytes, *, name: str) -> Iterator[None]:
         os.replace(tmp, target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise _cannot_write(name, path, e.strerror or e) from None
+        raise _cannot_write(name, path, os_reason(e)) from None
 
 
 def _stage(target: Path, data: bytes, *, name: str, shown) -> Path:
@@ -150,12 +151,23 @@ def _stage(target: Path, data: bytes, *, name: str, shown) -> Path:
             os.close(fd)
         if tmp_name is not None:
             Path(tmp_name).unlink(missing_ok=True)
-        raise _cannot_write(name, shown, e.strerror or e) from None
+        raise _cannot_write(name, shown, os_reason(e)) from None
     return Path(tmp_name)
 
 
 def _cannot_write(name: str, path, reason) -> RldataError:
     return RldataError(f"{name} {os.fspath(path)}: cannot write: {reason}", field=name)
+
+
+def os_reason(e: OSError) -> str:
+    """The operating system's words for ``e``: its strerror, or (pyarrow and deltalake raise OSErrors
+    with only a message, "... Detail: [errno 28] ...") the strerror of the errno in its message."""
+    if isinstance(e.errno, int) and e.errno > 0:
+        return os.strerror(e.errno)  # pyarrow sets errno but keeps its own sentence in strerror
+    if e.strerror:
+        return e.strerror
+    m = re.search(r"\[errno (\d+)\]", str(e), re.IGNORECASE)
+    return os.strerror(int(m.group(1))) if m else str(e)
 
 
 def _umask() -> int:

@@ -43,15 +43,19 @@ from rldata.store.ledger_sql import counts_sql
 __all__ = ["current_hash", "hash_map", "legacy_hash", "rehash_passrates", "rehash_trajectories"]
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SamplingSpec))
+# Fields SamplingSpec gained after the releases these steps upgrade: the JSON those releases stored
+# lacks them, and each hashes as absent at its default (rldata.configs.sampling.HASHED_AS_ABSENT)
+_ADDED_SINCE = frozenset({"chat_template"})
 
 
 def _params(sampling_params: str | None) -> dict | None:
-    """The stored JSON as a dict when it is a whole ``SamplingSpec.to_json()``, else None."""
+    """The stored JSON as a dict when it is a whole ``SamplingSpec.to_json()`` (of this release or of
+    one before the fields in ``_ADDED_SINCE``), else None."""
     try:
         d = json.loads(sampling_params) if sampling_params else None
     except ValueError:
         return None
-    return d if isinstance(d, dict) and set(d) == _FIELDS else None
+    return d if isinstance(d, dict) and _FIELDS - _ADDED_SINCE <= set(d) <= _FIELDS else None
 
 
 def legacy_hash(params: dict) -> str:

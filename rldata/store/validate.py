@@ -17,7 +17,23 @@ import pyarrow.compute as pc
 from rldata.errors import SchemaError
 from rldata.schemas import TableSchema
 
-__all__ = ["conform"]
+__all__ = ["CONTROL_RULE", "CONTROL_TEXT", "conform", "control_char"]
+
+# Prompts and answers may hold tab, newline and CR-LF line ends; any other C0 control character
+# (NUL, backspace, escape, a lone carriage return that overwrites a line on a terminal...) is refused
+# where the text comes in (docs/ingest.md, "Control characters"), naming the file, line and field.
+# CONTROL_TEXT is the same rule for Polars (Rust regex: no look-ahead).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]|\r(?!\n)")
+CONTROL_TEXT = r"[\x00-\x08\x0b\x0c\x0e-\x1f]|\r([^\n]|$)"
+CONTROL_RULE = "C0 control characters other than tab, newline and CR-LF are refused (docs/ingest.md)"
+
+
+def control_char(text: str | None) -> str | None:
+    """Why ``text`` is refused (its first control character, by code point), or None."""
+    m = _CONTROL.search(text) if text else None
+    if m is None:
+        return None
+    return f"control character U+{ord(m.group()[0]):04X}: {CONTROL_RULE}"
 
 
 def _now() -> dt.datetime:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rldata.errors import ConfigError, InputError
+from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
 
 __all__ = ["Agreement", "agreement", "bare_math_verify", "load_labelled", "rldata_math"]
 
@@ -43,7 +43,12 @@ def load_labelled(path: str | Path) -> list[dict]:
     for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line, object_pairs_hook=unique_keys)
+        except DuplicateKeyError as e:
+            raise InputError(str(path), str(i), str(e), e.key) from None
+        except ValueError as e:
+            raise InputError(str(path), str(i), f"invalid JSON: {e}") from None
         missing = {"gold", "completion", "label"} - set(row)
         if missing or not isinstance(row["label"], bool):
             raise InputError(str(path), str(i), "needs gold, completion and a true/false label")

@@ -7,8 +7,10 @@ Such an environment scores its episode itself and reports the return in ``info["
 rank a broken episode above a wrong answer:
 
 - a missing, boolean, non-numeric or non-finite reward (or pass mark) is an error verdict (passed
-  None, score 0), never a pass;
-- passed = return >= pass_reward; score = the return clipped to [0, 1].
+  None, score 0), never a pass; an environment that says why it has no reward (``info["reward_error"]``:
+  a verifiers rubric that raised) gets that message;
+- passed = return >= pass_reward; score = the return clipped to [0, 1]; the per-function scores an
+  environment reports (``info["rewards"]``: a verifiers rubric's) go in the verdict's detail.
 
 Offline (``rldata verify`` of a stored trajectory) there is no episode to read the reward from:
 the verifier says so with an error verdict rather than guessing from the text.
@@ -36,12 +38,17 @@ def reward_verdicts(info: Mapping[str, Any]) -> list[Verdict]:
     raw, mark = info.get("env_reward"), info.get("pass_reward", 1.0)
     r, t = _number(raw), _number(mark)
     if r is None:
+        why = info.get("reward_error")
+        if isinstance(why, str) and why:
+            return [Verdict.failure(f"env-reward: {why[:500]}")]
         return [
             Verdict.failure(f"env-reward: the environment's reward {str(raw)[:80]!r} is not a finite number")
         ]
     if t is None:
         return [Verdict.failure(f"env-reward: pass_reward {str(mark)[:80]!r} is not a finite number")]
     detail = {"reward": r, "pass_reward": t}
+    if isinstance(info.get("rewards"), Mapping):
+        detail["rewards"] = dict(info["rewards"])
     return [Verdict(r >= t, min(max(r, 0.0), 1.0), extracted=f"{r:g}", detail=detail)]
 
 

@@ -1,8 +1,10 @@
 """Pull the final answer(s) out of a model's completion.
 
 The text is first normalized (:func:`rldata.verify.numbers.normalize`: NFKC, superscripts, the
-unicode minus, ``\\phantom`` dropped), and numbers are read whole and normalized
-(:mod:`rldata.verify.numbers`: ``1,000`` is ``1000``, ``6.02 x 10^23`` is ``6.02*10^(23)``).
+unicode minus, ``\\phantom`` dropped; for math also number words, mixed numbers, repeating
+decimals, dashes, European amounts: ``math_normalize``), and numbers are read whole and normalized
+(:mod:`rldata.verify.numbers`: ``1,000`` is ``1000``, ``6.02 x 10^23`` is ``6.02*10^(23)``, ``40%``
+keeps its percent).
 
 Stated answers, collected from the last :data:`TAIL_CHARS` characters:
 
@@ -25,8 +27,12 @@ after a stated answer retracts what came before it, and the answers after the la
 (``The answer is 7. Wait, actually it is 8.`` states 8).  A revision that still offers
 alternatives (a hedge word in the marker's or the final answer's sentence: ``7, or actually 8``,
 ``Actually, it could also be 8``) and a chain of more than :data:`MAX_REVISED` distinct answers
-keep every answer, which fails as a hedge.  One statement that names several numbers joined by ``or``/``maybe``/... (``Answer: 20 or 30``) gives
-each of them.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
+keep every answer, which fails as a hedge.  One statement that names several numbers joined by
+``or``/``and``/commas is one list answer (items joined by :data:`LIST_SEP`: a set when the gold is
+one, a hedge otherwise); with a word of doubt (``Answer: 20 or maybe 30``) each number is an answer.
+Around the final answer (math, :mod:`rldata.verify.alternatives`): a trailing prose parenthetical is
+dropped, numbers offered under a condition are alternatives, concluding final boxes make earlier
+boxes intermediate, and a retraction with no new answer leaves none.  ``The answer is not 5, it's 7`` states 7.  When nothing is stated (math only) the
 final number of the text is the answer, but only when it plainly ends the text: not inside an
 unfinished expression (``3 + 4 =``), not a question (``42?``), not negated (``not 5``), followed
 only by a short remainder that ends the sentence (``12 in total.``), unless it follows ``=`` or
@@ -43,15 +49,27 @@ from __future__ import annotations
 
 import re
 
-from rldata.verify.numbers import NUMBER, canon, clean_number, normalize
+from rldata.verify.alternatives import (
+    conditional_alternatives,
+    intermediate_boxes,
+    rate_start,
+    retracted,
+    says_wrong,
+    split_parenthetical,
+)
+from rldata.verify.choice import choice_statements
+from rldata.verify.numbers import NUMBER, canon_at, clean_number, normalize, read_number
+from rldata.verify.structured import CHAIN, as_interval, system_answers
 
 __all__ = [
     "HEDGE_SEP",
+    "LIST_SEP",
     "NUMBER",
     "TAIL_CHARS",
     "clean_number",
     "extract_answer",
     "extract_answers",
+    "extract_choices",
     "normalize",
 ]
 
@@ -62,6 +80,7 @@ MAX_ANSWERS = 8  # distinct stated answers kept (more is a hedge all the same)
 MAX_REMAINDER = 80  # text allowed after a fallback final number
 MAX_REVISION_TAIL = 40  # a revision this short ("Wait, actually 8") need not end its sentence
 HEDGE_SEP = "\x1e"  # joins several answers in one extracted string; control chars are removed from input
+LIST_SEP = "\x1f"  # joins the items of one list answer ("3 and 7"): a set when the gold is one, else a hedge
 
 
 _BOX_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\\[{}]|[{}]")
@@ -75,7 +94,17 @@ _MATH_DELIM = re.compile(rf"\$\$?([^$\n]{{1,{MAX_LINE}}})\$\$?|\\\(((?:(?!\\\)).
 _MATH_SEGMENT = re.compile(r"\$\$?([^$]{1,512})\$\$?|\\\((.{1,512}?)\\\)|\\\[(.{1,512}?)\\\]", re.DOTALL)
 _BARE_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*-?\d+\s*\}\s*\{\s*\d+\s*\}|\\[dt]?frac\s*\d\s*\d")
 _HEDGE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly)\b|\d\s+to\s+-?\.?\d", re.IGNORECASE)
-_LIST_BEFORE = re.compile(r"\d\s*(?:,|\band)\s*$")  # "41, 42": the final number closes a list
+# "41, 42", "x = 0 and x = 4": the final number closes a list
+_LIST_BEFORE = re.compile(r"\d\s*\$?\s*(?:,|\band\b|\bor\b)\s*(?:(?:and|or)\s+)?(?:\$?\s*[a-z]\s*=\s*)?$")
+_LIST_JOIN = re.compile(r"\s*\$?\s*(?:,|;|\band\b|\bor\b)\s*(?:(?:and|or)\s+)?(?:\$?\s*[a-z]\s*=\s*)?\$?\s*")
+# Several numbers in one statement are a list (one answer: a set, when the gold is a set) when only
+# commas, "and" or "or" join them; with a word of doubt or a range they are a hedge.
+_DOUBT = re.compile(
+    r"\b(?:either|maybe|perhaps|possibly|possible|might|could|probably|not\s+sure|unsure|can'?t\s+tell"
+    r"|cannot\s+tell|i\s+think|guess|around|about|roughly|approximately|somewhere|between|if|unless|otherwise"
+    r"|assuming|depending|whether)\b|\d\s+to\s+-?\.?\d",
+    re.IGNORECASE,
+)
 _NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:equal\s+to\s+|exactly\s+)?\$?-?[\d.,]+\$?", re.IGNORECASE)
 _NEW_SENTENCE = re.compile(r"[.!;]\s+\S")
 _SENTENCE_END = re.compile(r"\.(?!\d)|[!?;\n]")
@@ -133,15 +162,33 @@ def _numbers(stmt: str) -> list[re.Match]:
     return list(NUMBER.finditer(_NEGATED.sub(" ", stmt)))[:MAX_ANSWERS]
 
 
+def _num(s: str, numeric: bool) -> str | None:
+    """A single number, normalized; math keeps a percent sign (``40%``), text answers do not."""
+    return read_number(s) if numeric else clean_number(s)
+
+
+def _several(text: str, nums: list[re.Match]) -> list[str]:
+    """Several numbers of one statement: one list answer, or each an answer (a hedge) when a word of
+    doubt or a range joins them."""
+    values = list(dict.fromkeys(canon_at(m, m.string) for m in nums))
+    if _DOUBT.search(text) or len(values) < 2:
+        return values
+    first = len(nums) - 1  # the list is the run of numbers that ends the statement: "two such: 3 and 7"
+    while first > 0 and _LIST_JOIN.fullmatch(nums[first].string, nums[first - 1].end(), nums[first].start()):
+        first -= 1
+    items = list(dict.fromkeys(canon_at(m, m.string) for m in nums[first:]))
+    return [LIST_SEP.join(items)] if len(items) > 1 else values
+
+
 def _from_statement(stmt: str, numeric: bool) -> list[str]:
     """The answer(s) one statement gives: ``20 or 30`` gives both (a hedge), ``not 5, it's 7`` gives 7."""
     stmt = stmt.strip()
-    num = clean_number(stmt)
+    num = _num(stmt, numeric)
     if num is not None:
         return [num]
     nums = _numbers(stmt) if numeric else []
     if len(nums) > 1 and _HEDGE.search(stmt):
-        return [canon(m) for m in nums]
+        return _several(stmt, nums)
     if not numeric:
         return [stmt] if stmt else []
     if stmt.startswith("\\") or not nums:  # undelimited LaTeX: "is \frac{1}{2}."; or no number at all
@@ -151,7 +198,7 @@ def _from_statement(stmt: str, numeric: bool) -> list[str]:
     if _PLAIN_AFTER.match(negated, first.end()) and not _OPERATOR_BEFORE.search(
         negated[: first.start()][-12:]
     ):
-        return [canon(first)]
+        return [canon_at(first, negated)]
     return [stmt]  # "2\pi", "5x": math-verify reads the whole statement
 
 
@@ -164,7 +211,9 @@ def _after_marker(rest: str, numeric: bool) -> list[str]:
     if m:
         inner = (m.group(1) or m.group(2) or "").strip()
         if inner:
-            return _from_statement(inner, numeric) if _HEDGE.search(inner) else [clean_number(inner) or inner]
+            return (
+                _from_statement(inner, numeric) if _HEDGE.search(inner) else [_num(inner, numeric) or inner]
+            )
     if not numeric:  # the rest of the line: a text answer may hold periods ("St. Louis", "U.S.A.")
         text = rest.strip().rstrip(".").strip()
         if text.startswith("$") and text.endswith("$") and len(text) > 1:
@@ -183,10 +232,11 @@ def _stated(tail: str, numeric: bool, bold: list[tuple[int, int]], quoted: Quote
     """Every stated answer with its rank (rule first, then the last occurrence first) and where it
     ends in the tail."""
     out: list[Statement] = []
-    for start, end, box in _boxes(tail):
-        if _is_quoted(tail, start, box, quoted):
-            continue
-        num = clean_number(box)
+    boxes = [b for b in _boxes(tail) if not _is_quoted(tail, b[0], b[2], quoted)]
+    if numeric:  # "\boxed{5} ... so x^2 = \boxed{25}": judged by the final box
+        boxes = boxes[intermediate_boxes(tail, boxes) :]
+    for start, end, box in boxes:
+        num = _num(box, numeric)
         out.append(((0, -start), end, [num] if num is not None else _box_answers(box, numeric)))
     for rule, pattern in enumerate((_HASHES, _ANSWER_IS, _ANSWER_COLON), 1):
         for m in list(pattern.finditer(tail))[-MAX_MARKERS:]:
@@ -213,12 +263,13 @@ def _box_answers(box: str, numeric: bool) -> list[str]:
     plain = re.sub(r"\\(?:text|mathrm|mbox)\s*\{([^{}]*)\}", r" \1 ", box)
     nums = _numbers(plain) if numeric else []
     if len(nums) > 1 and _HEDGE.search(plain):
-        return [canon(m) for m in nums]
+        return _several(plain, nums)
     return [box]
 
 
-def _final_number(tail: str, *, revised: bool = False) -> list[str]:
-    """The fallback: the final number (or final $...$ / \\frac) when it plainly ends the text.
+def _final_number(tail: str, *, revised: bool = False) -> tuple[list[str], int, int]:
+    """The fallback: the final number (or final $...$ / \\frac / inequality chain) when it plainly ends
+    the text; with where it starts and ends in ``tail`` (nothing: an empty list).
 
     ``revised``: ``tail`` is what follows a revision marker: when that is short and names one number
     ("Wait, actually 8") the number need not end a sentence; an unfinished recomputation ("3 + 4 = 7,
@@ -232,39 +283,75 @@ def _final_number(tail: str, *, revised: bool = False) -> list[str]:
     frac = None
     for frac in _BARE_FRAC.finditer(tail):
         pass
+    chain = None
+    if _RELATION_HINT.search(tail):
+        for chain in CHAIN.finditer(tail):
+            pass
+    bracket = None
+    if "," in tail and ("(" in tail or "[" in tail):
+        for bracket in _BRACKETED.finditer(tail):
+            pass
+    none: tuple[list[str], int, int] = ([], 0, 0)
     if last is None and seg is None:
-        return []
-    cands = [(m.end(), kind, m) for kind, m in (("seg", seg), ("frac", frac), ("num", last)) if m is not None]
+        return none
+    kinds = (("seg", seg), ("chain", chain), ("bracket", bracket), ("frac", frac), ("num", last))
+    cands = [(m.end(), kind, m) for kind, m in kinds if m is not None]
     end, kind, m = max(cands, key=lambda c: (c[0], c[1] != "num"))
     remainder = tail[end:]
     rest = remainder.strip()
     if len(rest) > MAX_REMAINDER or "?" in remainder or _OPERATOR_AFTER.match(remainder):
-        return []
+        return none
     if _NEW_SENTENCE.search(rest):  # "... 100 points. First we count": the text went on
-        return []
+        return none
     if kind == "seg":
         inner = next(g for g in m.groups() if g is not None).strip()
-        if not inner:
-            return []
-        return [clean_number(inner) or inner]
+        return ([read_number(inner) or inner], m.start(), end) if inner else none
+    if kind in ("chain", "bracket"):  # "1 \le x \le 6", "(3, -1)", "[2, 5]": read whole
+        if _OPERATOR_BEFORE.search(tail[max(0, m.start() - 12) : m.start()]):
+            return none
+        return [m.group()], m.start(), end
     if kind == "frac":
-        return [m.group()]
+        return [m.group()], m.start(), end
     before = tail[max(0, m.start() - 12) : m.start()]
     if _OPERATOR_BEFORE.search(before):
-        return []
+        return none
     # A number that merely stops the text ("First, the triangle has 3") may be a cut-off
     # completion: it counts when a sentence ends after it, when it follows "=", or when it is
-    # alone on its line (a bare completion such as "27", or "$27" / LaTeX-escaped "\$27").
+    # alone on its line (a bare completion such as "27", "$27" / LaTeX-escaped "\\$27", or after a
+    # label: "Total: $100").
     line = tail[tail.rfind("\n", 0, m.start()) + 1 : m.start()]
     short = revised and len(tail.strip()) <= MAX_REVISION_TAIL and last is m and len(_numbers(tail)) == 1
-    if not (short or rest.endswith((".", "!")) or before.rstrip().endswith("=") or not line.strip(" \t$\\")):
-        return []
+    equals = before.rstrip(" \t$\\€£¥₹").endswith("=")
+    alone = not line.strip(" \t$\\€£¥₹") or _LABEL_LINE.fullmatch(line)
+    if not (short or rest.endswith((".", "!")) or equals or alone):
+        return none
     start = max(tail.rfind("\n", 0, m.start()), tail.rfind(". ", 0, m.start()))
     sentence = tail[start + 1 : end]
+    if says_wrong(sentence):  # "I made a mistake in step 2.": not an answer
+        return none
     nums = _numbers(sentence)
+    first = rate_start(nums[0].string, nums) if len(nums) > 1 else len(nums) - 1
+    if 0 <= first < len(nums) - 1:  # "150 miles in 3 hours at 50 mph": 150
+        chosen = nums[first]
+        if _OPERATOR_BEFORE.search(chosen.string[max(0, chosen.start() - 12) : chosen.start()]):
+            return none
+        return [canon_at(chosen, chosen.string)], m.start(), end
     if len(nums) > 1 and (_HEDGE.search(sentence) or _LIST_BEFORE.search(tail[: m.start()])):
-        return [canon(x) for x in nums]
-    return [canon(m)]
+        return _several(sentence, nums), m.start(), end
+    return [canon_at(m, tail)], m.start(), end
+
+
+_RELATION_HINT = re.compile(r"[<>]|\\[lg]")  # a plain prefix: scanned fast, unlike CHAIN
+_BRACKETED = re.compile(
+    r"[\[(](?<![\w\\][\[(])\s*(?:-?\s*(?:\d+(?:\.\d+)?(?:/\d+)?|\\infty)\s*,\s*){1,5}"
+    r"-?\s*(?:\d+(?:\.\d+)?(?:/\d+)?|\\infty)\s*[\])]"
+)
+_LABEL_LINE = re.compile(
+    r"[ \t]*(?:[A-Za-z]+[ \t]+){0,3}?(?:total|sum|result|overall|altogether|final|net|grand|answer|solution"
+    r"|remaining|difference|product|quotient|cost|price|profit|amount)(?:[ \t]+[A-Za-z]+){0,3}[ \t]*[:=]"
+    r"[ \t]*[$€£¥₹\\]*[ \t]*",
+    re.IGNORECASE,
+)
 
 
 # ---- markdown bold ------------------------------------------------------------------------------
@@ -300,7 +387,7 @@ def _bold_answers(tail: str, spans: list[tuple[int, int]]) -> list[Statement]:
         text = tail[a:b].strip()
         seg = _MATH_SEGMENT.fullmatch(text)
         inner = next((g for g in seg.groups() if g is not None), "").strip() if seg else text
-        value = clean_number(inner) or (inner if seg or _BARE_FRAC.fullmatch(inner) else None)
+        value = read_number(inner) or (inner if seg or _BARE_FRAC.fullmatch(inner) else None)
         if not value:
             continue
         line_start = tail.rfind("\n", 0, a) + 1
@@ -316,7 +403,7 @@ def _bold_answers(tail: str, spans: list[tuple[int, int]]) -> list[Statement]:
                 continue  # "**7** **8**": the text stops on it, it does not state it
             nums = _numbers(sentence)
             hedge = len(nums) > 1 and _HEDGE.search(sentence)
-            out.append(((4, -a), b, [canon(x) for x in nums] if hedge else [value]))
+            out.append(((4, -a), b, _several(sentence, nums) if hedge else [value]))
     return out
 
 
@@ -363,11 +450,12 @@ def _key(content: str) -> str:
     return re.sub(r"\s+", "", content)
 
 
-def quoted_boxes(prompt: str | None) -> Quoted:
-    """The boxes of a task's prompt, for :func:`extract_answers` to recognise quotes of them."""
+def quoted_boxes(prompt: str | None, *, math: bool = False) -> Quoted:
+    """The boxes of a task's prompt, for :func:`extract_answers` to recognise quotes of them
+    (``math``: normalized as the math path normalizes the completion)."""
     if not prompt or ("\\boxed" not in prompt and "\\fbox" not in prompt):
         return {}
-    text = normalize(prompt[-TAIL_CHARS:])
+    text = normalize(prompt[-TAIL_CHARS:], math=math)
     out: Quoted = {}
     for start, _, content in _boxes(text):
         out.setdefault(_key(content), set()).add(_context(text, start))
@@ -422,8 +510,11 @@ def _revised(tail: str, stmts: list[Statement], numeric: bool) -> list[Statement
         lo, hi = bounds[i], bounds[i + 1]
         seg = [st for st in stmts if lo < st[1] <= hi]
         if not seg and numeric:
-            fallback = _final_number(tail[marks[i - 1].end() if i else 0 : hi], revised=i > 0)
-            seg = [((9, -hi), hi, fallback)] if fallback else []
+            base = marks[i - 1].end() if i else 0
+            fallback, fs, fe = _final_number(tail[base:hi], revised=i > 0)
+            if fallback and says_wrong(_sentence(tail, base + fs)):  # "a mistake in step 2"
+                fallback = []
+            seg = [((9, -(base + fs)), base + fe, fallback)] if fallback else []
         if seg:
             chain.append(seg)
     if len(chain) < 2:
@@ -438,30 +529,74 @@ def _revised(tail: str, stmts: list[Statement], numeric: bool) -> list[Statement
     return final
 
 
-def extract_answers(text: str | None, *, numeric: bool = True, prompt: str | None = None) -> list[str]:
+def extract_answers(
+    text: str | None, *, numeric: bool = True, prompt: str | None = None, tuples: bool = False
+) -> list[str]:
     """Every distinct answer the completion states, the one that ranks first first (see module doc).
 
     Empty: no answer.  More than one: the completion hedges, unless the caller finds them all
-    equivalent (``0.5`` and ``\\frac{1}{2}``).  ``prompt``: the task's prompt, whose boxes are
-    quotes when the completion repeats them, not answers.
+    equivalent (``0.5`` and ``\\frac{1}{2}``); one answer holding :data:`LIST_SEP` is a list.
+    ``prompt``: the task's prompt, whose boxes are quotes when the completion repeats them, not
+    answers.  ``tuples`` (the gold is a tuple): a final ``x = 3, y = -1`` is the answer ``(3, -1)``.
     """
     if not text:
         return []
     if not isinstance(text, str):
         text = str(text)
-    tail, bold = normalize(text[-TAIL_CHARS:]), []
+    tail, bold, alternatives = normalize(text[-TAIL_CHARS:], math=numeric), [], []
     if numeric:  # text answers (exact, regex) are compared as written, markdown included
         tail, bold = _unbold(tail)
-    stmts = _stated(tail, numeric, bold, quoted_boxes(prompt))
+        tail, alternatives = split_parenthetical(tail)
+        found = system_answers(tail) if tuples else []
+        if found:
+            return found
+    stmts = _stated(tail, numeric, bold, quoted_boxes(prompt, math=numeric))
     stmts = _revised(tail, stmts, numeric)
+    if numeric and stmts and retracted(tail[max(st[1] for st in stmts) :]):
+        return []  # "The answer is 12. Wait, I forgot the" : taken back, and no new answer
     if not stmts and numeric:
-        found = _final_number(tail)
-        stmts = [((9, 0), len(tail), found)] if found else []
+        found, start, end = _final_number(tail)
+        stmts = [((9, -start), end, found)] if found else []
+    ranked = sorted(stmts, key=lambda st: st[0])
     out: list[str] = []
-    for _, _, answers in sorted(stmts, key=lambda st: st[0]):
+    for _, _, answers in ranked:
         for a in answers:
             if a and a not in out:
                 out.append(a)
+    if numeric and out:
+        start, end = _answer_span(tail, ranked[0])
+        items = {x for a in out for x in a.split(LIST_SEP)}
+        for a in conditional_alternatives(tail, start, end) + alternatives:
+            if a not in items:  # "3 or 7" already names its 7
+                out.append(a)
+                items.add(a)
+        out = [as_interval(a) or a for a in out]
+    return out[:MAX_ANSWERS]
+
+
+def _answer_span(tail: str, st: Statement) -> tuple[int, int]:
+    """Where the answer of a statement starts and ends in the tail: a box whole, the first number
+    after a marker, the fallback's number."""
+    (rule, neg_start), end = st[0], st[1]
+    start = -neg_start
+    if rule in (0, 9):
+        return start, end
+    m = NUMBER.search(tail, start, end)
+    return (m.start(), m.end()) if m else (start, end)
+
+
+def extract_choices(text: str | None, *, prompt: str | None = None) -> list[str]:
+    """The option letters the completion states (rldata.verify.choice), the final one first; several:
+    a hedge.  Revisions apply as to any answer (``The answer is (B). Wait, it is (A).`` states A)."""
+    if not text:
+        return []
+    tail, _ = _unbold(normalize(str(text)[-TAIL_CHARS:]))
+    quoted = quoted_boxes(prompt)
+    boxes = [b for b in _boxes(tail) if not _is_quoted(tail, b[0], b[2], quoted)]
+    stmts = _revised(tail, choice_statements(tail, boxes), numeric=False)
+    out: list[str] = []
+    for _, _, letters in sorted(stmts, key=lambda st: st[0]):
+        out.extend(x for x in letters if x not in out)
     return out[:MAX_ANSWERS]
 
 

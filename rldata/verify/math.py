@@ -18,12 +18,21 @@ from importlib.metadata import version as _pkg_version
 from typing import Any
 
 from rldata.verify.base import Verdict
-from rldata.verify.extract import HEDGE_SEP, clean_number, extract_answer, extract_answers
+from rldata.verify.extract import (
+    HEDGE_SEP,
+    LIST_SEP,
+    clean_number,
+    extract_answer,
+    extract_answers,
+    extract_choices,
+)
+from rldata.verify.numbers import normalize
+from rldata.verify.structured import choice_letter, gold_kind
 
 __all__ = ["MAX_ANSWER_CHARS", "MathVerifier", "parse_answer"]
 
-# A trailing percent sign means nothing to the comparison: "50%", "50\\%" and "50 percent" are all
-# 50, on the gold's side as on the answer's (math-verify alone reads "50\\%" as 0.5 but "50%" as 50).
+# A trailing percent sign is taken off before parsing (math-verify alone reads "50\\%" as 0.5 but "50%"
+# as 50); the comparison then reads the percent (see _percent_equal).
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\{\s*percent\s*\}|percent)\s*\$?\s*\.?\s*$")
 
 MAX_ANSWER_CHARS = 2000  # longer "answers" are not answers; parsing them only burns the time budget
@@ -66,10 +75,42 @@ def parse_answer(text: str) -> tuple:
 
 
 def _gold_text(gold: str) -> str:
-    """The gold's final answer: a plain number, a GSM8K solution ("... #### 18"), or LaTeX."""
+    """The gold's final answer: a plain number, a GSM8K solution ("... #### 18"), or LaTeX; read as
+    answers are (``2 1/2`` is 5/2, ``0.\\overline{3}`` 1/3)."""
     if clean_number(gold) is None and ("####" in gold or "\\boxed" in gold):
         return extract_answer(gold) or gold
-    return gold
+    return normalize(gold, math=True).strip()
+
+
+def _unit_fraction(parsed: tuple) -> bool:
+    """Whether a parsed value is a real number in [0, 1] that is not whole (0.25, 1/4, \\frac{3}{4})."""
+    expr = parsed[0] if parsed else None
+    if not getattr(expr, "is_number", False) or not getattr(expr, "is_real", False):
+        return False
+    try:
+        x = float(expr)
+    except (TypeError, ValueError):
+        return False
+    return 0.0 <= x <= 1.0 and x != round(x)
+
+
+def _percent_equal(gold: str, gold_parsed: tuple, answer: str, pred: tuple) -> bool:
+    """Equality with percents read as percents.  When one side is a percent P% and the other a plain
+    value v: v is compared with P/100 when v is a fraction or decimal in [0, 1] that is not whole
+    (25% = 0.25 = 1/4; 0.25% is not 1/4), else with P (25% = the GSM8K gold 25; 5% is not 50)."""
+    verify = _mv().verify
+    gold_pct, answer_pct = _PERCENT.search(gold) is not None, _PERCENT.search(answer) is not None
+    if gold_pct != answer_pct:
+        plain, percent = (pred, gold_parsed) if gold_pct else (gold_parsed, pred)
+        if _unit_fraction(plain) and getattr(percent[0], "is_number", False):
+            return bool(verify(list(plain), [percent[0] / 100], timeout_seconds=None))
+    return bool(verify(list(gold_parsed), list(pred), timeout_seconds=None))
+
+
+def _gold_set(parsed: tuple) -> bool:
+    from sympy import FiniteSet
+
+    return bool(parsed) and isinstance(parsed[0], FiniteSet) and len(parsed[0]) > 1
 
 
 def _all_same(preds: list[tuple]) -> bool:
@@ -93,7 +134,7 @@ class MathVerifier:
     name = "math"
     cheap = True  # well under a millisecond per distinct answer: checked in the driver, not a Ray task
     # Bump the +rldataN suffix whenever extraction or gold handling changes what passes.
-    version = f"math-verify-{_pkg_version('math-verify')}+rldata4"
+    version = f"math-verify-{_pkg_version('math-verify')}+rldata5"
 
     def prepare(self) -> None:
         """Import and warm math-verify (rldata.verify.run calls this outside any deadline)."""
@@ -101,9 +142,17 @@ class MathVerifier:
         mv.verify(list(parse_answer("\\frac{1}{2}")), list(parse_answer("0.5")), timeout_seconds=None)
 
     def extract(self, completion: str | None, task: Mapping[str, Any]) -> str | None:
-        """The answer; several stated answers come joined by :data:`HEDGE_SEP` for :meth:`check`."""
+        """The answer; several stated answers come joined by :data:`HEDGE_SEP` for :meth:`check`.
+
+        The gold's kind (not its value) picks how answers are read: option letters when it is a
+        choice letter, ``x = 3, y = -1`` as ``(3, -1)`` when it is a tuple."""
         prompt = task.get("prompt")
-        found = extract_answers(completion, prompt=prompt if isinstance(prompt, str) else None)
+        prompt = prompt if isinstance(prompt, str) else None
+        kind = gold_kind(task.get("answer"))
+        if kind == "choice":
+            found = extract_choices(completion, prompt=prompt)
+        else:
+            found = extract_answers(completion, prompt=prompt, tuples=kind == "tuple")
         return HEDGE_SEP.join(found) if found else None
 
     def check(self, extracted: str | None, task: Mapping[str, Any]) -> list[Verdict]:
@@ -114,10 +163,17 @@ class MathVerifier:
             return [Verdict(False, 0.0, None, detail={"reason": "no_answer"})]
         if len(extracted) > MAX_ANSWER_CHARS:
             return [Verdict(False, 0.0, extracted[:MAX_ANSWER_CHARS], detail={"reason": "answer_too_long"})]
-        gold_parsed = parse_answer(_gold_text(str(gold).strip()))
+        letter = choice_letter(str(gold))
+        if letter is not None:  # a choice: the stated letter(s), compared as letters
+            return [_choice_verdict(extracted.split(HEDGE_SEP), letter)]
+        gold_text = _gold_text(str(gold).strip())
+        gold_parsed = parse_answer(gold_text)
         if not gold_parsed:
             return [Verdict.failure(f"gold answer {str(gold)[:80]!r} does not parse", extracted=extracted)]
         answers = extracted.split(HEDGE_SEP)
+        if not _gold_set(gold_parsed):  # a list ("3 and 7") answers a set; against a value it hedges
+            answers = list(dict.fromkeys(x for a in answers for x in a.split(LIST_SEP)))
+        answers = [a.replace(LIST_SEP, ", ") for a in answers]
         preds = [parse_answer(a) for a in answers]
         if len(answers) > 1 and not _all_same(preds):
             shown = " | ".join(answers)[:MAX_ANSWER_CHARS]
@@ -125,8 +181,15 @@ class MathVerifier:
         extracted, pred = answers[0], preds[0]
         if not pred:
             return [Verdict(False, 0.0, extracted, detail={"reason": "unparseable"})]
-        ok = bool(_mv().verify(list(gold_parsed), list(pred), timeout_seconds=None))
+        ok = _percent_equal(gold_text, gold_parsed, extracted, pred)
         return [Verdict(ok, 1.0 if ok else 0.0, extracted)]
 
     def verify(self, completion: str | None, task: Mapping[str, Any]) -> list[Verdict]:
         return self.check(self.extract(completion, task), task)
+
+
+def _choice_verdict(letters: list[str], gold: str) -> Verdict:
+    if len(set(letters)) > 1:
+        return Verdict(False, 0.0, " | ".join(letters), detail={"reason": "hedged", "answers": letters})
+    ok = letters[0] == gold
+    return Verdict(ok, 1.0 if ok else 0.0, letters[0])

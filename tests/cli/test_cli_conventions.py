@@ -256,3 +256,36 @@ def test_tables_compact_and_time_travel_through_the_cli(capsys, tmp_path):
         "rldata: error: table 'tasks' version 1 can no longer be read: "
         "1 of its files were removed by compact (vacuum)"
     )
+
+
+def test_a_wide_table_fits_the_terminal_unless_a_format_asks_for_data(capsys, tmp_path, monkeypatch):
+    st = open_store(tmp_path / "s")
+    prompt = "Natalia sold clips to 48 of her friends in April, and then half as many in May. " * 2
+    st.append(
+        "tasks",
+        [
+            {"task_id": f"t{i}", "source": "gsm8k", "domain": "math", "prompt": prompt, "answer": "72"}
+            for i in range(3)
+        ],
+    )
+    wide = (
+        "SELECT " + ", ".join(f"prompt AS p{i}" for i in range(6)) + ", task_id FROM tasks ORDER BY task_id"
+    )
+    monkeypatch.setenv("COLUMNS", "70")  # what a 70-column terminal reports
+    code, out, err = run(capsys, "--store", st.root, "sql", wide)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(len(x) for x in lines) <= 70 and "…" in out  # cut with an ellipsis, as Polars does
+    assert "p0" in lines[0] and "task_id" in lines[0]  # columns from both ends, the middle hidden
+    assert lines[-1] == "3 rows x 7 columns (5 hidden: --format csv or json prints all)"
+    code, out, _ = run(capsys, "--store", st.root, "sql", wide, "--format", "csv")
+    assert code == 0 and out.count(prompt.strip()) == 18  # data formats are never cut
+    code, out, _ = run(capsys, "--store", st.root, "sql", "SELECT task_id, prompt FROM tasks")
+    assert max(len(x) for x in out.splitlines()) == 70 and prompt[:50] in out and "hidden" not in out
+    code, out, _ = run(capsys, "--store", st.root, "sql", wide + " LIMIT 1")  # a one-row summary
+    lines = out.splitlines()
+    assert lines[0].split() == ["field", "┃", "value"] and len(lines) == 2 + 7 and "hidden" not in out
+    assert max(len(x) for x in lines) <= 70 and lines[-1].split()[:3] == ["task_id", "│", "t0"]
+    monkeypatch.delenv("COLUMNS")  # a pipe: the whole table, cut nowhere
+    code, out, _ = run(capsys, "--store", st.root, "sql", "SELECT task_id, prompt FROM tasks")
+    assert code == 0 and "…" not in out and "half as many in May" in out

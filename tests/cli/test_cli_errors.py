@@ -53,9 +53,9 @@ def test_a_global_option_is_named_too(tmp_path, capsys):
 
 def test_a_file_field_gets_no_flag(root, tmp_path, capsys):
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("group_size: 1\n")
+    cfg.write_text("n: 1\n")
     code, got = _error(capsys, "--store", root, "train", "--config", str(cfg))
-    assert code == 1 and got.startswith(f"{cfg}: field 'group_size'") and "--" not in got, got
+    assert code == 1 and got.startswith(f"{cfg}: field 'n'") and "--" not in got, got
 
 
 def test_flag_for_only_names_options_the_command_has():
@@ -73,7 +73,7 @@ def test_flag_for_only_names_options_the_command_has():
     ("text", "names"),
     [
         ("lora: {r: 4, alpha: 8}\nkl_coef: 0.1\n", ("lora", "kl_coef")),
-        ("strategy: fsdp\nnum_learners: 0\n", ("num_learners", "strategy")),
+        ("cpu_offload: true\n", ("cpu_offload", "strategy", "(rule: train_rules)")),
     ],
 )
 def test_a_bad_sharding_combination_is_one_line_and_the_store_is_unchanged(

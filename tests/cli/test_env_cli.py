@@ -196,3 +196,16 @@ def test_a_class_path_that_does_not_import_says_how_to_make_it_importable(
         timeout=300,
     )
     assert p.returncode == 0 and "registered: Echo@1+" in p.stderr, p.stderr
+
+
+def test_a_misspelt_env_names_the_registered_one(root, tmp_path, capsys):
+    """issue 45: `--env mycalcc` says which registered environment it probably means."""
+    code, _, err = run(
+        capsys, "--store", root, "env", "register", _spec(tmp_path, CALC.replace("calc\n", "mycalc\n", 1))
+    )
+    assert code == 0, err
+    open_store(root).append("tasks", [{"task_id": "t", "source": "u", "domain": "math", "prompt": "1+1="}])
+    code, _, err = run(capsys, "--store", root, "sample", "--env", "mycalcc", "--n", "1")
+    assert code == 1 and err.startswith("rldata: error: --env: environment 'mycalcc' is not registered"), err
+    assert err.rstrip().endswith("did you mean 'mycalc'?"), err
+    assert open_store(root).sql("SELECT count(*) FROM runs").fetchall() == [(0,)]

@@ -207,7 +207,8 @@ def test_each_format_takes_its_own_options(root, tmp_path, capsys):
     rows = [json.loads(x) for x in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
     assert set(rows[0]) >= {"question", "gold"} and "input" not in rows[0]
     manifest = json.loads((tmp_path / "o" / "rldata-manifest.json").read_text())
-    assert manifest["options"] == {"prompt_style": "text", "input_key": "question", "label_key": "gold"}
+    assert manifest["options"] == {"prompt_style": "auto", "input_key": "question", "label_key": "gold"}
+    assert manifest["chat_template"] == "off"  # measured raw: auto wrote text prompts
     # an option of another format
     code, _, err = run(capsys, *base, "-o", str(tmp_path / "x"), "-O", "answer_column=sol")
     assert code == 1 and not (tmp_path / "x").exists()

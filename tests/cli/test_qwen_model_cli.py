@@ -76,7 +76,7 @@ def _train(capsys, tmp_path, qwen_model):
     # The untrained fixture never answers right, so every group's rewards are equal: without
     # dynamic sampling the groups are kept, the learners run their update and the engines get the
     # weights, which is the path under test (not learning).
-    cfg.write_text("prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\ndynamic_sampling: false\n")
+    cfg.write_text("prompts_per_step: 4\nn: 4\nmax_tokens: 6\nlr: 1.0e-3\ndynamic_sampling: false\n")
     code, out, err = run(
         capsys,
         "--store",

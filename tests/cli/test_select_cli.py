@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from rldata import open_store
@@ -68,6 +69,30 @@ def _run(capsys, *args):
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_filter_that_keeps_nothing_warns_in_one_line_and_exits_0(root, capsys):
+    code, out, err = _run(
+        capsys, "--store", root, "filter", "--band", "0.95,0.99", "--name", "top", "-f", "json"
+    )
+    assert code == 0  # the selection is written: every task's decision and reason, a truthful record
+    warn = [x for x in err.splitlines() if x.startswith("warning: filter 'top' kept 0")]
+    assert len(warn) == 1 and "widen --band" in warn[0] and "too_hard 16" in warn[0]
+    assert sum(r["tasks"] for r in json.loads(out)) == 18
+    code, _, err = _run(capsys, "--store", root, "stratify", "--selection", "top", "--quantiles", "3")
+    assert code == 1 and err.count("\n") == 1 and "keeps no tasks" in err and "filter --band" in err
+    code, _, err = _run(capsys, "--store", root, "--quiet", "filter", "--band", "0.95,0.99", "--name", "top")
+    assert code == 0 and err.startswith("warning: filter 'top' kept 0") and err.count("\n") == 1
+
+
+def test_filter_after_a_training_run_defaults_to_the_base_model(root, capsys):
+    store = open_store(root)
+    rows = store.sql("SELECT * EXCLUDE (model) FROM passrates").pl()
+    store.upsert("passrates", rows.with_columns(model=pl.lit("tiny+run1/v1")).to_dicts())
+    code, _, err = _run(capsys, "--store", root, "filter", "--band", "0.1,0.9", "--name", "b")
+    assert code == 0, err
+    assert "read the base model tiny: left out 1 model(s) a training run wrote" in err
+    assert "--model picks one, e.g. tiny+run1/v1" in err
 
 
 @pytest.mark.slow  # the whole chain, report plots included

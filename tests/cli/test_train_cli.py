@@ -4,6 +4,7 @@ one-step run with held-out evaluation before and after, through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -19,7 +20,7 @@ def run(capsys, *argv):
 
 def test_bad_config_names_file_and_field(capsys, tmp_path):
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("prompts_per_step: 3\ngroup_size: 8\nmicro_batch: 16\n")
+    cfg.write_text("prompts_per_step: 3\nn: 8\nmicro_batch: 16\n")
     code, out, err = run(capsys, "--store", str(tmp_path / "s"), "train", "--config", str(cfg))
     assert code == 1 and out == ""
     assert "train.yaml" in err and "micro_batch" in err and err.count("\n") == 1
@@ -46,6 +47,9 @@ def test_contradicting_options_are_refused(capsys, tmp_path):
     assert code == 1 and "--eval-heldout" in err
     code, _, err = run(capsys, *store, "train", "--curriculum", "b.yaml", "--where", "true")
     assert code == 1 and "--where" in err
+    for other in (["--curriculum", "b.yaml"], ["--where", "true"]):
+        code, _, err = run(capsys, *store, "train", "--selection", "band", *other)
+        assert code == 1 and err.startswith("rldata: error: --selection: ") and err.count("\n") == 1
 
 
 def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
@@ -72,6 +76,7 @@ def test_missing_curriculum_file_is_an_input_error(capsys, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_one_step_with_heldout_eval(capsys, tmp_path):
 
     from rldata.engine.core import default_model_path
@@ -98,9 +103,7 @@ def _one_step(capsys, tmp_path):
     ingest(store, tmp_path / "train.jsonl")
     ingest(store, tmp_path / "held.jsonl")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text(
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n"
-    )
+    cfg.write_text("prompts_per_step: 4\nn: 4\nmax_tokens: 6\nlr: 1.0e-3\neval: {n: 4}\nmax_resample: 1\n")
     code, out, err = run(
         capsys,
         "--store",
@@ -122,6 +125,18 @@ def _one_step(capsys, tmp_path):
     row = json.loads(out)[0]
     assert row["run_id"] == "cli" and row["last_step"] == 1 and 0 <= row["eval_first"] <= 1
     assert row["checkpoint"].endswith("step-000001") and "step 1/1" in err
+    # stderr in a log: the effective setup, the start-up stages as they begin, one final line
+    assert re.search(
+        r"^train cli: tiny-arith@\w+, 1 step x 4 prompts x 4 samples, sync; 1 learner \w+ \w+; 1 engine; "
+        r"\d+ tasks: every task uniform; held-out 6 tasks x 4 before and after$",
+        err,
+        re.MULTILINE,
+    ), err
+    for stage in ("starting 1 learner (", "held-out evaluation of the base model (6 tasks x 4) ..."):
+        assert stage in err, err
+    assert re.search(r"^training: 1/1 steps in .*, reward=[0-9.]+ v=1$", err, re.MULTILINE), err
+    assert re.search(r"held-out accuracy [0-9.]+ \(95% CI [0-9.]+-[0-9.]+\) over 6 tasks", err), err
+    assert "Token authentication is enabled" not in err  # Ray's start-up notice is not printed
     evals = store.sql(
         "SELECT step, value FROM metrics WHERE run_id = 'cli' AND name = 'eval/accuracy' ORDER BY step"
     ).fetchall()

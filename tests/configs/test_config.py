@@ -4,6 +4,10 @@ API's keywords, --config files and docs/options.md all come from it; these tests
 from __future__ import annotations
 
 import dataclasses
+import functools
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 import typer
@@ -12,7 +16,7 @@ import rldata
 from rldata import open_store
 from rldata.cli import _load, app, main
 from rldata.cli.options_docs import configs, docs_tables
-from rldata.configs.fields import REQUIRED, as_flat, build, cli_leaves, leaves, load
+from rldata.configs.fields import KEY, REQUIRED, as_flat, build, cli_leaves, config, leaves, load
 from rldata.configs.sampling import SampleConfig, SamplingSpec
 from rldata.errors import ConfigError, InputError
 from rldata.interop.options import ExportConfig
@@ -81,9 +85,15 @@ def test_the_commands_keep_their_flags():
 def test_docs_options_page_is_generated_from_the_fields():
     from rldata.cli.options_docs import DOCS
 
-    assert DOCS.read_text() == docs_tables(), (
-        "run: python -m rldata.cli.options_docs --docs > docs/options.md"
-    )
+    # a fresh interpreter: the test modules register verifiers of their own ("test-count"...) at
+    # collection, and the choices the page lists are the registry's
+    fresh = subprocess.run(
+        [sys.executable, "-m", "rldata.cli.options_docs", "--docs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert DOCS.read_text() == fresh, "run: python -m rldata.cli.options_docs --docs > docs/options.md"
     for cls in configs().values():
         for leaf in leaves(cls):
             assert leaf.meta.help, f"{cls.__name__}.{'.'.join(leaf.path)} has no help text"
@@ -98,8 +108,10 @@ def test_a_config_loads_flat_or_nested_and_overrides_win(tmp_path):
     toml.write_text("where = \"domain = 'math'\"\n[sampling]\nn = 8\nmax_tokens = 4\n")
     cfg = load(SampleConfig, toml, n=2)
     assert (cfg.sampling.n, cfg.sampling.max_tokens, cfg.where) == (2, 4, "domain = 'math'")
-    with pytest.raises(ConfigError, match="unknown field; known fields: .*max_tokens"):
+    with pytest.raises(ConfigError, match="^max_token: unknown field; did you mean 'max_tokens'\\?$"):
         build(SampleConfig, {"max_token": 3})
+    with pytest.raises(ConfigError, match="unknown field; known fields: .*max_tokens"):
+        build(SampleConfig, {"flux_capacitor": 3})
 
 
 def test_a_sub_config_nests_at_any_depth_as_docs_trainer_shows(tmp_path):
@@ -132,9 +144,17 @@ def test_a_bad_value_in_a_file_names_the_file_and_field(tmp_path):
 
 def test_the_old_name_of_a_field_works_and_warns(capsys):
     cfg = TrainConfig.from_dict({"num_engines": 2})
-    assert cfg.engines == 2 and cfg.num_engines == 2
+    assert cfg.engine.engines == 2
     assert "num_engines is deprecated, use engines" in capsys.readouterr().err
-    assert TrainConfig.from_dict(cfg.to_dict()) == cfg and "engines" in cfg.to_dict()
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg and cfg.to_dict()["engine"]["engines"] == 2
+    # the samples per prompt are n, as everywhere; the trainer's old group_size still sets them
+    assert TrainConfig.from_dict({"group_size": 4}) == TrainConfig(n=4) == TrainConfig(group_size=4)
+    assert TrainConfig(n=4).rollout.n == 4 and TrainConfig().rollout.n == 8
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err
+        == ["rldata: warning: group_size is deprecated, use n (the old name goes in the next release)"] * 2
+    )
 
 
 def test_a_prefixed_section_is_nested_in_a_file_and_flat_on_the_command_line(tmp_path, capsys):
@@ -146,7 +166,7 @@ def test_a_prefixed_section_is_nested_in_a_file_and_flat_on_the_command_line(tmp
     new.write_text("eval: {n: 8, every: 5, heldout: true}\n")
     old.write_text("eval_n: 8\neval_every: 5\neval_heldout: true\n")
     cfg = load(TrainCommand, new)
-    assert (cfg.train.eval.n, cfg.train.eval.every, cfg.train.eval.heldout) == (8, 5, True)
+    assert (cfg.train.eval.sampling.n, cfg.train.eval.every, cfg.train.eval.heldout) == (8, 5, True)
     assert capsys.readouterr().err == ""
     assert load(TrainCommand, old) == cfg
     assert capsys.readouterr().err.splitlines() == [
@@ -154,8 +174,8 @@ def test_a_prefixed_section_is_nested_in_a_file_and_flat_on_the_command_line(tmp
         for k in ("n", "every", "heldout")
     ]
     # the section's n is not the rollout's: each keeps its own value
-    both = build(TrainCommand, {"eval": {"n": 3}, "group_size": 4})
-    assert (both.train.eval.n, both.train.group_size) == (3, 4)
+    both = build(TrainCommand, {"eval": {"n": 3}, "n": 4})
+    assert (both.train.eval.sampling.n, both.train.rollout.n) == (3, 4)
 
     # the command line: --eval-n sets eval.n and warns about nothing; it wins over the file
     app_ = typer.Typer()
@@ -170,18 +190,17 @@ def test_a_prefixed_section_is_nested_in_a_file_and_flat_on_the_command_line(tmp
 
     res = CliRunner().invoke(app_, ["--config", str(new), "--eval-n", "2", "--eval-size", "7"])
     assert res.exit_code == 0, res.output
-    assert (seen[-1].train.eval.n, seen[-1].train.eval.size, seen[-1].train.eval.every) == (2, 7, 5)
+    assert (seen[-1].train.eval.sampling.n, seen[-1].train.eval.size, seen[-1].train.eval.every) == (2, 7, 5)
     assert "deprecated" not in res.output
     # a Python keyword of the old name reaches the same field (a bad value: the verb stops first)
     with pytest.raises(ConfigError) as e:
         rldata.train(tmp_path / "nowhere", eval_n=0)
-    assert e.value.field == "eval.n" and str(e.value) == "eval.n: must be in [1, 100000], got 0"
+    assert e.value.field == "eval.n" and str(e.value) == "eval.n: must be at least 1, got 0"
     assert "eval_n is deprecated, use eval.n" in capsys.readouterr().err
     assert not (tmp_path / "nowhere").exists()
     # the docs table names the nested field and its alias
-    assert "| `--eval-n` | `train.eval.n` | `16` | Samples per held-out task. (deprecated: `eval_n`) |" in (
-        docs_tables()
-    )
+    assert "| `--eval-n` | `train.eval.sampling.n` | `16` | Samples per task" in docs_tables()
+    assert "(deprecated: `eval_n`) |" in docs_tables()
 
 
 def test_the_verbs_take_the_fields_by_name(tmp_path):
@@ -195,15 +214,27 @@ def test_the_verbs_take_the_fields_by_name(tmp_path):
 def test_train_file_values_and_options_merge_on_the_command_line(tmp_path, capsys):
     root = str(tmp_path / "s")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("group_size: 1\nprompts_per_step: 4\n")
-    # the option replaces the file's bad group_size; the run's own check then speaks
+    cfg.write_text("n: 1\nprompts_per_step: 4\n")
+    # the option replaces the file's bad n; the run's own check then speaks
+    code = main(["--store", root, "train", "--config", str(cfg), "--n", "4", "--uniform",
+                 "--sampler", "mixture"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "--uniform: uniform contradicts sampler 'mixture' (rule: run_rules)" in err, err
+    code = main(["--store", root, "train", "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 1 and f"{cfg}: field 'n': must be >= 2" in err and "(rule: on_policy)" in err, err
+    # the old name still works on the command line, with its one warning line
     code = main(["--store", root, "train", "--config", str(cfg), "--group-size", "4", "--uniform",
                  "--sampler", "mixture"])  # fmt: skip
     err = capsys.readouterr().err
-    assert code == 1 and "--uniform: uniform contradicts sampler 'mixture'" in err, err
+    assert code == 1 and "--group-size is deprecated, use --n" in err and "contradicts" in err, err
+    # a typo in the file is named with the field it probably means (issue 45)
+    cfg.write_text("prompt_per_step: 4\n")
     code = main(["--store", root, "train", "--config", str(cfg)])
     err = capsys.readouterr().err
-    assert code == 1 and f"{cfg}: field 'group_size'" in err, err
+    assert code == 1 and err.strip().endswith(
+        f"{cfg}: field 'prompt_per_step': unknown field; did you mean 'prompts_per_step'?"
+    ), err
 
 
 def test_sample_reads_its_config_file_and_records_no_run_when_refused(tmp_path, capsys):
@@ -277,14 +308,52 @@ def _recipe_module(tmp_path, monkeypatch, name: str, head: str, section: str, ta
     return importlib.import_module(name)
 
 
+def regrow(cls: type, old: type, new: type) -> type:
+    """``cls`` with every section of class ``old`` (at any depth) nested as ``new`` instead: what
+    editing ``old`` in place gives every config that nests it.  Generic: it knows no config, and
+    keeps each nesting's own declaration (its defaults, old names, rule, follows)."""
+    changed = {}
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get(KEY)
+        if meta is None or meta.section is None:
+            continue
+        sub = new if meta.section is old else regrow(meta.section, old, new)
+        if sub is not meta.section:
+            changed[f.name] = (sub, dataclasses.replace(meta, section=sub))
+    if not changed:
+        return cls
+    ns: dict = {"__annotations__": {}, "__module__": cls.__module__}
+    for name, (sub, meta) in changed.items():
+        factory = functools.partial(sub, **dict(meta.defaults)) if meta.defaults else sub
+        ns["__annotations__"][name] = sub
+        ns[name] = dataclasses.field(default_factory=factory, metadata={KEY: meta})
+    return config(type(f"Grown{cls.__name__}", (cls,), ns))
+
+
+def _cli(cls: type):
+    """A one-command Typer app whose options come from ``cls``; its command prints the config."""
+    from rldata.cli._options import command
+
+    @command(cls)
+    def cmd(ctx: typer.Context, config: Any) -> None:
+        seen.append(config)
+
+    seen: list = []
+    t = typer.Typer()
+    t.command()(cmd)
+    t.command("x")(lambda: None)
+    return t, seen
+
+
 def test_a_sampling_parameter_is_one_edit(tmp_path, monkeypatch):
     """The recipe's SamplingSpec field reaches the options, the docs, files, vLLM and the stored
-    params with no other edit (a subclass stands in for the edited SamplingSpec)."""
+    params of `rldata sample`, and a train run's rollouts and evaluations, with no other edit (a
+    subclass stands in for the edited SamplingSpec; regrow nests it wherever SamplingSpec is)."""
     from typer.testing import CliRunner
     from vllm import SamplingParams
 
-    from rldata.cli._options import command
     from rldata.cli.options_docs import docs_table
+    from rldata.trainer.evaluate import eval_job
 
     mod = _recipe_module(
         tmp_path, monkeypatch, "recipe_min_p",
@@ -293,23 +362,16 @@ def test_a_sampling_parameter_is_one_edit(tmp_path, monkeypatch):
         "from rldata.configs.sampling import SampleConfig, SamplingSpec\n\n\n"
         "@dataclass(frozen=True)\nclass GrownSpec(SamplingSpec):\n",
         "Add a sampling parameter",
-        "\n\n@dataclass(frozen=True)\nclass GrownSample(SampleConfig):\n    sampling: GrownSpec = nested(GrownSpec)\n",
     )  # fmt: skip
-
-    @command(mod.GrownSample)
-    def cmd(ctx: typer.Context, config: SampleConfig) -> None:
-        print(config.sampling.min_p, config.sampling.n)
-
-    t = typer.Typer()
-    t.command()(cmd)
-    t.command("x")(lambda: None)
+    sample_cls = regrow(SampleConfig, SamplingSpec, mod.GrownSpec)
+    t, seen = _cli(sample_cls)
     assert "--min-p" in CliRunner().invoke(t, ["cmd", "--help"]).output
     res = CliRunner().invoke(t, ["cmd", "--min-p", "0.05", "--n", "2"])
-    assert res.exit_code == 0 and res.output.split() == ["0.05", "2"], res.output
-    assert "| `--min-p` | `sampling.min_p` | `0.0` | Drop tokens" in docs_table(mod.GrownSample)
-    cfg = load(mod.GrownSample, {"sampling": {"min_p": 0.05}})
+    assert res.exit_code == 0 and (seen[-1].sampling.min_p, seen[-1].sampling.n) == (0.05, 2), res.output
+    assert "| `--min-p` | `sampling.min_p` | `0.0` | Drop tokens" in docs_table(sample_cls)
+    cfg = load(sample_cls, {"sampling": {"min_p": 0.05}})
     with pytest.raises(ConfigError) as e:
-        load(mod.GrownSample, {"sampling": {"min_p": 2}})
+        load(sample_cls, {"sampling": {"min_p": 2}})
     assert e.value.field == "min_p"
     spec = cfg.sampling
     assert SamplingParams(**spec.vllm_kwargs(), n=1, seed=0).min_p == 0.05
@@ -318,6 +380,119 @@ def test_a_sampling_parameter_is_one_edit(tmp_path, monkeypatch):
     assert json.loads(spec.to_json())["min_p"] == 0.05  # the params stored with every trajectory
     # at its default the field leaves the hash stored before it existed; set, it is a new distribution
     assert mod.GrownSpec().params_hash == SamplingSpec().params_hash != spec.params_hash
+
+    # rldata train: the rollout's field and the eval's, on the command line, in a file and the docs
+    train_cls = regrow(TrainCommand, SamplingSpec, mod.GrownSpec)
+    t, seen = _cli(train_cls)
+    help_text = CliRunner().invoke(t, ["cmd", "--help"]).output
+    assert "--min-p" in help_text and "--eval-min-p" in help_text
+    table = docs_table(train_cls)
+    assert "| `--min-p` | `train.rollout.min_p` | `0.0` | Drop tokens" in table
+    assert "| `--eval-min-p` | `train.eval.sampling.min_p` | the rollout's | Drop tokens" in table
+    # the rollout: at its default it reaches the engine as vLLM's own default (the trainer's
+    # rollouts pass cfg.rollout to the engines); set, the on-policy rule refuses it for training
+    train = load(train_cls, {}).train
+    assert SamplingParams(**train.rollout.vllm_kwargs(), n=1, seed=0).min_p == 0.0
+    with pytest.raises(ConfigError) as e:
+        load(train_cls, {"min_p": 0.05})
+    assert e.value.field == "min_p" and "(rule: on_policy)" in str(e.value)
+    # the evaluation: its own value, from the command line, reaches the eval's sample job and vLLM
+    res = CliRunner().invoke(t, ["cmd", "--eval-min-p", "0.05", "--eval-heldout"])
+    assert res.exit_code == 0, res.output
+    job = eval_job(seen[-1].train, "some/checkpoint", ["t1"])
+    assert job.sampling.min_p == 0.05 and job.sampling.n == 16  # the eval's own n, its min_p
+    assert SamplingParams(**job.sampling.vllm_kwargs(), n=1, seed=0).min_p == 0.05
+    assert load(train_cls, {"eval": {"min_p": 0.05}}).train.eval_spec().min_p == 0.05
+
+
+def test_a_trainer_run_option_is_one_edit(tmp_path, monkeypatch):
+    """The recipe's TrainRun field reaches `rldata train`'s options, its files, the docs, the verb's
+    keywords and the run's stored args with no other edit."""
+    from typer.testing import CliRunner
+
+    from rldata.cli.options_docs import docs_table
+    from rldata.trainer.config import TrainRun
+    from rldata.trainer.driver import run_args
+    from rldata.trainer.state import RunState, TrainSummary
+
+    mod = _recipe_module(
+        tmp_path, monkeypatch, "recipe_run_option",
+        "from rldata.configs.fields import config, param\n"
+        "from rldata.trainer.config import TrainRun\n\n\n"
+        "@config\nclass GrownRun(TrainRun):\n",
+        "Add a trainer run option",
+    )  # fmt: skip
+    cls = regrow(TrainCommand, TrainRun, mod.GrownRun)
+    t, seen = _cli(cls)
+    assert "--profile-dir" in CliRunner().invoke(t, ["cmd", "--help"]).output
+    res = CliRunner().invoke(t, ["cmd", "--profile-dir", "prof", "--steps", "3"])
+    assert res.exit_code == 0 and seen[-1].run.profile_dir == "prof" and seen[-1].train.steps == 3
+    assert "| `--profile-dir` | `run.profile_dir` |  | Write a torch profiler" in docs_table(cls)
+    path = tmp_path / "train.yaml"
+    path.write_text("run: {profile_dir: p2}\nsteps: 2\n")
+    cmd = load(cls, path)
+    assert cmd.run.profile_dir == "p2" and load(cls, None, profile_dir="p3").run.profile_dir == "p3"
+    state = RunState("r", None, tmp_path, None, None, {}, [], {}, TrainSummary("r", "m"))
+    state.base = type("Base", (), {"path": "m"})()
+    assert run_args(cmd.train, cmd.run, state)["run"]["profile_dir"] == "p2"  # the runs row records it
+
+
+def test_an_env_spec_field_is_one_edit(tmp_path, monkeypatch):
+    """The recipe's EpisodeConfig field is a key of spec files, an option of `rldata env register`, a
+    row of the docs, part of the JSON (and version) of a spec that sets it only, and a keyword a class
+    takes by naming it in spec_fields."""
+    from typer.testing import CliRunner
+
+    from rldata.cli.options_docs import docs_table
+    from rldata.envs import base
+    from rldata.envs.registration import EnvRegisterConfig
+
+    mod = _recipe_module(
+        tmp_path, monkeypatch, "recipe_env_field",
+        "from rldata.configs.fields import config, param\n"
+        "from rldata.envs.base import EpisodeConfig, _positive_int\n\n\n"
+        "@config\nclass GrownEpisode(EpisodeConfig):\n",
+        "Add an environment spec field",
+    )  # fmt: skip
+    spec_cls = regrow(base.EnvSpec, base.EpisodeConfig, mod.GrownEpisode)
+    register_cls = regrow(EnvRegisterConfig, base.EpisodeConfig, mod.GrownEpisode)
+    t, seen = _cli(register_cls)
+    assert "--max-tool-calls" in CliRunner().invoke(t, ["cmd", "--help"]).output
+    (tmp_path / "reg.yaml").write_text("spec: vf\n")  # the NAME argument of the real command
+    res = CliRunner().invoke(
+        t,
+        ["cmd", "--max-tool-calls", "4", "--openenv", "http://127.0.0.1:9", "--config-file", str(tmp_path / "reg.yaml")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert seen[-1].spec_data()["max_tool_calls"] == 4  # the spec an OpenEnv registration stores
+    assert "| `--max-tool-calls` | `episode.max_tool_calls` | `16` | Tool calls per episode" in (
+        docs_table(register_cls)
+    )
+    # a spec file's key; the JSON (so the version) of a spec that leaves it at its default is unchanged
+    plain = base.EnvSpec.from_dict({"env": "calculator", "max_turns": 3})
+    grown = spec_cls.from_dict({"env": "calculator", "max_turns": 3})
+    assert grown.to_json() == plain.to_json()
+    set_ = spec_cls.from_dict({"env": "calculator", "max_tool_calls": 2})
+    assert set_.episode.max_tool_calls == 2 and '"max_tool_calls": 2' in set_.to_json()
+    with pytest.raises(ConfigError, match="max_tool_calls: expected a positive integer"):
+        build(spec_cls, {"env": "calculator", "max_tool_calls": 0})
+    # a class names it in spec_fields and gets it (make_env passes the episode's fields it names)
+    monkeypatch.setattr(base, "_PASSABLE", (*base._PASSABLE, "max_tool_calls"))  # derived at import
+
+    class Counting(base.BaseEnv):
+        name, version = "counting", "1"
+        spec_fields = ("max_tool_calls",)
+
+        def __init__(self, max_tool_calls, **kw):
+            super().__init__(**kw)
+            self.max_tool_calls = max_tool_calls
+
+    monkeypatch.setitem(base.REGISTRY, "counting", Counting)
+    env = base.make_env(spec_cls.from_dict({"env": "counting", "max_tool_calls": 5}))
+    assert env.max_tool_calls == 5
+    assert base._PASSABLE[:-1] == tuple(
+        f.name for f in dataclasses.fields(base.EpisodeConfig) if f.name != "system_prompt"
+    )
 
 
 def test_an_export_format_option_is_one_place(store, tmp_path, monkeypatch, capsys):
@@ -369,3 +544,100 @@ def test_an_export_format_option_is_one_place(store, tmp_path, monkeypatch, caps
             assert manifest["options"]["system_prompt"] == "Be brief", json.dumps(manifest["options"])
     finally:
         restore()
+
+
+# Dataclasses that share fields (and their defaults) with a config on purpose, each with why; a
+# shadow config gets no entry: the job takes its config itself (issue 39).
+RESTATED_ON_PURPOSE = {
+    "rldata.adaptive.rules.AdaptiveSpec": "the adaptive package's parsed stopping rule (a Band, min_n, "
+    "trim), which rldata.jobs.sample.plan_sample builds from SampleConfig's adaptive, alpha, round and "
+    "band; its simulations build it directly",
+}
+
+
+def _modules():
+    import importlib
+    import pkgutil
+
+    import rldata.jobs
+    import rldata.trainer
+
+    for pkg in (rldata, rldata.jobs, rldata.trainer):
+        for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if m.name.endswith(("__main__", "sandbox._harness")):  # a script, the sandbox's child
+                continue
+            yield importlib.import_module(m.name)
+
+
+def _is_config(cls: type) -> bool:
+    return any(KEY in f.metadata for f in dataclasses.fields(cls))
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING
+
+
+def _restated(cls: type, configs: list[type]) -> list[tuple[str, list[str]]]:
+    """(config, fields) for every config three or more of whose fields ``cls`` declares again with
+    the same default: a shadow of it."""
+    out = []
+    mine = {f.name: _default(f) for f in dataclasses.fields(cls)}
+    for c in configs:
+        theirs = {}
+        for leaf in leaves(c):
+            theirs.setdefault(leaf.path[-1], leaf.default)
+        same = sorted(
+            k
+            for k, v in mine.items()
+            if k in theirs and v is not dataclasses.MISSING and type(v) is type(theirs[k]) and v == theirs[k]
+        )
+        if len(same) >= 3:
+            out.append((c.__name__, same))
+    return out
+
+
+def test_no_config_field_is_restated_by_another_class():
+    """Every dataclass of rldata (the jobs' and verbs' own included) against every config class: a
+    class declaring three or more of a config's fields again, with their defaults, is a shadow of
+    it (SampleJob, DriverOptions, ExportSpec, ImportSpec and the old EnvSpec were); the job takes
+    the config itself."""
+    classes = {
+        f"{v.__module__}.{v.__qualname__}": v
+        for mod in _modules()
+        for v in vars(mod).values()
+        if isinstance(v, type) and dataclasses.is_dataclass(v) and v.__module__.startswith("rldata")
+    }
+    configs = [c for c in classes.values() if _is_config(c)]
+    assert {"SampleConfig", "TrainConfig", "TrainRun", "ExportConfig", "EnvSpec"} <= {
+        c.__name__ for c in configs
+    }
+
+    @dataclasses.dataclass(frozen=True)
+    class ShadowJob:  # what a shadow looks like: the detector must see it
+        model: str | None = None
+        where: str | None = None
+        batch_tasks: int = 128
+
+    assert _restated(ShadowJob, configs) == [("SampleConfig", ["batch_tasks", "model", "where"])]
+    found = {
+        name: _restated(cls, configs)
+        for name, cls in classes.items()
+        if not _is_config(cls) and _restated(cls, configs)
+    }
+    assert set(found) == set(RESTATED_ON_PURPOSE), found
+
+
+def test_each_nested_field_has_one_option_and_one_docs_row():
+    """The nested parts (the rollout's and the eval's sampling, the engines, the episode) are
+    options and docs rows like any field: each leaf exactly once in its command's table."""
+    from rldata.cli.options_docs import docs_table
+
+    for name, cls in configs().items():
+        rows = docs_table(cls).splitlines()[2:]
+        paths = [r.split(" | ")[1].strip("`") for r in rows]
+        assert sorted(paths) == sorted(".".join(leaf.path) for leaf in leaves(cls)), name
+        assert len(set(paths)) == len(paths), name
+    train = {".".join(leaf.path) for leaf in leaves(TrainCommand)}
+    assert {"train.rollout.n", "train.engine.model", "train.eval.sampling.max_tokens"} <= train

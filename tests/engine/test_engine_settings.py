@@ -31,6 +31,7 @@ def test_dtype_and_kv_cache_reach_the_engine():
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.ray
+@pytest.mark.fresh_engines(reason="engine settings: what the engines a job starts were built with")
 def test_sample_builds_its_engines_with_the_configs_dtype_and_kv_cache(store, ray_session, capsys):
     store.append(
         "tasks", [{"task_id": "t0", "source": "s", "domain": "math", "prompt": "1+1=", "answer": "2"}]

@@ -1,4 +1,4 @@
-"""Small OpenEnv environments served by openenv-core's own server, for the OpenEnv tests.
+"""Small OpenEnv environments served by openenv's own server, for the OpenEnv tests.
 
 Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``guess``, ``calc`` or
 ``mcp``);
@@ -9,7 +9,7 @@ Run as ``python tests/envs/openenv_server.py PORT ENV [STEP_DELAY_S]`` (ENV: ``g
   "higher"/"lower" after a miss, and has one more try; reward 1 for a hit, 0 otherwise.
 - ``calc``: a tool env.  The question is the sum of two numbers; ``CALC: EXPR`` gets the value back
   as a tool observation, ``ANSWER: N`` ends the episode with reward 1 when N is the sum.
-- ``mcp``: the same question as an MCP tool env (openenv-core's ``MCPEnvironment`` with FastMCP
+- ``mcp``: the same question as an MCP tool env (openenv's ``MCPEnvironment`` with FastMCP
   tools, served for ``CallToolAction``): ``add(a, b)``, ``divide(a, b)`` (raises on b = 0),
   ``submit(answer)``, which ends the episode with reward 1 when the answer is the sum.
 """

@@ -36,11 +36,11 @@ def msg(code: str) -> dict:
 def episode(spec: EnvSpec, task, replies, timeout_s=None):
     """Drive one guarded episode; return (env, list of Guarded)."""
     env = make_env(spec)
-    opened = guarded_reset(env, task, 0, timeout_s=timeout_s or spec.step_timeout_s)
+    opened = guarded_reset(env, task, 0, timeout_s=timeout_s or spec.episode.step_timeout_s)
     assert opened.finish_reason is None, opened.error
     out = []
     for r in replies:
-        g = guarded_step(env, r, timeout_s=timeout_s or spec.step_timeout_s)
+        g = guarded_step(env, r, timeout_s=timeout_s or spec.episode.step_timeout_s)
         out.append(g)
         if g.done:
             break
@@ -264,7 +264,7 @@ def test_hostile_programs_get_a_failure_observation_within_the_step_timeout(name
     took = time.monotonic() - t0
     g = steps[0]
     assert g.finish_reason is None, g.error  # not an env error, not a hang
-    assert took < spec.step_timeout_s, took
+    assert took < spec.episode.step_timeout_s, took
     assert g.info["status"] == "failed" and g.info["public_passed"] == 0 and not g.info["sandbox_error"]
     text = g.messages[0]["content"]
     assert (
@@ -381,7 +381,7 @@ def test_the_bundled_spec_registers_with_the_cli(tmp_path, capsys):
     row = json.loads(out)[0]
     assert (row["env_id"], row["kind"], row["version"][:2]) == ("code-feedback", "code-feedback", "1+")
     spec = spec_of(get_env(open_store(root), "code-feedback").to_dicts()[0])
-    assert spec.step_timeout_s == 20 and spec.config["max_attempts"] == 3
+    assert spec.episode.step_timeout_s == 20 and spec.config["max_attempts"] == 3
     assert make_env(spec).limits.wall_s == 10.0
     # a copy asking for more sandbox time than the step allows is refused and writes nothing
     bad = load_spec_file(SPEC_FILE)

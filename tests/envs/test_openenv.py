@@ -1,4 +1,4 @@
-"""OpenEnv environments: a real openenv-core server on 127.0.0.1 (tests/envs/openenv_server.py)
+"""OpenEnv environments: a real openenv server on 127.0.0.1 (tests/envs/openenv_server.py)
 driven through rldata's environment contract, the env-reward verdict, register and ingest, and
 the faults: server down, killed mid-episode, slow, garbage replies."""
 

@@ -1,4 +1,4 @@
-"""OpenEnv MCP tool environments: a real openenv-core ``MCPEnvironment`` with FastMCP tools on
+"""OpenEnv MCP tool environments: a real openenv ``MCPEnvironment`` with FastMCP tools on
 127.0.0.1 (``mcp`` in tests/envs/openenv_server.py).  Register lists its tools into the spec; hand-built
 model turns go through the rollout's own functions (``_open`` / ``_advance``, on the Qwen2 fixture's
 ChatML template) so the parse -> ``call_tool`` -> tool message path runs against the server; the

@@ -13,6 +13,7 @@ import pytest
 from rldata import open_store, schemas
 from rldata.envs.catalog import env_cards, list_envs
 from rldata.envs.profile import card_from_rates, card_line, verdict_of
+from rldata.envs.statistical import SEVERITY, verdict
 from rldata.errors import RldataError
 from rldata.stats import wilson_interval
 
@@ -53,6 +54,9 @@ def test_a_store_of_the_previous_release_gets_an_empty_env_profiles_table(tmp_pa
     df = list_envs(store)
     assert "profile" in df.columns and df["profile"].null_count() == df.height
     assert store.sql("SELECT count(*) FROM env_profiles").fetchall() == [(0,)]
+    # env_checks (RFC 008's statistical checks) is newer still: there, empty, with its schema
+    assert not (V4 / "env_checks").exists() and store.count("env_checks") == 0
+    assert store.read("env_checks").columns == schemas.get("env_checks").columns
 
 
 @pytest.mark.slow
@@ -77,9 +81,10 @@ def test_env_profile_stores_a_card_shown_in_list_show_and_a_page(tmp_path, ray_s
             for i, r in enumerate(generate(6, seed=2, level=1))
         ],
     )
-    page = tmp_path / "card.html"
+    page, card_md, meta_json = tmp_path / "card.html", tmp_path / "CARD.md", tmp_path / "taskset.json"
     argv = ["--store", str(root), "env", "profile", "calculator", "--n", "4", "--tasks", "5"]
-    code = main([*argv, "--max-tokens", "8", "--report", str(page), "-f", "json"])
+    files = ["--openenv-card", str(card_md), "--verifiers-metadata", str(meta_json)]
+    code = main([*argv, "--max-tokens", "8", "--report", str(page), *files, "-f", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     (row,) = json.loads(out)
@@ -101,12 +106,30 @@ def test_env_profile_stores_a_card_shown_in_list_show_and_a_page(tmp_path, ray_s
     assert n_traj == 20
     page_html = page.read_text()
     assert "data:image/png;base64," in page_html and row["verdict"] in page_html
+    # RFC 008's statistical checks: one env_checks row each, from the ledger rows of these samples
+    checks = store.sql("SELECT check_id, severity, status FROM env_checks ORDER BY check_id").fetchall()
+    assert [c for c, _, _ in checks] == sorted(SEVERITY) and row["statistical"] == verdict(
+        [{"check_id": c, "status": st} for c, _, st in checks]
+    )
+    assert all(SEVERITY[c] == sev for c, sev, _ in checks) and "statistical.headroom" in page_html
+    assert "statistical checks (OpenEnv RFC 008, policy v2)" in err
+    ledger = store.sql(
+        "SELECT sum(n), sum(n_correct) FROM passrates WHERE model = $1 AND params_hash = $2",
+        params=[row["model"], row["params_hash"]],
+    ).fetchall()[0]
+    meta = json.loads(meta_json.read_text())
+    assert meta["schema"] == "rldata.taskset-learnability/1" and len(meta["tasks"]) == 5
+    assert (sum(t["n"] for t in meta["tasks"]), sum(t["n_correct"] for t in meta["tasks"])) == ledger
+    assert meta["statistical"]["verdict"] == row["statistical"]
+    reach = meta["statistical"]["results"][0]
+    assert reach["check_id"] == "statistical.reward_reachability" and reach["measured"]["k"] == 4
+    assert f"verdict **{row['statistical']}**" in card_md.read_text()
     listed = {r["env_id"]: r["profile"] for r in list_envs(store).iter_rows(named=True)}
     assert listed["calculator"] == card_line(row) and listed["single-turn"] is None
     assert env_cards(store, "calculator").height == 1
     code = main(["--store", str(root), "env", "show", "calculator"])
     out, err = capsys.readouterr()
-    assert code == 0 and f"histogram {row['histogram']}" in err
+    assert code == 0 and f"histogram {row['histogram']}" in err and "statistical.variance_bound" in err
     # a second profile of the same tasks and parameters is the same card (nothing re-sampled)
     code = main([*argv, "--max-tokens", "8"])
     capsys.readouterr()

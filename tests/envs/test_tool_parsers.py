@@ -109,10 +109,16 @@ def test_the_default_parser_comes_from_the_template(template, parser):
 
 
 def test_unknown_parsers_are_refused_by_name():
-    with pytest.raises(UnknownNameError, match="parsers: hermes, llama3_json, mistral, qwen"):
+    with pytest.raises(
+        UnknownNameError, match="unknown tool parser 'nope'; known: hermes, llama3_json, mistral, qwen"
+    ):
         get_parser("nope")
-    with pytest.raises(RldataError, match="spec field 'tool_parser': unknown parser 'nope'"):
+    with pytest.raises(RldataError, match="tool_parser: unknown tool parser 'nope'"):
         EnvSpec(env="calculator-tools", tool_parser="nope")
+    with pytest.raises(
+        RldataError, match="spec field 'tool_parser': unknown tool parser 'hermas'; did you mean 'hermes'"
+    ):
+        EnvSpec.from_dict({"env": "calculator-tools", "tool_parser": "hermas"})
 
 
 def test_a_spec_without_a_parser_keeps_its_json():

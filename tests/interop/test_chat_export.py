@@ -10,8 +10,8 @@ import pytest
 
 from rldata.envs.catalog import register_env
 from rldata.errors import RldataError
+from rldata.interop import ExportConfig, export_selection
 from rldata.interop.chat_export import export_conversations
-from rldata.interop.export import ExportSpec, export_selection
 from rldata.verify.base import Verdict, verdict_rows
 
 EPISODE = [
@@ -71,7 +71,7 @@ def _store(store):
 
 def test_conversations_as_jsonl_hold_the_whole_episode(store, tmp_path):
     _store(store)
-    m = export_conversations(store, out=tmp_path / "chat", fmt="jsonl")
+    m = export_conversations(store, ExportConfig(rollouts=True, out=tmp_path / "chat", format="jsonl"))
     rows = [json.loads(x) for x in (tmp_path / "chat" / "train.jsonl").read_text().splitlines()]
     assert m["rows"] == 2 and [r["traj_id"] for r in rows] == ["t-ep", "t-plain"]
     assert rows[0]["messages"] == EPISODE and rows[0]["correct"] is True and rows[0]["num_tool_calls"] == 1
@@ -86,7 +86,9 @@ def test_conversations_as_an_hf_dataset_filtered_to_correct_ones(store, tmp_path
     import datasets
 
     _store(store)
-    export_conversations(store, out=tmp_path / "hf", fmt="hf", correct_only=True)
+    export_conversations(
+        store, ExportConfig(rollouts=True, out=tmp_path / "hf", format="hf", correct_only=True)
+    )
     ds = datasets.load_from_disk(str(tmp_path / "hf" / "dataset"))
     assert ds.num_rows == 1 and ds[0]["messages"] == EPISODE
     from transformers import AutoTokenizer
@@ -104,9 +106,13 @@ def test_conversations_as_an_hf_dataset_filtered_to_correct_ones(store, tmp_path
 def test_conversations_refuse_an_empty_selection_and_bad_sql(store, tmp_path):
     _store(store)
     with pytest.raises(RldataError, match="no trajectories to export for run 'nope'"):
-        export_conversations(store, out=tmp_path / "x", run_id="nope")
+        export_conversations(
+            store, ExportConfig(rollouts=True, out=tmp_path / "x", run_id="nope", format="jsonl")
+        )
     with pytest.raises(RldataError):
-        export_conversations(store, out=tmp_path / "x", where="t.nope = 1")
+        export_conversations(
+            store, ExportConfig(rollouts=True, out=tmp_path / "x", where="t.nope = 1", format="jsonl")
+        )
     assert not (tmp_path / "x").exists()
 
 
@@ -120,21 +126,26 @@ def test_verl_export_of_environment_tasks_carries_tools_kwargs(store, tmp_path):
             for t in ("a", "b")
         ],
     )
-    export_selection(
-        store, spec=ExportSpec(selection="s", format="verl", env="calculator"), out=tmp_path / "v"
-    )
+    export_selection(store, ExportConfig(selection="s", format="verl", env="calculator", out=tmp_path / "v"))
     t = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
     assert t[0]["prompt"] == [
         {"role": "system", "content": "<tools>"},
         {"role": "user", "content": "37*8+5="},
     ]
     ex = t[0]["extra_info"]
-    assert ex["need_tools_kwargs"] is True
-    assert ex["tools_kwargs"] == {"calculator": {"create_kwargs": {"ground_truth": "301", "task_id": "a"}}}
+    assert ex["need_tools_kwargs"] is True and t[0]["agent_name"] == "tool_agent"
+    (kw,) = ex["tools_kwargs"].values()
+    assert list(ex["tools_kwargs"]) == ["calculator"]
+    assert {k: kw["create_kwargs"][k] for k in ("ground_truth", "task_id")} == {
+        "ground_truth": "301",
+        "task_id": "a",
+    }
+    assert json.loads(kw["create_kwargs"]["task"])["answer"] == "301"
+    assert ex["interaction_kwargs"]["name"] == "rldata" and ex["rldata_episode"] is True
     assert ex["env_id"] == "calculator" and ex["env_version"] == row["version"]
     assert json.loads(ex["env_spec"])["max_turns"] == 3
     # without an environment the layout is the plain one
-    export_selection(store, spec=ExportSpec(selection="s", format="verl"), out=tmp_path / "plain")
+    export_selection(store, ExportConfig(selection="s", format="verl", out=tmp_path / "plain"))
     assert (
         "tools_kwargs"
         not in pq.read_table(tmp_path / "plain" / "train.parquet").schema.field("extra_info").type.names
@@ -191,7 +202,7 @@ def test_tool_episodes_export_tool_calls_and_a_tools_column_trl_renders(store, t
     from rldata.rollout import Renderer
 
     _tool_store(store)
-    export_conversations(store, out=tmp_path / "hf", fmt="hf", run_id="r2")
+    export_conversations(store, ExportConfig(rollouts=True, out=tmp_path / "hf", format="hf", run_id="r2"))
     (row,) = datasets.load_from_disk(str(tmp_path / "hf" / "dataset"))
     assert json.loads(row["tools"]) == [tool(calculate).schema]
     call = row["messages"][2]["tool_calls"][0]
@@ -214,7 +225,7 @@ def test_tool_episodes_export_tool_calls_and_a_tools_column_trl_renders(store, t
     # the very text the rollout rendered the episode with
     assert text == Renderer(tok).text(TOOL_EPISODE, generation_prompt=False, tools=json.loads(row["tools"]))
     # JSONL: the other rows (no tool calls, no tools) have nulls in the new fields
-    export_conversations(store, out=tmp_path / "j", fmt="jsonl")
+    export_conversations(store, ExportConfig(rollouts=True, out=tmp_path / "j", format="jsonl"))
     rows = {
         r["traj_id"]: r for r in map(json.loads, (tmp_path / "j" / "train.jsonl").read_text().splitlines())
     }
@@ -234,12 +245,16 @@ def test_verl_export_of_tool_env_tasks_carries_the_schemas_in_tools_kwargs(store
     )
     export_selection(
         store,
-        spec=ExportSpec(selection="s", format="verl", options={"env": "calculator-tools"}),
-        out=tmp_path / "v",
+        ExportConfig(selection="s", format="verl", options={"env": "calculator-tools"}, out=tmp_path / "v"),
     )
     (t,) = pq.read_table(tmp_path / "v" / "train.parquet").to_pylist()
     kw = t["extra_info"]["tools_kwargs"]
-    assert kw["calculate"]["create_kwargs"] == {"ground_truth": "301", "task_id": "a"}
+    ck = kw["calculate"]["create_kwargs"]
+    assert (ck["ground_truth"], ck["task_id"], json.loads(ck["env_spec"])["env"]) == (
+        "301",
+        "a",
+        "calculator-tools",
+    )
     assert json.loads(kw["calculate"]["tool_schema"]) == tool(calculate).schema
     assert json.loads(t["extra_info"]["tools"]) == [tool(calculate).schema]
 
@@ -260,11 +275,8 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
             for t in ("a", "b")
         ],
     )
-    export_selection(
-        store,
-        spec=ExportSpec(selection="s", format="trl", options={"prompt_style": "messages"}),
-        out=tmp_path / "t",
-    )
+    # the default (prompt_style auto): environment tasks are templated, so messages and their tools
+    export_selection(store, ExportConfig(selection="s", format="trl", out=tmp_path / "t"))
     ds = datasets.load_from_disk(str(tmp_path / "t" / "dataset"))
     by_id = {r["task_id"]: r for r in ds}
     assert (
@@ -275,6 +287,12 @@ def test_trl_export_of_tool_env_tasks_has_a_tools_column(store, tmp_path, qwen_m
         {"prompt": by_id["a"]["prompt"]}, tok, tools=json.loads(by_id["a"]["tools"])
     )["prompt"]
     assert '"name": "calculate"' in prompt and prompt.endswith("<|im_start|>assistant\n")
+    # the episode's opening: the spec's system prompt, then the task
+    assert [m["role"] for m in by_id["a"]["prompt"]] == ["system", "user"]
+    assert by_id["a"]["prompt"][0]["content"] == "Use the tool."
     # a text-prompt export stays as it was
-    export_selection(store, spec=ExportSpec(selection="s", format="trl"), out=tmp_path / "plain")
+    export_selection(
+        store,
+        ExportConfig(selection="s", format="trl", options={"prompt_style": "text"}, out=tmp_path / "plain"),
+    )
     assert "tools" not in datasets.load_from_disk(str(tmp_path / "plain" / "dataset")).column_names

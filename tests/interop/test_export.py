@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rldata.errors import RldataError
-from rldata.interop import ExportSpec, export_selection, read_manifest
+from rldata.interop import ExportConfig, export_selection, read_manifest
 from rldata.interop.export import load_selection
 
 # veRL's documented RL dataset layout (docs "Prepare Data for Post-Training"): one row per prompt.
@@ -87,7 +87,7 @@ def _types_compatible(ref: pa.DataType, got: pa.DataType) -> bool:
 def test_verl_parquet_matches_the_reference_layout(store, tmp_path):
     kept = seed(store)
     m = export_selection(
-        store, spec=ExportSpec("band", "verl", data_source="openai/gsm8k"), out=tmp_path / "v"
+        store, ExportConfig(selection="band", format="verl", data_source="openai/gsm8k", out=tmp_path / "v")
     )
     table = pq.read_table(tmp_path / "v" / "train.parquet")
     for f in VERL_REFERENCE:
@@ -114,7 +114,7 @@ def test_verl_parquet_matches_the_reference_layout(store, tmp_path):
 def test_trl_export_loads_with_load_dataset_and_load_from_disk(store, tmp_path):
     kept = seed(store)
     out = tmp_path / "trl"
-    export_selection(store, spec=ExportSpec("band", "trl"), out=out)
+    export_selection(store, ExportConfig(selection="band", format="trl", out=out))
     dd = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
     train = dd["train"]
     assert train.num_rows == 3
@@ -127,8 +127,10 @@ def test_trl_export_loads_with_load_dataset_and_load_from_disk(store, tmp_path):
 
 def test_trl_messages_prompt_and_custom_answer_column(store, tmp_path):
     seed(store)
-    spec = ExportSpec("band", "trl", prompt_style="messages", answer_column="ground_truth")
-    export_selection(store, spec=spec, out=tmp_path / "trl")
+    spec = ExportConfig(
+        out="out", selection="band", format="trl", prompt_style="messages", answer_column="ground_truth"
+    )
+    export_selection(store, spec.replace(out=tmp_path / "trl"))
     train = datasets.load_from_disk(str(tmp_path / "trl" / "dataset"))
     assert "ground_truth" in train.column_names and "solution" not in train.column_names
     assert train[0]["prompt"] == [{"role": "user", "content": "0+0="}]
@@ -139,8 +141,9 @@ def test_openrlhf_jsonl_uses_the_configured_keys(store, tmp_path):
     seed(store)
     export_selection(
         store,
-        spec=ExportSpec("band", "openrlhf", input_key="question", label_key="answer"),
-        out=tmp_path / "o",
+        ExportConfig(
+            selection="band", format="openrlhf", input_key="question", label_key="answer", out=tmp_path / "o"
+        ),
     )
     lines = [json.loads(x) for x in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
     assert [x["question"] for x in lines] == ["0+0=", "2+2=", "4+4="]
@@ -154,7 +157,7 @@ def test_openrlhf_jsonl_uses_the_configured_keys(store, tmp_path):
 def test_hf_export_has_save_to_disk_and_parquet_shards(store, tmp_path):
     seed(store, n=10)
     out = tmp_path / "hf"
-    m = export_selection(store, spec=ExportSpec("band", "hf", shard_rows=2), out=out)
+    m = export_selection(store, ExportConfig(selection="band", format="hf", shard_rows=2, out=out))
     shards = sorted(p.name for p in (out / "data").glob("*.parquet"))
     assert shards == [
         "train-00000-of-00003.parquet",
@@ -172,7 +175,7 @@ def test_hf_export_has_save_to_disk_and_parquet_shards(store, tmp_path):
 
 def test_jsonl_one_task_per_line_and_bucket_filter(store, tmp_path):
     seed(store, n=10)
-    export_selection(store, spec=ExportSpec("band", "jsonl", bucket="hard"), out=tmp_path / "j")
+    export_selection(store, ExportConfig(selection="band", format="jsonl", bucket="hard", out=tmp_path / "j"))
     lines = [json.loads(x) for x in (tmp_path / "j" / "train.jsonl").read_text().splitlines()]
     assert [x["task_id"] for x in lines] == ["t02", "t06"]
     assert all(x["bucket"] == "hard" for x in lines)
@@ -182,7 +185,7 @@ def test_jsonl_one_task_per_line_and_bucket_filter(store, tmp_path):
 def test_unknown_selection_names_the_known_ones(store, tmp_path):
     seed(store)
     with pytest.raises(RldataError, match=r"unknown selection 'nope'; known selections: band"):
-        export_selection(store, spec=ExportSpec("nope", "jsonl"), out=tmp_path / "x")
+        export_selection(store, ExportConfig(selection="nope", format="jsonl", out=tmp_path / "x"))
     assert not (tmp_path / "x").exists()
 
 
@@ -192,9 +195,11 @@ def test_selection_that_keeps_nothing_fails(store, tmp_path):
         "selections", [{"selection": "empty", "task_id": "t01", "decision": "drop", "reason": "too_easy"}]
     )
     with pytest.raises(RldataError, match="keeps no tasks"):
-        export_selection(store, spec=ExportSpec("empty", "verl"), out=tmp_path / "x")
+        export_selection(store, ExportConfig(selection="empty", format="verl", out=tmp_path / "x"))
     with pytest.raises(RldataError, match=r"no tasks in bucket 'mid'; buckets: easy, hard"):
-        export_selection(store, spec=ExportSpec("band", "verl", bucket="mid"), out=tmp_path / "x")
+        export_selection(
+            store, ExportConfig(selection="band", format="verl", bucket="mid", out=tmp_path / "x")
+        )
     assert not (tmp_path / "x").exists()
 
 
@@ -210,7 +215,7 @@ def test_kept_task_missing_from_tasks_fails(store, tmp_path):
 def test_failed_export_leaves_the_previous_one_in_place(store, tmp_path):
     seed(store)
     out = tmp_path / "v"
-    first = export_selection(store, spec=ExportSpec("band", "verl"), out=out)
+    first = export_selection(store, ExportConfig(selection="band", format="verl", out=out))
     store.append(
         "tasks", [{"task_id": "t99", "source": "arith", "domain": "math", "prompt": "9+9="}]
     )  # no answer
@@ -218,7 +223,7 @@ def test_failed_export_leaves_the_previous_one_in_place(store, tmp_path):
         "selections", [{"selection": "band", "task_id": "t99", "decision": "keep", "reason": "in_band"}]
     )
     with pytest.raises(RldataError, match="'t99' has no answer or tests"):
-        export_selection(store, spec=ExportSpec("band", "verl"), out=out)
+        export_selection(store, ExportConfig(selection="band", format="verl", out=out))
     assert read_manifest(out)["content_hash"] == first["content_hash"]
     assert pq.read_metadata(out / "train.parquet").num_rows == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store", "v"]  # no temp directories left
@@ -229,17 +234,17 @@ def test_refuses_a_non_empty_directory_that_is_not_an_export(store, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     with pytest.raises(RldataError, match="not empty"):
-        export_selection(store, spec=ExportSpec("band", "jsonl"), out=tmp_path / "mine")
+        export_selection(store, ExportConfig(selection="band", format="jsonl", out=tmp_path / "mine"))
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 def test_spec_checks_its_fields():
-    with pytest.raises(ValueError, match="format must be one of"):
-        ExportSpec("s", "csv")
+    with pytest.raises(ValueError, match="unknown export format 'csv'; choices: verl"):
+        ExportConfig(out="out", selection="s", format="csv")
     with pytest.raises(ValueError, match="prompt_style"):
-        ExportSpec("s", "trl", prompt_style="chat")
+        ExportConfig(out="out", selection="s", format="trl", prompt_style="chat")
     with pytest.raises(ValueError, match="must differ"):
-        ExportSpec("s", "openrlhf", input_key="x", label_key="x")
+        ExportConfig(out="out", selection="s", format="openrlhf", input_key="x", label_key="x")
 
 
 def test_export_reads_selections_written_by_merge_and_predicate_overwrite(store, tmp_path):
@@ -248,7 +253,7 @@ def test_export_reads_selections_written_by_merge_and_predicate_overwrite(store,
     rows = store.read("selections").drop("created_at").to_dicts()
     store.overwrite("selections", rows, predicate="selection = 'band'")
     store.upsert("tasks", store.read("tasks").drop("created_at").to_dicts())
-    export_selection(store, spec=ExportSpec("band", "jsonl"), out=tmp_path / "j")
+    export_selection(store, ExportConfig(selection="band", format="jsonl", out=tmp_path / "j"))
     lines = [json.loads(x) for x in (tmp_path / "j" / "train.jsonl").read_text().splitlines()]
     assert [x["task_id"] for x in lines] == kept
 
@@ -281,10 +286,10 @@ def _tiny_model_dir(tmp_path):
 def test_trl_grpo_trains_one_step_on_the_export_and_its_log_imports_back(store, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
-    from rldata.interop import ImportSpec, import_rollouts
+    from rldata.interop import ImportConfig, import_rollouts
 
     seed(store)
-    export_selection(store, spec=ExportSpec("band", "trl"), out=tmp_path / "trl")
+    export_selection(store, ExportConfig(selection="band", format="trl", out=tmp_path / "trl"))
     train = datasets.load_dataset(str(tmp_path / "trl"), cache_dir=str(tmp_path / "cache"))["train"]
     truth = dict(zip(train["prompt"], train["solution"]))
     seen = []
@@ -314,10 +319,50 @@ def test_trl_grpo_trains_one_step_on_the_export_and_its_log_imports_back(store, 
     assert trainer.state.global_step == 1
     assert len(seen) == 4 and all(truth[p] == s for p, s in seen)  # the reward read each prompt's own answer
 
-    res = import_rollouts(store, path=tmp_path / "run", spec=ImportSpec("trl", model="tiny"))
+    res = import_rollouts(store, ImportConfig(format="trl", model="tiny", path=tmp_path / "run"))
     assert (res.records, res.tasks_added, res.trajectories_added, res.verifications_added) == (4, 0, 4, 4)
     rows = store.sql(
         "SELECT t.prompt, t.task_id, t.step, v.layer FROM trajectories t JOIN verifications v USING (traj_id)"
     ).fetchall()
     by_prompt = dict(zip(store.read("tasks")["prompt"], store.read("tasks")["task_id"]))
     assert all(tid == by_prompt[p] and step == 1 and layer == "exact_answer" for p, tid, step, layer in rows)
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_prompts_follow_how_the_selection_was_measured(store, tmp_path, mode):
+    """prompt_style auto (the default of trl and openrlhf): a slice sampled through the chat template
+    exports chat messages, which TRL and OpenRLHF (--apply_chat_template) render with the same template;
+    a slice sampled raw exports the raw prompt text.  The manifest says which."""
+    from rldata.configs.sampling import SamplingSpec
+
+    seed(store)
+    spec = SamplingSpec(n=16, chat_template=mode)
+    store.append(
+        "trajectories",
+        [
+            {
+                "traj_id": "x0",
+                "task_id": "t00",
+                "run_id": "r",
+                "sample_idx": 0,
+                "model": "tiny-arith",
+                "policy_version": 0,
+                "params_hash": "abc123",  # the selection's slice
+                "sampling_params": spec.to_json(),
+            }
+        ],
+    )
+    for fmt in ("trl", "openrlhf"):
+        m = export_selection(store, ExportConfig(selection="band", format=fmt, out=tmp_path / fmt))
+        assert m["chat_template"] == mode
+        if fmt == "trl":
+            prompt = datasets.load_from_disk(str(tmp_path / fmt / "dataset"))[0]["prompt"]
+        else:
+            prompt = json.loads((tmp_path / fmt / "train.jsonl").read_text().splitlines()[0])["input"]
+        assert isinstance(prompt, list if mode == "on" else str)
+    # an explicit style wins
+    m = export_selection(
+        store,
+        ExportConfig(selection="band", format="trl", options={"prompt_style": "text"}, out=tmp_path / "t"),
+    )
+    assert isinstance(datasets.load_from_disk(str(tmp_path / "t" / "dataset"))[0]["prompt"], str)

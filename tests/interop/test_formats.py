@@ -8,8 +8,8 @@ import pytest
 
 from rldata.cli import main
 from rldata.errors import RldataError
-from rldata.interop import formats
-from rldata.interop.export import FORMATS, ExportSpec
+from rldata.interop import ExportConfig, formats
+from rldata.interop.export import FORMATS
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -31,20 +31,23 @@ def registry():
 def test_builtin_formats_are_records_in_their_namespaces():
     assert FORMATS == ("verl", "trl", "openrlhf", "hf", "jsonl")
     assert format_names("selection", plugins=False) == list(FORMATS)
-    assert format_names("rollouts", plugins=False) == ["jsonl", "hf"]
+    assert format_names("rollouts", plugins=False) == ["jsonl", "hf", "trl", "verl"]
     assert format_names("preferences", plugins=False) == ["jsonl", "parquet"]
     verl = get_format("verl")
     assert option_names(verl) == ("data_source", "env") and verl.prepare is not None and verl.help
     assert get_format("hf", "rollouts").write is get_format("hf").write  # one writer, shared
-    with pytest.raises(UnknownFormat, match="unknown export format 'verl' for conversations"):
-        get_format("verl", "rollouts")
+    with pytest.raises(UnknownFormat, match="unknown export format 'openrlhf' for conversations"):
+        get_format("openrlhf", "rollouts")
     with pytest.raises(ValueError, match="namespace must be one of"):
         ExportFormat("x", write=formats.write_jsonl, namespace="nowhere")
 
 
 def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registry):
     rec = register_format(ExportFormat("toy-call", write=formats.write_jsonl))
-    assert get_format("toy-call") is rec and ExportSpec("s", "toy-call").format == "toy-call"
+    assert (
+        get_format("toy-call") is rec
+        and ExportConfig(out="out", selection="s", format="toy-call").format == "toy-call"
+    )
 
     @dataclass(frozen=True)
     class ToyOptions:
@@ -55,14 +58,18 @@ def test_register_as_a_call_or_a_decorator_and_refuse_a_second_of_a_name(registr
         return frame
 
     assert get_format("toy-deco").build is build and option_names(get_format("toy-deco")) == ("level",)
-    assert ExportSpec("s", "toy-deco", options={"level": "3"}).opts == ToyOptions(3)  # parsed as declared
+    assert ExportConfig(
+        out="out", selection="s", format="toy-deco", options={"level": "3"}
+    ).opts == ToyOptions(3)  # parsed as declared
     assert register_format(rec) is rec  # the same record again is fine (a module imported twice)
     with pytest.raises(RldataError, match="already registered"):
         register_format(ExportFormat("toy-call", write=formats.write_parquet))
     register_format(ExportFormat("toy-call", write=formats.write_parquet), replace=True)
     assert get_format("toy-call").write is formats.write_parquet
-    with pytest.raises(ValueError, match="format must be one of verl, trl, openrlhf, hf, jsonl, toy-call"):
-        ExportSpec("s", "csv")
+    with pytest.raises(
+        ValueError, match="unknown export format 'csv'; choices: verl, trl, openrlhf, hf, jsonl, toy-call"
+    ):
+        ExportConfig(out="out", selection="s", format="csv")
 
 
 def test_cli_help_and_errors_come_from_the_registry(capsys):
@@ -73,7 +80,9 @@ def test_cli_help_and_errors_come_from_the_registry(capsys):
             assert name in text
     # the built-ins in registry order (a format another test registered may follow them: the CLI's
     # help is built once per process, when the app first loads)
-    assert "Layout: verl, trl, openrlhf, hf, jsonl" in text and "with --rollouts: jsonl, hf." in text
+    assert (
+        "Layout: verl, trl, openrlhf, hf, jsonl" in text and "with --rollouts: jsonl, hf, trl, verl." in text
+    )
     code = main(["export", "--selection", "s", "--format", "csv", "--out", "x"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown export format 'csv'; choices: verl, trl, openrlhf, hf, jsonl" in err

@@ -10,7 +10,7 @@ import pytest
 
 from rldata.errors import InputError, RldataError
 from rldata.ingest import normalize_text, task_id
-from rldata.interop import ImportSpec, import_rollouts
+from rldata.interop import ImportConfig, import_rollouts
 
 
 def write_verl_step(d, step, records):
@@ -45,7 +45,7 @@ def known(store):
 def test_verl_dump_links_tasks_adds_missing_ones_and_is_queryable(known, tmp_path):
     store = known
     res = import_rollouts(
-        store, path=verl_dump(tmp_path / "dump"), spec=ImportSpec("verl", model="qwen-0.5b")
+        store, ImportConfig(format="verl", model="qwen-0.5b", path=verl_dump(tmp_path / "dump"))
     )
     assert (res.files, res.records, res.skipped) == (2, 6, 0)
     assert (res.tasks_added, res.trajectories_added, res.verifications_added) == (1, 6, 6)
@@ -76,13 +76,13 @@ def test_verl_dump_links_tasks_adds_missing_ones_and_is_queryable(known, tmp_pat
 def test_reimport_adds_nothing_and_a_grown_dump_adds_only_the_new_step(known, tmp_path):
     store = known
     dump = verl_dump(tmp_path / "dump")
-    import_rollouts(store, path=dump, spec=ImportSpec("verl"))
+    import_rollouts(store, ImportConfig(format="verl", path=dump))
     versions = {t: store.version(t) for t in ("tasks", "trajectories", "verifications")}
-    again = import_rollouts(store, path=dump, spec=ImportSpec("verl"))
+    again = import_rollouts(store, ImportConfig(format="verl", path=dump))
     assert (again.tasks_added, again.trajectories_added, again.verifications_added) == (0, 0, 0)
     assert store.count("trajectories") == 6
     verl_dump(dump, steps=(3,))
-    grown = import_rollouts(store, path=dump, spec=ImportSpec("verl"))
+    grown = import_rollouts(store, ImportConfig(format="verl", path=dump))
     assert (grown.records, grown.trajectories_added, grown.tasks_added) == (9, 3, 0)
     assert store.sql("SELECT max(step) FROM trajectories").fetchall() == [(3,)]
     assert store.version("tasks") >= versions["tasks"]
@@ -95,7 +95,7 @@ def test_missing_required_field_names_file_and_line_and_writes_nothing(known, tm
         f.write(json.dumps({"input": "1+1=", "output": "2", "step": 1}) + "\n")  # line 4: no score
     before = store.versions()
     with pytest.raises(InputError) as e:
-        import_rollouts(store, path=dump, spec=ImportSpec("verl"))
+        import_rollouts(store, ImportConfig(format="verl", path=dump))
     assert str(e.value) == f"{dump / '1.jsonl'}:4: field 'score': missing required field"
     assert store.versions() == before
     assert store.count("trajectories") == 0
@@ -107,7 +107,7 @@ def test_on_error_skip_imports_the_rest(known, tmp_path):
     with open(dump / "1.jsonl", "a") as f:
         f.write("{not json\n")
         f.write(json.dumps({"input": "1+1=", "output": 7, "score": 1.0}) + "\n")
-    res = import_rollouts(store, path=dump, spec=ImportSpec("verl", on_error="skip"))
+    res = import_rollouts(store, ImportConfig(format="verl", on_error="skip", path=dump))
     assert (res.records, res.skipped, res.trajectories_added) == (3, 2, 3)
     assert res.errors[0].endswith(
         "1.jsonl:4: invalid JSON (Expecting property name enclosed in double quotes)"
@@ -118,7 +118,7 @@ def test_on_error_skip_imports_the_rest(known, tmp_path):
 def test_all_records_bad_is_an_error_even_when_skipping(store, tmp_path):
     (tmp_path / "1.jsonl").write_text(json.dumps({"output": "x", "score": 1}) + "\n")
     with pytest.raises(RldataError, match="no valid records"):
-        import_rollouts(store, path=tmp_path / "1.jsonl", spec=ImportSpec("verl", on_error="skip"))
+        import_rollouts(store, ImportConfig(format="verl", on_error="skip", path=tmp_path / "1.jsonl"))
     assert store.count("trajectories") == 0
 
 
@@ -139,7 +139,7 @@ def test_trl_log_one_verification_per_reward_column(known, tmp_path):
         }
     )
     pq.write_table(table, tmp_path / "completions_00003.parquet")
-    res = import_rollouts(store, path=tmp_path, spec=ImportSpec("trl"))
+    res = import_rollouts(store, ImportConfig(format="trl", path=tmp_path))
     assert (res.records, res.trajectories_added, res.verifications_added, res.tasks_added) == (3, 3, 5, 1)
     rows = store.sql(
         "SELECT t.task_id, t.completion, t.reward, t.advantage, t.step, t.messages IS NOT NULL "
@@ -160,13 +160,15 @@ def test_trl_reward_columns_option_and_missing_column(store, tmp_path):
         pa.table({"step": [1], "prompt": ["2+2="], "completion": ["4"], "acc": [1.0], "len": [3]}),
         tmp_path / "c.parquet",
     )
-    res = import_rollouts(store, path=tmp_path / "c.parquet", spec=ImportSpec("trl", reward_columns=("acc",)))
+    res = import_rollouts(
+        store, ImportConfig(format="trl", reward_columns=("acc",), path=tmp_path / "c.parquet")
+    )
     assert store.sql("SELECT layer FROM verifications").fetchall() == [("acc",)]
     assert json.loads(store.sql("SELECT detail FROM verifications").fetchall()[0][0]) == {"len": 3}
     assert res.verifications_added == 1
     pq.write_table(pa.table({"step": [1], "completion": ["4"], "acc": [1.0]}), tmp_path / "d.parquet")
     with pytest.raises(InputError, match=r"d.parquet: field 'prompt': missing required column"):
-        import_rollouts(store, path=tmp_path / "d.parquet", spec=ImportSpec("trl"))
+        import_rollouts(store, ImportConfig(format="trl", path=tmp_path / "d.parquet"))
 
 
 def test_generic_jsonl_with_a_field_map(known, tmp_path):
@@ -177,7 +179,7 @@ def test_generic_jsonl_with_a_field_map(known, tmp_path):
         {"question": "3+3=", "response": "6"},
     ]  # no score: a trajectory without a verification
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    spec = ImportSpec(
+    spec = ImportConfig(
         "jsonl",
         field_map=(
             ("prompt", "question"),
@@ -186,7 +188,7 @@ def test_generic_jsonl_with_a_field_map(known, tmp_path):
             ("answer", "gold"),
         ),
     )
-    res = import_rollouts(store, path=tmp_path / "r.jsonl", spec=spec)
+    res = import_rollouts(store, spec.replace(path=tmp_path / "r.jsonl"))
     assert (res.trajectories_added, res.verifications_added, res.tasks_added) == (3, 2, 1)
     got = store.sql(
         "SELECT t.task_id, t.sample_idx, v.passed FROM trajectories t "
@@ -196,7 +198,7 @@ def test_generic_jsonl_with_a_field_map(known, tmp_path):
     assert got[0][2] is None
     (tmp_path / "bad.jsonl").write_text(json.dumps({"question": "1+1="}) + "\n")
     with pytest.raises(InputError, match=r"bad.jsonl:1: field 'response': missing required field"):
-        import_rollouts(store, path=tmp_path / "bad.jsonl", spec=spec)
+        import_rollouts(store, spec.replace(path=tmp_path / "bad.jsonl"))
 
 
 def test_linking_prefers_the_task_with_the_matching_answer(store, tmp_path):
@@ -215,29 +217,29 @@ def test_linking_prefers_the_task_with_the_matching_answer(store, tmp_path):
             {"input": "What is x?", "output": "1", "gts": None, "score": 0.0},
         ],
     )
-    import_rollouts(store, path=tmp_path / "1.jsonl", spec=ImportSpec("verl"))
+    import_rollouts(store, ImportConfig(format="verl", path=tmp_path / "1.jsonl"))
     assert store.sql("SELECT task_id FROM trajectories ORDER BY completion").fetchall() == [("a",), ("b",)]
     assert normalize_text(" What \n is x?") == "What is x?"
 
 
 def test_missing_path_and_empty_directory(store, tmp_path):
     with pytest.raises(InputError, match="no such file"):
-        import_rollouts(store, path=tmp_path / "nope", spec=ImportSpec("verl"))
+        import_rollouts(store, ImportConfig(format="verl", path=tmp_path / "nope"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match=r"no \*.parquet files"):
-        import_rollouts(store, path=tmp_path / "empty", spec=ImportSpec("trl"))
+        import_rollouts(store, ImportConfig(format="trl", path=tmp_path / "empty"))
 
 
 def test_import_spec_checks():
     with pytest.raises(ValueError, match="unknown import format 'openrlhf'; known: verl, trl, jsonl"):
-        ImportSpec("openrlhf")
+        ImportConfig("openrlhf")
     with pytest.raises(ValueError, match="unknown field 'reward'"):
-        ImportSpec("jsonl", field_map=(("reward", "r"),))
+        ImportConfig("jsonl", field_map=(("reward", "r"),))
 
 
 def test_sql_string_filter_on_imported_rows(known, tmp_path):
     """Merges write string_view Parquet columns; a WHERE on a string column must still work."""
     store = known
-    import_rollouts(store, path=verl_dump(tmp_path / "dump"), spec=ImportSpec("verl"))
+    import_rollouts(store, ImportConfig(format="verl", path=verl_dump(tmp_path / "dump")))
     got = store.sql("SELECT count(*) FROM trajectories WHERE task_id = 'k1'").fetchall()
     assert got == [(4,)]

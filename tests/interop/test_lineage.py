@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rldata.errors import RldataError
-from rldata.interop import ExportSpec, export_selection
+from rldata.interop import ExportConfig, export_selection
 from rldata.interop.lineage import (
     MANIFEST_NAME,
     dataset_changed,
@@ -57,7 +57,9 @@ def seed(store, selection="band"):
 
 def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp_path):
     seed(store)
-    m = export_selection(store, spec=ExportSpec("band", "verl", bucket="mid"), out=tmp_path / "v")
+    m = export_selection(
+        store, ExportConfig(selection="band", format="verl", bucket="mid", out=tmp_path / "v")
+    )
     on_disk = json.loads((tmp_path / "v" / MANIFEST_NAME).read_text())
     assert on_disk == m
     assert m["store_versions"] == {
@@ -71,14 +73,14 @@ def test_manifest_records_versions_selection_filter_counts_and_hashes(store, tmp
     assert m["filter"]["model"] == ["tiny-arith"] and m["filter"]["verifier_key"] == ["math@1"]
     assert (m["rows"], m["rows_by_bucket"]) == (3, {"mid": 3})
     assert m["content_hash"].startswith("sha256:") and len(m["content_hash"]) == 71
-    assert [f["path"] for f in m["files"]] == ["train.parquet"]
+    assert [f["path"] for f in m["files"]] == ["train.parquet", "verl_overrides.txt"]
     assert m["store"] == store.root
 
 
 def test_same_data_same_hash_changed_selection_new_hash(store, tmp_path):
     seed(store)
-    first = export_selection(store, spec=ExportSpec("band", "hf"), out=tmp_path / "a")
-    again = export_selection(store, spec=ExportSpec("band", "hf"), out=tmp_path / "b")
+    first = export_selection(store, ExportConfig(selection="band", format="hf", out=tmp_path / "a"))
+    again = export_selection(store, ExportConfig(selection="band", format="hf", out=tmp_path / "b"))
     assert again["content_hash"] == first["content_hash"]
     assert not dataset_changed(tmp_path / "b", first["content_hash"])
     store.upsert(
@@ -86,7 +88,7 @@ def test_same_data_same_hash_changed_selection_new_hash(store, tmp_path):
         [{"selection": "band", "task_id": "t3", "decision": "keep", "reason": "in_band", "bucket": "mid"}],
     )
     changed = export_selection(
-        store, spec=ExportSpec("band", "hf"), out=tmp_path / "a"
+        store, ExportConfig(selection="band", format="hf", out=tmp_path / "a")
     )  # replaces the old export
     assert changed["rows"] == 4
     assert changed["content_hash"] != first["content_hash"]
@@ -96,7 +98,7 @@ def test_same_data_same_hash_changed_selection_new_hash(store, tmp_path):
 
 def test_an_edited_file_is_detected(store, tmp_path):
     seed(store)
-    m = export_selection(store, spec=ExportSpec("band", "jsonl"), out=tmp_path / "j")
+    m = export_selection(store, ExportConfig(selection="band", format="jsonl", out=tmp_path / "j"))
     assert verify(tmp_path / "j") == []
     data = tmp_path / "j" / "train.jsonl"
     data.write_text(data.read_text().replace('"0*2="', '"0*3="'))
@@ -110,7 +112,7 @@ def test_an_edited_file_is_detected(store, tmp_path):
 
 def test_manifest_found_from_a_file_inside_the_export(store, tmp_path):
     seed(store)
-    export_selection(store, spec=ExportSpec("band", "hf"), out=tmp_path / "h")
+    export_selection(store, ExportConfig(selection="band", format="hf", out=tmp_path / "h"))
     shard = next((tmp_path / "h" / "data").glob("*.parquet"))
     assert find_manifest(shard) == tmp_path / "h" / MANIFEST_NAME
     assert read_manifest(shard)["selection"] == "band"

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from rldata.configs.sampling import SamplingSpec
-from rldata.jobs.sample import SampleJob, run_sample
+from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.jobs.sample import run_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
@@ -48,7 +48,7 @@ def _counts(store):
 def test_sample_writes_n_per_task_and_ledger(store, ray_session):
     store.append("tasks", _arith_tasks(24))
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=0)
-    summary = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    summary = run_sample(store, SampleConfig(sampling=spec, batch_tasks=10))
     assert summary.tasks_sampled == 24 and summary.samples == 24 * 8
     assert summary.engines == 2  # three batches, two cores: one single-thread engine per core
     rows, distinct, tasks = _counts(store)
@@ -102,7 +102,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
 
     # same command again: a no-op that writes nothing
     versions = store.versions()
-    again = run_sample(store, SampleJob(spec=spec, batch_tasks=10))
+    again = run_sample(store, SampleConfig(sampling=spec, batch_tasks=10))
     assert again.noop and store.versions() == versions
 
     # another temperature never mixes with the first in the ledger; this run composes its rewards from
@@ -119,7 +119,7 @@ def test_sample_writes_n_per_task_and_ledger(store, ray_session):
         }
     )
     hot = SamplingSpec(n=4, temperature=0.5, max_tokens=8, seed=0)
-    hot_summary = run_sample(store, SampleJob(spec=hot, batch_tasks=24, reward=reward))
+    hot_summary = run_sample(store, SampleConfig(sampling=hot, batch_tasks=24, reward_spec=reward))
     pr2 = store.read("passrates")
     assert pr2.height == 48
     assert pr2.group_by("params_hash").len().sort("params_hash")["len"].to_list() == [24, 24]
@@ -158,8 +158,8 @@ def test_seeded_runs_reproduce(tmp_path, ray_session):
     for s in (a, b):
         s.append("tasks", tasks)
     spec = SamplingSpec(n=4, max_tokens=8, seed=7)
-    sa = run_sample(a, SampleJob(spec=spec, batch_tasks=6))
-    sb = run_sample(b, SampleJob(spec=spec, batch_tasks=2))  # different batching, same samples
+    sa = run_sample(a, SampleConfig(sampling=spec, batch_tasks=6))
+    sb = run_sample(b, SampleConfig(sampling=spec, batch_tasks=2))  # different batching, same samples
     # one batch: one engine; three batches on the session's 2-CPU Ray: one engine per core.  The
     # samples are the same: every request carries its own seed, whichever engine serves it.
     assert (sa.engines, sb.engines) == (1, 2)
@@ -167,6 +167,7 @@ def test_seeded_runs_reproduce(tmp_path, ray_session):
     assert a.sql(q).fetchall() == b.sql(q).fetchall()
 
 
+@pytest.mark.fresh_engines(reason="kills an engine the job started: Ray restarts a job's own engines")
 def test_killed_engine_worker_is_recovered(store, ray_session):
     import ray
 
@@ -175,7 +176,7 @@ def test_killed_engine_worker_is_recovered(store, ray_session):
     result = {}
 
     def job():
-        result["summary"] = run_sample(store, SampleJob(spec=spec, batch_tasks=3))
+        result["summary"] = run_sample(store, SampleConfig(sampling=spec, batch_tasks=3))
 
     th = threading.Thread(target=job)
     th.start()
@@ -217,7 +218,9 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     root = tmp_path / "store"
     store = open_store(root)
     store.append("tasks", _arith_tasks(80, seed=9))
-    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1"]
+    # two engines, as on the machine's two cores (attached, the CLI would size them by the session
+    # Ray's logical CPUs)
+    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1", "--engines", "2"]
     p = _cli(root, *args, address=address, start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and p.poll() is None:
@@ -242,8 +245,15 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     v = store.sql("SELECT count(*), count(DISTINCT traj_id) FROM verifications").fetchall()[0]
     assert v == (320, 320)
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (80, 4, 4)
-    # and a third run says there is nothing to do
+    # the killed run is closed by the run that resumed it: doctor is clean without --repair (a
+    # killed write may leave a data file whose rows landed since, or a 0-byte temporary commit: listed)
+    killed = store.sql("SELECT status, error FROM runs WHERE status <> 'done'").fetchall()
+    assert len(killed) == 1 and killed[0][0] == "failed" and "resumed its work" in killed[0][1]
     capsys.readouterr()
+    code = main(["--store", str(root), "doctor", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and {f["check"] for f in json.loads(out)} <= {"leftover"}, out + err
+    # and a third run says there is nothing to do
     assert main(["--store", str(root), *args]) == 0
     assert "nothing to do" in capsys.readouterr().err
 
@@ -258,13 +268,13 @@ def test_a_verifier_override_keys_the_verdicts_and_the_ledger(store, ray_session
     store.append("tasks", _arith_tasks(4))
     spec = SamplingSpec(n=2, temperature=1.0, max_tokens=8, seed=0)
     exact = f"exact@{get_verifier('exact').version}"
-    s = run_sample(store, SampleJob(spec=spec, verifier="exact", verify_timeout_s=5.0))
+    s = run_sample(store, SampleConfig(sampling=spec, verifier="exact", timeout_s=5.0))
     assert s.samples == 8
     rows = store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall()
     assert rows == [("exact", 8)]
     keys = store.sql("SELECT DISTINCT verifier_key FROM passrates").fetchall()
     assert keys == [(exact,)]
-    run_sample(store, SampleJob(spec=spec))
+    run_sample(store, SampleConfig(sampling=spec))
     assert _counts(store)[0] == 8  # the same completions, not sampled again
     by = dict(store.sql("SELECT verifier, count(*) FROM verifications GROUP BY 1").fetchall())
     assert by == {"exact": 8, "math": 8}
@@ -272,5 +282,5 @@ def test_a_verifier_override_keys_the_verdicts_and_the_ledger(store, ray_session
     assert keys[exact] == 8 and len(keys) == 2 and all(v == 8 for v in keys.values())
     # an episode's verdict may be its environment's reward: an override is refused for episodes
     with pytest.raises(ConfigError, match="^verifier: an override applies to single-turn tasks"):
-        run_sample(store, SampleJob(spec=spec, verifier="exact", env="calculator"))
+        run_sample(store, SampleConfig(sampling=spec, verifier="exact", env="calculator"))
     assert _counts(store)[0] == 8

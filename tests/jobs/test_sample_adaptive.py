@@ -14,16 +14,15 @@ import polars as pl
 import pytest
 
 from rldata import open_store
-from rldata.adaptive.rules import AdaptiveSpec
-from rldata.configs.sampling import SamplingSpec
-from rldata.jobs.sample import SampleJob, run_sample
+from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.jobs.sample import run_sample
 from rldata.ledger.select import Band, filter_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
 N = 16
 SPEC = SamplingSpec(n=N, max_tokens=8, seed=0)
-EXACT = AdaptiveSpec.parse("exact", band="0.1,0.9", round_size=4)
+EXACT = {"adaptive": "exact", "band": "0.1,0.9", "round_size": 4}
 
 
 def _tasks(store, n=40):
@@ -54,8 +53,8 @@ def test_exact_agrees_with_fixed_n_on_the_same_samples_with_fewer_draws(store, r
     _tasks(store)
     fixed_store = open_store(tmp_path / "fixed")
     _tasks(fixed_store)
-    fixed = run_sample(fixed_store, SampleJob(spec=SPEC))
-    s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
+    fixed = run_sample(fixed_store, SampleConfig(sampling=SPEC))
+    s = run_sample(store, SampleConfig(sampling=SPEC, **EXACT))
     assert (
         s.stop_rule == "exact"
         and s.samples < fixed.samples
@@ -80,8 +79,8 @@ def test_exact_agrees_with_fixed_n_on_the_same_samples_with_fewer_draws(store, r
         <= N
     )
     # a second identical job is a no-op; a fixed-N job afterwards only draws what is missing
-    assert run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT)).noop
-    again = run_sample(store, SampleJob(spec=SPEC))
+    assert run_sample(store, SampleConfig(sampling=SPEC, **EXACT)).noop
+    again = run_sample(store, SampleConfig(sampling=SPEC))
     assert again.samples == fixed.samples - s.samples
     assert store.sql("SELECT count(*), count(DISTINCT traj_id) FROM trajectories").fetchall() == [
         (fixed.samples, fixed.samples)
@@ -90,14 +89,16 @@ def test_exact_agrees_with_fixed_n_on_the_same_samples_with_fewer_draws(store, r
 
 def test_evidence_in_the_store_is_pooled(store, ray_session):
     _tasks(store, 20)
-    run_sample(store, SampleJob(spec=SPEC))  # fixed N first: every decision is already made
-    s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
+    run_sample(store, SampleConfig(sampling=SPEC))  # fixed N first: every decision is already made
+    s = run_sample(store, SampleConfig(sampling=SPEC, **EXACT))
     assert s.noop and s.samples == 0
     seq = run_sample(
         store,
-        SampleJob(
-            spec=SamplingSpec(n=N, max_tokens=8, seed=1),
-            adaptive=AdaptiveSpec.parse("sequential", band="0.1,0.9", alpha=0.05),
+        SampleConfig(
+            sampling=SamplingSpec(n=N, max_tokens=8, seed=1),
+            adaptive="sequential",
+            band="0.1,0.9",
+            alpha=0.05,
         ),
     )
     assert seq.noop and seq.samples == 0  # another seed: the 16 stored samples per task already settle it
@@ -107,9 +108,9 @@ def test_an_adaptive_job_after_a_smaller_fixed_n_counts_its_samples(store, ray_s
     # N is not part of the params hash: the 8 samples per task of a fixed N=8 job are evidence for
     # an adaptive N=16 job, which draws on from sample index 8 (the samples an N=16 job would draw)
     _tasks(store, 20)
-    first = run_sample(store, SampleJob(spec=SamplingSpec(n=8, max_tokens=8, seed=0)))
+    first = run_sample(store, SampleConfig(sampling=SamplingSpec(n=8, max_tokens=8, seed=0)))
     assert first.samples == 20 * 8
-    s = run_sample(store, SampleJob(spec=SPEC, adaptive=EXACT))
+    s = run_sample(store, SampleConfig(sampling=SPEC, **EXACT))
     assert not s.noop and 0 < s.samples < 20 * (N - 8)
     rows = store.sql(
         "SELECT task_id, count(*) AS k, count(DISTINCT sample_idx) AS d, min(sample_idx) AS lo, "
@@ -128,7 +129,7 @@ def test_an_adaptive_job_after_a_smaller_fixed_n_counts_its_samples(store, ray_s
     assert settled and s.stopped_early >= len(settled)  # settled by the fixed job's samples alone
 
 
-def test_kill_9_mid_round_and_resume(store, ray_session):
+def test_kill_9_mid_round_and_resume(store, ray_session, capsys):
     """kill -9 of the driver (a CLI process attached to the session's Ray) between rounds, then the
     same command: no task past N, no duplicate, every sample verified, every task decided."""
     address = ray_session.get_runtime_context().gcs_address
@@ -152,6 +153,8 @@ def test_kill_9_mid_round_and_resume(store, ray_session):
         "0.1,0.9",
         "--round",
         "4",
+        "--engines",  # as on the machine's two cores (attached, it would count the session Ray's CPUs)
+        "2",
         "--address",
         address,
     ]
@@ -167,8 +170,11 @@ def test_kill_9_mid_round_and_resume(store, ray_session):
     assert p.poll() is None, "job ended before it could be killed"
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
+    # the same command again, in this process (the killed one is gone; a new interpreter would add only
+    # its start-up and an engine start): it borrows the session's warm engines
+    from rldata.cli import main
+
+    assert args[-2] == "--address" and main(args[3:-2]) == 0, capsys.readouterr().err
     s = open_store(store.root)
     assert s.sql("SELECT count(*) = count(DISTINCT traj_id) FROM trajectories").fetchall() == [(True,)]
     assert (

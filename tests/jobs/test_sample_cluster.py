@@ -20,7 +20,8 @@ SCRIPT = textwrap.dedent("""
     import ray
     from ray.cluster_utils import Cluster
     from rldata import open_store
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.configs.sampling import SampleConfig
+from rldata.jobs.sample import run_sample
     from rldata.configs.sampling import SamplingSpec
     from rldata.sample_data.arith import generate
 
@@ -34,7 +35,7 @@ SCRIPT = textwrap.dedent("""
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     nodes = [n for n in ray.nodes() if n["Alive"]]
-    s = run_sample(store, SampleJob(spec=SamplingSpec(n=4, max_tokens=8), engines=2, batch_tasks=4,
+    s = run_sample(store, SampleConfig(sampling=SamplingSpec(n=4, max_tokens=8), engines=2, batch_tasks=4,
                                     address=cluster.address))
     print(json.dumps({"nodes": len(nodes), "samples": s.samples}))
     ray.shutdown()

@@ -3,6 +3,8 @@ exactly once, and the job that came second says what it skipped (real store, Ray
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.jobs.test_sample import _arith_tasks, _cli
@@ -40,3 +42,13 @@ def test_two_sample_jobs_over_the_same_tasks_write_each_row_once(tmp_path):
     )
     assert store.sql("SELECT count(*), min(n), max(n) FROM passrates").fetchall()[0] == (40, 4, 4)
     assert "skipped" in err1 + err2, (err1, err2)
+    # each run's summary counts what it wrote: samples and their verdicts, never the other job's
+    # (a run that wrote nothing records 0 correct)
+    runs = [json.loads(s) for (s,) in store.sql("SELECT summary FROM runs WHERE kind = 'sample'").fetchall()]
+    assert sum(r["samples"] for r in runs) == 160
+    assert sum(r["samples"] + r["samples_skipped"] for r in runs) >= 160
+    correct = store.sql(
+        "SELECT count(*) FROM (SELECT traj_id FROM verifications GROUP BY traj_id HAVING bool_and(passed))"
+    ).fetchall()[0][0]
+    assert sum(r["correct"] for r in runs) == correct
+    assert all(r["correct"] <= r["samples"] for r in runs), runs

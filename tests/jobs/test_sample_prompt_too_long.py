@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rldata.configs.sampling import SamplingSpec
-from rldata.jobs.sample import SampleJob, run_sample
+from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.jobs.sample import run_sample
 from tests.jobs.test_sample import _arith_tasks
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
@@ -17,8 +17,11 @@ def test_a_prompt_longer_than_the_context_is_recorded_and_the_rest_goes_on(store
     tasks[2] = {**tasks[2], "prompt": "What is " + " + ".join(["1"] * 200) + "?"}
     store.append("tasks", tasks)
     spec = SamplingSpec(n=2, temperature=1.0, max_tokens=8, seed=0)
-    summary = run_sample(store, SampleJob(spec=spec, batch_tasks=6, max_model_len=64))
+    summary = run_sample(store, SampleConfig(sampling=spec, batch_tasks=6, max_model_len=64))
     assert summary.prompt_too_long == 1 and summary.tasks_sampled == 6
+    # its samples are not generated, so they are no verifier errors (issue 45 §5: the tour's 3,104
+    # "verifier errors" were 194 such tasks x 16 samples); the ledger still counts them in n_error
+    assert summary.not_generated == 2 and summary.errors == 0
     long_id = tasks[2]["task_id"]
     rows = store.sql(
         "SELECT task_id, finish_reason, completion_tokens FROM trajectories ORDER BY task_id"

@@ -182,13 +182,13 @@ def _level45(store, n):
 def test_calculator_tools_episodes_on_the_real_engine_store_tool_calls_and_ids(store, ray_session):
     """The bundled chat model calls ``calculate`` the Hermes way in a minority of episodes; each call
     is parsed, stored with its id, answered by a tool message naming that id, and mostly ends right."""
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.engine.core import chat_model_path
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
 
     _level45(store, 12)
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=32, seed=0)
-    s = run_sample(store, SampleJob(spec=spec, model=str(chat_model_path()), env="calculator-tools"))
+    s = run_sample(store, SampleConfig(sampling=spec, model=str(chat_model_path()), env="calculator-tools"))
     assert s.samples == 96 and s.env_errors == 0
     rows = store.sql("SELECT messages, env_info, reward FROM trajectories").fetchall()
     called = [r for r in rows if any(m["tool_calls"] for m in r[0])]
@@ -209,13 +209,13 @@ def test_calculator_tools_episodes_on_the_real_engine_store_tool_calls_and_ids(s
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_the_bundled_chat_model_answers_a_bare_prompt_in_vllm():
+@pytest.mark.ray
+def test_the_bundled_chat_model_answers_a_bare_prompt_in_vllm(engine_pools):
+    """On the session's warm engine of the chat model (the episodes above borrowed it too)."""
     from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.core import Engine, chat_model_path
+    from rldata.engine.core import chat_model_path
+    from tests.ray_helpers import warm_engine
 
-    engine = Engine(chat_model_path(), max_model_len=256)
-    try:
+    with warm_engine(engine_pools, model=str(chat_model_path()), max_model_len=256) as engine:
         (group,) = engine.generate(["2+3="], SamplingSpec(n=1, temperature=0.0, max_tokens=8), seeds=[0])
-    finally:
-        engine.close()
     assert all(s.text == "5" and s.finish_reason == "stop" and s.token_ids[-1] == tc.EOS_ID for s in group)

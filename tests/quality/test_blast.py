@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.vllm]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, engine_pools):
     """40 level-1 arithmetic tasks, 4 of them flagged (pack "before"), and a 2-step training run
-    (4 groups of 4, a checkpoint every step)."""
+    (4 groups of 4, a checkpoint every step) on the session's warm engines."""
     from rldata.cli import main
     from rldata.engine.core import default_model_path
     from rldata.ingest import sample_path
@@ -42,9 +42,9 @@ def trained(tmp_path_factory):
         == 0
     )
     (tmp / "train.yaml").write_text(
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\ncheckpoint_every: 1\n"
+        "prompts_per_step: 4\nn: 4\nmax_tokens: 6\nlr: 1.0e-3\ncheckpoint_every: 1\n"
     )
-    with ray_with_cpus(4):
+    with ray_with_cpus(4), engine_pools.active():
         code = main(
             ["--store", root, "train", "--config", str(tmp / "train.yaml"), "--steps", "2",
              "--out", str(tmp / "runs"), "--run-id", "blast"]
@@ -59,8 +59,8 @@ def test_flagged_tasks_are_never_drawn_and_the_run_records_it(trained):
     drawn = set(store.sql("SELECT DISTINCT task_id FROM trajectories WHERE run_id = 'blast'").pl()["task_id"])
     assert drawn and not drawn & before
     args = json.loads(store.sql("SELECT args FROM runs WHERE run_id = 'blast'").fetchall()[0][0])
-    assert args["options"]["exclude"] == 4
-    assert args["options"]["exclude_info"]["flagged"] == {"contaminated:before": 4}
+    assert args["flags"]["exclude"] == 4 and args["run"]["include_flagged"] is False
+    assert args["flags"]["flagged"] == {"contaminated:before": 4}
 
 
 def test_blast_radius_traces_a_pack_to_the_run_its_steps_rollouts_tokens_and_checkpoints(trained, capsys):

@@ -25,7 +25,9 @@ def fingerprint(root: str | Path) -> dict[str, str]:
 
 
 def one_error_line(err: str) -> str:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    """The one ``rldata: error:`` line of ``err``; advisory ``note:`` lines printed before it (the
+    export's chat-template note) are not part of the error and are left out."""
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("note: ")]
     assert len(lines) == 1, err
     assert lines[0].startswith("rldata: error: "), err
     assert "Traceback" not in err

@@ -2,8 +2,10 @@
 
 For every kind: each command that touches the damaged table fails with one line naming the table
 and the damaged file, and writes nothing; the other tables keep working; ``doctor`` finds it;
-``doctor --repair`` fixes it without hiding a good row (the rows of a later commit stay) and says
-what it moved.  A read-only table directory and a full disk (a small tmpfs) are refused before the
+``doctor --repair`` fixes it without hiding a good row (the rows of a later commit stay, and every
+add of a cut commit whose path survived and whose file is intact is recovered) and says what it
+moved, recovered and could not recover; a data file whose rows no commit references any more stays
+where it is (the only copy of those rows) and ``doctor`` keeps naming it, with its row count.  A read-only table directory and a full disk (a small tmpfs) are refused before the
 first commit, with no Rust panic on stderr.
 """
 
@@ -14,6 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from rldata import open_store
@@ -37,15 +40,33 @@ def _tasks(prefix: str, n: int) -> list[dict]:
 
 @pytest.fixture
 def root(tmp_path) -> Path:
-    """tasks: v1 10 rows (file A), v2 10 rows, a checkpoint at v2, v3 100 rows, v4 800 rows = 920."""
+    """tasks: v1 10 rows (file A), v2 10 rows, a checkpoint at v2, v3 100 rows in two files of 50,
+    v4 800 rows = 920."""
+    from deltalake import write_deltalake
+
+    from rldata import schemas
+    from rldata.store.validate import conform
+
     store = open_store(tmp_path / "store")
     store.append("tasks", _tasks("a", 10))
     store.append("tasks", _tasks("b", 10))
     store.table("tasks").create_checkpoint()
-    store.append("tasks", _tasks("c", 100))
+    # one commit adding two files (as a large write does): a cut can fall between their add lines
+    rows = conform(schemas.get("tasks"), _tasks("c", 100)).to_batches(max_chunksize=50)
+    write_deltalake(store.uri("tasks"), rows, mode="append", target_file_size=1)
     store.append("tasks", _tasks("d", 800))
     store.append("runs", [{"run_id": "ok", "kind": "x", "status": "done"}])
+    assert [_rows(a) for a in _adds(tmp_path / "store", 3)] == [50, 50] and store.count("tasks") == 920
     return tmp_path / "store"
+
+
+def _adds(root: Path, version: int) -> list[dict]:
+    commit = (root / LOG / f"{version:020d}.json").read_text().splitlines()
+    return [json.loads(ln)["add"] for ln in commit if ln.startswith('{"add"')]
+
+
+def _rows(add: dict) -> int:
+    return json.loads(add["stats"])["numRecords"]
 
 
 def _first_data_file(root: Path) -> Path:
@@ -58,31 +79,55 @@ def _truncate(path: Path, keep: int) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
-# kind -> (damage it, the file the errors must name, rows readable after repair, does reading fail)
-def _damage(kind: str, root: Path) -> tuple[Path, int, bool]:
+def _cut_commit(root: Path, *, at: str) -> Path:
+    """v3 cut inside its second add line: right after that add's path (``after_path``: its file is
+    found and checked), inside the path (``in_path``: the file cannot be named), or in its first
+    line (``info``: even the commit's own count of its adds is gone)."""
+    path = root / LOG / f"{3:020d}.json"
+    data = path.read_bytes()
+    second = data.index(b'{"add"', data.index(b'{"add"') + 1)
+    name = data.index(b'"path":"', second) + len(b'"path":"')
+    end = data.index(b'"', name)
+    keep = {"after_path": end + 1, "in_path": name + 10, "info": 40}[at]
+    path.write_bytes(data[:keep])
+    return path
+
+
+# kind -> (the file the errors must name, rows readable after repair, rows left in a data file no
+# commit references: not moved, reported by doctor)
+def _damage(kind: str, root: Path) -> tuple[Path, int, int]:
     log = root / LOG
     checkpoint = log / f"{2:020d}.checkpoint.parquet"
     if kind == "truncated_checkpoint":
         _truncate(checkpoint, 100)
-        return checkpoint, 920, True
+        return checkpoint, 920, 0
     if kind == "garbage_checkpoint":
         checkpoint.write_bytes(os.urandom(4000))
-        return checkpoint, 920, True
+        return checkpoint, 920, 0
     if kind == "bad_last_checkpoint":
         (log / "_last_checkpoint").write_text('{"version": 9, "size": 5}')
-        return log / "_last_checkpoint", 920, True
+        return log / "_last_checkpoint", 920, 0
     if kind == "deleted_data_file":
         path = _first_data_file(root)
         path.unlink()
-        return path, 910, True
+        return path, 910, 0
     if kind == "truncated_data_file":
         path = _first_data_file(root)
         _truncate(path, 100)
-        return path, 910, True
-    if kind == "truncated_commit":  # v3's 100 rows are lost with it; v4's 800 must stay
+        return path, 910, 0
+    if kind == "truncated_commit":  # both of v3's adds are recovered: every row reads again
+        return _cut_commit(root, at="after_path"), 920, 0
+    if kind == "truncated_commit_in_path":  # the second file cannot be named: its 50 rows stay in it
+        return _cut_commit(root, at="in_path"), 870, 50
+    if kind == "truncated_commit_info":  # nothing of v3 but its first bytes: 100 rows stay in 2 files
+        return _cut_commit(root, at="info"), 820, 100
+    if kind == "garbled_commit":  # bytes overwritten inside the first add's statistics: path intact
         path = log / f"{3:020d}.json"
-        _truncate(path, 40)
-        return path, 820, True
+        data = bytearray(path.read_bytes())
+        at = data.index(b"numRecords", data.index(b'{"add"'))
+        data[at : at + 40] = os.urandom(40).replace(b"\n", b"x")
+        path.write_bytes(bytes(data))
+        return path, 920, 0
     raise AssertionError(kind)
 
 
@@ -93,6 +138,9 @@ KINDS = [
     "deleted_data_file",
     "truncated_data_file",
     "truncated_commit",
+    "truncated_commit_in_path",
+    "truncated_commit_info",
+    "garbled_commit",
 ]
 
 
@@ -109,7 +157,7 @@ def _dump(tmp_path: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_damage_is_isolated_named_and_repaired(kind, root, tmp_path, capsys):
-    bad, rows_after, _ = _damage(kind, root)
+    bad, rows_after, lost = _damage(kind, root)
     new = tmp_path / "new.jsonl"
     new.write_text('{"prompt": "new?", "answer": "1"}\n')
     s = str(root)
@@ -125,9 +173,10 @@ def test_damage_is_isolated_named_and_repaired(kind, root, tmp_path, capsys):
     fails_naming_it("sql", "SELECT count(*) FROM tasks")
     fails_naming_it("ingest", str(new))
     fails_naming_it("import-rollouts", str(_dump(tmp_path)), "--format", "verl", "--model", "m")
-    if "data_file" not in kind:  # a missing data file does not stop the log (and row counts) from being read
-        code, out, err = run(capsys, "--store", s, "tables", "-f", "csv")
-        assert code == 1 and str(bad) in one_error_line(err) and "runs,1," in out
+    # tables lists the others and names the damaged file (a missing data file too: the log's row
+    # count is no count of rows that can be read)
+    code, out, err = run(capsys, "--store", s, "tables", "-f", "csv")
+    assert code == 1 and str(bad) in one_error_line(err) and "runs,1," in out and "tasks,,," in out
     assert fingerprint(root) == before
     # the other tables still work
     code, out, err = run(capsys, "--store", s, "sql", "SELECT count(*) AS n FROM runs", "-f", "csv")
@@ -139,19 +188,41 @@ def test_damage_is_isolated_named_and_repaired(kind, root, tmp_path, capsys):
     assert code == 1 and len(found) == 1 and found[0]["table"] == "tasks" and bad.name in found[0]["detail"]
     assert fingerprint(root) == before
     code, out, err = run(capsys, "--store", s, "doctor", "--repair", "-f", "json")
-    fixed = [f for f in json.loads(out) if f["check"] in ("log", "data_files")]
-    assert code == 0 and fixed and all(f["repaired"] for f in fixed), (out, err)
+    found = json.loads(out)
+    fixed = [f for f in found if f["check"] in ("log", "data_files")]
+    assert code == (1 if lost else 0) and fixed and all(f["repaired"] for f in fixed), (out, err)
     assert any(w in fixed[0]["detail"] for w in ("moved", "removes"))
     assert (root / ".rldata-doctor").is_dir() or kind == "deleted_data_file"
+    if kind == "truncated_commit":
+        assert "recovered 2 add(s) (100 row(s)) of the 2 the commit made" in fixed[0]["detail"]
+    if kind == "truncated_commit_in_path":
+        assert "recovered 1 add(s) (50 row(s)) of the 2 the commit made" in fixed[0]["detail"]
+        assert "could not recover 1 add(s) cut off before their path" in fixed[0]["detail"]
 
     # every good row reads again (v4's 800 rows included), and writes work again
     store = open_store(root)
     assert not store.damaged and store.count("tasks") == rows_after
+    assert store.sql("SELECT count(*) FROM tasks").fetchall() == [(rows_after,)]
     assert store.sql("SELECT count(*) FROM tasks WHERE task_id LIKE 'd%'").fetchall() == [(800,)]
     code, _, err = run(capsys, "--store", s, "ingest", str(new))
     assert code == 0, err
     code, out, err = run(capsys, "--store", s, "doctor", "-f", "json")
-    assert code == 0 and not [f for f in json.loads(out) if f["check"] != "leftover"], out
+    left = [f for f in json.loads(out) if f["check"] != "leftover"]
+    if not lost:
+        assert code == 0 and not left, out
+        return
+    # the rows no commit references any more: named with their count, never moved or deleted
+    [unref] = left
+    assert code == 1 and unref["check"] == "unreferenced" and unref["table"] == "tasks", out
+    assert f"hold {lost} row(s) the table lacks" in unref["detail"] and "left in place" in unref["detail"]
+    assert sum(pq.read_metadata(p).num_rows for p in _unreferenced(root)) == lost
+
+
+def _unreferenced(root: Path) -> list[Path]:
+    from rldata.doctor.core import _ever_added
+
+    added = _ever_added(open_store(root), "tasks")
+    return [p for p in (root / "tasks").glob("*.parquet") if p.name not in added]
 
 
 def _mount(*args: str) -> bool:

@@ -214,3 +214,52 @@ def test_leftover_data_files_are_listed_not_problems(tmp_path, capsys):
         ("leftover", "runs"),
         ("stray", "runs"),
     }
+
+
+def test_unreferenced_rows_are_a_problem_never_moved_and_superseded_ones_are_leftovers(tmp_path, capsys):
+    """Files no commit references, told apart by their rows: one holding rows the table lacks is the
+    only copy of them (a problem, left in place even when old); a copy of rows the table holds, an
+    incomplete file and a killed commit's 0-byte temporary file are leftovers (moved when old)."""
+    import os
+    import shutil
+    import time
+
+    import polars as pl
+
+    root = tmp_path / "s"
+    store = open_store(root)
+    store.append("runs", [{"run_id": f"r{k}", "kind": "x", "status": "done"} for k in range(3)])
+    tdir = root / "runs"
+    live = next(tdir.glob("*.parquet"))
+    uuid = "0123abcd-0000-4000-8000-0000000000{:02d}"
+    superseded = tdir / f"part-00001-{uuid.format(1)}-c000.snappy.parquet"
+    shutil.copy(live, superseded)  # a retried write: its rows landed in the live file
+    only = tdir / f"part-00002-{uuid.format(2)}-c000.snappy.parquet#1"  # a staged file never renamed
+    pl.read_parquet(live).with_columns(pl.lit("lost").alias("run_id")).head(1).write_parquet(only)
+    temp = tdir / "_delta_log" / f"{2:020d}.json#1"
+    temp.write_bytes(b"")  # a commit killed between its create and its link
+    hour_ago = time.time() - 7200
+    for p in (superseded, only, temp):
+        os.utime(p, (hour_ago, hour_ago))
+    before = fingerprint(root)
+    code, out, _ = run(capsys, "--store", str(root), "doctor", "-f", "json")
+    found = {f["check"]: f for f in json.loads(out)}
+    assert code == 1 and set(found) == {"unreferenced", "leftover"}, out
+    assert (
+        found["unreferenced"]["count"] == 1
+        and "hold 1 row(s) the table lacks" in found["unreferenced"]["detail"]
+    )
+    assert "left in place (the only copy of those rows)" in found["unreferenced"]["detail"]
+    assert found["leftover"]["count"] == 2
+    assert "1 data file(s) whose rows the table holds" in found["leftover"]["detail"]
+    assert (
+        f"1 temporary commit file(s) a killed commit left (_delta_log/{2:020d}.json#1 (0 bytes))"
+        in (found["leftover"]["detail"])
+    )
+    assert fingerprint(root) == before
+    code, out, _ = run(capsys, "--store", str(root), "doctor", "--repair", "-f", "json")
+    assert code == 1 and only.exists() and not superseded.exists() and not temp.exists(), out
+    assert list((root / ".rldata-doctor").rglob(superseded.name)) and list(
+        (root / ".rldata-doctor").rglob(temp.name)
+    )
+    assert open_store(root).count("runs") == 3

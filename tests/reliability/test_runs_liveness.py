@@ -78,3 +78,48 @@ def test_a_finished_run_stops_its_heartbeat(tmp_path):
     row = _row(store, "r")
     assert (row["status"], json.loads(row["summary"])) == ("done", {"n": 1})
     assert store.version("runs") == version and effective_status(row) == "done"
+
+
+def _dead(run_id: str, kind: str, args: dict) -> dict:
+    gone = {"host": "elsewhere.invalid", "pid": 1, "pid_start": "1"}
+    beat = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).isoformat()
+    return {
+        "run_id": run_id,
+        "kind": kind,
+        "status": "running",
+        "args": json.dumps(args, sort_keys=True),
+        "summary": json.dumps({"owner": gone, "heartbeat": beat}),
+    }
+
+
+def test_a_rerun_that_completes_marks_the_killed_run_it_resumed(tmp_path, capsys):
+    """A killed `sample` is finished by running the same command again (a new run id): when that run
+    completes, the killed one is no longer work left undone, and doctor is clean without --repair.
+    Until then doctor names the command that finishes each stopped run."""
+    from tests.reliability.helpers import run
+
+    store = open_store(tmp_path / "s")
+    args = {"model": "m", "spec": {"n": 4}}
+    store.upsert(
+        "runs",
+        [
+            _dead("killed-sample", "sample", args),
+            _dead("other-args", "sample", {"model": "m", "spec": {"n": 8}}),
+            _dead("killed-train", "train", {}),
+        ],
+    )
+    code, out, _ = run(capsys, "--store", str(tmp_path / "s"), "doctor", "-f", "json")
+    [stuck] = json.loads(out)
+    assert code == 1 and stuck["check"] == "stuck_runs" and stuck["count"] == 3
+    assert "killed-train (train: rldata train --resume --run-id killed-train" in stuck["detail"]
+    assert "killed-sample (sample: the same rldata sample command again (it resumes))" in stuck["detail"]
+    with record_run(store, "sample", args, run_id="rerun") as r:
+        r.summary = {"samples": 4}
+    rows = {r["run_id"]: r for r in store.sql("SELECT * FROM runs").pl().to_dicts()}
+    assert rows["killed-sample"]["status"] == "failed"
+    assert "run rerun resumed its work" in rows["killed-sample"]["error"]
+    assert rows["other-args"]["status"] == "running"  # another slice of work: not this run's to close
+    assert rows["rerun"]["status"] == "done"
+    code, out, _ = run(capsys, "--store", str(tmp_path / "s"), "doctor", "-f", "json")
+    [stuck] = json.loads(out)
+    assert stuck["count"] == 2 and "killed-sample" not in stuck["detail"]

@@ -18,32 +18,55 @@ from rldata.runs.core import record_run
 TIMES = ("generate", "reward", "update", "sync", "writeback")
 
 
-def _run(store, run_id, *, tag=None, offset=0.0, steps=6, metrics=True):
-    with record_run(store, "train", {"options": {"tag": tag}}, run_id=run_id) as run:
-        rows = []
-        for step in range(1, steps + 1 if metrics else 1):
-            m = {
-                "reward_mean": 0.2 + 0.05 * step + offset,
-                "accuracy": 0.2 + 0.04 * step,
-                "groups_kept": 3,
-                "groups_dropped": 1,
-                "groups_dropped/zero_variance": 1,
-                "kl": 0.01 * step,
-                "entropy": 1.0,
-                "clip_frac": 0.1,
-                "response_len_mean": 5 + step,
-                "accuracy/easy": 0.5,
-                "accuracy/hard": 0.1,
-                "phase": 0 if step < 4 else 1,
-                **{f"time/{p}": 0.5 for p in TIMES},
+def _metrics(run_id, *, offset=0.0, steps=6, episodes=False, asynchronous=False) -> list[dict]:
+    rows = []
+    for step in range(1, steps + 1):
+        m = {
+            "reward_mean": 0.2 + 0.05 * step + offset,
+            "accuracy": 0.2 + 0.04 * step,
+            "groups_kept": 3,
+            "groups_dropped": 1,
+            "groups_dropped/zero_variance": 1,
+            "kl": 0.01 * step,
+            "entropy": 1.0,
+            "clip_frac": 0.1,
+            "response_len_mean": 5 + step,
+            "accuracy/easy": 0.5,
+            "accuracy/hard": 0.1,
+            "phase": 0 if step < 4 else 1,
+            **{f"time/{p}": 0.5 for p in TIMES},
+        }
+        if episodes:
+            m |= {
+                "episode/tool_calls_mean": 1.0 + step / 10,
+                "episode/tool_errors_mean": 0.2,
+                "episode/turns_mean": 2.0,
+                "episode/finish/env_done": 0.8,
+                "episode/finish/max_turns": 0.2,
             }
-            rows += [{"run_id": run_id, "step": step, "name": k, "value": float(v)} for k, v in m.items()]
-        if rows:
-            rows += [
-                {"run_id": run_id, "step": s, "name": "eval/accuracy", "value": 0.3 + offset}
-                for s in (0, steps)
-            ]
-            store.append("metrics", rows)
+        if asynchronous:
+            m |= {
+                "staleness/0": 8.0 * (step % 2),
+                "staleness/1": 8.0 * (1 - step % 2),
+                "rho_mean": 1.0,
+                "rho_max": 1.3,
+                "tis_frac": 0.01,
+                "clip_or_tis_frac": 0.11,
+            }
+        rows += [{"run_id": run_id, "step": step, "name": k, "value": float(v)} for k, v in m.items()]
+    for s in (0, steps):
+        rows += [
+            {"run_id": run_id, "step": s, "name": "eval/accuracy", "value": 0.3 + offset},
+            {"run_id": run_id, "step": s, "name": "eval/ci_low", "value": 0.25 + offset},
+            {"run_id": run_id, "step": s, "name": "eval/ci_high", "value": 0.35 + offset},
+        ]
+    return rows
+
+
+def _run(store, run_id, *, tag=None, offset=0.0, steps=6, metrics=True, **kinds):
+    with record_run(store, "train", {"options": {"tag": tag}}, run_id=run_id) as run:
+        if metrics:
+            store.append("metrics", _metrics(run_id, offset=offset, steps=steps, **kinds))
         run.summary = {"last_step": steps, "evals": [{"accuracy": 0.3}, {"accuracy": 0.3 + offset}]}
 
 
@@ -80,6 +103,41 @@ def test_every_family_is_a_png_and_the_page_names_them(store, tmp_path):
     ):
         assert title in page, title
     assert "<td>a</td>" in page and "<td>b</td>" in page
+
+
+def test_episode_async_and_interval_panels_and_whole_steps(store, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from rldata.report.training import _heldout, _reward, load_curves
+
+    _run(store, "a", episodes=True, asynchronous=True)
+    files = render_training(store, ["a"], tmp_path / "rep")
+    page = files["training_html"].read_text()
+    for title in (
+        "Episodes: tool calls, tool errors, turns, finish reasons",
+        "Async: staleness, rho and clip statistics",
+        "Held-out accuracy (bars: 95% interval over the tasks)",
+    ):
+        assert title in page, title
+    assert files["train_episodes"].stat().st_size > 5000 and files["train_async"].stat().st_size > 5000
+    assert "moves to a harder bucket" not in page  # the run has a held-out evaluation
+    curves, _ = load_curves(store, ["a"])
+    two = curves.filter(curves["step"] <= 2)  # a 2-step run: ticks 1, 2 (never 1.2, 1.4, ...)
+    fig, ax = plt.subplots()
+    _reward(two, fig, ax)
+    ticks = [t for t in ax.get_xticks() if 1 <= t <= 2]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    fig, ax = plt.subplots()
+    assert _heldout(curves, fig, ax).endswith("(bars: 95% interval over the tasks)")
+    plt.close("all")
+
+
+def test_a_run_without_eval_says_why_its_reward_falls_at_a_phase_change(store, tmp_path):
+    with record_run(store, "train", {}, run_id="a"):
+        store.append("metrics", [r for r in _metrics("a") if not r["name"].startswith("eval/")])
+    page = render_training(store, ["a"], tmp_path / "rep")["training_html"].read_text()
+    assert "moves to a harder bucket (dashed lines) they fall even if the policy improves" in page
+    assert "--eval-heldout" in page
 
 
 def test_a_run_without_metrics_draws_no_data_panels(store, tmp_path):

@@ -8,6 +8,7 @@ import os
 import polars as pl
 import pytest
 
+import rldata
 from rldata.errors import RldataError
 from rldata.rewards.compose import (
     DomainReward,
@@ -300,6 +301,12 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
     assert got["reward/n_error/code"] == 1.0 and got["reward/n_judge_error/code"] == 2.0
     stored = store.sql("SELECT name, value FROM metrics WHERE run_id = 'r1' AND step = 0").pl()
     assert dict(stored.iter_rows()) == pytest.approx(got)
+    # the same composition and write from Python: the command is this verb
+    res = rldata.rewards(store, run_id="r1", spec=spec, write_metrics=5)
+    assert dict(res.metrics) == pytest.approx(got) and res.written == len(got) and res.rows.height > 0
+    again = store.sql("SELECT name, value FROM metrics WHERE run_id = 'r1' AND step = 5").pl()
+    assert dict(again.iter_rows()) == pytest.approx(got)
+    assert rldata.rewards(store, run_id="r1", spec=spec).written == 0
     bad = tmp_path / "bad.yaml"
     bad.write_text("domains:\n  code: {alpha: 3}\n")
     assert main(["--store", store.root, "rewards", "--run-id", "r1", "--spec", str(bad)]) == 1
@@ -323,8 +330,8 @@ def test_rewards_cli_prints_and_logs_metrics(store, tmp_path, capsys):
 
 def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys):
     # issue 12: LengthPenalty.max_tokens defaults to 1024 while a run's max_tokens is 16: never checked
-    from rldata.configs.sampling import SamplingSpec
-    from rldata.jobs.sample import SampleJob
+    from rldata.configs.sampling import SampleConfig, SamplingSpec
+    from rldata.jobs.sample import plan_sample
     from rldata.trainer.config import TrainConfig
     from rldata.trainer.rollout import load_reward
 
@@ -338,8 +345,8 @@ def test_length_penalty_is_checked_against_the_runs_max_tokens(tmp_path, capsys)
     assert spec.check_max_tokens(1024) is spec and RewardSpec().check_max_tokens(1) == RewardSpec()
     with pytest.raises(RldataError, match=f"{path}: .*max_tokens=16"):
         load_reward(TrainConfig(reward_spec=str(path), max_tokens=16))
-    with pytest.raises(RldataError, match="max_tokens=16"):
-        SampleJob(spec=SamplingSpec(max_tokens=16), reward=spec)
+    with pytest.raises(RldataError, match="max_tokens=16"):  # before the sample job starts anything
+        plan_sample(SampleConfig(sampling=SamplingSpec(max_tokens=16), reward_spec=spec))
     from rldata.cli import main
 
     assert (

@@ -169,17 +169,19 @@ def test_export_with_no_judge_rows_writes_an_empty_file(store, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_tiny_model_judge_through_the_real_engine(store):
+@pytest.mark.ray
+def test_tiny_model_judge_through_the_real_engine(store, engine_pools):
     """The tiny arithmetic model cannot write 'VERDICT: 1': every verdict must come back as an error
-    row with the raw output kept, never as a score; a prompt too long for the engine is an error too."""
+    row with the raw output kept, never as a score; a prompt too long for the engine is an error too.
+    The engine is the session's warm one of a 64-token context (the episode tests' too)."""
     from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.core import Engine
     from rldata.jobs.judge import judge_store
     from rldata.rewards.judge import Judge
+    from tests.ray_helpers import warm_engine
 
     _seed_store(store)
     tiny = JudgeTemplate(name="tiny", pointwise="{prompt}{response}=", pairwise="{a}-{b}=")
-    with Engine(max_model_len=64) as engine:
+    with warm_engine(engine_pools, max_model_len=64) as engine:
         judge = Judge(engine, template=tiny, sampling=SamplingSpec(n=1, temperature=0.0, max_tokens=8))
         verdicts = judge.pointwise(["2+3=", "4*4="], ["5", "16"])
         assert [v.passed for v in verdicts] == [None, None]

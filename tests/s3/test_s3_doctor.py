@@ -111,13 +111,18 @@ def _tasks_count(s3_uri, s3_server) -> int:
     )
 
 
-def test_a_truncated_commit_on_s3_is_rebuilt_keeping_later_commits(s3_server, s3_uri, s3_store):
+@pytest.mark.parametrize("cut", ["after_path", "in_path"])
+def test_a_truncated_commit_on_s3_is_rebuilt_keeping_later_commits(s3_server, s3_uri, s3_store, cut):
+    """Its add cut mid-line: after the path (the object is found and checked: every row reads again)
+    or inside it (the object cannot be named: its 5 rows stay in it, named by doctor, not moved)."""
     from rldata import open_store
 
     _three_appends(s3_store)
     key = f"tasks/_delta_log/{2:020d}.json"
     whole = _get(s3_server, s3_uri, key)
-    _put(s3_server, s3_uri, key, whole[: whole.rindex(b'{"add"') + 20])  # its add cut mid-line
+    path_at = whole.index(b'"path":"', whole.rindex(b'{"add"')) + len(b'"path":"')
+    keep = whole.index(b'"', path_at) + 1 if cut == "after_path" else path_at + 4
+    _put(s3_server, s3_uri, key, whole[:keep])
     store = open_store(s3_uri, storage_options=s3_server.options)
     assert "tasks" in store.damaged
     (found,) = [f for f in doctor(store) if f.problem]
@@ -130,8 +135,16 @@ def test_a_truncated_commit_on_s3_is_rebuilt_keeping_later_commits(s3_server, s3
     aside = _keys(s3_server, s3_uri, ".rldata-doctor/")
     assert [k for k in aside if k.endswith(f"log/tasks/_delta_log/{2:020d}.json")], aside
     assert _get(s3_server, s3_uri, next(k for k in aside if k.endswith(".json"))) != whole  # the damaged one
+    left = [f for f in doctor(open_store(s3_uri, storage_options=s3_server.options)) if f.problem]
+    if cut == "after_path":  # batches 0, 1 and 2: the cut commit's add recovered from its object
+        assert "recovered 1 add(s) (5 row(s)) of the 1 the commit made" in fixed.detail, fixed.detail
+        assert _tasks_count(s3_uri, s3_server) == 15 and left == []
+        return
+    assert "could not recover 1 add(s) cut off before their path" in fixed.detail, fixed.detail
     assert _tasks_count(s3_uri, s3_server) == 10  # batches 0 and 2: the later commit's rows are not hidden
-    assert [f for f in doctor(open_store(s3_uri, storage_options=s3_server.options)) if f.problem] == []
+    (unref,) = left
+    assert unref.check == "unreferenced" and "hold 5 row(s) the table lacks" in unref.detail, unref
+    assert len([k for k in _keys(s3_server, s3_uri, "tasks/") if k.endswith(".parquet")]) == 3  # not moved
 
 
 def test_a_garbage_checkpoint_on_s3_is_moved_aside(s3_server, s3_uri, s3_store):

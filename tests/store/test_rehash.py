@@ -20,10 +20,15 @@ def test_n_and_seed_are_not_part_of_the_distribution():
         SamplingSpec(n=0)
 
 
+def _as_5291bef_stored(spec: SamplingSpec) -> dict:
+    """The params JSON that release wrote: without the fields SamplingSpec gained since."""
+    return {k: v for k, v in spec.to_dict().items() if k != "chat_template"}
+
+
 def test_the_old_hash_is_the_one_the_previous_release_stored():
     # printed by tests/data/stores/make_v4.py under commit 5291bef (N was hashed then)
-    assert legacy_hash(SamplingSpec(n=4, max_tokens=8, seed=0).to_dict()) == "6f7788aad81728f4"
-    assert legacy_hash(SamplingSpec(n=8, max_tokens=8, seed=1).to_dict()) == "18a777003a875ea1"
+    assert legacy_hash(_as_5291bef_stored(SamplingSpec(n=4, max_tokens=8, seed=0))) == "6f7788aad81728f4"
+    assert legacy_hash(_as_5291bef_stored(SamplingSpec(n=8, max_tokens=8, seed=1))) == "18a777003a875ea1"
     assert SamplingSpec(n=4, max_tokens=8).params_hash == SamplingSpec(n=8, max_tokens=8).params_hash
 
 
@@ -32,6 +37,8 @@ def test_only_rows_holding_the_old_hash_of_their_own_params_are_rehashed():
     old = legacy_hash(spec.to_dict())
     assert _new_hash(old, spec.to_json()) == spec.params_hash
     assert _new_hash(spec.params_hash, spec.to_json()) is None  # already rehashed
+    stored = json.dumps(_as_5291bef_stored(spec))  # a row of that release: no chat_template key
+    assert _new_hash(legacy_hash(json.loads(stored)), stored) == spec.params_hash
     assert _new_hash("ph0", spec.to_json()) is None  # a hash these params did not produce
     assert _new_hash(old, '{"temperature": 1.0}') is None  # not a whole spec: cannot be recovered
     assert _new_hash(old, "not json") is None and _new_hash("imported", None) is None

@@ -12,14 +12,10 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def train_ray():
-    """A local Ray with 4 logical CPUs: engine + learner + verification tasks (+ an eval engine).  The
-    trainer modules share it (the learner-only tests too): it stays up from one module to the next."""
-    import ray
-
-    from tests.ray_helpers import init_ray, ray_with_cpus
+def train_ray(ray_session):
+    """The session's Ray (wide enough for an engine, two learners and verification tasks beside the
+    session's warm engines: tests/ray_helpers.py)."""
+    from tests.ray_helpers import ray_with_cpus
 
     with ray_with_cpus(4):
-        if not ray.is_initialized():
-            init_ray(4)
-        yield ray
+        yield ray_session

@@ -22,7 +22,7 @@ from rldata.trainer.config import TrainConfig
 from rldata.trainer.learner import Learner
 from rldata.trainer.policy import collate
 
-CFG = TrainConfig(prompts_per_step=2, group_size=4, micro_batch=4, lr=1e-3, kl_coef=0.05)
+CFG = TrainConfig(prompts_per_step=2, n=4, micro_batch=4, lr=1e-3, kl_coef=0.05)
 
 
 def _batch_from_global_rng():

@@ -48,5 +48,11 @@ def test_the_recipe_adds_an_estimator_the_trainer_uses(registry, tmp_path):
     # Step 3: the training config accepts the name, directly and from a config file.
     assert TrainConfig(advantage="leave_one_out").advantage == "leave_one_out"
     path = tmp_path / "train.yaml"
-    path.write_text("advantage: leave_one_out\ngroup_size: 4\n")
+    path.write_text("advantage: leave_one_out\nn: 4\n")
     assert TrainConfig.from_yaml(path).advantage == "leave_one_out"
+    # and it is a choice of --advantage in the help and docs/options.md: from the registry, no edit
+    from rldata.cli.options_docs import docs_table
+    from rldata.trainer.config import TrainCommand
+
+    row = next(r for r in docs_table(TrainCommand).splitlines() if r.startswith("| `--advantage`"))
+    assert "One of: grpo, drgrpo, leave_one_out." in row

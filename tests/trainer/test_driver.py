@@ -60,7 +60,7 @@ def _cfg(out: Path, run_id: str, steps: int):
         steps=steps,
         seed=7,
         prompts_per_step=P,
-        group_size=G,
+        n=G,
         max_tokens=6,
         lr=2e-3,
         micro_batch=16,
@@ -70,11 +70,12 @@ def _cfg(out: Path, run_id: str, steps: int):
 
 
 def _train(store, cfg, **kw):
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainRun
+    from rldata.trainer.driver import train
     from rldata.trainer.evaluate import HELDOUT_WHERE
 
     where = f"NOT ({HELDOUT_WHERE})"
-    return train(store, cfg, DriverOptions(tasks_where=where, **kw))
+    return train(store, TrainCommand(train=cfg, run=TrainRun(where=where, **kw)))
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +264,15 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(full, tmp_path):
         _train(store, _cfg(out, "killed", STEPS))
     resumed = _train(store, _cfg(out, "killed", STEPS), resume=True)
     assert resumed.steps == 2 and resumed.last_step == STEPS
+    # its summary counts the whole run: the steps before the checkpoint too (steps: this invocation's)
+    stored = store.sql("SELECT count(*) FROM trajectories WHERE run_id = 'killed'").fetchall()[0][0]
+    assert resumed.samples == stored == full[1].samples
+    assert (resumed.groups_kept, resumed.groups_dropped) == (full[1].groups_kept, full[1].groups_dropped)
+    # --resume of the finished run: nothing runs, nothing is written, the stored summary comes back
+    versions = store.versions()
+    again = _train(store, _cfg(out, "killed", STEPS), resume=True)
+    assert (again.steps, again.last_step, again.samples) == (0, STEPS, resumed.samples)
+    assert store.versions() == versions
 
     assert _rollouts(store, "killed") == _rollouts(store_full, "full")  # every step, none twice
     dup = store.sql("SELECT count(*) - count(DISTINCT traj_id) FROM trajectories").fetchall()[0][0]
@@ -445,7 +455,7 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     root = tmp_path / "store"
     conf = tmp_path / "train.yaml"
     conf.write_text(
-        f"model: {_model_dir()}\nprompts_per_step: {P}\ngroup_size: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
+        f"model: {_model_dir()}\nprompts_per_step: {P}\nn: {G}\nmax_tokens: 6\nlr: 2.0e-3\n"
         "max_resample: 2\nseed: 7\n" + learners
     )
     args = [
@@ -528,8 +538,25 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     assert all(0 <= gap <= 2 for _, _, gap in per_step.values())
     _check_ledger_counts_every_stored_sample(store, "ka")
     assert (tmp_path / "runs" / "ka" / "checkpoints" / "step-000008").is_dir()
+    # the resumed run's summary counts all its samples (the steps before the kill too) ...
+    summary = json.loads(store.sql("SELECT summary FROM runs WHERE run_id = 'ka'").fetchall()[0][0])
+    assert json.loads(out)[0]["samples"] == summary["samples"] == n
+    # ... doctor is clean without --repair (a killed write's leftovers are listed, not problems) ...
+    code = main(["--store", str(root), "doctor", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and {f["check"] for f in json.loads(out)} <= {"leftover"}, out + err
+    # ... and --resume of the finished run does nothing: one line, the stored summary, no write
+    from tests.reliability.helpers import fingerprint
+
+    before = fingerprint(root)
+    code = main(["--store", str(root), *args, "--resume", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err.strip() == "run ka is already done (step 8 of 8): nothing to do", err
+    assert json.loads(out)[0]["samples"] == n and json.loads(out)[0]["steps"] == 0
+    assert fingerprint(root) == before
 
 
+@pytest.mark.fresh_engines(reason="counts the engine starts of a run that starts its own")
 def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ray, tmp_path, monkeypatch):
     """Held-out evaluations run on the run's own engines (none of their own), the one after a step
     once the engines hold the checkpoint's weights: their samples are what fresh engines loaded from

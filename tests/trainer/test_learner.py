@@ -13,7 +13,7 @@ from rldata.trainer.policy import collate, token_logprobs
 
 
 def _cfg(**kw):
-    base = {"prompts_per_step": 4, "group_size": 4, "micro_batch": 16, "lr": LR, "max_grad_norm": 1.0}
+    base = {"prompts_per_step": 4, "n": 4, "micro_batch": 16, "lr": LR, "max_grad_norm": 1.0}
     return TrainConfig(**{**base, **kw})
 
 

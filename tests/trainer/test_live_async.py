@@ -71,12 +71,12 @@ def _groups(store, run_id, cfg) -> list[tuple[int, str, int, int, int]]:
     ).fetchall()
     out = []
     for step, seed, task, version, versions, passes, n in rows:
-        assert versions == 1 and n == cfg.group_size  # a group is one version's G samples
+        assert versions == 1 and n == cfg.rollout.n  # a group is one version's G samples
         where = [
             (rnd, slot)
             for rnd in range(1 + cfg.max_resample)
             for slot in range(cfg.prompts_per_step)
-            if request_seed(cfg.seed, step, rnd, slot, task) == seed
+            if request_seed(cfg.rollout.seed, step, rnd, slot, task) == seed
         ]
         assert len(where) == 1, (step, task, seed)
         out.append(((step, *where[0]), (step, task, version, passes, n - passes)))
@@ -92,12 +92,13 @@ def _replay(cfg, prior, groups, version_of) -> dict:
 
 @pytest.mark.parametrize("sampler", ["live:band", "live:learnability", "live:skip"])
 def test_async_live_run_applies_each_group_as_consumed_at_its_own_version(train_ray, tmp_path, sampler):
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainRun
+    from rldata.trainer.driver import train
 
     store, ids, where = _pool(tmp_path)
     run_id, steps = "alive", 6
     cfg = _cfg(tmp_path / "runs", run_id, steps).replace(mode="async", max_staleness=2)
-    s = train(store, cfg, DriverOptions(tasks_where=where, sampler=sampler))
+    s = train(store, TrainCommand(train=cfg, run=TrainRun(where=where, sampler=sampler)))
     assert s.last_step == steps
 
     # every step's live metrics, the zero-variance share equal to a recount from the stored groups
@@ -134,11 +135,12 @@ def test_cli_killed_and_resumed_live_skip_run_draws_bit_identically(train_ray, t
 
     from rldata import open_store
     from rldata.cli import main
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainRun
+    from rldata.trainer.driver import train
 
     ref_store, _, where = _pool(tmp_path / "ref")
     cfg = _cfg(tmp_path / "ref" / "runs", "rs", 4)
-    train(ref_store, cfg, DriverOptions(tasks_where=where, sampler="live:skip"))
+    train(ref_store, TrainCommand(train=cfg, run=TrainRun(where=where, sampler="live:skip")))
     m = _metrics(ref_store, "rs")
     assert sum(m[s]["live/skipped"] + m[s]["live/reprobed"] for s in (3, 4)) > 0  # the skip state is in play
 
@@ -146,8 +148,8 @@ def test_cli_killed_and_resumed_live_skip_run_draws_bit_identically(train_ray, t
     root, out = tmp_path / "cli" / "store", tmp_path / "cli" / "runs"
     conf = tmp_path / "train.yaml"
     conf.write_text(
-        f"model: {_model_dir()}\nseed: {cfg.seed}\nprompts_per_step: {cfg.prompts_per_step}\n"
-        f"group_size: {cfg.group_size}\nmax_tokens: {cfg.max_tokens}\nlr: {cfg.lr}\n"
+        f"model: {_model_dir()}\nseed: {cfg.rollout.seed}\nprompts_per_step: {cfg.prompts_per_step}\n"
+        f"n: {cfg.rollout.n}\nmax_tokens: {cfg.rollout.max_tokens}\nlr: {cfg.lr}\n"
         f"micro_batch: {cfg.micro_batch}\nmax_resample: {cfg.max_resample}\n"
         f"checkpoint_every: {cfg.checkpoint_every}\nlive: {{decay: {cfg.live.decay}}}\n"
     )

@@ -36,12 +36,56 @@ def test_ledger_prior_prefers_the_runs_params_hash_then_the_most_samples(store):
 def test_build_sampler_gives_live_samplers_the_ledger_prior(store):
     _tasks(store)
     cfg = TrainConfig(seed=1)
-    store.upsert("passrates", [_row("t00", 12, 16, ph=cfg.sampling_spec().params_hash)])
+    store.upsert("passrates", [_row("t00", 12, 16, ph=cfg.rollout.params_hash)])
     s, _ = build_sampler(store, cfg, sampler="live:band", tasks_where="domain = 'math'", prior_model="base@r")
     assert s.live is not None and s.live.posterior("t00") == (13.0, 5.0)  # default prior_weight 1
     assert s.live.posterior("t01") == (1.0, 1.0)
     plain, _ = build_sampler(store, cfg, tasks_where="domain = 'math'", prior_model="base@r")
     assert plain.live is None
+
+
+def test_build_sampler_starts_unseen_tasks_from_their_prediction(store):
+    _tasks(store)
+    cfg = TrainConfig(seed=1)
+    store.upsert("passrates", [_row("t00", 12, 16, ph=cfg.rollout.params_hash)])
+    pred = {
+        "model": "base@r",
+        "fit_id": "f",
+        "predictor": "prior",
+        "p_low": 0.0,
+        "p_high": 1.0,
+        "level": 0.9,
+        "n_seen": 0.0,
+        "store_version": 1,
+        "policy_version": 0,
+    }
+    store.append(
+        "predictions",
+        [
+            {
+                **pred,
+                "task_id": t,
+                "p_mean": a / (a + b),
+                "alpha": a,
+                "beta": b,
+                "prior_alpha": a,
+                "prior_beta": b,
+            }
+            for t, a, b in (("t00", 9.0, 1.0), ("t01", 0.5, 4.5))
+        ],
+    )
+    s, _ = build_sampler(store, cfg, sampler="live:band", tasks_where="domain = 'math'", prior_model="base@r")
+    assert s.live.posterior("t00") == (13.0, 5.0)  # its ledger counts, not its prediction
+    assert s.live.posterior("t01") == (0.5, 4.5)  # no counts: the prediction
+    assert s.live.posterior("t02") == (1.0, 1.0)
+    off, _ = build_sampler(
+        store,
+        TrainConfig(seed=1, live=LiveConfig(predicted=False)),
+        sampler="live:band",
+        tasks_where="domain = 'math'",
+        prior_model="base@r",
+    )
+    assert off.live.posterior("t01") == (1.0, 1.0)
 
 
 def test_observations_feed_evidence_in_consumption_order_with_stale_discount(store):

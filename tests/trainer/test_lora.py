@@ -19,9 +19,7 @@ LORA = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}
 
 
 def _cfg(**kw):
-    return TrainConfig(
-        **{"prompts_per_step": 4, "group_size": 4, "micro_batch": 8, "lr": 1e-2, "lora": LORA, **kw}
-    )
+    return TrainConfig(**{"prompts_per_step": 4, "n": 4, "micro_batch": 8, "lr": 1e-2, "lora": LORA, **kw})
 
 
 def _batches():

@@ -99,8 +99,55 @@ def test_curriculum_run_draws_from_the_selections_buckets(store, tmp_path, capsy
     assert "warning" not in capsys.readouterr().err
 
     bad = Curriculum(buckets=cur.buckets, phases=cur.phases, selection="nope")
-    with pytest.raises(RldataError, match="no kept tasks"):
+    with pytest.raises(RldataError, match="selection 'nope' .*is not in the store .*; its selections: band"):
         build_sampler(store, TrainConfig(curriculum=str(save_curriculum(bad, tmp_path / "bad.yaml"))))
+
+
+def _selection(store, name, keep, *, bucket=None):
+    store.append(
+        "selections",
+        [
+            {
+                "selection": name,
+                "task_id": f"t{i:02d}",
+                "decision": "keep" if i in keep else "drop",
+                "reason": "in_band" if i in keep else "too_hard",
+                "bucket": bucket if i in keep else None,
+            }
+            for i in range(9)
+        ],
+    )
+
+
+def test_a_selection_trains_uniformly_over_its_kept_tasks(store):
+    _tasks(store)
+    _selection(store, "band", {1, 2, 4, 7})
+    s, tasks = build_sampler(store, TrainConfig(seed=1), tasks_selection="band", exclude=["t07"])
+    assert sorted(tasks) == ["t01", "t02", "t04"]
+    assert {b for _, b in s.next_batch(3)} == {UNIFORM_BUCKET}
+
+
+def test_an_empty_selection_says_what_works_instead_of_stratify(store, tmp_path):
+    """The old advice, "run rldata stratify first", fails on a selection that keeps nothing too."""
+    _tasks(store)
+    _selection(store, "none", set())
+    with pytest.raises(RldataError) as e:
+        build_sampler(store, TrainConfig(), tasks_selection="none")
+    msg = str(e.value)
+    assert "selection 'none' keeps no tasks (9 dropped" in msg and "stratify cannot bucket it either" in msg
+    assert "rldata filter --band 0.05,0.95 --name none" in msg
+    cur = Curriculum(buckets=(Bucket("all", 0.0, 1.0),), phases=(Phase("p", {"all": 1.0}),), selection="none")
+    path = save_curriculum(cur, tmp_path / "b.yaml")
+    with pytest.raises(RldataError, match="keeps no tasks"):
+        build_sampler(store, TrainConfig(curriculum=str(path)))
+    # kept tasks without buckets: stratify is what works (or train on them uniformly)
+    _selection(store, "unbucketed", {1, 2})
+    cur = Curriculum(buckets=cur.buckets, phases=cur.phases, selection="unbucketed")
+    path = save_curriculum(cur, tmp_path / "u.yaml")
+    with pytest.raises(RldataError) as e:
+        build_sampler(store, TrainConfig(curriculum=str(path)))
+    assert "keeps 2 tasks but none has a bucket: rldata stratify --selection unbucketed" in str(e.value)
+    assert "rldata train --selection unbucketed" in str(e.value)
 
 
 def test_the_selection_alone_decides_bucket_membership(store, tmp_path):

@@ -61,7 +61,7 @@ def test_token_budget_micro_batches_group_lengths_and_keep_the_loss(tiny_model_d
     by_rows = batch.shard(0, 1, 4)  # the same number of rows per pass, in batch order
     assert padding < sum(int((mb.attention_mask == 0).sum()) for mb in by_rows)
 
-    base = {"prompts_per_step": 4, "group_size": 4, "lr": 1e-3}
+    base = {"prompts_per_step": 4, "n": 4, "lr": 1e-3}
     one = Learner(tiny_model_dir, TrainConfig(**base, micro_batch=16))
     tok = Learner(tiny_model_dir, TrainConfig(**base, micro_batch=16, micro_batch_tokens=budget))
     s1, s2 = combine_stats([one.step(batch)]), combine_stats([tok.step(batch)])
@@ -84,7 +84,7 @@ def test_bf16_scores_tokens_at_the_fp32_mismatch_level(tiny_model_dir):
     """Behaviour log-probs from an fp32 engine on the same weights: an fp32 learner sees ~0 mismatch;
     a bf16 learner (autocast, log-probs from fp32-upcast logits) stays within a small bound."""
     batch = engine_like_batch(tiny_model_dir)
-    base = {"prompts_per_step": 4, "group_size": 4, "micro_batch": 16}
+    base = {"prompts_per_step": 4, "n": 4, "micro_batch": 16}
     fp32 = combine_stats([Learner(tiny_model_dir, TrainConfig(**base)).step(batch)])
     bf16 = combine_stats([Learner(tiny_model_dir, TrainConfig(**base, mixed_precision="bf16")).step(batch)])
     assert fp32["mismatch_kl"] < 1e-9
@@ -98,7 +98,7 @@ def test_bf16_keeps_a_bf16_checkpoints_reference_in_bf16(tiny_model_dir, tmp_pat
     import rldata.trainer.learner as learner_mod
 
     model = bf16_copy(tiny_model_dir, tmp_path / "bf16")
-    cfg = TrainConfig(prompts_per_step=4, group_size=4, micro_batch=8, mixed_precision="bf16", kl_coef=0.5)
+    cfg = TrainConfig(prompts_per_step=4, n=4, micro_batch=8, mixed_precision="bf16", kl_coef=0.5)
     p, c, o, a = make_rollouts(40, rows=16)
     batches = [
         collate(p, c, advantages=a, old_logps=o)
@@ -124,7 +124,7 @@ BF16_LOSS_REL, BF16_WEIGHT_REL = 1e-3, 2e-4
 @pytest.mark.parametrize(
     ("kw", "names"),
     [
-        ({"strategy": "fsdp", "num_learners": 0}, ("num_learners", "strategy")),
+        ({"strategy": "fsdp", "num_learners": 0}, ("num_learners: must be >= 1",)),
         ({"lora": {"r": 4}, "kl_coef": 0.1}, ("lora", "kl_coef")),
         ({"cpu_offload": True}, ("cpu_offload", "strategy")),
         ({"lora": {"rank": 4}}, ("lora.rank",)),
@@ -139,7 +139,7 @@ def test_bad_combinations_name_the_fields(kw, names):
 
 def test_fsdp_needs_a_process_group(tiny_model_dir):
     with pytest.raises(Exception, match="strategy: fsdp needs torch.distributed"):
-        Learner(tiny_model_dir, TrainConfig(prompts_per_step=4, group_size=4, strategy="fsdp"))
+        Learner(tiny_model_dir, TrainConfig(prompts_per_step=4, n=4, strategy="fsdp"))
 
 
 # --- equivalence over gloo -----------------------------------------------------------------------------
@@ -256,9 +256,7 @@ def test_fsdp_learner_group_publishes_and_checkpoints(train_ray, tiny_model_dir,
 
     from rldata.trainer.learner import LearnerGroup
 
-    cfg = TrainConfig(
-        prompts_per_step=4, group_size=4, micro_batch=4, lr=1e-3, num_learners=2, strategy="fsdp"
-    )
+    cfg = TrainConfig(prompts_per_step=4, n=4, micro_batch=4, lr=1e-3, num_learners=2, strategy="fsdp")
     p, c, o, a = make_rollouts(7, rows=16)
     with LearnerGroup(tiny_model_dir, cfg, use_gpu=False) as group:
         group.step(collate(p, c, advantages=a, old_logps=o))

@@ -13,6 +13,7 @@ from rldata.cli import main
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_fsdp_lora_run_and_resharded_resume(capsys, tmp_path):
 
     from tests.ray_helpers import ray_with_cpus
@@ -39,7 +40,7 @@ def _run(capsys, tmp_path):
     (tmp_path / "train.jsonl").write_text("\n".join(x for x in lines if '"level":1' in x) + "\n")
     ingest(store, tmp_path / "train.jsonl")
     common = (
-        "prompts_per_step: 4\ngroup_size: 4\nmax_tokens: 6\nlr: 1.0e-3\nmax_resample: 1\n"
+        "prompts_per_step: 4\nn: 4\nmax_tokens: 6\nlr: 1.0e-3\nmax_resample: 1\n"
         "strategy: fsdp\nmixed_precision: bf16\ngradient_checkpointing: true\nmicro_batch_tokens: 64\n"
         "lora: {r: 4, alpha: 8}\ncheckpoint_every: 1\n"
         f"output_dir: {tmp_path / 'runs'}\n"

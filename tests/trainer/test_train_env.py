@@ -17,8 +17,8 @@ def test_a_run_in_a_multi_turn_environment_writes_episodes_back(train_ray, tmp_p
     from rldata.engine.core import default_model_path
     from rldata.envs.catalog import register_env
     from rldata.sample_data.arith import generate
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
 
     store = open_store(tmp_path / "store")
     store.append(
@@ -45,14 +45,14 @@ def test_a_run_in_a_multi_turn_environment_writes_episodes_back(train_ray, tmp_p
         steps=2,
         seed=3,
         prompts_per_step=4,
-        group_size=4,
+        n=4,
         max_tokens=6,
         lr=1e-3,
         micro_batch=16,
         max_resample=1,
         env="turns",
     )
-    s = train(store, cfg, DriverOptions())
+    s = train(store, TrainCommand(train=cfg, run=TrainRun()))
     assert s.steps == 2
     got = store.sql(
         "SELECT DISTINCT env_id, env_version, num_turns, finish_reason, len(messages) FROM trajectories "

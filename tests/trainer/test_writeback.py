@@ -111,6 +111,19 @@ def test_step_metrics_and_bucket_accuracy():
     assert all(m[k] == 0.5 for k in wb.LEARNER_STATS) and m["train_tokens"] == 4.0
 
 
+def test_tool_errors_count_the_error_results_of_an_episode():
+    msgs = [
+        {"role": "user", "content": "error: in the prompt is not a tool's"},
+        {"role": "assistant", "content": "error: nor in an answer"},
+        {"role": "tool", "content": "error: unknown tool 'calc'; tools: add"},
+        {"role": "tool", "content": "  error: bad arguments for add: missing b"},
+        {"role": "tool", "content": "errors: 0 (a result that mentions errors)"},
+        {"role": "tool", "content": "42"},
+        {"role": "tool", "content": None},
+    ]
+    assert wb.tool_errors(msgs) == 2 and wb.tool_errors(None) == 0 and wb.tool_errors([]) == 0
+
+
 def test_discard_after_removes_only_the_runs_later_rows(store):
     for run in ("a", "b"):
         for step in (1, 2, 3):

@@ -144,7 +144,7 @@ def sharding_batches():
     return out
 
 
-SHARDING_CFG = {"prompts_per_step": 4, "group_size": 4, "micro_batch": 4, "lr": 1e-4, "kl_coef": 0.1}
+SHARDING_CFG = {"prompts_per_step": 4, "n": 4, "micro_batch": 4, "lr": 1e-4, "kl_coef": 0.1}
 
 
 def sharded_runs(rank, world_size, model_dir, out_dir, runs):

@@ -153,8 +153,8 @@ def test_deeply_nested_box_returns_some_content_quickly():
         ("so we get $10{,}000$", ["10000"]),
         ("so the result is $\\dfrac{3}{4}$", ["\\dfrac{3}{4}"]),
         ("so the result is \\frac{3}{4}", ["\\frac{3}{4}"]),
-        ("\\boxed{50\\%}", ["50"]),
-        ("That is 50%.", ["50"]),
+        ("\\boxed{50\\%}", ["50%"]),  # a percent stays one (rldata.verify.math compares it)
+        ("That is 50%.", ["50%"]),
         ("The answer is 2\\pi", ["2\\pi"]),  # not "2"
         ("The answer is 5x", ["5x"]),
     ],
@@ -168,7 +168,7 @@ def test_numbers_are_read_whole(text, expected):
     [
         ("\\boxed{41} or maybe \\boxed{42}", ["42", "41"]),
         ("Answer: 20 degrees or 30 degrees", ["20", "30"]),
-        ("\\boxed{41 \\text{ or } 42}", ["41", "42"]),
+        ("\\boxed{41 \\text{ or } 42}", ["41\x1f42"]),  # a list (LIST_SEP): a set, else a hedge
         ("The answer is either 3 or 4.", ["3", "4"]),
         ("The answer is 5. Wait, the answer is 7.", ["7"]),  # a revision: its final answer stands
         ("The answer is 5. Wait, it may be 7.", ["5", "7"]),  # a revision that still offers both
@@ -249,7 +249,7 @@ def test_revisions(text, expected):
         ("So the farmer has **42** sheep.", ["42"]),
         ("We find **41** here, then **42** in total.", ["42"]),
         ("\\boxed{42}\n\nSo the answer is **41**.", ["42", "41"]),  # a bold answer competes
-        ("It is **5** or **6**.", ["5", "6"]),
+        ("It is **5** or **6**.", ["5\x1f6"]),  # a list: a hedge against one value (LIST_SEP)
         ("**7** **8**", []),  # stops on a number, states none
         ("2**3 = 8", ["8"]),  # a power, not bold
     ],

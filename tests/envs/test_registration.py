@@ -1,15 +1,16 @@
-"""rldata.envs.register.EnvRegisterConfig: `rldata env register`'s options, declared once, checked
+"""rldata.envs.registration.EnvRegisterConfig: `rldata env register`'s options, declared once, checked
 in the library; ``rldata.env_register`` from Python meets the CLI's one-line errors."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 import rldata
 from rldata.cli import main
-from rldata.envs.register import EnvRegisterConfig
+from rldata.envs.registration import EnvRegisterConfig
 from rldata.errors import ConfigError
 
 
@@ -51,17 +52,31 @@ def test_two_sources_name_both():
     assert e.value.field == "openenv_image" and "not openenv and openenv_image" in str(e.value)
 
 
-def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path):
-    """--verifiers MODULE: NAME registers as the verifiers environment with the limits given; the
-    spec the library builds is the one the store holds (the module is loaded only when used)."""
-    cfg = EnvRegisterConfig(spec="vf", verifiers="my_vf_env", max_turns=3, pass_reward=0.5)
+def test_a_verifiers_spec_is_built_in_the_library_from_the_options(tmp_path, monkeypatch):
+    """--verifiers ID: NAME registers as the verifiers v1 environment with the limits given, the
+    env config and what the loaded environment says (its package, the harness rldata plays)."""
+    pytest.importorskip("verifiers.v1")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # tests/envs/vf1_sums.py
+    cfg = EnvRegisterConfig(
+        spec="vf", verifiers="vf1_sums", max_turns=3, pass_reward=0.5, env_config='{"taskset": {"size": 2}}'
+    )
+    assert cfg.env_config == {"taskset": {"size": 2}}
     assert cfg.spec_data() == {
         "name": "vf",
         "env": "verifiers",
-        "config": {"module": "my_vf_env", "pass_reward": 0.5},
+        "config": {
+            "id": "vf1_sums",
+            "env_config": {"taskset": {"size": 2}},
+            "pass_reward": 0.5,
+            "package": None,
+            "harness": "vf1_sums",
+        },
         "max_turns": 3,
+        "max_total_tokens": 4096,
         "step_timeout_s": 10.0,
     }
+    with pytest.raises(ConfigError, match="env_config goes with verifiers"):
+        EnvRegisterConfig(spec="x", openenv="http://h:1", env_config={"a": 1})
     # a spec file: nothing built, the file is read by the verb
     assert EnvRegisterConfig(spec="calc.yaml").spec_data() is None
 
@@ -74,3 +89,24 @@ def test_the_verb_registers_a_spec_mapping_or_file_as_before(tmp_path):
     path.write_text("name: calc\nenv: calculator\nmax_turns: 4\n")
     again = rldata.env_register(tmp_path / "s", spec=path)
     assert not again.new and again.version == res.version
+
+
+def test_the_register_decorator_is_not_shadowed_by_this_module():
+    """``from rldata.envs import register`` (the class decorator the docs show) still gives the
+    decorator once this module, rldata env register's options, is imported: a submodule named
+    ``register`` would replace the package's attribute on its first import."""
+    import importlib
+    import subprocess
+    import sys
+
+    import rldata.envs
+
+    assert callable(rldata.envs.register) and not isinstance(rldata.envs.register, type(rldata))
+    code = (
+        "import rldata.cli.env, rldata.envs.registration\n"
+        "from rldata.envs import register\n"
+        "assert callable(register), register\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert importlib.util.find_spec("rldata.envs.register") is None
