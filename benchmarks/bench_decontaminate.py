@@ -95,7 +95,8 @@ def open_r1(tasks: list[str], items: list[str], n: int = 8) -> list[bool]:
 
 
 def planted(gsm8k: Path) -> dict:
-    from rldata.quality.detectors import Detection, EvalIndex, detect
+    from rldata.quality.config import DecontaminateConfig
+    from rldata.quality.detectors import EvalIndex, detect
 
     rng = random.Random(0)
     train = [r["question"] for r in _load(gsm8k / "train.jsonl")]
@@ -105,7 +106,7 @@ def planted(gsm8k: Path) -> dict:
     ids = [f"clean{i}" for i in range(len(train))] + [f"copy{j}" for j in range(len(copies))]
     tasks = pl.DataFrame({"task_id": ids, "prompt": prompts, "domain": ["math"] * len(ids)})
     t0, c0 = time.perf_counter(), time.process_time()
-    rows = detect(tasks, EvalIndex(pl.Series(test), Detection()))
+    rows = detect(tasks, EvalIndex(pl.Series(test), DecontaminateConfig()))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     t1 = time.perf_counter()
     r1 = open_r1(prompts, test)
@@ -155,7 +156,7 @@ def scale(gsm8k: Path, n_tasks: int, n_items: int) -> dict:
     from rldata import open_store
     from rldata.quality.config import DecontaminateConfig
     from rldata.quality.decontaminate import decontaminate_store
-    from rldata.quality.detectors import Detection, EvalIndex, detect
+    from rldata.quality.detectors import EvalIndex, detect
     from rldata.quality.evalpack import read_pack
 
     rng = random.Random(1)
@@ -170,7 +171,7 @@ def scale(gsm8k: Path, n_tasks: int, n_items: int) -> dict:
     )
     out = {"tasks": n_tasks, "eval_items": n_items, "planted": plant, "load_before": os.getloadavg()[0]}
     t0, c0 = time.perf_counter(), time.process_time()
-    rows = detect(frame, EvalIndex(pl.Series(items), Detection()))
+    rows = detect(frame, EvalIndex(pl.Series(items), DecontaminateConfig()))
     out["detect_seconds"], out["detect_cpu_seconds"] = time.perf_counter() - t0, time.process_time() - c0
     out["flagged"] = rows["task_id"].n_unique()
     out["planted_found"] = rows.filter(pl.col("task_id") >= f"{n_tasks - plant:08d}")["task_id"].n_unique()

@@ -18,7 +18,7 @@ import polars as pl
 from rldata.console import progress
 from rldata.ingest.presets import preset
 from rldata.quality.config import DecontaminateConfig
-from rldata.quality.detectors import VERSIONS, Detection, EvalIndex, detect
+from rldata.quality.detectors import VERSIONS, EvalIndex, detect
 from rldata.quality.evalpack import EvalPack, load_pack, write_pack
 from rldata.quality.tables import delete_tasks, new_or_changed, replace_rows
 from rldata.results import Result
@@ -74,16 +74,7 @@ def decontaminate_store(
     started = time.monotonic()
     pack = load_pack(store, path=cfg.eval, sample=cfg.eval_sample, name=cfg.name, fields=_fields(cfg))
     tasks = read_tasks(store, cfg.where)
-    det = Detection(
-        methods=cfg.methods,
-        ngram=cfg.ngram,
-        ngram_code=cfg.ngram_code,
-        ngram_share=cfg.ngram_share,
-        coverage_n=cfg.coverage_n,
-        coverage=cfg.coverage,
-        jaccard=cfg.jaccard,
-    )
-    index = EvalIndex(pack.items["prompt"], det)
+    index = EvalIndex(pack.items["prompt"], cfg)
     with progress(f"decontaminate {pack.name}", total=max(tasks.height, 1), unit="tasks") as bar:
         found = detect(tasks, index, progress=bar.advance if show_progress else None)
     rows = _rows(found, pack, cfg.action)

@@ -24,9 +24,9 @@ over its threshold.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import version
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -34,7 +34,10 @@ import rensa
 
 from rldata.quality.normalise import Tokens, grams, rolling, shingles, subset, token_hashes, tokens, whole
 
-__all__ = ["CHUNK", "METHODS", "VERSIONS", "Detection", "EvalIndex", "byte_docs", "detect", "gram_frame"]
+if TYPE_CHECKING:  # the config imports METHODS from here
+    from rldata.quality.config import DecontaminateConfig
+
+__all__ = ["CHUNK", "METHODS", "VERSIONS", "EvalIndex", "byte_docs", "detect", "gram_frame"]
 
 METHODS = ("ngram", "coverage", "minhash")
 # bump a detector's version whenever what it flags changes: the version is stored with each row
@@ -45,22 +48,6 @@ MIN_MINHASH = 8  # tokens an item needs before MinHash compares it (short texts:
 NUM_PERM, BANDS = 120, 24  # MinHash permutations and LSH bands (5 rows each)
 _SPAN_CHARS = 400
 _BITS = 24  # the prefilter bitmap: 2^24 booleans keyed by an n-gram hash's low bits
-
-
-@dataclass(frozen=True)
-class Detection:
-    """The thresholds a run flags at: one field per option of ``rldata decontaminate``."""
-
-    methods: tuple[str, ...] = METHODS
-    ngram: int = 8
-    ngram_code: int = 13
-    ngram_share: float = 0.5
-    coverage_n: int = 3
-    coverage: float = 0.8
-    jaccard: float = 0.5
-
-    def n_for(self, domain: str | None) -> int:
-        return self.ngram_code if domain == "code" else self.ngram
 
 
 class _GramTable:
@@ -139,8 +126,8 @@ def byte_docs(sh: Tokens) -> list[list[bytes]]:
 class EvalIndex:
     """An eval pack's items made ready to match: n-gram tables and MinHash sketches."""
 
-    def __init__(self, prompts: pl.Series, det: Detection):
-        self.det = det
+    def __init__(self, prompts: pl.Series, det: DecontaminateConfig):
+        self.det = det  # the detectors (methods) and their thresholds
         self.prompts = prompts
         self.toks = token_hashes(prompts)
         self.tables: dict[int, _GramTable] = {}

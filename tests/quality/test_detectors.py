@@ -6,7 +6,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from rldata.quality.detectors import Detection, EvalIndex, detect
+from rldata.quality.config import DecontaminateConfig
+from rldata.quality.detectors import EvalIndex, detect
 from tests.quality.helpers import GSM8K_TRAIN, gsm8k
 
 TEST = [r["question"] for r in gsm8k()][:60]
@@ -30,7 +31,7 @@ def _tasks(planted: list[str]) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def found():
     planted = [EDITS[k](q) for q in TEST for k in EDITS]
-    return detect(_tasks(planted), EvalIndex(pl.Series(TEST), Detection())), planted
+    return detect(_tasks(planted), EvalIndex(pl.Series(TEST), DecontaminateConfig())), planted
 
 
 @pytest.mark.parametrize("method", ["ngram", "coverage", "minhash"])
@@ -59,21 +60,26 @@ def test_half_a_problem_scores_about_half_and_is_not_flagged_at_the_default():
     half = " ".join(words[: len(words) // 2]) + " and then something else entirely happens here."
     out = detect(
         _tasks([half])[-1:],
-        EvalIndex(pl.Series(TEST), Detection(methods=("ngram",), ngram_share=0.0)),
+        EvalIndex(pl.Series(TEST), DecontaminateConfig(methods=("ngram",), ngram_share=0.0)),
     )
     (score,) = out.filter(pl.col("eval_idx") == 1)["score"].to_list()
     assert 0.2 < score < 0.6
-    assert detect(_tasks([half])[-1:], EvalIndex(pl.Series(TEST), Detection(methods=("ngram",)))).height == 0
+    assert (
+        detect(
+            _tasks([half])[-1:], EvalIndex(pl.Series(TEST), DecontaminateConfig(methods=("ngram",)))
+        ).height
+        == 0
+    )
 
 
 def test_any_shared_8gram_open_r1s_rule_flags_clean_tasks_that_share_a_phrase():
     every = pl.Series([r["question"] for r in gsm8k()])  # all 200 bundled test problems
-    out = detect(_tasks([]), EvalIndex(every, Detection(methods=("ngram",), ngram_share=0.0)))
+    out = detect(_tasks([]), EvalIndex(every, DecontaminateConfig(methods=("ngram",), ngram_share=0.0)))
     # share 0: one common 8-gram is enough, and some clean train problems share one
     # (". how much money will she have left"), each a small share of its eval item
     assert out.height >= 2 and (out["score"] < 0.1).all()
     assert any("how much money" in s for s in out["span"].to_list())
-    assert detect(_tasks([]), EvalIndex(every, Detection(methods=("ngram",)))).height == 0
+    assert detect(_tasks([]), EvalIndex(every, DecontaminateConfig(methods=("ngram",)))).height == 0
 
 
 def test_a_short_eval_item_matches_only_its_whole_text():
@@ -90,7 +96,7 @@ def test_a_short_eval_item_matches_only_its_whole_text():
             "domain": ["math"] * 4,
         }
     )
-    out = detect(tasks, EvalIndex(items, Detection(methods=("ngram",))))
+    out = detect(tasks, EvalIndex(items, DecontaminateConfig(methods=("ngram",))))
     assert sorted(out["task_id"].to_list()) == ["in", "whole"]
     assert set(out["score"].to_list()) == {1.0}
 
@@ -99,13 +105,15 @@ def test_code_tasks_match_on_13_grams():
     item = "def add(a, b): return the sum of a and b as an integer value please"
     near = "def add(a, b): return the sum of a and b as an integer value always"
     tasks = pl.DataFrame({"task_id": ["math", "code"], "prompt": [near, near], "domain": ["math", "code"]})
-    out = detect(tasks, EvalIndex(pl.Series([item]), Detection(methods=("ngram",), ngram_share=0.9)))
+    out = detect(
+        tasks, EvalIndex(pl.Series([item]), DecontaminateConfig(methods=("ngram",), ngram_share=0.9))
+    )
     # 8-grams: the math task shares 16 of the item's 17; 13-grams: 4 of 5 (0.8 < 0.9)
     assert out["task_id"].to_list() == ["math"]
 
 
 def test_no_task_or_no_item_is_no_match():
     empty = pl.DataFrame(schema={"task_id": pl.String, "prompt": pl.String, "domain": pl.String})
-    assert detect(empty, EvalIndex(pl.Series(TEST[:3]), Detection())).height == 0
+    assert detect(empty, EvalIndex(pl.Series(TEST[:3]), DecontaminateConfig())).height == 0
     tasks = _tasks([])[:5]
-    assert detect(tasks, EvalIndex(pl.Series([], dtype=pl.String), Detection())).height == 0
+    assert detect(tasks, EvalIndex(pl.Series([], dtype=pl.String), DecontaminateConfig())).height == 0
