@@ -170,3 +170,32 @@ def test_drop_deletes_the_tasks_and_a_selection_that_kept_them_still_exports(roo
     )
     assert code == 0, err
     assert read_manifest(tmp_path / "x")["flags"]["left_out"]["contaminated:ev3"] == 2
+
+
+def test_a_resumed_run_reads_back_the_flag_versions_its_start_recorded(root, tmp_path, capsys):
+    """What rldata train records about the flags it left out (run_args' ``flags``) is what a resume
+    reads back (rldata.api._resumed_flags): the same tasks stay out, though flags were added since."""
+    from types import SimpleNamespace
+
+    from rldata.api import _flags, _resumed_flags
+    from rldata.configs.fields import load
+    from rldata.runs.core import record_run
+    from rldata.trainer.config import TrainCommand
+    from rldata.trainer.driver import run_args
+
+    store = open_store(root)
+    at_start = _flags(store, False)
+    command = load(TrainCommand, None, run_id="r1", output_dir=str(tmp_path / "runs"), resume=True)
+    state = SimpleNamespace(
+        base=SimpleNamespace(path="m"),
+        start=0,
+        flags={"exclude": len(at_start.ids), "versions": at_start.versions},
+    )
+    with record_run(store, "train", run_args(command.train, command.run, state), run_id="r1"):
+        pass
+    write_jsonl(tmp_path / "ev2.jsonl", [{"question": "5+1?"}])
+    assert run(capsys, "--store", root, "decontaminate", "--eval", str(tmp_path / "ev2.jsonl"))[0] == 0
+    assert len(_flags(store, False).ids) == len(at_start.ids) + 1
+    versions = _resumed_flags(store, command)
+    assert versions == at_start.versions
+    assert _flags(store, False, versions=versions).ids == at_start.ids
