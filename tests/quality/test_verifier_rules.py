@@ -84,7 +84,7 @@ def test_a_finding_says_which_answer_did_what(math_findings):
 @pytest.mark.parametrize(
     ("verifier", "rule"),
     [
-        ("Coin", "semantic.verifier_determinism"),
+        ("Flip", "semantic.verifier_determinism"),
         ("Anything", "semantic.canary_floor"),
         ("Nothing", "semantic.oracle_max"),
     ],
@@ -93,8 +93,16 @@ def test_a_broken_verifier_is_caught_on_every_task(verifier, rule):
     tasks = _tasks([(f"What is {i}+{i}?", str(2 * i), "math") for i in range(12)])
     df, _ = verifier_findings(tasks, RULES, verifier=f"{HERE}:{verifier}", timeout_s=10)
     hit = _found(df).get(rule, set())
-    # a fair coin scored on 6 answers twice per task: P(all 12 tasks agree by chance) < 1e-20
     assert hit == set(tasks["task_id"])
+
+
+def test_a_coin_verifier_is_caught_on_nearly_every_task():
+    """A fair coin scored on 6 answers (2 oracle forms, 4 canaries) twice per task agrees with itself
+    on all 6 with probability 2^-6, so a task escapes 1 time in 64: 4 or more of 12 escape with
+    probability < 1e-4."""
+    tasks = _tasks([(f"What is {i}+{i}?", str(2 * i), "math") for i in range(12)])
+    df, _ = verifier_findings(tasks, RULES, verifier=f"{HERE}:Coin", timeout_s=10)
+    assert len(_found(df).get("semantic.verifier_determinism", set())) >= 9
 
 
 def test_the_forms_and_canaries_are_what_a_model_writes():

@@ -19,6 +19,24 @@ class Coin:
         return [Verdict(ok, float(ok), None)]
 
 
+_SCORED: dict = {}  # (completion, prompt) -> times Flip scored it
+
+
+class Flip:
+    """Non-deterministic without chance: a completion passes the first time it is scored for a task,
+    fails the second, and so on."""
+
+    name = "flip"
+    version = "1"
+    in_process = True
+
+    def verify(self, completion, task):
+        key = (completion, task.get("prompt"))
+        ok = _SCORED.get(key, 0) % 2 == 0
+        _SCORED[key] = _SCORED.get(key, 0) + 1
+        return [Verdict(ok, float(ok), None)]
+
+
 class Anything:
     """Passes every completion, the empty one too."""
 
