@@ -50,6 +50,7 @@ def test_doctor_on_a_terminal_draws_a_bar_and_leaves_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.ray
+@pytest.mark.fresh_engines(reason="an engine start is the stage under test: a warm pool would skip it")
 def test_sample_names_its_stages_and_ends_with_a_final_line(tmp_path, ray_session, capsys):
     """One run (an engine start is the stage under test; --quiet is the doctor tests' subject)."""
     from tests.jobs.test_sample import _arith_tasks
