@@ -138,8 +138,10 @@ def rldata_argvs(line: str) -> list[list[str]]:
     synopsis = _is_synopsis(line)
     try:
         tokens = shlex.split(line, comments=True)
-    except ValueError:  # an unbalanced quote: not a command line we can read (prose in a block)
-        return [] if "rldata" not in line.split()[:1] else [["<unbalanced quotes>"]]
+    except ValueError:  # an unbalanced quote: a shell would wait for more
+        if "rldata" in line.split():
+            raise
+        return []  # prose in a block, not a command
     segments, cur = [], []
     for tok in tokens:
         if tok in _SEPARATORS:
@@ -239,9 +241,11 @@ def command_problems(block: Block) -> list[str]:
         return []
     out = []
     for line_no, line in command_lines(block):
-        for argv in rldata_argvs(line):
-            for p in parse_problems(argv):
-                out.append(f"{block.page.relative_to(ROOT)}:{line_no}: `{line.strip()}`: {p}")
+        try:
+            problems = [p for argv in rldata_argvs(line) for p in parse_problems(argv)]
+        except ValueError as e:
+            problems = [f"the shell cannot read it: {e}"]
+        out += [f"{block.page.relative_to(ROOT)}:{line_no}: `{line.strip()}`: {p}" for p in problems]
     return out
 
 
@@ -439,6 +443,7 @@ rldata --store s3://b/r sample --n 16 \\
 rldata ingest PATH [--preset gsm8k|nosuch]
 rldata sample --address <head-ip>:6379 --n 16 ...
 rldata ingest --sample arith && rldata runs | head
+rldata sql "SELECT 1
 ```
 
 <!-- docs-test: no-run: only checked -->
@@ -450,6 +455,16 @@ from rldata.envs import ToolEnv, NoSuchThing
 
 def lookup(city: str, units: Literal["c", "f"] = "c") -> Lteral:
     return city
+```
+
+<!-- docs-test: continues -->
+```python
+where: str = lookup("Paris", units=unit)
+```
+
+<!-- docs-test: in rldata.configs.sampling -->
+```python
+min_q: float = param(0.0, check=finite_between(0, 1), help=no_such_helper)
 ```
 """
 
@@ -465,7 +480,8 @@ def test_the_checks_report_a_drift(tmp_path):
     assert "docs/selftest.md:5:" in text and "requires an argument" in text
     assert "docs/selftest.md:6:" in text and "abc" in text  # the continuation, at its first line
     assert "docs/selftest.md:8:" in text and "nosuch" in text  # a synopsis' alternatives each
-    assert len(problems) == 6, text  # the placeholders, the elided line and the chain parse
+    assert "docs/selftest.md:11:" in text and "No closing quotation" in text
+    assert len(problems) == 7, text  # the placeholders, the elided line and the chain parse
     assert rldata_argvs("rldata ingest --sample arith && rldata runs | head") == [
         ["ingest", "--sample", "arith"],
         ["runs"],
@@ -474,14 +490,19 @@ def test_the_checks_report_a_drift(tmp_path):
     assert rldata_argvs("RLDATA_STORE=/tmp/s rldata tables") == [["tables"]]
 
     sources = python_sources(blocks)
-    (b, code, _) = sources[0]
-    assert b.marker("no-run") == "only checked" and not runnable(sources)
+    (b, code, _), (b2, code2, _), (b3, _, _) = sources
+    assert b2.marker("continues") == "" and code2.startswith(code) and b.marker("no-run") == "only checked"
+    assert b3.marker("in") == "rldata.configs.sampling" and not runnable(sources)  # a continuation of no-run
     flakes = pyflakes_problems(sources, tmp_path)
-    assert flakes == ["docs/selftest.md:20: F821 Undefined name `Lteral`"], flakes
+    assert flakes == [  # each once, at its own line; the fragment may use the module's names
+        "docs/selftest.md:21: F821 Undefined name `Lteral`",
+        "docs/selftest.md:27: F821 Undefined name `unit`",
+        "docs/selftest.md:32: F821 Undefined name `no_such_helper`",
+    ], flakes
     assert import_problems(b, code) == [
-        "docs/selftest.md:15: `from rldata.envs import NoSuchThing`: rldata.envs has no NoSuchThing"
+        "docs/selftest.md:16: `from rldata.envs import NoSuchThing`: rldata.envs has no NoSuchThing"
     ]
     d = tmp_path / "run"
     d.mkdir()
     (failed,) = run_problems([(b, "lookup(Lteral)"), (b, "x = 1")], d)  # the second still runs
-    assert failed.startswith("docs/selftest.md:15: raised:") and "NameError" in failed, failed
+    assert failed.startswith("docs/selftest.md:16: raised:") and "NameError" in failed, failed
