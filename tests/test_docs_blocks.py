@@ -13,6 +13,8 @@ The rules (docs/contributing.md, "Code blocks in the docs", says the same for wr
   Tolerated, and only this: a value written as a placeholder (``<head-ip>``, an upper-case metavar
   such as ``RUN`` or ``N``) that is not of the option's type, never for a choice.  A ``...`` token
   (the rest of an example's options) is dropped; the line must still parse without it.
+- **Prose.** Each inline code span ``rldata ...`` outside the blocks names a real command and real
+  options (values, arguments and required options may be left out, as prose mentions them).
 - **Synopses.** A line with bracketed optional parts (``[--seed N]``) is a synopsis: brackets are
   dropped, ``...`` (repeat) tokens are dropped, and ``a|b|c`` alternatives are parsed one by one
   (variant k takes every group's k-th alternative), so each choice listed must be a real one.
@@ -506,3 +508,76 @@ def test_the_checks_report_a_drift(tmp_path):
     d.mkdir()
     (failed,) = run_problems([(b, "lookup(Lteral)"), (b, "x = 1")], d)  # the second still runs
     assert failed.startswith("docs/selftest.md:16: raised:") and "NameError" in failed, failed
+
+
+def name_problems(argv: list[str]) -> list[str]:
+    """Why a mention of a command in prose (``rldata ingest --env``) names what the CLI lacks: each
+    subcommand and each option name must exist; values, arguments and required options may be left
+    out, as prose mentions them."""
+    cmd, name, args = _cli(), "rldata", list(argv)
+    while True:
+        ctx = cmd.context_class(cmd, info_name=name)
+        params = cmd.get_params(ctx)
+        known = {o: p for p in params for o in [*p.opts, *p.secondary_opts] if o.startswith("-")}
+        i = 0
+        while i < len(args) and args[i].startswith("-") and len(args[i]) > 1:
+            opt = args[i].split("=", 1)[0]
+            if opt not in known:
+                return [f"{name}: no such option {opt}"]
+            flag = getattr(known[opt], "is_flag", False) or getattr(known[opt], "count", False)
+            i += 1 if flag or "=" in args[i] else 2
+        rest = args[i:]
+        if not isinstance(cmd, typer.core.TyperGroup):
+            bad = [t.split("=", 1)[0] for t in rest if re.match(r"^--?[A-Za-z]", t)]
+            bad = [t for t in bad if t not in known]
+            return [f"{name}: no such option {t}" for t in bad]
+        if not rest:
+            return []
+        sub = cmd.get_command(ctx, rest[0])
+        if sub is None:
+            return [f"{name}: no such command {rest[0]!r}"]
+        cmd, name, args = sub, f"{name} {rest[0]}", rest[1:]
+
+
+def prose_mentions(page: Path, text: str | None = None) -> list[tuple[int, str]]:
+    """(line, span) of each inline ``rldata ...`` code span outside the fenced blocks."""
+    out, fenced = [], False
+    for no, line in enumerate((page.read_text() if text is None else text).splitlines(), 1):
+        if re.match(r"^\s*(```|~~~)", line):
+            fenced = not fenced
+        elif not fenced:
+            out += [(no, m.group(1)) for m in re.finditer(r"`(rldata [^`]+)`", line)]
+    return out
+
+
+def test_every_rldata_command_named_in_the_prose_exists():
+    problems, n = [], 0
+    for page in PAGES:
+        for no, span in prose_mentions(page):
+            n += 1
+            try:
+                argvs = rldata_argvs(span)
+            except ValueError:
+                argvs = [span.split()[1:]]
+            for argv in argvs:
+                problems += [f"{page.relative_to(ROOT)}:{no}: `{span}`: {p}" for p in name_problems(argv)]
+    assert n > 150, n
+    assert not problems, "commands or options the prose names that the CLI lacks:\n" + "\n".join(problems)
+
+
+def test_the_prose_check_reports_a_drift():
+    text = "Run `rldata train --no-such-flag` or `rldata lint`; `rldata ingest --env` and\n"
+    text += "`rldata --store S env register NAME --openenv URL --mcp` exist.\n```bash\nrldata lint\n```\n"
+    spans = prose_mentions(ROOT / "docs" / "selftest.md", text)
+    assert [s for _, s in spans] == [
+        "rldata train --no-such-flag",
+        "rldata lint",
+        "rldata ingest --env",
+        "rldata --store S env register NAME --openenv URL --mcp",
+    ]
+    assert [name_problems(rldata_argvs(s)[0]) for _, s in spans] == [
+        ["rldata train: no such option --no-such-flag"],
+        ["rldata: no such command 'lint'"],
+        [],
+        [],
+    ]
