@@ -43,7 +43,8 @@ def test_sample_builds_its_engines_with_the_configs_dtype_and_kv_cache(store, ra
         capsys.readouterr().err
     )
     (args,) = store.sql("SELECT args FROM runs WHERE kind = 'sample'").fetchall()[0]
-    assert json.loads(args)["vllm"] == {"dtype": "bfloat16", "tensor_parallel_size": 1, "kv_cache_gib": 0.25}
+    vllm = json.loads(args)["config"]["engine"]["vllm"]  # the config as given, its sections nested
+    assert vllm == {"dtype": "bfloat16", "tensor_parallel_size": 1, "kv_cache_gib": 0.25}
 
 
 @pytest.mark.parametrize(
