@@ -222,7 +222,7 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     # Ray's logical CPUs)
     args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1", "--engines", "2"]
     p = _cli(root, *args, address=address, start_new_session=True)
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600  # a job with its own Ray and engines starts in minutes under load
     while time.monotonic() < deadline and p.poll() is None:
         if open_store(root).version("trajectories") >= 3:
             break
