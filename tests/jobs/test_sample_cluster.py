@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""
     from ray.cluster_utils import Cluster
     from rldata import open_store
     from rldata.configs.sampling import SampleConfig
-from rldata.jobs.sample import run_sample
+    from rldata.jobs.sample import run_sample
     from rldata.configs.sampling import SamplingSpec
     from rldata.sample_data.arith import generate
 
