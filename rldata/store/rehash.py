@@ -36,16 +36,17 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from rldata.configs.sampling import SamplingSpec, params_hash_of
+from rldata.configs.sampling import HASHED_ALWAYS, NOT_HASHED, SamplingSpec, params_hash_of
 from rldata.errors import DamagedTableError
 from rldata.store.ledger_sql import counts_sql
 
 __all__ = ["current_hash", "hash_map", "legacy_hash", "rehash_passrates", "rehash_trajectories"]
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SamplingSpec))
-# Fields SamplingSpec gained after the releases these steps upgrade: the JSON those releases stored
-# lacks them, and each hashes as absent at its default (rldata.configs.sampling.HASHED_AS_ABSENT)
-_ADDED_SINCE = frozenset({"chat_template"})
+# Fields SamplingSpec gained after the releases these steps upgrade (their spec was the fields the
+# hash has always covered, plus N and the seed): the JSON those releases stored lacks them, and a
+# field added since is hashed only off its default (rldata.configs.sampling.params_hash_of)
+_ADDED_SINCE = _FIELDS - frozenset(HASHED_ALWAYS) - frozenset(NOT_HASHED)
 
 
 def _params(sampling_params: str | None) -> dict | None:

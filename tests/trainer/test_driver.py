@@ -562,9 +562,11 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
     once the engines hold the checkpoint's weights: their samples are what fresh engines loaded from
     that checkpoint draw, sample for sample."""
     from rldata.configs.sampling import EvalConfig
-    from rldata.engine import actors
+    from rldata.engine import actors, pool
     from rldata.trainer.evaluate import eval_task_ids, evaluate
 
+    # no active pool of warm engines (in a full session one may be active): the run starts its own
+    monkeypatch.setattr(pool, "_ACTIVE", [])
     started = []  # every start_engines call (the real one runs)
     real = actors.start_engines
     monkeypatch.setattr(actors, "start_engines", lambda *a, **kw: started.append(a) or real(*a, **kw))
