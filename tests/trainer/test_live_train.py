@@ -58,7 +58,13 @@ def test_live_metrics_per_step(live_run):
         by.setdefault(step, {})[name] = value
     assert sorted(by) == list(range(1, STEPS + 1))
     for step, m in by.items():
-        assert set(m) == {"live/posterior_var_drawn", "live/skipped", "live/reprobed", "zero_variance_share"}
+        assert set(m) == {
+            "live/posterior_var_drawn",
+            "live/rate_drawn",
+            "live/skipped",
+            "live/reprobed",
+            "zero_variance_share",
+        }
         assert 0 < m["live/posterior_var_drawn"] <= 1 / 12  # a Beta variance; flat Beta(1,1) is 1/12
         assert 0 <= m["zero_variance_share"] <= 1
     # the share recounted from the stored groups
