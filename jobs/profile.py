@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from rldata import schemas
 from rldata.configs.fields import at_least, config, load, nested, param, validate
 from rldata.configs.sampling import EngineConfig, SampleConfig, SamplingSpec
 from rldata.envs.profile import card_from_rates
@@ -275,7 +274,7 @@ def _evidence(store, ledger_key: str, rows: list[dict], *, model: str, params_ha
         extra={"_slice": slice_},
     ).fetchall()[0]
     canary = None
-    if "lint_findings" in schemas.TABLES:  # rldata lint (issue 41): a no-op answer that passes
+    if _lint_ran(store, "semantic.canary_floor"):  # rldata lint (issue 41): a no-op answer that passes
         canary = store.sql(
             "SELECT count(DISTINCT task_id) FROM lint_findings WHERE rule = 'semantic.canary_floor' "
             "AND task_id IN (SELECT task_id FROM _slice)",
@@ -288,6 +287,18 @@ def _evidence(store, ledger_key: str, rows: list[dict], *, model: str, params_ha
         repeats=[(int(s), int(p)) for s, p in repeats],
         degenerate=(int(degenerate[0]), int(degenerate[1] or 0)),
         canary=None if canary is None else int(canary),
+    )
+
+
+def _lint_ran(store, rule: str) -> bool:
+    """Whether a finished ``rldata lint`` run checked ``rule`` (its findings are then a measurement:
+    none found means none, while no run means not measured)."""
+    return bool(
+        store.sql(
+            "SELECT count(*) FROM runs WHERE kind = 'lint' AND status = 'done' "
+            "AND list_contains(CAST(json_extract(summary, '$.rules') AS VARCHAR[]), $rule)",
+            params={"rule": rule},
+        ).fetchall()[0][0]
     )
 
 

@@ -123,6 +123,8 @@ def test_env_profile_stores_a_card_shown_in_list_show_and_a_page(tmp_path, ray_s
     assert meta["statistical"]["verdict"] == row["statistical"]
     reach = meta["statistical"]["results"][0]
     assert reach["check_id"] == "statistical.reward_reachability" and reach["measured"]["k"] == 4
+    floor = {r["check_id"]: r for r in meta["statistical"]["results"]}["statistical.adversarial_floor"]
+    assert floor["measured"]["canary_findings"] is None  # rldata lint never ran here: not measured, not 0
     assert f"verdict **{row['statistical']}**" in card_md.read_text()
     listed = {r["env_id"]: r["profile"] for r in list_envs(store).iter_rows(named=True)}
     assert listed["calculator"] == card_line(row) and listed["single-turn"] is None

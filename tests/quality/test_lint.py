@@ -8,6 +8,7 @@ import json
 import pytest
 
 from rldata import open_store
+from rldata.jobs.profile import _lint_ran
 from tests.quality.helpers import samples, tasks
 from tests.reliability.helpers import fingerprint, one_error_line, run
 
@@ -79,3 +80,15 @@ def test_dry_run_writes_nothing_and_a_bad_rule_or_verifier_is_one_line(root, cap
     code, _, err = run(capsys, "--store", root, "lint", "--where", "1=1; DROP VIEW tasks")
     assert code == 1 and "--where" in one_error_line(err)
     assert fingerprint(root) == before
+
+
+def test_the_env_profile_counts_canary_findings_only_after_lint_ran_the_rule(root, capsys):
+    # no lint run: the adversarial floor's canary evidence is "not measured" (None), not "0 found"
+    store = open_store(root)
+    assert not _lint_ran(store, "semantic.canary_floor")
+    assert run(capsys, "--store", root, "lint", "--rule", "semantic.canary_floor", "--dry-run")[0] == 0
+    assert run(capsys, "--store", root, "lint", "--rule", "answer")[0] == 0
+    assert not _lint_ran(store, "semantic.canary_floor")  # a dry run, and a run of other rules
+    assert _lint_ran(store, "answer.sentinel")
+    assert run(capsys, "--store", root, "lint", "--rule", "semantic.canary_floor")[0] == 0
+    assert _lint_ran(store, "semantic.canary_floor")
