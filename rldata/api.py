@@ -106,11 +106,11 @@ __all__ = [
 
 
 def _flags(store, include_flagged: bool, *, versions: dict | None = None):
-    """The flagged tasks filter, stratify, train and export leave out (rldata.quality.flags), read at
+    """The flagged tasks filter, stratify, train and export leave out (rldata.ledger.flags), read at
     ``versions`` of the flag tables (default: their current ones); None when ``include_flagged``."""
     if include_flagged:
         return None
-    from rldata.quality.flags import flagged
+    from rldata.ledger.flags import flagged
 
     return flagged(store, versions=versions)
 
@@ -407,7 +407,7 @@ def _train(store: StoreLike, command, *, engines: EnginePool | None = None) -> T
     run = command.run
     flags = _flags(st, run.include_flagged, versions=_resumed_flags(st, command) if run.resume else None)
     left_out = {}  # include_flagged: nothing left out
-    if flags is not None:  # left out of the run's task pool (rldata.quality.flags)
+    if flags is not None:  # left out of the run's task pool (rldata.ledger.flags)
         info = {"versions": flags.versions, "flagged": flags.counts()}
         left_out = {"exclude": tuple(flags.ids), "exclude_info": info}
     return TrainResult.of(run_train(st, command, engines=engines, **left_out))
@@ -434,13 +434,7 @@ def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:
     if cfg.rollouts:
         m = export_conversations(st, cfg)
     else:
-        flags = _flags(st, cfg.include_flagged)
-        m = export_selection(
-            st,
-            cfg,
-            exclude=None if flags is None else flags.tasks,
-            exclude_versions=None if flags is None else flags.versions,
-        )
+        m = export_selection(st, cfg)
     files = tuple(f["path"] for f in m["files"])  # write_export_dir lists {path, bytes, sha256}
     return ExportResult(out=str(cfg.out), rows=int(m["rows"]), files=files, manifest=frozen(dict(m)))
 

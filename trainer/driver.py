@@ -188,7 +188,7 @@ def train(
     Checkpoints (and the end) always commit at once.
 
     ``exclude``, not a setting of the run but what the store's flag tables hold: task ids never
-    drawn, the flagged ones (rldata.quality.flags, read by :func:`rldata.api.train` unless
+    drawn, the flagged ones (rldata.ledger.flags, read by :func:`rldata.api.train` unless
     ``run.include_flagged``); ``exclude_info`` (the flag tables' versions, the flags per reason) goes
     into the run's arguments beside how many (``flags``)."""
     if writeback_interval_s < 0:

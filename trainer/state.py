@@ -110,7 +110,7 @@ def plan_run(
 ) -> tuple[TrainConfig, RunState]:
     """The run's config (with its run id, the engines' context and the rollout's chat template
     resolved) and state at step 0; every check here runs before Ray starts.  ``exclude``: flagged
-    task ids never drawn (rldata.quality.flags), ``exclude_info`` what the run records about them."""
+    task ids never drawn (rldata.ledger.flags), ``exclude_info`` what the run records about them."""
     run_id = _resolve_run_id(cfg, run.resume)
     cfg = cfg.replace(run_id=run_id)
     base = model_identity(cfg.engine.model)

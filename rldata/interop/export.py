@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from rldata.interop.formats import (
     write_jsonl,
     write_parquet,
 )
+from rldata.ledger.flags import flagged
 from rldata.schemas import MESSAGES, SELECTIONS, TASKS
 from rldata.store.core import Store
 from rldata.store.outputs import os_reason
@@ -597,36 +597,31 @@ def _filter_lineage(sel: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def export_selection(
-    store: Store,
-    spec: ExportConfig,
-    *,
-    exclude: pl.DataFrame | None = None,
-    exclude_versions: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+def export_selection(store: Store, spec: ExportConfig) -> dict[str, Any]:
     """Write the kept tasks of ``spec.selection`` to the directory ``spec.out``; return the manifest.
 
-    ``exclude`` (columns task_id, reason), not a setting of the export but what the store's flag
-    tables hold: kept tasks left out, the flagged ones (:mod:`rldata.quality.flags`, read at
-    ``exclude_versions`` by :func:`rldata.api.export` unless ``spec.include_flagged``); the manifest's
-    ``flags`` records those versions and how many tasks each reason left out.  Each export is recorded
-    in ``runs`` (kind ``export``): ``rldata blast-radius`` finds the exports that shipped a task
-    through them."""
+    Kept tasks that the store's flag tables flag (:mod:`rldata.ledger.flags`, read at their current
+    versions) are left out unless ``spec.include_flagged``; the manifest's ``flags`` records those
+    versions and how many tasks each reason left out.  Each export is recorded in ``runs`` (kind
+    ``export``): ``rldata blast-radius`` finds the exports that shipped a task through them."""
     if spec.rollouts:
         raise ConfigError("rollouts: a conversation export (rldata.interop.chat_export)", field="rollouts")
     out = Path(spec.out).absolute()
     _check_out(out, store=store)
     versions = {t: store.version(t) for t in ("tasks", "selections", "passrates")}
     # ---- flagged tasks (rldata decontaminate, lint, dedup --near) left out: issue 41 ----
-    flags: dict[str, Any] = {"include_flagged": exclude is None}
-    if exclude is not None:
+    flags: dict[str, Any] = {"include_flagged": spec.include_flagged}
+    exclude = None
+    if not spec.include_flagged:
+        read = flagged(store)
+        exclude = read.tasks
         kept = _filtered(store, "selections", versions["selections"], pl.col("selection") == spec.selection)
         kept = kept.filter(pl.col("decision") == "keep")
         if spec.bucket is not None:
             kept = kept.filter(pl.col("bucket") == spec.bucket)
         left = kept.select("task_id").join(exclude.select("task_id", "reason"), on="task_id")
         flags |= {
-            "versions": dict(exclude_versions or {}),
+            "versions": dict(read.versions),
             "left_out": dict(left.group_by("reason").len().sort("reason").iter_rows()),
         }
         if left.height and left.height == kept.height:

@@ -162,7 +162,7 @@ class FilterResult(Result):
         return self.counts.get("in_band", 0)
 
 
-# ---- flagged tasks (rldata.quality.flags: decontaminate, lint, dedup --near; issue 41) ----------
+# ---- flagged tasks (rldata.ledger.flags: decontaminate, lint, dedup --near; issue 41) ----------
 def leave_out_flagged(
     rows: pl.DataFrame, flagged: pl.DataFrame | None, versions: dict | None = None
 ) -> tuple[pl.DataFrame, dict]:

@@ -7,15 +7,15 @@
 - :mod:`~rldata.quality.neardup`: ``rldata dedup --near`` -> ``near_duplicates``;
 - :mod:`~rldata.quality.rules`, :mod:`~rldata.quality.verifier_rules`, :mod:`~rldata.quality.suspect_key`,
   :mod:`~rldata.quality.lint`: ``rldata lint`` -> ``lint_findings``;
-- :mod:`~rldata.quality.flags`: which tasks are flagged and why (what filter, stratify, train and export
-  leave out);
+- which tasks the tables flag, and why (what filter, stratify, train and export leave out), is read by
+  :mod:`rldata.ledger.flags`, below every command that leaves them out;
 - :mod:`~rldata.quality.blast`: ``rldata blast-radius``: the runs, checkpoints and exports that touched them;
 - :mod:`~rldata.quality.config`: the four commands' configs; :mod:`~rldata.quality.tables`: their keyed writes.
 
 See docs/quality.md.
 """
 
+from rldata.ledger.flags import Flags, flagged
 from rldata.quality.config import BlastConfig, DecontaminateConfig, DedupConfig, LintConfig
-from rldata.quality.flags import Flags, flagged
 
 __all__ = ["BlastConfig", "DecontaminateConfig", "DedupConfig", "Flags", "LintConfig", "flagged"]

@@ -1,7 +1,7 @@
 """``rldata blast-radius``: which runs, checkpoints and exports touched the flagged tasks.
 
 For the tasks one eval pack flagged (``pack``), one lint rule found (``rule``), or every flagged task
-(:mod:`rldata.quality.flags`), the store answers:
+(:mod:`rldata.ledger.flags`), the store answers:
 
 - runs: every run with trajectories on them (``trajectories.run_id``): the tasks it touched, its
   rollouts and tokens (prompt + completion) on them, and for a training run the steps that drew them,
@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from rldata.errors import RldataError
 from rldata.interop.lineage import MANIFEST_NAME, read_manifest
+from rldata.ledger.flags import flagged
 from rldata.quality.config import BlastConfig
-from rldata.quality.flags import flagged
 from rldata.results import Result
 
 __all__ = ["BlastResult", "blast_radius_store", "flags_by_source", "target_tasks"]

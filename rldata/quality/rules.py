@@ -9,7 +9,7 @@ OpenEnv's RFC 008 (environment auto-validation) names the same check, the rule c
 
 A rule's ``version`` is stored with each finding: bump it when what the rule finds changes.  Its
 ``severity`` decides what a finding does: ``error`` flags the task (filter, stratify, train and export
-leave it out, see :mod:`rldata.quality.flags`), ``warning`` and ``info`` are recorded only.
+leave it out, see :mod:`rldata.ledger.flags`), ``warning`` and ``info`` are recorded only.
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ import pytest
 import yaml
 
 from rldata import open_store
+from rldata.interop.export import export_selection
 from rldata.interop.lineage import read_manifest
-from rldata.quality.flags import flagged
+from rldata.interop.options import ExportConfig
+from rldata.ledger.flags import flagged
 from tests.quality.helpers import write_jsonl
 from tests.reliability.helpers import run, seed_passrates
 
@@ -137,8 +139,13 @@ def test_export_leaves_flagged_tasks_out_and_blast_radius_finds_the_export_that_
     assert len((out_b / "train.jsonl").read_text().splitlines()) == 12 and read_manifest(out_b)["flags"] == {
         "include_flagged": True
     }
+    # the job takes its config: the library verb under the command reads include_flagged itself
+    direct = export_selection(store, ExportConfig(selection="all", format="jsonl", out=tmp_path / "direct"))
+    assert direct["flags"]["left_out"] == m["flags"]["left_out"] and direct["rows"] == len(shipped)
     exports = store.sql("SELECT summary FROM runs WHERE kind = 'export'").fetchall()
-    assert sorted(json.loads(s)["out"] for (s,) in exports) == sorted([str(out_a), str(out_b)])
+    assert sorted(json.loads(s)["out"] for (s,) in exports) == sorted(
+        [str(out_a), str(out_b), str(tmp_path / "direct")]
+    )
     # blast radius: only the export that shipped them, through its manifest
     code, out, err = run(capsys, "--store", root, "blast-radius", "--pack", "ev", "--format", "json")
     assert code == 0 and "1 export(s) shipped them" in err, err
