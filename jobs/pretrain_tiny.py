@@ -36,7 +36,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rldata.console import log
+from rldata.envs.calculator import evaluate, format_number
 from rldata.errors import ConfigError
+from rldata.jobs import tiny_chat
+from rldata.sample_data import arith
+from rldata.sample_data.arith import load_bundled
 
 __all__ = [
     "CHARS",
@@ -195,8 +200,6 @@ def build_model(cfg: TinyConfig, *, seed: int = 0, format: str = "calc"):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rldata.jobs import tiny_chat
-
     torch.manual_seed(seed)
     chat = format == "chatml"
     config = LlamaConfig(
@@ -218,7 +221,6 @@ def build_model(cfg: TinyConfig, *, seed: int = 0, format: str = "calc"):
 
 def problem_stream(level_weights: dict, *, seed: int, exclude: set[str]):
     """Endless (prompt, answer) pairs: a level by weight, then one of its knob settings."""
-    from rldata.sample_data import arith
 
     rng = random.Random(f"pretrain:{seed}")
     levels = sorted(k for k, w in level_weights.items() if w > 0)
@@ -242,8 +244,6 @@ def conversation(prompt: str, answer: str, kind: str) -> list[dict]:
     if kind == "direct":
         return head + [{"role": "assistant", "content": answer}]
     if kind == "call":
-        from rldata.envs.calculator import evaluate, format_number
-
         expr = prompt.removesuffix("=")
         return head + [
             {"role": "assistant", "content": f"<calc>{expr}</calc>"},
@@ -300,8 +300,6 @@ def example_stream(cfg: TrainConfig, *, exclude: set[str]):
     """
     problems = problem_stream(cfg.level_weights, seed=cfg.seed, exclude=exclude)
     if cfg.format == "chatml":
-        from rldata.jobs import tiny_chat
-
         yield from tiny_chat.example_stream(cfg, problems)
         return
     rng = random.Random(f"format:{cfg.seed}")
@@ -371,12 +369,8 @@ def train(
     """Train from scratch and save an HF model dir at ``out``; returns the per-step losses."""
     import torch
 
-    from rldata.console import log
-
     torch.set_num_threads(train_cfg.threads)
     if exclude is None:
-        from rldata.sample_data.arith import load_bundled
-
         exclude = {r["prompt"] for r in load_bundled("heldout")}
     model = build_model(model_cfg, seed=train_cfg.seed, format=train_cfg.format)
     model.train()
@@ -422,8 +416,6 @@ def save(
 ) -> None:
     """Weights, config, tokenizer and generation config, loadable by transformers and vLLM."""
     from transformers import GenerationConfig
-
-    from rldata.jobs import tiny_chat
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -511,7 +503,7 @@ def _main(argv: list[str] | None = None) -> None:
     p.add_argument("--readme", action="store_true", help="with --report: also write MODEL_DIR/README.md")
     a = p.parse_args(argv)
     if a.report or a.report_tools:
-        from rldata.jobs import tiny_report
+        from rldata.jobs import tiny_report  # cycle: tiny_report imports this one
 
         tiny_report.run_reports(single=a.report, tools=a.report_tools, split=a.split, readme=a.readme)
         return

@@ -21,8 +21,9 @@ from rldata.configs.fields import at_least, config, load, nested, param, validat
 from rldata.configs.sampling import EngineConfig, SampleConfig, SamplingSpec
 from rldata.envs.profile import card_from_rates
 from rldata.envs.publish import card_section, taskset_metadata
-from rldata.envs.statistical import POLICY_VERSION, SEVERITY, Evidence, run_checks, verdict
+from rldata.envs.statistical import CHECKS, POLICY_VERSION, SEVERITY, Evidence, run_checks, verdict
 from rldata.errors import RldataError
+from rldata.ledger.core import SAMPLE_ID
 from rldata.store.outputs import check_output_path, check_writable_file, staged_output
 
 __all__ = ["ProfileConfig", "check_rows", "ledger_rows", "profile_env", "stored_checks"]
@@ -86,8 +87,8 @@ def profile_env(store, name: str | None = None, *, config=None, **overrides) -> 
     # the sample job and the rollout path load when a profile runs: `rldata` imports this module's
     # ProfileConfig at start-up (its options), and they would add ~0.3 s to every command (measured
     # with -X importtime on `rldata tables`)
-    from rldata.jobs.sample import run_sample
-    from rldata.rollout.bind import env_binding
+    from rldata.jobs.sample import run_sample  # start-up: `rldata tables` does not load rldata.adaptive
+    from rldata.rollout.bind import env_binding  # start-up: `rldata tables` does not load rldata.rollout
 
     cfg = load(ProfileConfig, config, **({"name": name} if name is not None else {}), **overrides)
     name, tasks, spec, engine = cfg.name, cfg.tasks, cfg.sampling, cfg.engine
@@ -226,7 +227,6 @@ def _evidence(store, ledger_key: str, rows: list[dict], *, model: str, params_ha
     """What the statistical checks read (:class:`rldata.envs.statistical.Evidence`), for the ledger
     slice ``rows``: other models' rows of the same slice, and the slice's samples (each distinct
     sample once, as the ledger counts them) grouped by identical input and by degenerate completion."""
-    from rldata.ledger.core import SAMPLE_ID
 
     slice_ = pa.table(
         {
@@ -324,7 +324,6 @@ def check_rows(profile: dict[str, Any], checks: list[dict[str, Any]]) -> list[di
 def stored_checks(store, profile_id: str) -> list[dict[str, Any]]:
     """A card's statistical checks as stored (``env_checks``), in RFC 008's order, with ``measured``
     and ``evidence`` parsed."""
-    from rldata.envs.statistical import CHECKS
 
     rows = store.sql(
         "SELECT check_id, status, measured, evidence, remediation FROM env_checks WHERE profile_id = $1",

@@ -50,7 +50,7 @@ from rldata.jobs.sample_stored import (
 from rldata.ledger.core import recompute_passrates, verifier_key
 from rldata.results import SampleResult, accumulator
 from rldata.rewards.compose import RewardSpec, load_reward_spec, metrics_rows
-from rldata.rollout import bind_envs
+from rldata.rollout import bind_envs, renderer_for, resolve_chat_template
 from rldata.runs.core import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
@@ -172,8 +172,6 @@ def run_sample(
     # stored with every sample) says how plain tasks were sent, so templated and raw never pool
     renderer = None
     if cfg.sampling.chat_template != "off":
-        from rldata.rollout import renderer_for, resolve_chat_template
-
         cfg = replace(cfg, sampling=resolve_chat_template(cfg.sampling, path))
         if cfg.sampling.chat_template == "on":
             renderer = renderer_for(path)
@@ -362,7 +360,7 @@ def predicted_plan(
     and the stopping rule with each task's predicted prior (the sequential rule's; others unchanged)."""
     # lazy: rldata.predict loads scipy.stats and the fit (seconds), which a job without
     # skip_predicted never needs
-    from rldata.predict.plan import sample_plan, with_priors
+    from rldata.predict.plan import sample_plan, with_priors  # start-up: loads scipy
 
     plan = sample_plan(
         store,

@@ -17,8 +17,11 @@ from rldata.console import progress
 from rldata.jobs.sample_stored import traj_id
 from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import RewardTally, score_samples
+from rldata.rewards.judge import POINTWISE, judge_rows
+from rldata.rollout import episode_columns, unverifiable
 from rldata.store.core import Store
 from rldata.verify.base import all_passed, no_answer, verdict_rows
+from rldata.verify.parallel import verify_on_ray
 
 if TYPE_CHECKING:
     from rldata.configs.sampling import SampleConfig
@@ -69,8 +72,6 @@ class Ctx:
 def commit_batch(
     ctx: Ctx, batch: pl.DataFrame, samples: Sequence[Sequence], offsets: Sequence[int] | None = None
 ) -> None:
-    from rldata.rollout import episode_columns, unverifiable
-    from rldata.verify.parallel import verify_on_ray
 
     spec, s = ctx.cfg.sampling, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
@@ -212,8 +213,6 @@ def _compose_rewards(ctx: Ctx, traj_rows: list[dict], fresh: dict, verdicts: dic
     completions = [fresh[t][1].text for t in tids]
     judge_rows_, jv = [], None
     if ctx.judge is not None:
-        from rldata.rewards.judge import POINTWISE, judge_rows
-
         jv = ctx.judge.pointwise([r["prompt"] for r in rows], completions, [r["answer"] for r in rows])
         judge_rows_ = judge_rows(
             jv, tids, [r["task_id"] for r in rows], verifier=POINTWISE, version=ctx.judge.version

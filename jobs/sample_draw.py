@@ -11,9 +11,13 @@ from pathlib import Path
 import polars as pl
 
 from rldata.console import log
+from rldata.engine.pool import borrow
 from rldata.jobs.sample_commit import Ctx, commit_batch
 from rldata.jobs.sample_stored import decide_counts
+from rldata.rewards.judge import Judge
+from rldata.rollout import EpisodeStats, generate, renderer_for
 from rldata.rollout.plain import plain_rollouts, submit_plain
+from rldata.verify.parallel import warm_driver_verifiers
 
 __all__ = ["generate_and_verify"]
 
@@ -21,9 +25,7 @@ __all__ = ["generate_and_verify"]
 def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     import ray
 
-    from rldata.engine.actors import ensure_ray, start_engines
-    from rldata.engine.pool import borrow
-    from rldata.verify.parallel import warm_driver_verifiers
+    from rldata.engine.actors import ensure_ray, start_engines  # start-up: loads ray
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     ensure_ray(cfg.address)
@@ -54,8 +56,7 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ctx.summary.engines = len(engines)
     try:
         if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
-            from rldata.engine.actors import RemoteEngine
-            from rldata.rewards.judge import Judge
+            from rldata.engine.actors import RemoteEngine  # start-up: loads ray
 
             ctx.judge = Judge(ctx.lease.remote(0) if ctx.lease is not None else RemoteEngine(engines[0]))
         busy0 = _busy(engines) if ctx.lease is not None else 0.0  # lent engines' clocks ran before this job
@@ -144,7 +145,6 @@ def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
 
 
 def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
-    from rldata.rollout import EpisodeStats, generate, renderer_for
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     renderer = ctx.renderer or renderer_for(ctx.model_path)
@@ -206,8 +206,6 @@ def _adaptive_rounds(ctx: Ctx, engines, todo: pl.DataFrame, bar) -> None:
     while the engines generate the next one (at most one commit in flight, in order).  A round's
     decisions wait for all of its commits: they read the counts those commits add."""
     from concurrent.futures import Future, ThreadPoolExecutor
-
-    from rldata.rollout import EpisodeStats, generate, renderer_for
 
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     rows = {r["task_id"]: r for r in todo.iter_rows(named=True)}

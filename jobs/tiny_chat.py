@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 
+from rldata.envs.calculator import evaluate, format_number
 from rldata.models.fixture import TOOL_RESPONSE_TURN
 
 __all__ = [
@@ -163,8 +164,6 @@ def conversation(prompt: str, answer: str, kind: str) -> list[dict]:
     if kind == "direct":
         return [user, {"role": "assistant", "content": answer}]
     if kind == "call":
-        from rldata.envs.calculator import evaluate, format_number
-
         expr = prompt.removesuffix("=")
         call = {"id": "c00000000", "name": "calculate", "arguments": {"expression": expr}}
         return [

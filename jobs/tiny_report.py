@@ -15,7 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rldata.configs.sampling import SamplingSpec
+from rldata.engine.core import Engine
+from rldata.envs.calculator import CalculatorEnv
 from rldata.jobs.pretrain_tiny import CHARS, CONTEXT, SPECIALS, TOOL_TOKENS, TOOLS_PROMPT, vocab_size
+from rldata.sample_data.arith import load_bundled
 
 __all__ = [
     "ToolEpisode",
@@ -41,8 +45,6 @@ def measure(
     seed: int = 0,
 ) -> tuple[list[int], int]:
     """(correct samples out of ``n`` per task, samples whose text contains ``<calc>``); exact match."""
-    from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.core import Engine
 
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     engine = Engine(model_dir, seed=seed)
@@ -119,10 +121,6 @@ def measure_tools(
     that stops at the length cap without ``</s>`` ends the episode (wrong if it called).
     """
     from vllm import SamplingParams
-
-    from rldata.configs.sampling import SamplingSpec
-    from rldata.engine.core import Engine
-    from rldata.envs.calculator import CalculatorEnv
 
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=seed)
     engine = Engine(model_dir, seed=seed, max_model_len=CONTEXT)
@@ -260,7 +258,6 @@ pass rates spread over [0, 1].
 
 def run_reports(*, single: str | None, tools: str | None, split: str, readme: bool) -> str:
     """The CLI's ``--report`` / ``--report-tools``: print (and return) the measured tables."""
-    from rldata.sample_data.arith import load_bundled
 
     splits = ["train", "heldout"] if split == "all" else [split]
     tasks = [t for s in splits for t in load_bundled(s)]

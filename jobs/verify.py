@@ -35,6 +35,7 @@ from rldata.results import VerifyResult, accumulator
 from rldata.runs.core import record_run
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
+from rldata.verify import for_domain, get_verifier
 from rldata.verify.base import all_passed, no_answer, verdict_rows
 
 __all__ = ["VerifyJob", "VerifySummary", "run_verify", "select_trajectories"]
@@ -91,7 +92,7 @@ def select_trajectories(store: Store, *, run_id: str | None = None, where: str |
 
 def _verifiers(job: VerifyJob, domains: list[str]) -> dict[str, tuple[str, str]]:
     """domain -> (registry name, version) of the verifier that scores it."""
-    from rldata.verify import for_domain, get_verifier
+    # start-up: `rldata tables` does not load rldata.verify.deadline
     from rldata.verify.run import resolve_verifier
 
     out = {}
@@ -166,7 +167,7 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
         t0 = time.monotonic()
         if todo.height:
             if job.address:
-                from rldata.engine.actors import ensure_ray
+                from rldata.engine.actors import ensure_ray  # start-up: loads ray
 
                 ensure_ray(job.address)
             log(
@@ -196,6 +197,7 @@ def run_verify(store: Store, job: VerifyJob) -> VerifySummary:
 def _verify_batch(
     store: Store, part: pl.DataFrame, verifiers: dict, job: VerifyJob, s: VerifySummary
 ) -> None:
+    # start-up: `rldata tables` does not load rldata.verify.deadline
     from rldata.verify.parallel import verify_on_ray
 
     rows = part.to_dicts()

@@ -35,8 +35,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rldata.configs.fields import as_flat, load
+from rldata.configs.sampling import SampleConfig
+from rldata.configs.select import FilterConfig, StratifyConfig
 from rldata.engine.pool import EnginePool
 from rldata.errors import RldataError
+from rldata.ingest import SAMPLES, sample_path
+from rldata.ingest import ingest as ingest_file
+from rldata.ingest import preset as get_preset
+from rldata.ingest.options import IngestConfig
+from rldata.interop.chat_export import export_conversations
+from rldata.interop.export import export_selection
+from rldata.interop.options import ExportConfig
+from rldata.jobs.verify import VerifyJob, run_verify
+from rldata.ledger.flags import flagged
 from rldata.results import (
     CostResult,
     EnvResult,
@@ -110,7 +122,6 @@ def _flags(store, include_flagged: bool, *, versions: dict | None = None):
     ``versions`` of the flag tables (default: their current ones); None when ``include_flagged``."""
     if include_flagged:
         return None
-    from rldata.ledger.flags import flagged
 
     return flagged(store, versions=versions)
 
@@ -120,7 +131,7 @@ def _resumed_flags(store, command) -> dict | None:
     arguments recorded (its sampler state names its tasks).  None when nothing was recorded."""
     import json
 
-    from rldata.trainer.state import _resolve_run_id
+    from rldata.trainer.state import _resolve_run_id  # start-up: loads torch
 
     try:
         run_id = _resolve_run_id(command.train, True)
@@ -149,19 +160,15 @@ def ingest(
     ``rldata ingest``'s options).  ``rejects_out``: a JSON-lines file for every reject, written
     before the commit (a path that cannot take it fails the ingest, the store as it was).  Returns
     :class:`rldata.ingest.IngestSummary`."""
-    from rldata.configs.fields import load
-    from rldata.ingest import SAMPLES, sample_path
-    from rldata.ingest import ingest as ingest_file
-    from rldata.ingest import preset as get_preset
-    from rldata.ingest.options import IngestConfig
 
     fields = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in fields.items()}
     cfg = load(IngestConfig, spec, **fields)  # every check here, before the store is opened
     if cfg.env is not None:  # tasks from an environment's own reset (OpenEnv)
-        from rldata.ingest.env import ingest_env
+        from rldata.ingest.env import ingest_env  # start-up: `rldata tables` does not load rldata.ingest.env
 
         return ingest_env(_open(store, create=True), cfg.env, n=cfg.n, seed=cfg.seed, dry_run=cfg.dry_run)
     if cfg.gym is not None:
+        # start-up: `rldata tables` does not load rldata.gym
         from rldata.ingest.gym import ingest_gym  # imports reasoning_gym only now
 
         st = _open(store, create=True)
@@ -205,8 +212,7 @@ def sample(store: StoreLike, *, config=None, **overrides: Any) -> SampleResult:
     places outside the band with probability >= CONF is not sampled (docs/predict.md).  A killed job
     resumes when called again; on finished work it is a no-op.  ``engines`` is how many engines to
     start, or a pool (:func:`engines`) to borrow them from."""
-    from rldata.configs.fields import load
-    from rldata.configs.sampling import SampleConfig
+    # start-up: `rldata tables` does not load rldata.adaptive
     from rldata.jobs.sample import plan_sample, run_sample
 
     pool, overrides = _pool(overrides)
@@ -244,8 +250,7 @@ def predict(store: StoreLike, *, config=None, **overrides: Any):
     baselines instead.  ``config`` is a :class:`rldata.predict.PredictConfig`, a mapping or a YAML/TOML
     file of its fields; ``overrides`` are its fields by name (docs/options.md, docs/predict.md).
     Returns :class:`rldata.predict.PredictResult` or :class:`rldata.predict.BacktestResult`."""
-    from rldata.configs.fields import load
-    from rldata.predict import PredictConfig, backtest_store, predict_store
+    from rldata.predict import PredictConfig, backtest_store, predict_store  # start-up: loads scipy
 
     cfg = load(PredictConfig, config, **overrides)
     st = _open(store, create=False)
@@ -258,8 +263,6 @@ def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     ``config`` (a :class:`rldata.jobs.verify.VerifyJob`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name: ``verifier``, ``run_id``, ``where``, ``batch``,
     ``timeout_s``, ``address`` (docs/options.md)."""
-    from rldata.configs.fields import load
-    from rldata.jobs.verify import VerifyJob, run_verify
 
     return run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)).result()
 
@@ -271,9 +274,7 @@ def filter(store: StoreLike, *, config=None, **overrides: Any):
     ``overrides`` are its fields by name (``band``, ``name``, ``model``, ``min_n``, ``dry_run``...;
     docs/options.md).  Returns :class:`rldata.ledger.select.FilterResult` (``kept``, ``counts`` by reason,
     the ledger key)."""
-    from rldata.configs.fields import load
-    from rldata.configs.select import FilterConfig
-    from rldata.ledger.select import Band, filter_store
+    from rldata.ledger.select import Band, filter_store  # start-up: loads yaml
 
     cfg = load(FilterConfig, config, **overrides)
     band = cfg.band
@@ -281,7 +282,7 @@ def filter(store: StoreLike, *, config=None, **overrides: Any):
         band = ",".join(str(x) for x in band)
     b = band if isinstance(band, Band) else Band.parse(band, inclusive=cfg.inclusive)
     if cfg.from_run is not None:  # the run's live estimates (rldata.ledger.history.filter_from_run)
-        from rldata.ledger.history import filter_from_run
+        from rldata.ledger.history import filter_from_run  # start-up: loads yaml
 
         if cfg.model or cfg.params_hash or cfg.verifier_key or cfg.domain:
             raise RldataError(
@@ -329,9 +330,7 @@ def stratify(store: StoreLike, *, config=None, **overrides: Any):
     trainer's curriculum file ``curriculum`` (default buckets.yaml; None: none).  ``config`` and
     ``overrides``: the fields of :class:`rldata.configs.select.StratifyConfig` (docs/options.md).
     Returns :class:`rldata.ledger.select.StratifyResult`."""
-    from rldata.configs.fields import load
-    from rldata.configs.select import StratifyConfig
-    from rldata.ledger.select import parse_buckets, stratify_store
+    from rldata.ledger.select import parse_buckets, stratify_store  # start-up: loads yaml
 
     cfg = load(StratifyConfig, config, **overrides)
     buckets = cfg.buckets
@@ -357,9 +356,9 @@ def stratify(store: StoreLike, *, config=None, **overrides: Any):
 
 def _quality_page(store, out) -> dict:
     """The data-quality page (rldata.report.quality) when the store holds a flag; else nothing."""
-    from rldata.quality.blast import blast_radius_store, flags_by_source
-    from rldata.quality.config import BlastConfig
-    from rldata.report.quality import render_quality
+    from rldata.quality.blast import blast_radius_store, flags_by_source  # start-up: loads rensa
+    from rldata.quality.config import BlastConfig  # start-up: loads rensa
+    from rldata.report.quality import render_quality  # start-up: loads matplotlib
 
     by_source = flags_by_source(store)
     if not by_source.height:
@@ -381,8 +380,7 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
     :func:`engines` pool of the run's model and settings) lends the rollout engines, which then also
     run the held-out evaluations.
     """
-    from rldata.configs.fields import as_flat, load
-    from rldata.trainer.config import TrainCommand, TrainConfig
+    from rldata.trainer.config import TrainCommand, TrainConfig  # start-up: loads yaml
 
     pool, settings = _pool(settings)
     settings = {k: v for k, v in settings.items() if v is not None}
@@ -398,7 +396,7 @@ def train(store: StoreLike, *, config=None, **settings: Any) -> TrainResult:
 
 def _train(store: StoreLike, command, *, engines: EnginePool | None = None) -> TrainResult:
     """Run a checked :class:`rldata.trainer.config.TrainCommand` (``rldata train`` calls this too)."""
-    from rldata.trainer.driver import train as run_train
+    from rldata.trainer.driver import train as run_train  # start-up: loads ray, torch
 
     # every check (the config's, output paths) before the store is opened
     check_output_path(command.train.output_dir, store=store, name="output_dir")
@@ -423,10 +421,6 @@ def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:
     export``'s options).  Writes a manifest beside the data, and swaps the directory into place only
     when complete.  Tasks flagged by ``decontaminate``, ``lint`` or ``dedup`` are left out of a
     selection export (counted in the manifest) unless ``include_flagged``."""
-    from rldata.configs.fields import load
-    from rldata.interop.chat_export import export_conversations
-    from rldata.interop.export import export_selection
-    from rldata.interop.options import ExportConfig
 
     overrides = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in overrides.items()}
     cfg = load(ExportConfig, config, **overrides)  # every check before the store is opened
@@ -457,9 +451,9 @@ def report(
     (``quality.html``: flags per source and rule, the runs that drew flagged tasks) when the store
     holds flags.  A store with no selection yet gets the
     training page only."""
-    from rldata.report.overview import gather
-    from rldata.report.page import render
-    from rldata.report.training import GROUP_BY, render_training
+    from rldata.report.overview import gather  # start-up: loads yaml
+    from rldata.report.page import render  # start-up: loads matplotlib
+    from rldata.report.training import GROUP_BY, render_training  # start-up: loads matplotlib
 
     if group_by not in GROUP_BY:
         raise RldataError(
@@ -479,14 +473,15 @@ def report(
     ov = gather(st, selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
     audit = None
     if audit_verifier:  # computed before anything is written: a bad audit spec leaves no half report
-        from rldata.audit import audit_store
+        from rldata.audit import audit_store  # start-up: `rldata tables` does not load rldata.audit
 
         audit = audit_store(st, verifier=audit_verifier, against=audit_against)
     files = render(ov, out, store=st, runs=tuple(runs), group_by=group_by) | _quality_page(st, out)
     if audit is not None:
-        from rldata.audit import add_to_report
+        from rldata.audit import add_to_report  # start-up: `rldata tables` does not load rldata.audit
 
         add_to_report(files["html"], audit)
+    # start-up: `rldata tables` does not load rldata.predict.page
     from rldata.predict.page import add_to_report as add_predictions  # the newest predict --backtest
 
     add_predictions(files["html"], st, out)

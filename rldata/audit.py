@@ -34,6 +34,7 @@ import polars as pl
 
 from rldata.errors import ConfigError, RldataError
 from rldata.sql_guard import check_predicate
+from rldata.stats import wilson_interval
 
 __all__ = [
     "CLASSES",
@@ -188,7 +189,6 @@ def _agreement(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rates(df: pl.DataFrame) -> dict:
-    from rldata.stats import wilson_interval
 
     a = df["passed_a"].fill_null(False)  # a verifier error scores as a wrong answer
     lab = df["passed_b"]

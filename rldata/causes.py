@@ -20,6 +20,9 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from rldata._remote import one_line, redact
+from rldata.errors import RldataError
+
 __all__ = ["describe", "hint", "import_hint", "root_cause", "write_trace"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -75,8 +78,6 @@ def hint(message: str) -> str | None:
 def describe(exc: BaseException) -> str:
     """One line: the root cause as ``Type: message`` (or the message of one of rldata's own
     errors), prefixed by the Ray actor method it came from, with a hint where one is known."""
-    from rldata._remote import one_line
-    from rldata.errors import RldataError
 
     where = _where(str(exc)) if _is_ray(exc) else None
     cause = root_cause(exc)
@@ -106,7 +107,6 @@ def write_trace(exc: BaseException, argv: list[str] | None = None) -> Path | Non
     """Write ``exc``'s full trace (and, for a remote error, the remote traceback Ray kept) to a new
     file under ``$RLDATA_LOG_DIR`` (default: the temp dir's ``rldata-logs``); returns its path, or
     None when no file could be written (the one-line error must not fail on that)."""
-    from rldata._remote import redact
 
     try:
         d = _log_dir()

@@ -17,8 +17,11 @@ from pathlib import Path
 from rldata.configs.fields import at_least, config, nested, param, validate
 from rldata.configs.sampling import ENVIRONMENTS, HELDOUT_WHERE, EngineConfig, SampleConfig, SamplingSpec
 from rldata.console import log
+from rldata.engine.pool import shared_pool
 from rldata.errors import RldataError
+from rldata.ingest import ingest, sample_path
 from rldata.store.core import Store
+from rldata.store.outputs import check_output_path
 
 __all__ = ["ENV_QUERY", "NEXT_QUERIES", "DemoConfig", "run_demo"]
 
@@ -82,14 +85,12 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
     """Run every stage; returns the artifacts' locations and headline numbers."""
     cfg = cfg if cfg is not None else DemoConfig()
     # the stages' modules load Ray, vLLM and torch: imported when the demo runs, not with rldata
-    from rldata.engine.actors import default_engines, ensure_ray
-    from rldata.engine.pool import shared_pool
-    from rldata.ingest import ingest, sample_path
-    from rldata.store.outputs import check_output_path
+    from rldata.engine.actors import default_engines, ensure_ray  # start-up: loads ray
 
     out = check_output_path(Path(cfg.out), store=store, name="out")  # before any stage runs
     n, seed, model = cfg.sampling.n, cfg.sampling.seed, cfg.engine.model
     if model is None and cfg.env == "calculator-tools":
+        # start-up: `rldata tables` does not load rldata.engine.core
         from rldata.engine.core import chat_model_path
 
         # tiny-arith only knows the legacy <calc> tag; the chat model calls tools as Qwen models do
@@ -130,12 +131,12 @@ def run_demo(store: Store, cfg: DemoConfig | None = None) -> dict:
 
 def _on_engines(store: Store, cfg: DemoConfig, job, pool, *, out: Path, model: str | None, clocks) -> dict:
     """Stages 2-6 on the pool's engines (``clocks``: stage 2's start, the demo's, the stage times)."""
-    from rldata.jobs.sample import run_sample
-    from rldata.ledger.select import Band, filter_store, stratify_store
-    from rldata.report.overview import gather
-    from rldata.report.page import render
-    from rldata.trainer.config import TrainCommand, TrainConfig
-    from rldata.trainer.driver import train
+    from rldata.jobs.sample import run_sample  # start-up: `rldata tables` does not load rldata.adaptive
+    from rldata.ledger.select import Band, filter_store, stratify_store  # start-up: loads yaml
+    from rldata.report.overview import gather  # start-up: loads yaml
+    from rldata.report.page import render  # start-up: loads matplotlib
+    from rldata.trainer.config import TrainCommand, TrainConfig  # start-up: loads yaml
+    from rldata.trainer.driver import train  # start-up: loads ray, torch
 
     t, t_all, times = clocks
     n, seed, max_tokens = cfg.sampling.n, cfg.sampling.seed, job.sampling.max_tokens

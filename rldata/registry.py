@@ -23,6 +23,7 @@ from typing import Any
 
 from rldata.errors import RldataError, UnknownNameError
 from rldata.names import did_you_mean
+from rldata.plugins import entry_point_names, load_entry_point
 
 __all__ = ["Registry", "import_path"]
 
@@ -35,7 +36,7 @@ def import_path(spec: str, *, kind: str = "object") -> Any:
     try:
         return getattr(importlib.import_module(mod), attr)
     except (ImportError, AttributeError) as e:
-        from rldata.causes import import_hint
+        from rldata.causes import import_hint  # start-up: only an error loads rldata.causes
 
         raise RldataError(f"{kind} {spec!r} does not import: {e}{import_hint(e)}") from None
 
@@ -119,7 +120,6 @@ class Registry(dict):
         """The entry point ``name`` of ``group``, checked and registered; None if none declares it."""
         if self.group is None:
             return None
-        from rldata.plugins import load_entry_point
 
         obj = load_entry_point(self.group, name)
         if obj is None:
@@ -158,8 +158,6 @@ class Registry(dict):
         if isinstance(self.builtin, Mapping):
             out += [n for n in self.builtin if n not in self]
         if plugins and self.group is not None:
-            from rldata.plugins import entry_point_names
-
             out += [n for n in entry_point_names(self.group) if n not in out]
         return out
 

@@ -24,8 +24,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rldata.configs.fields import load
+from rldata.console import log
+from rldata.cost import (
+    GEN_FLOPS_PER_PARAM_TOKEN,
+    GEN_MFU,
+    TRAIN_FLOPS_PER_PARAM_TOKEN,
+    TRAIN_MFU,
+    CostSpec,
+    gpu_hours,
+    looks_moe,
+    parse_count,
+    run_tokens,
+)
 from rldata.engine.pool import EnginePool
+from rldata.envs.registration import EnvRegisterConfig
 from rldata.errors import ConfigError
+from rldata.interop.lineage import read_manifest
+from rldata.jobs.judge import JudgeConfig, judge_store
 from rldata.results import (
     CostResult,
     EnvResult,
@@ -36,7 +52,9 @@ from rldata.results import (
     TableResult,
     frozen,
 )
+from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
 from rldata.sql_guard import check_predicate
+from rldata.stats import pass_at_k_columns
 from rldata.store.core import Store, open_store
 
 __all__ = [
@@ -84,8 +102,8 @@ def passrates(
     Wilson 95% interval, an unbiased ``pass@k`` column per ``k`` (null where k > n) and
     ``early_stop``.  ``model`` keeps one model's rows; ``where`` is a SQL predicate over the ledger
     columns (``p.*``) and the task's (``t.*``); ``limit`` caps the rows."""
+    # start-up: `rldata tables` does not load rldata.adaptive
     from rldata.adaptive.filter import early_stop_expr
-    from rldata.stats import pass_at_k_columns
 
     ks = tuple(k)
     if not ks or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in ks):
@@ -141,18 +159,6 @@ def cost(
     memory-bound).  ``gpus`` adds wall-clock hours.  ``name`` (a model name or directory) is checked
     for mixture of experts: without ``active_params`` such a model gets a warning."""
     import polars as pl
-
-    from rldata.cost import (
-        GEN_FLOPS_PER_PARAM_TOKEN,
-        GEN_MFU,
-        TRAIN_FLOPS_PER_PARAM_TOKEN,
-        TRAIN_MFU,
-        CostSpec,
-        gpu_hours,
-        looks_moe,
-        parse_count,
-        run_tokens,
-    )
 
     total = parse_count(params, what="params")
     active = parse_count(active_params, what="active_params") if active_params is not None else total
@@ -247,7 +253,7 @@ def rewards(
         metrics_rows,
         reward_metrics,
         rewards_for_run,
-    )
+    )  # start-up: `rldata tables` does not load rldata.rewards.compose
 
     reward_spec = load_reward_spec(spec) if spec is not None else RewardSpec()  # checked before the store
     st = _open(store, create=write_metrics is not None)
@@ -272,10 +278,7 @@ def judge(
     ``engines``: a pool (:func:`rldata.engines`) to borrow the judge's engine from instead of starting
     one; the engine settings left at their defaults (``model``, ``max_model_len``, ``dtype``...) are
     the pool's."""
-    from rldata.configs.fields import load
-    from rldata.engine.core import Engine
-    from rldata.jobs.judge import JudgeConfig, judge_store
-    from rldata.rewards.judge import PAIRWISE, POINTWISE, Judge
+    from rldata.engine.core import Engine  # start-up: `rldata tables` does not load rldata.engine.core
 
     cfg = load(JudgeConfig, config, **overrides)  # every check before the store or an engine
     mode, run_id, limit, swap = cfg.mode, cfg.run_id, cfg.limit, cfg.swap
@@ -308,7 +311,6 @@ def judge(
 def _judge_on(pool: EnginePool, eng) -> dict[str, Any]:
     """The judge's engine settings (``eng``, its JudgeConfig's ``engine``) on ``pool``: those left at
     JudgeConfig's defaults are the pool's."""
-    from rldata.jobs.judge import JudgeConfig
 
     default = JudgeConfig().engine
     return {
@@ -331,7 +333,7 @@ def judge_export(
     """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts (``kinds``:
     pairwise and/or pointwise rows) to the directory ``out`` as ``<split>.jsonl`` or
     ``<split>.parquet`` (``format``), with a manifest beside them."""
-    from rldata.interop.lineage import read_manifest
+    # start-up: `rldata tables` does not load rldata.interop.preferences
     from rldata.interop.preferences import export_preferences
 
     if isinstance(kinds, str):
@@ -355,10 +357,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     is healthy, before the store is opened."""
     import contextlib
 
-    from rldata.configs.fields import load
-    from rldata.console import log
-    from rldata.envs.catalog import load_spec_file, register_env
-    from rldata.envs.registration import EnvRegisterConfig
+    from rldata.envs.catalog import load_spec_file, register_env  # start-up: loads yaml
 
     if spec is not None:
         settings["spec"] = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
@@ -369,6 +368,7 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
     )
     container, url = contextlib.nullcontext(), None
     if cfg.openenv_image is not None:
+        # start-up: `rldata tables` does not load rldata.envs.openenv
         from rldata.envs.openenv_container import OpenEnvContainer, container_runtime
 
         # the arguments are checked, then the runtime looked for, before anything runs or the
@@ -390,14 +390,14 @@ def env_register(store: StoreLike, *, spec: Any = None, config: Any = None, **se
 
 def env_list(store: StoreLike) -> TableResult:
     """Every registered environment version: env_id, version, kind, created_at."""
-    from rldata.envs.catalog import list_envs
+    from rldata.envs.catalog import list_envs  # start-up: loads yaml
 
     return TableResult(rows=list_envs(_open(store, create=False)))
 
 
 def env_show(store: StoreLike, *, name: str) -> TableResult:
     """Every version of environment ``name``, oldest first, with its spec (JSON)."""
-    from rldata.envs.catalog import get_env
+    from rldata.envs.catalog import get_env  # start-up: loads yaml
 
     return TableResult(rows=get_env(_open(store, create=False), name))
 
@@ -411,9 +411,8 @@ def decontaminate(store: StoreLike, *, config=None, progress: bool = False, **ov
     or drop (delete them from tasks).  ``config`` (a :class:`rldata.quality.DecontaminateConfig`, a
     mapping or a YAML/TOML file) and ``overrides`` are its fields by name (docs/options.md).  Returns
     :class:`rldata.quality.decontaminate.DecontaminateResult`."""
-    from rldata.configs.fields import load
-    from rldata.quality.config import DecontaminateConfig
-    from rldata.quality.decontaminate import decontaminate_store
+    from rldata.quality.config import DecontaminateConfig  # start-up: loads rensa
+    from rldata.quality.decontaminate import decontaminate_store  # start-up: loads rensa
 
     cfg = load(DecontaminateConfig, config, **overrides)
     return decontaminate_store(_open(store, create=False), cfg, show_progress=progress)
@@ -424,9 +423,8 @@ def dedup(store: StoreLike, *, config=None, **overrides: Any):
     into ``near_duplicates`` and keep one per cluster by the stated rule (``source_priority``, then the
     oldest); the others are flagged (``action`` flag) or deleted (drop).  Fields of
     :class:`rldata.quality.DedupConfig`.  Returns :class:`rldata.quality.neardup.DedupResult`."""
-    from rldata.configs.fields import load
-    from rldata.quality.config import DedupConfig
-    from rldata.quality.neardup import dedup_store
+    from rldata.quality.config import DedupConfig  # start-up: loads rensa
+    from rldata.quality.neardup import dedup_store  # start-up: loads rensa
 
     cfg = load(DedupConfig, config, **overrides)
     return dedup_store(_open(store, create=False), cfg)
@@ -438,9 +436,8 @@ def lint(store: StoreLike, *, config=None, **overrides: Any):
     ``suspect_key`` (sampled answers that agree against the key).  Findings go to ``lint_findings``;
     a rerun replaces them.  Fields of :class:`rldata.quality.LintConfig`.  Returns
     :class:`rldata.quality.lint.LintResult`."""
-    from rldata.configs.fields import load
-    from rldata.quality.config import LintConfig
-    from rldata.quality.lint import lint_store
+    from rldata.quality.config import LintConfig  # start-up: loads rensa
+    from rldata.quality.lint import lint_store  # start-up: loads rensa
 
     cfg = load(LintConfig, config, **overrides)
     return lint_store(_open(store, create=False), cfg)
@@ -450,9 +447,8 @@ def blast_radius(store: StoreLike, *, config=None, **overrides: Any):
     """The runs (rollouts, tokens, steps, checkpoints) and exports that touched the tasks an eval
     ``pack`` flagged, a lint ``rule`` found, or (neither) every flagged task.  Fields of
     :class:`rldata.quality.BlastConfig`.  Returns :class:`rldata.quality.blast.BlastResult`."""
-    from rldata.configs.fields import load
-    from rldata.quality.blast import blast_radius_store
-    from rldata.quality.config import BlastConfig
+    from rldata.quality.blast import blast_radius_store  # start-up: loads rensa
+    from rldata.quality.config import BlastConfig  # start-up: loads rensa
 
     cfg = load(BlastConfig, config, **overrides)
     return blast_radius_store(_open(store, create=False), cfg)

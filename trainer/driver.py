@@ -51,7 +51,9 @@ from rldata.trainer.checkpoint import checkpoint_dir, commit, save_trainer_state
 from rldata.trainer.config import TrainCommand, TrainConfig, TrainRun
 from rldata.trainer.evaluate import evaluate
 from rldata.trainer.handoff import Observations, Weights
+from rldata.trainer.learner import LearnerGroup
 from rldata.trainer.pipeline import Pipeline, is_stale, staleness_metrics
+from rldata.trainer.policy import collate
 from rldata.trainer.reprofile import eval_history, reprofile, reprofile_now
 from rldata.trainer.rollout import collect_step, load_reward
 from rldata.trainer.state import RunState, TrainSummary, finished, plan_run, restore, run_dir
@@ -122,7 +124,6 @@ def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
 def _batch(groups, tokenizer, cache: dict):
     """The kept groups as one padded batch.  An episode brings its own prompt ids and a mask: only the
     tokens the model generated enter the loss, never tool results or environment text."""
-    from rldata.trainer.policy import collate
 
     prompts, completions, masks, old, adv = [], [], [], [], []
     for g in groups:
@@ -263,8 +264,6 @@ def _loop(
     # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
     import ray
     from transformers import AutoTokenizer
-
-    from rldata.trainer.learner import LearnerGroup
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
     t_run = time.monotonic()

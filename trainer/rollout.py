@@ -34,6 +34,7 @@ from rldata.curriculum.live import LiveState, predicted_priors
 from rldata.curriculum.sampler import uses_live
 from rldata.errors import RldataError
 from rldata.rewards.compose import RewardSpec, load_reward_spec, score_samples
+from rldata.rollout import generate, verify_rollouts
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
 from rldata.trainer.advantages import compute_advantages, zero_variance_groups
@@ -233,7 +234,6 @@ def verify_groups(
     traj id, never by position, so a check that fails or times out mid-batch cannot shift the
     verdicts (and rewards) of the samples after it.  An episode whose environment failed gets an
     error verdict (scored as a wrong answer)."""
-    from rldata.rollout import verify_rollouts
 
     keys = [tid for g in groups for tid in g.traj_ids]
     tasks = [g.task for g in groups for _ in g.samples]
@@ -253,7 +253,6 @@ def verify_groups(
 def _run_round(ctx, step: int, rnd: int, draws: list[tuple[str, str]], times: RoundTimes) -> list[Group]:
     cfg = ctx.cfg
     groups = []
-    from rldata.rollout import generate
 
     for slot, (task_id, bucket) in enumerate(draws):
         seed = request_seed(cfg.rollout.seed, step, rnd, slot, task_id)

@@ -17,6 +17,9 @@ from rldata.console import log
 from rldata.curriculum import load as load_curriculum
 from rldata.engine.core import ModelIdentity, model_context, model_identity
 from rldata.errors import ConfigError, RldataError
+from rldata.jobs.sample import override_verifier
+from rldata.rollout import bind_envs, resolve_chat_template
+from rldata.runs.core import new_run_id
 from rldata.store.core import Store
 from rldata.trainer import writeback as wb
 from rldata.trainer.checkpoint import checkpoint_dir, latest_checkpoint, load_checkpoint
@@ -84,7 +87,6 @@ class RunState:
 
 
 def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
-    from rldata.runs.core import new_run_id
 
     if cfg.run_id:
         return cfg.run_id
@@ -138,7 +140,6 @@ def plan_run(
     load_reward(cfg)  # a bad reward spec fails before Ray starts
     if cfg.curriculum:
         load_curriculum(cfg.curriculum)  # a missing or bad file fails before the model's tokenizer loads
-    from rldata.rollout import bind_envs, resolve_chat_template
 
     # chat_template auto becomes on or off for the base model: the rollout's params hash (every
     # rollout and ledger row, the live prior's slice, the evaluations') says how plain tasks were sent
@@ -190,8 +191,6 @@ def _check_override(store: Store, cfg: TrainConfig, bindings: dict, eval_ids: li
     """A verifier override names a verifier that loads, and no task (trained or held out) runs as
     an episode: an episode's verdict may be its environment's reward, which the override's name
     would mislabel (rldata sample refuses the same)."""
-    from rldata.jobs.sample import override_verifier
-    from rldata.rollout import bind_envs
 
     override_verifier(cfg.verify.verifier)
     held = []

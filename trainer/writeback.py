@@ -16,6 +16,7 @@ import polars as pl
 
 from rldata.ledger.core import rows_from_outcomes, verifier_key
 from rldata.rewards.compose import reward_metrics
+from rldata.rewards.judge import POINTWISE, judge_rows
 from rldata.rollout import episode_columns
 from rldata.store.core import Store
 from rldata.verify.base import verdict_rows
@@ -83,7 +84,6 @@ def trajectory_rows(
 
 
 def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
-    from rldata.rewards.judge import POINTWISE, judge_rows
 
     rows = []
     for g in groups:

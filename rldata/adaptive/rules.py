@@ -358,6 +358,7 @@ def decide_frame(
     if spec.band is None and spec.rule != "fixed":
         raise RldataError("decide_frame needs a band")  # unreachable: AdaptiveSpec checks it
     if spec.priors is not None and spec.rule == "sequential":
+        # cycle: rldata.adaptive.prior imports this module
         from rldata.adaptive.prior import decide_with_priors  # built on this function: imported here
 
         return decide_with_priors(df, spec, n_max=n_max)

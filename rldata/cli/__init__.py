@@ -15,7 +15,11 @@ import sys
 import typer
 from typer._click import exceptions as click_exc  # typer >= 0.20 vendors click
 
+from rldata import console
+from rldata._remote import one_line, parse_storage_options, redact
 from rldata._version import __version__
+from rldata.cli._common import flag_for
+from rldata.errors import InputError, RldataError, SchemaError
 
 __all__ = ["app", "main"]
 
@@ -62,8 +66,6 @@ def _root(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
-    from rldata import console
-    from rldata._remote import parse_storage_options
 
     console.configure(quiet=True if quiet else None)  # not given: $RLDATA_QUIET decides
     ctx.obj = {"store": root, "debug": debug, "storage_options": parse_storage_options(storage_options)}
@@ -103,7 +105,6 @@ def _load() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the exit code."""
-    from rldata.errors import InputError, RldataError, SchemaError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         # a store error may quote its settings: never print a secret
-        from rldata._remote import one_line, redact
+        # start-up: only an error loads rldata.causes (`rldata tables` does not)
         from rldata.causes import describe, root_cause, write_trace
 
         cause = root_cause(e)  # an engine's or learner's error arrives wrapped by Ray
@@ -148,7 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         elif isinstance(e, RldataError) and not isinstance(e, (InputError, SchemaError)):
             # the library names its field; here the option that set it is known (InputError and
             # SchemaError name a file's or a table's field, not an option)
-            from rldata.cli._common import flag_for
 
             flag = flag_for(typer.main.get_command(app), argv, e.field)
             reason = f"{flag}: {reason}" if flag and not reason.startswith(flag) else reason
@@ -162,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
         code = code or 1
     if guard.failed:
         _silence_stdout()
-    from rldata import console
 
     console.configure(quiet=None)  # main() may run many times in one process (tests): --quiet ends here
     return code
@@ -185,8 +184,6 @@ class _Stdout:
             return fn(*args)
         except OSError as e:
             import errno
-
-            from rldata.errors import RldataError
 
             self.failed = True
             why = "the reader closed the pipe" if e.errno == errno.EPIPE else (e.strerror or str(e))

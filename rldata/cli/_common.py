@@ -14,6 +14,8 @@ import typer
 
 from rldata.cli._options import config_of, field_flags
 from rldata.errors import RldataError
+from rldata.store.core import DEFAULT_STORE, open_store
+from rldata.store.outputs import check_output_path, check_writable_file
 from rldata.store.outputs import write_output as _write_output
 
 __all__ = [
@@ -61,7 +63,6 @@ def out_path_check(name: str, *, directory: bool = False):
     created, before the command runs (``rldata.store.outputs``; ``name`` is the field the error names)."""
 
     def check(ctx: typer.Context, value):
-        from rldata.store.outputs import check_output_path, check_writable_file
 
         checked = check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
         if not directory:  # a missing directory or a directory as a file: refused before any commit
@@ -136,7 +137,6 @@ def get_store(ctx: typer.Context, *, create: bool = False):
     Only commands that write pass ``create=True``: reading a missing store is an error naming the
     path, not a new empty store at a mistyped path.
     """
-    from rldata.store.core import open_store
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
@@ -160,7 +160,6 @@ class _LazyStore:
 
     def __init__(self, ctx: typer.Context):
         root = ctx.find_root()
-        from rldata.store.core import DEFAULT_STORE
 
         self.root = (root.obj if isinstance(root.obj, dict) else {}).get("store") or DEFAULT_STORE
         self._open = partial(get_store, ctx)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import cost as price
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, lazy_store
+from rldata.console import log
 
 
 class Kind(str, Enum):
@@ -60,8 +62,6 @@ def cost(
     """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k=6 training, 2 generation.
 
     MFU defaults to 0.4 for training and 0.1 for generation (decoding is memory-bound)."""
-    from rldata.api import cost as price
-    from rldata.console import log
 
     res = price(
         lazy_store(ctx),  # opened only to price stored runs

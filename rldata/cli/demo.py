@@ -10,7 +10,7 @@ import typer
 from rldata.cli._common import get_store
 from rldata.cli._options import command
 from rldata.console import log
-from rldata.demo import DemoConfig
+from rldata.demo import ENV_QUERY, NEXT_QUERIES, DemoConfig, run_demo
 
 
 @command(DemoConfig)
@@ -20,7 +20,6 @@ def demo(ctx: typer.Context, config: DemoConfig) -> None:
     Prints a JSON summary (where each artifact is, held-out accuracy before and after) on stdout
     and three SQL queries worth running next on stderr.
     """
-    from rldata.demo import ENV_QUERY, NEXT_QUERIES, run_demo
 
     store = get_store(ctx, create=True)
     result = run_demo(store, config)

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import env_list, env_register, env_show
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.console import log
+from rldata.envs.profile import card_line
 from rldata.envs.registration import EnvRegisterConfig
-from rldata.envs.validation import EnvValidateConfig
-from rldata.jobs.profile import ProfileConfig
+from rldata.envs.statistical import verdict
+from rldata.envs.validation import EnvValidateConfig, validate_env
+from rldata.jobs.profile import ProfileConfig, profile_env, stored_checks
 
 _SPEC_ARG = typer.Argument(
     ...,
@@ -36,8 +39,6 @@ def register_cmd(
     --openenv-image IMAGE, as the server that image serves (docs/environments.md)."""
     import polars as pl
 
-    from rldata.api import env_register
-
     res = env_register(lazy_store(ctx), config=config)
     log(f"{'registered' if res.new else 'already registered'}: {res.env_id}@{res.version}")
     row = {"env_id": res.env_id, "kind": res.kind, "spec": res.spec, "version": res.version}
@@ -47,7 +48,6 @@ def register_cmd(
 @env_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
     """Every registered environment version, with its newest learnability card in one line."""
-    from rldata.api import env_list
 
     emit(env_list(get_store(ctx)).rows, fmt, out)
 
@@ -57,10 +57,7 @@ def show_cmd(
     ctx: typer.Context, name: str = _NAME_ARG, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Every version of environment NAME with its spec (JSON); its learnability cards on stderr."""
-    from rldata.api import env_show
-    from rldata.envs.catalog import env_cards
-    from rldata.envs.statistical import verdict
-    from rldata.jobs.profile import stored_checks
+    from rldata.envs.catalog import env_cards  # start-up: loads yaml
 
     store = get_store(ctx)
     emit(env_show(store, name=name).rows, fmt, out)
@@ -96,9 +93,6 @@ def profile_cmd(
     """Sample K tasks of NAME n times and store its learnability card (table env_profiles)."""
     import polars as pl
 
-    from rldata.envs.profile import card_line
-    from rldata.jobs.profile import profile_env, stored_checks
-
     store = get_store(ctx, create=True)
     row = profile_env(store, config=config)
     log(f"{row['env_id']}@{row['env_version']}: {card_line(row)}")
@@ -107,7 +101,7 @@ def profile_cmd(
         if path:
             log(f"wrote {path}")
     if report is not None:
-        from rldata.report.env_card import write_card
+        from rldata.report.env_card import write_card  # start-up: loads matplotlib
 
         log(f"wrote {write_card(row, report, checks=stored_checks(store, row['profile_id']))}")
     emit(pl.DataFrame([row]), fmt, out)
@@ -133,8 +127,6 @@ def validate_cmd(
     import json
 
     import polars as pl
-
-    from rldata.envs.validation import validate_env
 
     row = validate_env(get_store(ctx, create=True), config=config)
     log(

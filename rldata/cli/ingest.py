@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import ingest as run_ingest
 from rldata.cli._common import OUT_OPT, Format, emit, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.console import log
@@ -38,7 +39,6 @@ def ingest(
     out: Path = OUT_OPT,
 ) -> None:
     """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
-    from rldata.api import ingest as run_ingest
 
     generated = config.gym is not None or config.env is not None
     summary = run_ingest(

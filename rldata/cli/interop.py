@@ -8,10 +8,13 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import export as run_export
 from rldata.cli._common import emit, get_store
 from rldata.cli._options import command
 from rldata.console import log
 from rldata.errors import RldataError
+from rldata.interop.imports import import_rollouts
+from rldata.interop.lineage import read_manifest, verify
 from rldata.interop.options import ExportConfig, ImportConfig
 
 _DUMP_ARG = typer.Argument(
@@ -24,7 +27,6 @@ _EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a 
 def export(ctx: typer.Context, config: ExportConfig) -> None:
     """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
-    from rldata.api import export as run_export
 
     c = config
     old = c.deprecated_given()
@@ -55,7 +57,6 @@ def import_rollouts_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
-    from rldata.interop.imports import import_rollouts
 
     result = import_rollouts(get_store(ctx, create=True), config)
     for msg in result.errors:
@@ -75,7 +76,6 @@ def lineage_cmd(
     check: bool = typer.Option(False, "--check", help="Exit 1 if a file changed since the export."),
 ) -> None:
     """Print an export's manifest: store versions, selection, filter parameters, counts and hashes."""
-    from rldata.interop.lineage import read_manifest, verify
 
     manifest = read_manifest(path)
     problems = verify(path)

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import judge, judge_export
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store, lazy_store
 from rldata.cli._options import command
 from rldata.console import log
@@ -21,7 +22,6 @@ judge_app = typer.Typer(
 @command(JudgeConfig)
 def run_cmd(ctx: typer.Context, config: JudgeConfig, fmt: Format = FORMAT_OPT) -> None:
     """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
-    from rldata.api import judge
 
     res = judge(lazy_store(ctx), config=config)
     log(f"judge {res.mode}: {res.added} verdict row(s) added ({res.judge})")
@@ -44,7 +44,6 @@ def export_cmd(
     split: str = typer.Option("train", help="Names the file: SPLIT.jsonl or SPLIT.parquet."),
 ) -> None:
     """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts, with a manifest."""
-    from rldata.api import judge_export
 
     res = judge_export(get_store(ctx), out=out, format=fmt, kinds=tuple(kind), split=split)
     log(f"wrote {res.rows} preference pair(s) to {out}")

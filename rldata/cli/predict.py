@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import predict as run_predict
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, lazy_store
 from rldata.cli._options import command
 from rldata.console import log
@@ -21,7 +22,6 @@ def predict(ctx: typer.Context, config: PredictConfig, fmt: Format = FORMAT_OPT,
 
     Reuses a stored fit of the same cutoff (passrates version, policy version). See docs/predict.md.
     """
-    from rldata.api import predict as run_predict
 
     res = run_predict(lazy_store(ctx), config=config)
     if config.backtest:

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import rewards as compose
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, lazy_store
 from rldata.console import log
 
@@ -24,7 +25,6 @@ def rewards(
     out: Path = OUT_OPT,
 ) -> None:
     """R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty, z-scored per domain if asked."""
-    from rldata.api import rewards as compose
 
     res = compose(lazy_store(ctx), run_id=run_id, spec=spec, verifier=verifier)
     # the rows first, then the metrics commit: an --out that cannot take them fails the command

@@ -8,6 +8,8 @@ import typer
 
 from rldata.cli._common import FORMAT_OPT, Format, emit, get_store
 from rldata.console import log
+from rldata.errors import RldataError
+from rldata.runs.trackers import replay, tracker_names
 
 __all__ = ["register"]
 
@@ -22,7 +24,7 @@ def runs(
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """List the runs, newest first: id, kind, status, start, duration and headline numbers."""
-    from rldata.runs.listing import list_runs
+    from rldata.runs.listing import list_runs  # start-up: `rldata tables` does not load rldata.runs.listing
 
     emit(list_runs(get_store(ctx), kind=kind, limit=limit), fmt)
 
@@ -35,8 +37,6 @@ def export(
     to: str = typer.Option(..., "--to", help="Tracker: tensorboard, wandb (offline) or mlflow (file store)."),
 ) -> None:
     """Replay a stored run's metrics and config into a tracker, step by step."""
-    from rldata.errors import RldataError
-    from rldata.runs.trackers import replay, tracker_names
 
     if to not in tracker_names() or to == "none":
         raise RldataError(

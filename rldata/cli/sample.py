@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import passrates as read_passrates
+from rldata.api import sample as run_sample
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store, int_list, lazy_store
 from rldata.cli._options import command
 from rldata.configs.sampling import SampleConfig
@@ -18,7 +20,6 @@ def sample(ctx: typer.Context, config: SampleConfig, fmt: Format = FORMAT_OPT) -
 
     Killed jobs resume: run the same command again. On finished work it is a no-op.
     """
-    from rldata.api import sample as run_sample
 
     summary = run_sample(lazy_store(ctx), config=config)
     n = config.sampling.n
@@ -64,7 +65,6 @@ def passrates(
 ) -> None:
     """Per task: n, n_correct, pass rate, Wilson 95% interval, unbiased pass@k, and early_stop (the
     row was stopped early by an adaptive rule: its pass rate is biased, see docs/adaptive.md)."""
-    from rldata.api import passrates as read_passrates
 
     ks = {} if k is None else {"k": tuple(int_list(k, "--k"))}  # the default is the verb's
     res = read_passrates(get_store(ctx), model=model, where=where, limit=limit, **ks)

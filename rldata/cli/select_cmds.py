@@ -7,6 +7,8 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import filter as run_filter
+from rldata.api import stratify as run_stratify
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
 from rldata.cli._options import command
 from rldata.configs.select import FilterConfig, StratifyConfig
@@ -20,8 +22,7 @@ def filter_cmd(
     ctx: typer.Context, config: FilterConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Keep tasks whose pass rate lies in a band; record every decision with its reason."""
-    from rldata.api import filter as run_filter
-    from rldata.ledger.select import REASONS
+    from rldata.ledger.select import REASONS  # start-up: loads yaml
 
     res = run_filter(get_store(ctx, create=True), config=config)
     name, dry_run = config.name, config.dry_run
@@ -91,7 +92,6 @@ def stratify(
     ctx: typer.Context, config: StratifyConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
-    from rldata.api import stratify as run_stratify
 
     res = run_stratify(get_store(ctx, create=True), config=config)
     selection, curriculum = config.selection, config.curriculum
@@ -110,7 +110,7 @@ def curriculum_cmd(
 ) -> None:
     """Validate a curriculum file (buckets.yaml) and print its phases; errors name the key.  With a
     store (--store or $RLDATA_STORE), also check its selection there, as rldata train does."""
-    from rldata.curriculum import CurriculumSampler, load, selection_buckets
+    from rldata.curriculum import CurriculumSampler, load, selection_buckets  # start-up: loads yaml
 
     cur = load(path)
     root = ctx.find_root().obj or {}

@@ -8,6 +8,7 @@ import polars as pl
 import typer
 
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
+from rldata.sql_guard import check_read_only, sql_error
 
 
 def _parse_as_of(value: str | None):
@@ -39,8 +40,6 @@ def sql(
 ) -> None:
     """Run a SQL query over the store and print the rows."""
     import duckdb
-
-    from rldata.sql_guard import check_read_only, sql_error
 
     check_read_only(query)
     rel = get_store(ctx).sql(query, as_of=_parse_as_of(as_of))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import report as run_report
 from rldata.cli._common import get_store
 from rldata.console import log
 
@@ -104,7 +105,7 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print the numbers as one JSON object instead."),
 ) -> None:
     """Pass-rate histogram, bucket sizes, retained fraction and the generation the filter saves."""
-    from rldata.report.overview import gather
+    from rldata.report.overview import gather  # start-up: loads yaml
 
     ov = gather(get_store(ctx), selection, group_size=group_size, tokens_per_sample=tokens_per_sample)
     if as_json:
@@ -133,7 +134,6 @@ def report(
     With --run, also a training page of those runs' curves.  A store with no selection yet gets the
     training page only.
     """
-    from rldata.api import report as run_report
 
     res = run_report(
         get_store(ctx),

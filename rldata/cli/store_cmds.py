@@ -41,6 +41,7 @@ def doctor(
     fmt: Format = FORMAT_OPT,
 ) -> None:
     """Check every table and the invariants between them; exit 1 while a problem remains."""
+    # start-up: `rldata tables` does not load rldata.doctor
     from rldata.doctor.core import doctor as run_doctor
 
     store = get_store(ctx)

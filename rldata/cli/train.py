@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from rldata.api import train as run_train
 from rldata.cli._common import FORMAT_OPT, Format, emit, lazy_store, out_path_check
 from rldata.cli._options import command
 from rldata.trainer.config import TrainCommand
@@ -21,8 +22,6 @@ def train(ctx: typer.Context, config: TrainCommand, fmt: Format = FORMAT_OPT) ->
     version and per-step metrics land in the store; HF checkpoints land in OUT/RUN_ID/checkpoints.
     """
     import polars as pl
-
-    from rldata.api import train as run_train
 
     # a ConfigError names the field; main() puts the option that set it in front
     s = run_train(lazy_store(ctx), config=config)
@@ -60,7 +59,7 @@ def export_model(
     step: int = typer.Option(None, "--step", help="That step's checkpoint (default: the newest)."),
 ) -> None:
     """Write a training run's checkpoint as a loadable model directory (from_pretrained, vLLM)."""
-    from rldata.trainer.export import export_model as export
+    from rldata.trainer.export import export_model as export  # start-up: loads torch
 
     ckpt = export(run_id, out=out, runs_dir=runs_dir, merged=merged, step=step)
     typer.echo(f"{out}\t{ckpt.name}")

@@ -10,10 +10,12 @@ from pathlib import Path
 import polars as pl
 import typer
 
+from rldata.api import verify as run_verify
 from rldata.cli._common import FORMAT_OPT, OUT_OPT, Format, emit, get_store
 from rldata.cli._options import command
 from rldata.console import log
 from rldata.jobs.verify import VerifyJob
+from rldata.store.outputs import write_output
 
 
 @command(VerifyJob)
@@ -23,7 +25,6 @@ def verify(ctx: typer.Context, config: VerifyJob, fmt: Format = FORMAT_OPT) -> N
     Old results stay (a new version adds rows); re-running finishes a killed run, and is a no-op
     when everything is verified.
     """
-    from rldata.api import verify as run_verify
 
     s = run_verify(get_store(ctx), config=config)
     if not s.noop:
@@ -52,7 +53,7 @@ def audit(
     out: Path = OUT_OPT,
 ) -> None:
     """Agreement by domain and source, disagreement classes with examples, FP/FN rates vs labels."""
-    from rldata.audit import audit_store, print_audit
+    from rldata.audit import audit_store, print_audit  # start-up: `rldata tables` does not load rldata.audit
 
     res = audit_store(
         get_store(ctx), verifier=verifier, against=against, run_id=run_id, where=where, examples=examples
@@ -60,8 +61,6 @@ def audit(
     if fmt is Format.json:
         text = json.dumps(res.to_dict(), default=str, ensure_ascii=False) + "\n"
         if out is not None:
-            from rldata.store.outputs import write_output
-
             write_output(out, text, name="out")
         else:
             sys.stdout.write(text)

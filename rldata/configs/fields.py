@@ -44,6 +44,7 @@ from typing import Any
 from rldata.errors import ConfigError, InputError, RldataError
 from rldata.names import did_you_mean
 from rldata.registry import Registry, import_path
+from rldata.sql_guard import check_predicate
 
 __all__ = [
     "REQUIRED",
@@ -272,8 +273,6 @@ def sql_predicate(name: str) -> Callable[[Any], str | None]:
     def check(text):
         if text is None:
             return None
-        from rldata.errors import RldataError
-        from rldata.sql_guard import check_predicate
 
         try:
             check_predicate(text, option=name)
@@ -666,7 +665,7 @@ def read_file(path: str | Path) -> dict[str, Any]:
     """A YAML (.yaml, .yml, anything else) or TOML (.toml) mapping; InputError naming the file."""
     import yaml
 
-    from rldata.configs import yaml_safe
+    from rldata.configs import yaml_safe  # start-up: loads yaml
 
     path = Path(path)
     try:

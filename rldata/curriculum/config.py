@@ -28,6 +28,7 @@ import yaml
 
 from rldata.configs import yaml_safe
 from rldata.errors import InputError, RldataError
+from rldata.store.outputs import staged_output
 
 __all__ = [
     "DEFAULT_TRAIN_STEPS",
@@ -185,6 +186,7 @@ class Curriculum:
             )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise CurriculumError("seed", f"must be an integer, got {self.seed!r}")
+        # cycle: rldata.curriculum.sampler imports this module
         from rldata.curriculum.sampler import SAMPLERS  # the registry lives with the sampler
 
         if self.sampler not in SAMPLERS:
@@ -409,7 +411,6 @@ def dumps(curriculum: Curriculum) -> str:
 def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
     """Write the curriculum as YAML (atomically: a reader never sees half a file; a device or pipe
     such as /dev/stdout is written, never replaced)."""
-    from rldata.store.outputs import staged_output
 
     check_writable(path)
     with staged_output(path, dumps(curriculum), name="curriculum"):

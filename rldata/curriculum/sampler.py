@@ -20,7 +20,7 @@ from typing import Any
 
 from rldata.curriculum.config import DEFAULT_TRAIN_STEPS, Curriculum, Phase, _number
 from rldata.curriculum.gaussian import domain_quota, gaussian_weight, target_rate
-from rldata.curriculum.live import LiveState
+from rldata.curriculum.live import LiveState, skip_probability
 from rldata.errors import ConfigError, RldataError
 from rldata.registry import Registry
 
@@ -100,7 +100,6 @@ register_sampler("live:learnability")(_live_weighted("learnability"))
 def _draw_skip(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
     """GRESO-style: the phase picks a bucket, its shuffled order the next task, which is skipped with
     :func:`rldata.curriculum.live.skip_probability` of its zero-variance run (re-probed otherwise)."""
-    from rldata.curriculum.live import skip_probability
 
     cfg = s.live.config
     buckets = _phase_buckets(s)

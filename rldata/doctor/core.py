@@ -38,11 +38,18 @@ from pathlib import Path
 import polars as pl
 
 from rldata.console import progress
+from rldata.doctor.remote import RemoteFiles, mirrored_log, move_aside, object_sizes, remote_fs
 from rldata.errors import RldataError
+from rldata.ledger.core import recompute_passrates
+from rldata.runs.core import effective_status, resume_hint
 from rldata.schemas import TABLES
 from rldata.schemas import get as table_schema
+from rldata.store import run_commits
 from rldata.store.core import Store
-from rldata.store.damage import commit_files
+from rldata.store.core import Store as _Store
+from rldata.store.damage import check_room, commit_files, data_file_damage, log_damage, repair_data_files
+from rldata.store.damage import repair as fix
+from rldata.store.salvage import LocalFiles, classify
 
 __all__ = ["Finding", "doctor"]
 
@@ -105,7 +112,6 @@ _NO_BAR = _NoBar()  # a check called alone (not from doctor()) reports no progre
 def check_writable(store: Store) -> list[Finding]:
     """Tables whose directory cannot take a write (permissions, a read-only mount, a full disk).
     Reported only: a person fixes the mount or frees space."""
-    from rldata.store.damage import check_room
 
     if "://" in store.root:
         return []
@@ -130,7 +136,6 @@ def _dest(store: Store, what: str) -> Path:
 
 def _template_log(name: str, tmp: Path) -> Path:
     """A fresh empty table of ``name``'s schema (its first commit rebuilds a damaged version 0)."""
-    from rldata.store.core import Store as _Store
 
     _Store(tmp)  # creates every table, as a new store would
     return tmp / name / "_delta_log"
@@ -144,8 +149,6 @@ def check_logs(store: Store, *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     for name in TABLES:
         bar.advance(1, note=f"log {name}")
         if remote:
-            from rldata.doctor.remote import RemoteFiles, mirrored_log
-
             root = None
             try:
                 with mirrored_log(store, name) as (root, push):
@@ -185,9 +188,6 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool, files=None
     table's data files where they are not under ``root`` (object storage: :mod:`rldata.store.salvage`)."""
     import tempfile
 
-    from rldata.store.damage import log_damage
-    from rldata.store.damage import repair as fix
-
     out: list[Finding] = []
     seen: set[tuple] = set()
     log_dir = root / name / "_delta_log"
@@ -216,7 +216,6 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool, files=None
 def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Data files the current version needs that are missing, truncated or not Parquet.  Repair
     commits their removal (their rows are lost; every other row reads again) and moves them aside."""
-    from rldata.store.damage import data_file_damage, repair_data_files
 
     out = []
     for name in tables:
@@ -240,8 +239,6 @@ def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_B
 def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding]:
     """check_data_files on object storage: sizes from the listing; the removal commit is written on a
     local copy of the log and pushed, the damaged objects copied aside and deleted."""
-    from rldata.doctor.remote import mirrored_log, move_aside, object_sizes
-    from rldata.store.damage import data_file_damage, repair_data_files
 
     sizes = object_sizes(store, name)
     bad = data_file_damage(name, Path(name), store.table(name), sizes=sizes)  # paths relative to the root
@@ -297,8 +294,6 @@ def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
     ).fetchall()
     unverified = sum(n for _, _, n in by_run)
     if unverified:
-        from rldata.runs.core import resume_hint
-
         # a training run verifies its rollouts when resumed; a sampling job's are verified by a re-run
         hints = sorted({resume_hint(kind if kind == "train" else "sample", run) for run, kind, _ in by_run})
         detail = f"trajectories without a verification; to verify them run {'; '.join(hints[:3])}"
@@ -314,7 +309,6 @@ def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
 
 def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
     """Ledger rows of sampled models (those with trajectories) against a recount of their samples."""
-    from rldata.ledger.core import recompute_passrates
 
     if not {"passrates", "trajectories", "verifications"} <= set(tables):
         return []
@@ -363,7 +357,6 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
-    from rldata.runs.core import effective_status, resume_hint
 
     if "runs" not in tables:
         return []
@@ -406,7 +399,6 @@ def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
     verifications are three commits, so part of it may have landed.  The compensating step is a
     re-run on the same input (same run id; keyed writes add only what is missing, then the run
     reads ``done``).  Reported only."""
-    from rldata.runs.core import effective_status
 
     if "runs" not in tables:
         return []
@@ -421,7 +413,6 @@ def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
 
 def check_unrecorded_ingest(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
     """Tasks commits whose ingest run never got its ``runs`` row (the module docstring)."""
-    from rldata.store import run_commits
 
     if not {"tasks", "runs"} <= set(tables):
         return []
@@ -452,7 +443,6 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
       only copy of those rows (re-run the killed job, whose keyed writes add them).
 
     On an object store the moves are a copy under the quarantine prefix, then a delete."""
-    from rldata.store.salvage import LocalFiles, classify
 
     local = "://" not in store.root
     files = _listing(store)
@@ -466,8 +456,6 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
         if local:
             _move([Path(store.root) / r for r in rels], Path(store.root), Path(dest))
         else:
-            from rldata.doctor.remote import move_aside
-
             move_aside(store, rels, f"{stamp}/stray")
 
     tops = {rel.split("/", 1)[0] for rel, _, _ in files}
@@ -562,7 +550,6 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
 
 
 def _remote_files(store: Store, name: str):
-    from rldata.doctor.remote import RemoteFiles
 
     return RemoteFiles(store, name)
 
@@ -592,7 +579,6 @@ def _listing(store: Store) -> list[tuple[str, int, float]] | None:
 
 
 def _remote_fs(store: Store):
-    from rldata.doctor.remote import remote_fs
 
     return remote_fs(store)
 

@@ -23,6 +23,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from rldata.errors import RldataError
+from rldata.store.damage import QUARANTINE
+
 __all__ = ["RemoteFiles", "mirrored_log", "move_aside", "object_sizes", "remote_fs"]
 
 
@@ -74,7 +77,6 @@ def mirrored_log(store, table: str):
     """Yield ``(root, push)``: ``root`` a local directory holding ``<table>/_delta_log`` as the store
     has it; ``push()`` applies what changed there (and what was set aside under
     ``root/.rldata-doctor/``) back to the store, quarantine first, deletions last."""
-    from rldata.store.damage import QUARANTINE
 
     fs, base = remote_fs(store)
     log = f"{table}/_delta_log"
@@ -100,8 +102,6 @@ def mirrored_log(store, table: str):
                 if pulled.get(rel) == data:
                     continue
                 if rel not in pulled and fs.get_file_info(f"{base}/{log}/{rel}").size is not None:
-                    from rldata.errors import RldataError
-
                     raise RldataError(
                         f"table {table!r}: {log}/{rel} appeared while doctor repaired the table (a writer is "
                         "running): nothing replaced; run doctor --repair again when no job writes"

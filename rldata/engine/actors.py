@@ -18,6 +18,9 @@ import ray
 
 from rldata.configs.sampling import SamplingSpec
 from rldata.console import log, stage
+from rldata.engine.core import Engine
+from rldata.errors import ConfigError
+from rldata.runs.core import _pid_start
 
 __all__ = [
     "ATTACH_ENV",
@@ -135,8 +138,6 @@ def _start_reaper() -> None:
     import sys
     from pathlib import Path
 
-    from rldata.runs.core import _pid_start
-
     start = _pid_start(os.getpid())
     from importlib.util import find_spec
 
@@ -175,7 +176,6 @@ def _latest_cluster() -> str | None:
 
 
 def _refuse_auto() -> None:
-    from rldata.errors import ConfigError
 
     found = _latest_cluster()
     where = f" (here: {found})" if found else ""
@@ -203,7 +203,6 @@ def _say_attached(address: str, info) -> None:
 def _connect_failed(address: str, exc: BaseException) -> None:
     """A connection refused for want of an auth token says which settings Ray needs (Ray 2.60 runs
     ``ray start`` clusters with token authentication; a client without the token only retries)."""
-    from rldata.errors import ConfigError
 
     text = str(exc)
     auth = type(exc).__name__ == "AuthenticationError" or "auth" in text.lower()
@@ -237,7 +236,6 @@ class EngineActor:
         cores = node_cores()
         if int(os.environ.get("OMP_NUM_THREADS", "0") or 0) > cores:
             os.environ["OMP_NUM_THREADS"] = str(cores)
-        from rldata.engine.core import Engine
 
         self.engine = Engine(model, seed=seed, **engine_kwargs)
         self.busy_s = 0.0  # seconds spent inside generate calls: a job's engine idle share is 1 - busy / wall

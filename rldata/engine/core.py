@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rldata.configs.sampling import SamplingSpec
-from rldata.engine.weights import FlatWeights
+from rldata.console import log
+from rldata.engine.weights import FlatWeights, direct_load
 from rldata.errors import RldataError
 from rldata.models.hub import cached_snapshot, is_hub_id
 
@@ -415,7 +416,6 @@ class Engine:
         The prefix cache is dropped afterwards: its KV blocks were computed with the old weights
         (vLLM's reload leaves them in place, and a prompt sharing a cached block would reuse them).
         """
-        from rldata.engine.weights import direct_load
 
         how = "reload_weights"
         if direct and self._direct_refused is None:
@@ -423,7 +423,6 @@ class Engine:
             reasons = [r for r in self.llm.collective_rpc(direct_load, args=(flat,)) if r is not None]
             if reasons:
                 self._direct_refused = reasons[0]
-                from rldata.console import log
 
                 log(f"engine: weights load through vLLM's reload_weights ({reasons[0]})")
             else:

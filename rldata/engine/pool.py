@@ -42,6 +42,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Self
 
+from rldata.configs.fields import load
 from rldata.configs.sampling import EngineConfig, VllmConfig
 from rldata.errors import ConfigError, RldataError
 
@@ -75,6 +76,7 @@ class PoolKey:
     def of(cls, model: str | Path | None, *, max_model_len: int | None, vllm: VllmConfig) -> PoolKey:
         """The key of ``model`` (None: the bundled model; a hub id: its cached snapshot) with these
         settings; ``max_model_len`` None: the model's own context (rldata.engine.core.model_context)."""
+        # start-up: `rldata tables` does not load rldata.engine.core
         from rldata.engine.core import model_context, model_identity
 
         ident = model_identity(model)
@@ -114,7 +116,7 @@ class Lease:
     def remote(self, i: int = 0):
         """Engine ``i`` as a local engine (:class:`rldata.engine.actors.RemoteEngine`, what the
         generative judge runs on), named as an engine the job started itself would name its model."""
-        from rldata.engine.actors import RemoteEngine
+        from rldata.engine.actors import RemoteEngine  # start-up: loads ray
 
         engine = RemoteEngine(self.actors[i])
         if self._model_id is not None:
@@ -148,10 +150,10 @@ class EnginePool:
     """
 
     def __init__(self, config: Any = None, /, *, address: str | None = None, seed: int = 0, **settings: Any):
-        from rldata.configs.fields import load
 
         cfg = load(EngineConfig, config, **settings)
         self.key = PoolKey.of(cfg.model, max_model_len=cfg.max_model_len, vllm=cfg.vllm)
+        # start-up: `rldata tables` does not load rldata.engine.core
         from rldata.engine.core import default_model_path
 
         # what the engines load, given as a job starting its own would give it (None: the bundled
@@ -174,7 +176,7 @@ class EnginePool:
     # ---- lifecycle ---------------------------------------------------------------------------------
     def _start(self, k: int | None) -> None:
         """Start ``k`` engines (None: :func:`rldata.engine.actors.default_engines`), as a job would."""
-        from rldata.engine.actors import ensure_ray, hold_local_ray, start_engines
+        from rldata.engine.actors import ensure_ray, hold_local_ray, start_engines  # start-up: loads ray
 
         ensure_ray(self.address, num_cpus=max(LOCAL_RAY_CPUS, os.cpu_count() or 1))
         hold_local_ray(self, True)  # rldata never restarts the local Ray under a running pool
@@ -206,7 +208,7 @@ class EnginePool:
         if self._closed:
             return
         self._closed = True
-        from rldata.engine.actors import hold_local_ray
+        from rldata.engine.actors import hold_local_ray  # start-up: loads ray
 
         try:
             import ray
@@ -304,6 +306,7 @@ class EnginePool:
             if self._lent is not None:
                 raise RldataError(f"{self.name}: its engines are lent to another job (one job at a time)")
             self.check()
+            # start-up: `rldata tables` does not load rldata.engine.core
             from rldata.engine.core import model_identity
 
             named = model_identity(name_as if name_as is not None else model).model_id
@@ -417,7 +420,7 @@ def shared_pool(config: EngineConfig, *, seed: int = 0) -> Iterator[EnginePool]:
         key = PoolKey.of(config.model, max_model_len=config.max_model_len, vllm=config.vllm)
         engines = config.engines
         if engines is None:
-            from rldata.engine.actors import default_engines, ensure_ray
+            from rldata.engine.actors import default_engines, ensure_ray  # start-up: loads ray
 
             engines = default_engines(ensure_ray(None), tensor_parallel_size=key.tensor_parallel_size)
         yield _ACTIVE[-1].pool_for(key, engines=engines)
@@ -451,7 +454,7 @@ def borrow(
     if isinstance(lent, EnginePools):
         key = PoolKey.of(model, max_model_len=max_model_len, vllm=vllm or VllmConfig())
         if engines is None:
-            from rldata.engine.actors import default_engines, ensure_ray
+            from rldata.engine.actors import default_engines, ensure_ray  # start-up: loads ray
 
             tp = (vllm or VllmConfig()).tensor_parallel_size
             engines = default_engines(ensure_ray(address), tensor_parallel_size=tp, batches=batches)

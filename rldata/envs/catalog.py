@@ -19,9 +19,10 @@ import polars as pl
 import yaml
 
 from rldata.configs import yaml_safe
-from rldata.envs.base import EnvSpec, EpisodeConfig, make_env, resolve
+from rldata.envs.base import REGISTRY, EnvSpec, EpisodeConfig, make_env, resolve
 from rldata.envs.guard import guarded_close
 from rldata.envs.openenv_mcp import list_tools
+from rldata.envs.profile import card_line
 from rldata.errors import ConfigError, RldataError
 
 __all__ = [
@@ -121,7 +122,6 @@ def default_spec(name: str) -> dict[str, Any]:
 def bundled_rows() -> list[dict[str, Any]]:
     """The row each environment shipped with rldata gets when first used or registered with its
     default spec (``created_at`` None): what ``env list`` shows before that happens."""
-    from rldata.envs.base import REGISTRY
 
     REGISTRY.load_builtin()
     names = sorted(
@@ -162,7 +162,6 @@ def env_cards(store, name: str | None = None) -> pl.DataFrame:
 def list_envs(store) -> pl.DataFrame:
     """Every registered environment version, and the bundled environments not registered yet, with
     its newest learnability card in one line (``profile``; null when it has none)."""
-    from rldata.envs.profile import card_line
 
     df = (
         _with_bundled(store.read("environments"))

@@ -34,7 +34,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from rldata.envs.base import BaseEnv, EpisodeConfig, Message, StepResult, register
+from rldata.envs.base import BaseEnv, EpisodeConfig, Message, StepResult, make_env, register
+from rldata.envs.guard import guarded_close, guarded_reset
 from rldata.errors import RldataError
 
 __all__ = [
@@ -285,8 +286,6 @@ def reset_tasks(spec, *, n: int, seed: int = 0) -> list[dict[str, Any]]:
     """Tasks from the environment's own reset: seeds ``seed .. seed+n-1``, each opening observation a
     task prompt (``domain`` env-reward: the environment's reward is the verdict).  The reset
     arguments are stored in the task's metadata, so every episode of the task replays that reset."""
-    from rldata.envs.base import make_env
-    from rldata.envs.guard import guarded_close, guarded_reset
 
     probe(str(spec.config.get("url") or ""), timeout_s=min(spec.episode.step_timeout_s, 10.0))
 

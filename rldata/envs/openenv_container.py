@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Self
 
+from rldata.envs.openenv import probe
 from rldata.errors import RldataError
 
 __all__ = ["CONTAINER_PORT", "RUNTIMES", "OpenEnvContainer", "check_image", "container_runtime"]
@@ -108,7 +109,6 @@ class OpenEnvContainer:
     def wait_healthy(self, timeout_s: float) -> dict:
         """The server's /health answer once it gives one; stops the container and says why (with
         the last line of its log) when it does not within ``timeout_s``."""
-        from rldata.envs.openenv import probe
 
         deadline = time.monotonic() + timeout_s
         while True:

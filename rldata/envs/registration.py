@@ -150,7 +150,7 @@ class EnvRegisterConfig:
         is a file to read."""
         if self.verifiers is not None:
             # verifiers (and the environment's package) load when one is registered, not at start-up
-            from rldata.envs.verifiers_env import describe
+            from rldata.envs.verifiers_env import describe  # start-up: `rldata tables` does not load asyncio
 
             config = {"id": self.verifiers, "pass_reward": self.pass_reward}
             if self.env_config:
@@ -165,7 +165,7 @@ class EnvRegisterConfig:
         if self.openenv is not None or url is not None:
             # the catalog (Polars, the OpenEnv clients) loads when a server is registered: `rldata`
             # imports this config at start-up for its options
-            from rldata.envs.catalog import openenv_spec
+            from rldata.envs.catalog import openenv_spec  # start-up: loads yaml
 
             return openenv_spec(
                 self.spec,

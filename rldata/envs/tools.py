@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rldata.envs.base import BaseEnv, Message, StepResult
+from rldata.envs.base import BaseEnv, Message, StepResult, make_env
+from rldata.envs.guard import guarded_close
 from rldata.errors import RldataError
 
 __all__ = ["Tool", "ToolEnv", "call_id", "env_tool_schemas", "schema_of", "tool", "tool_schemas"]
@@ -169,8 +170,6 @@ def tool_schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 def env_tool_schemas(spec) -> list[dict[str, Any]] | None:
     """The tool schemas of the environment an :class:`~rldata.envs.base.EnvSpec` builds (None: it
     declares no tools), read from a fresh instance that is closed again (exports use it)."""
-    from rldata.envs.base import make_env
-    from rldata.envs.guard import guarded_close
 
     env = make_env(spec)
     try:

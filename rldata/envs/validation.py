@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rldata.configs.fields import one_of, param, validate
+from rldata.configs.fields import load, one_of, param, validate
 from rldata.errors import ConfigError, RldataError
 
 __all__ = ["LEVELS", "EnvValidateConfig", "validate_env"]
@@ -118,7 +118,7 @@ class _RegisteredServer:
 
 
 def _row_of(store, name: str) -> dict[str, Any]:
-    from rldata.envs.catalog import get_env
+    from rldata.envs.catalog import get_env  # start-up: loads yaml
 
     env_id, _, version = name.partition("@")
     rows = [r for r in get_env(store, env_id).iter_rows(named=True) if r.get("registered", True)]
@@ -132,7 +132,6 @@ def _row_of(store, name: str) -> dict[str, Any]:
 def validate_env(store, name: str | None = None, *, config=None, **overrides) -> dict[str, Any]:
     """Run OpenEnv's local validation of environment ``name`` (NAME or NAME@VERSION, an OpenEnv
     one) on its package directory and record it in ``env_validations``; returns the row."""
-    from rldata.configs.fields import load
 
     cfg = load(EnvValidateConfig, config, **({"name": name} if name is not None else {}), **overrides)
     row = _row_of(store, cfg.name)

@@ -34,9 +34,10 @@ from typing import Any
 
 import polars as pl
 
-from rldata.gym import DOMAIN, SOURCE, GymError, make_dataset, prompt_for, task_metadata
+from rldata.gym import DOMAIN, SOURCE, GymError, make_dataset, prompt_for, stored_entry, task_metadata
 from rldata.ingest.files import IngestRun, IngestSummary, add_tasks
 from rldata.ingest.mapping import normalize_series
+from rldata.verify.reasoning_gym import score_entry
 
 __all__ = ["MAX_N", "PROBE_ENTRIES", "gym_env_spec", "gym_tasks", "ingest_gym", "probes"]
 
@@ -82,8 +83,6 @@ def _non_json(obj: Any, path: str = "$") -> str | None:
 
 
 def _check_entry(name: str, i: int, entry: Any, dataset, stored_meta: dict, probe: bool) -> None:
-    from rldata.gym import stored_entry
-    from rldata.verify.reasoning_gym import score_entry
 
     where = f"reasoning-gym dataset {name!r}, entry {i}"
     if (
@@ -201,7 +200,7 @@ def ingest_gym(
     record_run: bool = True,
 ) -> IngestSummary:
     """Generate, check and add ``n`` tasks of dataset ``name`` plus its environment row (see module doc)."""
-    from rldata.envs.catalog import env_row
+    from rldata.envs.catalog import env_row  # start-up: loads yaml
 
     started = dt.datetime.now(dt.UTC)
     version_before = store.version("tasks")

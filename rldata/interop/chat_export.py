@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from rldata.envs.base import EnvSpec
+from rldata.envs.tools import env_tool_schemas
 from rldata.errors import ConfigError, RldataError
+from rldata.interop.export import _check_out, write_export_dir
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -131,9 +134,6 @@ def _tools_of(store: Store, rows: list[dict[str, Any]]) -> list[str | None]:
     """Each row's environment's tool schemas as JSON text (None: no environment, or one without tools)."""
     import json
 
-    from rldata.envs.base import EnvSpec
-    from rldata.envs.tools import env_tool_schemas
-
     wanted = {(r["env_id"], r["env_version"]) for r in rows if r["env_id"] and r["env_version"]}
     found: dict[tuple[str, str], str | None] = {}
     if wanted:
@@ -153,7 +153,6 @@ def export_conversations(store: Store, spec: ExportConfig) -> dict:
     ``spec.out`` in its format; return the manifest."""
     # export.py registers the selection formats, this module the rollouts ones: it imports this
     # module's registrations through formats' registry, so its helpers are imported on use
-    from rldata.interop.export import _check_out, write_export_dir
 
     if not spec.rollouts:
         raise ConfigError("rollouts: a selection export (rldata.interop.export)", field="rollouts")

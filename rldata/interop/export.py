@@ -24,7 +24,8 @@ import pyarrow as pa
 from rldata._version import __version__
 from rldata.configs.fields import param
 from rldata.console import log
-from rldata.envs.base import EnvSpec
+from rldata.envs.base import EnvSpec, make_env
+from rldata.envs.guard import guarded_close, guarded_reset
 from rldata.errors import ConfigError, RldataError
 from rldata.interop import lineage
 from rldata.interop.formats import (
@@ -39,7 +40,7 @@ from rldata.interop.formats import (
 from rldata.ledger.flags import flagged
 from rldata.schemas import MESSAGES, SELECTIONS, TASKS
 from rldata.store.core import Store
-from rldata.store.outputs import os_reason
+from rldata.store.outputs import check_output_path, os_reason
 
 if TYPE_CHECKING:
     from rldata.interop.options import ExportConfig  # it imports this module's formats: no cycle at run time
@@ -305,6 +306,7 @@ def _verl_env_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
     name, the spec and the task), plus the environment's id, version and spec and ``rldata_episode``
     (the reward function's cue).  The files written beside it (tool_config.yaml, interaction_config.yaml,
     verl_overrides.txt) are generated from the environment's tools (:func:`_write_verl`)."""
+    # start-up: `rldata tables` does not load asyncio
     from rldata.interop.verl import INTERACTION_NAME, verl_schema_problem
 
     env_ids = sorted(set(frame["_env_id"].to_list()))
@@ -410,9 +412,7 @@ def _with_envs(store: Store, frame: pl.DataFrame, env: str | None, *, mixed: boo
     """The frame with each task's environment and its opening messages (``reset`` of a fresh env), as
     the episode's first turn sees them (the spec's system prompt included).  ``mixed``: tasks without
     an environment may sit beside them (their columns null); otherwise that is an error."""
-    from rldata.envs.base import make_env
-    from rldata.envs.guard import guarded_close, guarded_reset
-    from rldata.rollout import bind_envs
+    from rldata.rollout import bind_envs  # start-up: `rldata tables` does not load rldata.rollout
 
     rows = frame.to_dicts()
     bindings = bind_envs(store, rows, env=env)
@@ -546,7 +546,6 @@ def _generic_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
 
 # ---- putting the directory in place -----------------------------------------------------------
 def _check_out(out: Path, *, store) -> None:
-    from rldata.store.outputs import check_output_path
 
     check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
     if out.exists() and not out.is_dir():  # a file, a device (/dev/full), a pipe: never replaced
@@ -739,6 +738,7 @@ def _write_verl(table: pa.Table, d: Path, spec: ExportConfig) -> list[str]:
     Paths are relative to the export directory: run veRL from it, or prefix them."""
     import yaml
 
+    # start-up: `rldata tables` does not load asyncio
     from rldata.interop.verl import interaction_config, tool_config
 
     names = write_parquet(table, d, spec)

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rldata.errors import ConfigError, RldataError
+from rldata.plugins import PluginError, entry_point_names, load_entry_point
 from rldata.registry import Registry
 
 __all__ = [
@@ -106,7 +107,6 @@ class UnknownFormat(RldataError, ValueError):
 
 
 def _check_record(obj: Any, what: str) -> Any:
-    from rldata.plugins import PluginError
 
     if not isinstance(obj, ExportFormat):
         raise PluginError(f"export format {what} is not an ExportFormat record")
@@ -158,7 +158,6 @@ def _registry(namespace: str) -> Registry:
 def _load_plugin(name: str) -> None:
     """Load the ``rldata.exports`` entry point ``name``: an ExportFormat is registered; anything
     else (a module, a function) is taken to have registered its formats on import."""
-    from rldata.plugins import PluginError, load_entry_point
 
     if any(name in reg for reg in _REGISTRY.values()):
         return
@@ -170,7 +169,6 @@ def _load_plugin(name: str) -> None:
 
 
 def _load_plugins() -> None:
-    from rldata.plugins import entry_point_names
 
     for name in entry_point_names(_GROUP):
         _load_plugin(name)

@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 
 from rldata.errors import RldataError
+from rldata.interop.export import _check_out, write_export_dir
 from rldata.interop.formats import (
     ExportFormat,
     UnknownFormat,
@@ -126,7 +127,6 @@ def export_preferences(
 ) -> int:
     """Write (prompt, chosen, rejected) pairs from the judge rows to the export directory ``out``
     (``<split>.jsonl`` or ``<split>.parquet`` and the manifest); returns the number of pairs."""
-    from rldata.interop.export import _check_out, write_export_dir
 
     out = Path(out).absolute()
     if out.suffix.lower() in _FILE_SUFFIXES:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from rldata.configs.fields import param
 from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
+from rldata.plugins import PluginError
 from rldata.registry import Registry
 from rldata.store.validate import control_char
 
@@ -389,7 +390,6 @@ class ImportFormat:
 
 
 def _check_record(obj: Any, what: str) -> Any:
-    from rldata.plugins import PluginError
 
     if not isinstance(obj, ImportFormat):
         raise PluginError(f"import format {what} is not an ImportFormat record")

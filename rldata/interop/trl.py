@@ -25,6 +25,7 @@ from typing import Any
 
 from rldata.errors import ConfigError
 from rldata.verify.base import all_passed
+from rldata.verify.run import resolve_verifier, verify_many
 
 __all__ = ["completion_text", "reward_fn"]
 
@@ -69,7 +70,6 @@ def reward_fn(
     (``-O answer_column``).  ``timeout_s``: per distinct check.  ``verdicts``: a list the function
     appends each batch's verdicts to (one list of Verdicts per completion), for logging or checks.
     """
-    from rldata.verify.run import resolve_verifier
 
     if verifier is not None:
         verifier = resolve_verifier(verifier)  # an unknown name fails here, not in the first step
@@ -77,7 +77,6 @@ def reward_fn(
         raise ConfigError("answer_column must be non-empty", field="answer_column")
 
     def rldata_reward(prompts, completions, **kwargs) -> list[float]:
-        from rldata.verify.run import verify_many
 
         n = len(completions)
         if answer_column not in kwargs:

@@ -38,6 +38,8 @@ from typing import Any
 from rldata.envs.base import EnvSpec, make_env
 from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
 from rldata.verify.base import Verdict, all_passed
+from rldata.verify.env_reward import reward_verdicts
+from rldata.verify.run import verify_many
 
 __all__ = [
     "INTERACTION_NAME",
@@ -167,10 +169,7 @@ def _verdicts(ep: _Episode, text: str) -> list[Verdict]:
     if ep.error:
         return [Verdict.failure(f"env_error: {ep.error}")]
     if "env_reward" in ep.info:
-        from rldata.verify.env_reward import reward_verdicts
-
         return reward_verdicts(ep.info)
-    from rldata.verify.run import verify_many
 
     t = ep.task
     item = {
@@ -323,7 +322,6 @@ def compute_score(
         scores = info.get("turn_scores")
         scores = list(scores) if scores is not None else []
         return float(scores[-1]) if len(scores) else 0.0
-    from rldata.verify.run import verify_many
 
     domain = info.get("domain") or "math"
     task = (

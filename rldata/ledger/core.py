@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
+from rldata.stats import wilson_interval
 from rldata.store.core import Store
 from rldata.store.ledger_sql import SAMPLE_ID, counts_sql
 
@@ -51,7 +52,6 @@ def passrate_row(
     n_max: int | None = None,
     band: str | None = None,
 ) -> dict:
-    from rldata.stats import wilson_interval
 
     lo, hi = wilson_interval(n_correct, n)
     return {

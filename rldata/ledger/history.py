@@ -25,9 +25,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from rldata.configs.sampling import HELDOUT_WHERE
+from rldata.curriculum import load
 from rldata.curriculum.live import LiveConfig, LiveState
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger.core import counts_sql
+from rldata.ledger.select import REASONS, FilterResult, check_name, leave_out_flagged
 from rldata.sql_guard import check_predicate
 from rldata.store.core import Store
 
@@ -235,7 +238,6 @@ def filter_from_run(
     none at all ``not_sampled``.  Writes selection ``name`` in one commit unless ``dry_run``.
     A kept task in ``flagged`` (task_id, reason) is dropped with the flag as its reason.
     Returns (rldata.ledger.select.FilterResult, the selection rows)."""
-    from rldata.ledger.select import REASONS, FilterResult, check_name, leave_out_flagged
 
     check_name(name)
     if min_n <= 0:
@@ -311,7 +313,6 @@ def _stored_eval(cfg: dict, opts: dict) -> dict:
     """The held-out eval of a stored train config: ``size``, ``selection`` and the predicate as
     ``where``.  This release stores ``config.eval`` (``heldout`` for the bundled split); the
     previous one stored flat ``config.eval_size``/``eval_selection`` and ``options.eval_where``."""
-    from rldata.configs.sampling import HELDOUT_WHERE
 
     ev = cfg.get("eval")
     if isinstance(ev, dict):
@@ -331,8 +332,6 @@ def run_pool(store: Store, info: RunInfo) -> list[str] | None:
     run = stored_run(info.args)
     try:
         if cfg.get("curriculum"):
-            from rldata.curriculum import load
-
             sel = load(cfg["curriculum"]).selection
             rows = store.sql(
                 "SELECT task_id FROM selections WHERE selection = $1 AND decision = 'keep' "

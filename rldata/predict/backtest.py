@@ -29,7 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from rldata.engine.core import model_identity
 from rldata.errors import RldataError
+from rldata.ledger.history import history, live_state, run_info
 from rldata.predict.calibration import beta_from_mean, eb_strength, metrics
 from rldata.predict.config import PredictConfig
 from rldata.predict.features import Features, build_features, parse_families
@@ -195,7 +197,6 @@ def _version_split(
     store: Store, cfg: PredictConfig, counts: pl.DataFrame, base: str, version: int, cache: _FeatureCache
 ):
     """The fit at the run's policy version v scored on later versions, and the refreshed live posterior."""
-    from rldata.ledger.history import history, live_state
 
     runs = [cfg.run] if cfg.run else _runs_of(store, base, version)
     if not runs:
@@ -264,14 +265,11 @@ def _table(splits: dict) -> pl.DataFrame:
 
 def backtest_store(store: Store, cfg: PredictConfig) -> BacktestResult:
     """Run both splits at the store's current passrates version; record and return the metrics."""
-    from rldata.engine.core import model_identity
 
     ident = model_identity(cfg.model)
     version = store.version("passrates")
     base = ident.name
     if cfg.run is not None:
-        from rldata.ledger.history import run_info
-
         base = run_info(store, cfg.run).base or base
     key, counts = ledger_counts(
         store, base, params_hash=cfg.params_hash, verifier_key=cfg.verifier_key, version=version

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rldata.configs.fields import at_least, finite_between, param, sql_predicate, validate, validator
 from rldata.errors import ConfigError
+from rldata.stats import Band
 
 __all__ = ["DEFAULT_FEATURES", "PredictConfig"]
 
@@ -14,7 +15,7 @@ DEFAULT_FEATURES = "text,meta,prefill,logprob"
 
 
 def _families(v):
-    from rldata.predict.features import parse_families
+    from rldata.predict.features import parse_families  # start-up: loads scipy
 
     try:
         parse_families(v)
@@ -24,7 +25,6 @@ def _families(v):
 
 
 def _band(v):
-    from rldata.stats import Band
 
     try:
         Band.parse(v)

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from rldata.engine.core import model_identity
 from rldata.errors import RldataError
+from rldata.ledger.history import live_state
 from rldata.ledger.select import resolve_key
 from rldata.predict.calibration import interval, mean_of
 from rldata.predict.config import PredictConfig
@@ -141,8 +142,6 @@ def _resolve(store: Store, cfg: PredictConfig, *, version: int):
     ident = model_identity(cfg.model)
     base, policy_version, evidence = ident.name, 0, None
     if cfg.run is not None:
-        from rldata.ledger.history import live_state
-
         state, policy_version, info = live_state(store, cfg.run, version=cfg.version)
         if info.base is None:
             raise RldataError(f"run {cfg.run!r} has no ledger rows of its base model", field="run")

@@ -23,6 +23,7 @@ import polars as pl
 
 from rldata.adaptive.prior import PredictedPlan, quantize
 from rldata.adaptive.rules import AdaptiveSpec
+from rldata.engine.core import model_identity
 from rldata.predict.calibration import prob_outside
 from rldata.predict.config import PredictConfig
 from rldata.predict.fit import predict_store
@@ -56,7 +57,6 @@ def sample_plan(
     seed: int = 0,
 ) -> PredictedPlan:
     """Predict ``task_ids`` for ``model`` and decide the skips at ``conf`` for ``band``."""
-    from rldata.engine.core import model_identity
 
     name = model_identity(model).name
     ph, vkey = _slice_of(store, name, params_hash)

@@ -32,7 +32,7 @@ from scipy import optimize, special
 from threadpoolctl import threadpool_limits
 
 from rldata.errors import RldataError
-from rldata.predict.calibration import eb_strength
+from rldata.predict.calibration import beta_from_mean, eb_strength
 from rldata.predict.features import Features
 
 __all__ = ["C_GRID", "CrossTaskModel", "fold_of", "seen_posterior"]
@@ -160,7 +160,6 @@ class CrossTaskModel:
         return np.array([self.oof.get(t, float(x)) for t, x in zip(task_ids, p)])
 
     def prior(self, feats: Features, task_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        from rldata.predict.calibration import beta_from_mean
 
         return beta_from_mean(self.mean(feats, task_ids), self.strength)
 

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 import polars as pl
 
 from rldata.verify.base import UnknownVerifier, Verdict, all_passed
+from rldata.verify.extract import extract_answer
+from rldata.verify.math import parse_answer
 from rldata.verify.run import resolve_verifier, verify_many
 
 __all__ = ["CANARIES", "SKIPPED_VERIFIERS", "oracle_forms", "verifier_findings"]
@@ -51,8 +53,6 @@ class GoldParses:
         return None
 
     def check(self, extracted, task) -> list[Verdict]:
-        from rldata.verify.extract import extract_answer
-        from rldata.verify.math import parse_answer
 
         gold = str(task.get("answer") or "").strip()
         if "####" in gold or "\\boxed" in gold:

@@ -12,6 +12,9 @@ from typing import Any
 
 import matplotlib
 
+from rldata.envs.statistical import SEVERITY, verdict
+from rldata.store.outputs import write_output
+
 matplotlib.use("Agg")  # before pyplot: render to files on machines without a display
 
 import matplotlib.pyplot as plt
@@ -73,8 +76,6 @@ def write_card(row: dict[str, Any], path: str | os.PathLike, *, checks: list[dic
     img = base64.b64encode(histogram_png(row)).decode()
     checks_html = ""
     if checks:
-        from rldata.envs.statistical import SEVERITY, verdict
-
         cells = "".join(
             f"<tr><td><code>{html.escape(c['check_id'])}</code></td><td>{SEVERITY[c['check_id']]}</td>"
             f"<td>{html.escape(c['status'])}</td><td>{html.escape((c['evidence'] or [''])[0])}</td></tr>"
@@ -97,7 +98,6 @@ th, td {{ border-bottom: 1px solid #dee2e6; padding: .25rem .75rem; text-align: 
 {checks_html}
 </body></html>
 """
-    from rldata.store.outputs import write_output
 
     write_output(path, page, name="report")  # a full disk is one line naming --report
     return Path(path)

@@ -22,6 +22,7 @@ import pyarrow.dataset as pads
 from rldata.errors import ConfigError, RldataError
 from rldata.ledger.select import _SELECTION_COLUMNS, dominance_warnings, read_selection, selection_params
 from rldata.store.read import read_where
+from rldata.store.rehash import current_hash
 
 __all__ = ["Overview", "Savings", "gather", "histogram", "pick_selection"]
 
@@ -142,7 +143,6 @@ def histogram(sel: pl.DataFrame) -> pl.DataFrame:
 def _savings(
     store, sel: pl.DataFrame, key: dict, group_size: int, tokens_per_sample: float | None
 ) -> Savings:
-    from rldata.store.rehash import current_hash
 
     rated = sel.filter(pl.col("reason").is_in(["too_easy", "too_hard", "in_band"]))
     # a selection made before the params hash left N out keeps the old hash; its samples have the new one

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import matplotlib
 
+from rldata.report.training import render_training
+
 matplotlib.use("Agg")  # before pyplot: render to files on machines without a display
 
 import matplotlib.pyplot as plt
@@ -220,7 +222,5 @@ def render(
     plots = write_plots(ov, out_dir)
     files = {**plots, "html": write_html(ov, plots, Path(out_dir) / "index.html")}
     if runs:
-        from rldata.report.training import render_training
-
         files |= render_training(store, runs, out_dir, group_by=group_by)
     return files

@@ -495,8 +495,8 @@ def _phase_note(curves: pl.DataFrame) -> str | None:
 
 def _history_pages(store: Store, run_ids: Sequence[str], out_dir) -> dict[str, Path]:
     """A task-history page (rldata.report.history) per run that has pass-rate history."""
-    from rldata.ledger.history import history
-    from rldata.report.history import render_history
+    from rldata.ledger.history import history  # start-up: loads yaml
+    from rldata.report.history import render_history  # start-up: loads yaml
 
     files: dict[str, Path] = {}
     for r in dict.fromkeys(run_ids):

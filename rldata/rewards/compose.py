@@ -37,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from rldata.errors import ConfigError, RldataError
+from rldata.rewards.judge import POINTWISE
 from rldata.verify.base import Verdict
 
 __all__ = [
@@ -173,7 +174,7 @@ def load_reward_spec(path: str | Path) -> RewardSpec:
     """Read a YAML reward spec (see the module docstring); errors name the file and the key."""
     import yaml
 
-    from rldata.configs import yaml_safe
+    from rldata.configs import yaml_safe  # start-up: loads yaml
 
     path = Path(path)
     try:
@@ -330,7 +331,6 @@ def rewards_for_run(store, run_id: str, spec: RewardSpec, *, verifier: str | Non
     restricts it to one verifier.  ``r_genrm`` is the pointwise judge's score (``genrm`` rows), None
     for judge errors.  ``length`` is ``completion_tokens``.
     """
-    from rldata.rewards.judge import POINTWISE
 
     only = "AND verifier = $verifier" if verifier else ""
     q = f"""

@@ -47,7 +47,7 @@ class EnvBinding:
 def env_binding(store, env: str) -> EnvBinding:
     """``NAME`` (its newest version) or ``NAME@VERSION`` from the environments table.  A bundled
     environment name that was never registered is registered with its default spec first."""
-    from rldata.envs.catalog import default_spec, register_env
+    from rldata.envs.catalog import default_spec, register_env  # start-up: loads yaml
 
     name, _, version = env.partition("@")
     rows = store.sql(

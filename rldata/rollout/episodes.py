@@ -174,6 +174,7 @@ def _generate_plain(engines, tasks: list, seeds: list, spec: SamplingSpec, rende
     """Plain tasks split over the engines, one call each (rldata.rollout.plain)."""
     import ray
 
+    # cycle: rldata.rollout.plain imports this module
     from rldata.rollout.plain import plain_rollouts, submit_plain
 
     calls = [

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rldata.configs.sampling import SamplingSpec
+from rldata.envs.tool_parsers import default_parser
 from rldata.errors import ConfigError, RldataError
 
 __all__ = [
@@ -114,7 +115,6 @@ class Renderer:
     @property
     def default_tool_parser(self) -> str | None:
         """The tool-call parser the model's chat template names (None: it lays out no tool calls)."""
-        from rldata.envs.tool_parsers import default_parser
 
         return default_parser(self.template)
 

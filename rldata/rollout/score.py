@@ -15,6 +15,8 @@ from typing import Any
 from rldata.rollout.bind import EnvBinding
 from rldata.rollout.episodes import Rollout, info_json
 from rldata.verify.base import Verdict
+from rldata.verify.env_reward import reward_verdicts
+from rldata.verify.parallel import verify_on_ray
 
 __all__ = ["episode_columns", "unverifiable", "verify_rollouts"]
 
@@ -34,8 +36,6 @@ def unverifiable(r: Rollout, *, max_model_len: int) -> list[Verdict] | None:
         return [Verdict.failure(f"env_error: {getattr(r, 'env_error', None) or 'the environment failed'}")]
     info = getattr(r, "env_info", None)
     if info and "env_reward" in info:
-        from rldata.verify.env_reward import reward_verdicts
-
         return reward_verdicts(info)
     return None
 
@@ -50,7 +50,6 @@ def verify_rollouts(
     max_model_len: int,
 ) -> dict[str, list[Verdict]]:
     """key -> the sample's verdicts (one per layer)."""
-    from rldata.verify.parallel import verify_on_ray
 
     items, out = [], {}
     for key, task, r in zip(keys, tasks, rollouts, strict=True):

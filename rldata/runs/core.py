@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rldata._remote import redact
+from rldata.errors import ConfigError, InputError, UnknownNameError
 from rldata.names import check_name
 from rldata.store.core import Store
 
@@ -129,8 +131,7 @@ def _refused(store: Store, exc: BaseException, base: dict[str, Any]) -> bool:
     UnknownNameError, also when an engine raised it) before it wrote anything: such a command did
     not run, and records no run.  Any table other than ``runs`` that moved since the start (this
     job's writes, or another job's: the check cannot tell) keeps the failed row."""
-    from rldata.causes import root_cause
-    from rldata.errors import ConfigError, InputError, UnknownNameError
+    from rldata.causes import root_cause  # start-up: `rldata tables` does not load rldata.causes
 
     if not isinstance(root_cause(exc), (ConfigError, InputError, UnknownNameError)):
         return False
@@ -175,8 +176,7 @@ def record_run(
     except BaseException as e:
         beat.stop()
         end = dt.datetime.now(dt.UTC)
-        from rldata._remote import redact  # an object-store error may quote a credential
-        from rldata.causes import describe
+        from rldata.causes import describe  # start-up: only an error loads rldata.causes
 
         if _refused(store, e, base):
             rid = handle.run_id.replace("'", "''")

@@ -6,6 +6,7 @@ import json
 
 import polars as pl
 
+from rldata.runs.core import effective_status
 from rldata.store.core import Store
 
 __all__ = ["HEADLINES", "list_runs", "shown_status"]
@@ -22,7 +23,6 @@ HEADLINES = {
 def shown_status(row: dict) -> str:
     """The status to display: a ``running`` row whose owner died (or whose heartbeat stopped) shows
     as ``killed`` (:func:`rldata.runs.core.effective_status`)."""
-    from rldata.runs.core import effective_status
 
     return effective_status(row)
 

@@ -21,6 +21,7 @@ from rldata.console import log
 from rldata.errors import RldataError
 from rldata.registry import Registry
 from rldata.store.core import Store
+from rldata.store.outputs import check_output_path
 
 __all__ = ["TRACKERS", "Tracker", "check_tracker", "open_tracker", "replay", "tracker_names"]
 
@@ -225,7 +226,6 @@ def open_tracker(
 
 def replay(store: Store, run_id: str, name: str, out: str | os.PathLike) -> dict[str, int]:
     """Write a stored run's metrics, step by step, and its config into tracker ``name`` under ``out``."""
-    from rldata.store.outputs import check_output_path
 
     check_output_path(out, store=store, name="out")
     runs = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()

@@ -26,9 +26,11 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from rldata._remote import polars_storage_options
 from rldata.errors import ConfigError, DamagedTableError, RldataError
 from rldata.schemas import TABLES, TableSchema
 from rldata.schemas import get as table_schema
+from rldata.sql_guard import lock_down, sql_error
 from rldata.store.damage import check_room, data_file_damage, log_damage, quiet_panics
 from rldata.store.validate import conform
 
@@ -111,6 +113,7 @@ class Store:
                 f"{ts.version}: upgrade rldata"
             )
         if found < ts.version:  # written by an older rldata: add the new columns, keep every row
+            # start-up: `rldata tables` does not load rldata.store.migrate
             from rldata.store.migrate import upgrade
 
             upgrade(dtable, name, store=self)
@@ -272,7 +275,6 @@ class Store:
         self._check_files(name, dtable)
         if not dtable.file_uris():
             return pl.LazyFrame(schema=pl.from_arrow(table_schema(name).schema.empty_table()).schema)
-        from rldata._remote import polars_storage_options
 
         opts = polars_storage_options(self.storage_options)  # Polars wants a few of them as numbers
         return pl.scan_delta(self.uri(name), version=version, storage_options=opts)
@@ -299,7 +301,6 @@ class Store:
         The query sees these tables and nothing else: no file, URL, extension or environment
         variable (:func:`rldata.sql_guard.lock_down`).
         """
-        from rldata.sql_guard import lock_down, sql_error
 
         con = duckdb.connect()
         self._conns.append(con)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from rldata.errors import RldataError
+
 __all__ = [
     "Damage",
     "commit_files",
@@ -252,8 +254,6 @@ def _repair_checkpoint(damage: Damage, root: Path, dest: Path, log_dir: Path) ->
     base = max(older) if older else -1
     missing = [v for v in range(base + 1, version + 1) if v not in have]
     if missing:  # the commits the checkpoint summarised were cleaned up: nothing to rebuild from
-        from rldata.errors import RldataError
-
         raise RldataError(
             f"cannot rebuild {damage.path.name}: commit(s) {missing[0]}..{missing[-1]} it summarised "
             "are gone (log cleanup); restore the table from a backup"
@@ -271,6 +271,7 @@ def _repair_commit(
     """Replace a damaged commit by what can be trusted of it (:func:`rldata.store.salvage.salvage_commit`:
     every add whose path survived and whose file is intact, the removes only when no add was lost);
     every later commit stays.  Data files of adds that could not be recovered stay where they are."""
+    # start-up: `rldata tables` does not load rldata.store.salvage
     from rldata.store.salvage import LocalFiles, salvage_commit
 
     files = files if files is not None else LocalFiles(log_dir.parent)
@@ -334,8 +335,6 @@ def check_room(table: str, table_dir: Path, need: int = 0) -> None:
     or a disk without room for about ``need`` bytes.  Checked before a command's first commit, so a
     write that fails here leaves nothing behind; deltalake's own failure would print a Rust panic."""
     import shutil
-
-    from rldata.errors import RldataError
 
     for d in (table_dir, table_dir / "_delta_log"):
         probe = d / f".rldata-probe-{os.getpid()}"

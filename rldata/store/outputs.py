@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rldata.errors import ConfigError, RldataError
+from rldata.store.core import DEFAULT_STORE
 
 __all__ = ["check_output_path", "check_writable_file", "os_reason", "staged_output", "write_output"]
 
@@ -29,8 +30,6 @@ __all__ = ["check_output_path", "check_writable_file", "os_reason", "staged_outp
 def _store_root(store) -> str | None:
     root = getattr(store, "root", store)
     if root is None:
-        from rldata.store.core import DEFAULT_STORE
-
         root = DEFAULT_STORE
     root = os.fspath(root)
     if "://" in root and not root.startswith("file://"):

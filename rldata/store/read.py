@@ -40,6 +40,7 @@ def read_where(
     dataset = store.dataset(name, version=version)
     old = {}
     if version is not None:
+        # start-up: `rldata tables` does not load rldata.store.migrate
         from rldata.store.migrate import renamed_since
 
         have = set(dataset.schema.names)

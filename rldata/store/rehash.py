@@ -38,6 +38,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from rldata.configs.sampling import HASHED_ALWAYS, NOT_HASHED, SamplingSpec, params_hash_of
 from rldata.errors import DamagedTableError
+from rldata.stats import wilson_interval
 from rldata.store.ledger_sql import counts_sql
 
 __all__ = ["current_hash", "hash_map", "legacy_hash", "rehash_passrates", "rehash_trajectories"]
@@ -132,7 +133,6 @@ _KEY = ["task_id", "model", "_new", "verifier_key", "env_version"]
 
 
 def rehash_passrates(dtable: DeltaTable, store) -> None:
-    from rldata.stats import wilson_interval
 
     hmap = hash_map(store)
     dataset = dtable.to_pyarrow_dataset()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rldata.errors import ConfigError, DuplicateKeyError, InputError, unique_keys
+from rldata.verify.run import verify_many
 
 __all__ = ["Agreement", "agreement", "bare_math_verify", "load_labelled", "rldata_math"]
 
@@ -59,7 +60,6 @@ def load_labelled(path: str | Path) -> list[dict]:
 def rldata_math(rows: Sequence[dict], *, timeout_s: float = 10.0) -> list[bool]:
     """rldata's math verifier on each row, through verify_many (child process, timeouts); a row's
     optional ``prompt`` is the task's prompt (the verifier ignores boxes quoted from it)."""
-    from rldata.verify.run import verify_many
 
     tasks = [{"answer": r["gold"], "prompt": r.get("prompt")} for r in rows]
     out = verify_many([("math", r["completion"], t) for r, t in zip(rows, tasks)], timeout_s=timeout_s)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rldata.errors import RldataError, UnknownNameError
+from rldata.plugins import PluginError, entry_point_names, load_entry_point
 from rldata.registry import Registry, import_path
 
 __all__ = [
@@ -213,8 +214,6 @@ def resolve_name(name: str, *, plugins: bool = True) -> str:
         REGISTRY.load_builtin(name)
         return name
     if plugins:
-        from rldata.plugins import PluginError, load_entry_point
-
         obj = load_entry_point(REGISTRY.group, name)
         if obj is not None:
             got = _add_class(obj, f"{name!r} (entry point {REGISTRY.group})")
@@ -244,8 +243,6 @@ def for_domain(domain: str) -> Verifier:
     """The default verifier for a task domain (math -> math-verify, code -> sandboxed tests)."""
     name = DOMAIN_DEFAULTS.get(domain)
     if name is None:  # a plugin's class may name the domain: load them all, then look again
-        from rldata.plugins import entry_point_names
-
         for ep in entry_point_names(REGISTRY.group):
             resolve_name(ep)
         name = DOMAIN_DEFAULTS.get(domain)

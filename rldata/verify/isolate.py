@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rldata.verify.base import Verdict
+from rldata.verify.run import prepare_verifiers, run_units_here
 
 __all__ = ["START_TIMEOUT_S", "Isolate", "dump_factories", "kill_after_s", "shared_isolate"]
 
@@ -261,7 +262,6 @@ def _die_with_parent() -> None:
 
 
 def _child_main() -> None:
-    from rldata.verify.run import prepare_verifiers, run_units_here
 
     _die_with_parent()
     out = os.dup(1)

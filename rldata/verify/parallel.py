@@ -36,7 +36,7 @@ from typing import Any
 
 from rldata.errors import ConfigError, RldataError
 from rldata.verify.base import REGISTRY, Verdict
-from rldata.verify.isolate import dump_factories
+from rldata.verify.isolate import dump_factories, shared_isolate
 from rldata.verify.run import (
     DEFAULT_TIMEOUT_S,
     Unit,
@@ -135,8 +135,6 @@ def warm_driver_verifiers(names: Sequence[str]) -> None:
     background thread, so that a job's first batch does not wait for it (math-verify's import takes
     a second or two).  Verifiers that run in this process or on Ray need nothing."""
     import threading
-
-    from rldata.verify.isolate import shared_isolate
 
     factories = {}
     for n in names:

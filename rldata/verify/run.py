@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rldata.verify.base import DOMAIN_DEFAULTS, REGISTRY, UnknownVerifier, Verdict, Verifier, resolve_name
+from rldata.verify.base import (
+    DOMAIN_DEFAULTS,
+    REGISTRY,
+    UnknownVerifier,
+    Verdict,
+    Verifier,
+    known_verifiers,
+    resolve_name,
+)
 from rldata.verify.deadline import VerifierTimeout, call_with_deadline
 
 __all__ = [
@@ -89,8 +97,6 @@ def resolve_verifier(name_or_domain: str) -> str:
     try:
         return resolve_name(name_or_domain)
     except UnknownVerifier:
-        from rldata.verify.base import known_verifiers
-
         raise UnknownVerifier(
             f"no verifier named {name_or_domain!r} and no verifier for a domain of that name; "
             f"verifiers: {', '.join(known_verifiers())}; domains: {', '.join(sorted(DOMAIN_DEFAULTS))}; "
@@ -223,7 +229,7 @@ def run_units(
     factories: Mapping[str, Callable] | None = None,
 ) -> list[list[Verdict]]:
     """Verify units in order: ``in_process`` verifiers here, the others in the killable child."""
-    from rldata.verify.isolate import shared_isolate
+    from rldata.verify.isolate import shared_isolate  # cycle: rldata.verify.isolate imports this one
 
     local = [getattr(_factory(u.verifier, factories), "in_process", False) is True for u in units]
     out: list[list[Verdict] | None] = [None] * len(units)
