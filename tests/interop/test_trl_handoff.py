@@ -42,8 +42,8 @@ def test_reward_fn_reads_text_and_conversational_completions():
 def test_a_verifier_error_scores_as_wrong(monkeypatch):
     import importlib
 
-    run = importlib.import_module("rldata.verify.run")  # rldata.verify is also the verb's name
-    monkeypatch.setattr(run, "verify_many", lambda items, **kw: [[Verdict.failure("boom")] for _ in items])
+    trl = importlib.import_module("rldata.interop.trl")  # the reward function's module, where it looks up
+    monkeypatch.setattr(trl, "verify_many", lambda items, **kw: [[Verdict.failure("boom")] for _ in items])
     assert reward_fn()(prompts=["1+1="], completions=["2"], solution=["2"], domain=["math"]) == [0.0]
 
 
