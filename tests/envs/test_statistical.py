@@ -11,7 +11,6 @@ import math
 
 import pytest
 
-from rldata import schemas
 from rldata.envs.publish import METADATA_SCHEMA, card_section, openenv_results, taskset_metadata
 from rldata.envs.statistical import (
     BOUNDS,
@@ -25,6 +24,7 @@ from rldata.envs.statistical import (
 from rldata.jobs.profile import _evidence, _measure, check_rows, ledger_rows, stored_checks
 from rldata.ledger.core import passrate_row, recompute_passrates
 from rldata.rollout.bind import env_binding
+from rldata.runs.core import record_run
 
 T0 = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 M, PH, VK = "m@1", "ph", "math@1"
@@ -308,35 +308,14 @@ def test_card_section_and_taskset_metadata(store):
     ]
 
 
-def test_lint_canary_findings_fail_the_adversarial_floor(store, monkeypatch):
-    """Where rldata lint's table exists (issue 41), its semantic.canary_floor findings on the profiled
-    tasks are read; the test registers a table of that shape, for itself, when this build has none."""
-    if "lint_findings" not in schemas.TABLES:
-        import pyarrow as pa
-
-        monkeypatch.setitem(
-            schemas.TABLES,
-            "lint_findings",
-            schemas.TableSchema(
-                "lint_findings",
-                1,
-                pa.schema(
-                    [
-                        pa.field("task_id", pa.string(), False),
-                        pa.field("rule", pa.string(), False),
-                        pa.field("severity", pa.string(), False),
-                        pa.field("detail", pa.string()),
-                        pa.field("created_at", pa.timestamp("us", tz="UTC"), False),
-                    ]
-                ),
-                key=("task_id", "rule"),
-            ),
-        )
-    from rldata import open_store
-
-    store = open_store(store.root)  # a store opened now has the table
+def test_lint_canary_findings_fail_the_adversarial_floor(store):
+    """rldata lint's semantic.canary_floor findings on the profiled tasks are read once a lint run
+    checked that rule (issue 41): before, the evidence is not measured (None), not "none found"."""
     b = _small_store(store)
     rows = ledger_rows(store, b.ledger_key, list(SAMPLES), model=M, params_hash=PH)
+    assert _evidence(store, b.ledger_key, rows, model=M, params_hash=PH).canary is None
+    with record_run(store, "lint", {"rules": "semantic"}) as run:  # what rldata lint records
+        run.summary = {"rules": ["semantic.canary_floor"], "findings": 0}
     assert _evidence(store, b.ledger_key, rows, model=M, params_hash=PH).canary == 0
     store.append(
         "lint_findings",
@@ -344,10 +323,10 @@ def test_lint_canary_findings_fail_the_adversarial_floor(store, monkeypatch):
             {
                 "task_id": "t2",
                 "rule": "semantic.canary_floor",
+                "rule_version": "1",
                 "severity": "error",
                 "detail": "{}",
                 "created_at": T0,
-                **({"rule_version": "1"} if "rule_version" in schemas.get("lint_findings").columns else {}),
             }
         ],
     )
