@@ -563,13 +563,16 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
     that checkpoint draw, sample for sample."""
     from rldata.configs.sampling import EvalConfig
     from rldata.engine import actors, pool
+    from rldata.trainer import driver
     from rldata.trainer.evaluate import eval_task_ids, evaluate
 
     # no active pool of warm engines (in a full session one may be active): the run starts its own
     monkeypatch.setattr(pool, "_ACTIVE", [])
-    started = []  # every start_engines call (the real one runs)
+    started = []  # every start_engines call (the real one runs), wherever it is looked up
     real = actors.start_engines
-    monkeypatch.setattr(actors, "start_engines", lambda *a, **kw: started.append(a) or real(*a, **kw))
+    counted = lambda *a, **kw: started.append(a) or real(*a, **kw)
+    monkeypatch.setattr(actors, "start_engines", counted)  # the jobs' and the pool's lookups
+    monkeypatch.setattr(driver, "start_engines", counted)  # the driver imports it at its top
     store = _store(tmp_path)
     cfg = _cfg(tmp_path / "runs", "lend", 2).replace(
         eval=EvalConfig(heldout=True, size=6, n=4), checkpoint_every=0
