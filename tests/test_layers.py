@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,11 @@ def test_a_module_missing_from_the_layers_is_refused(tmp_path):
     got = _lint(src)
     assert got.returncode != 0
     assert "newthing" in got.stdout
+
+
+def test_the_loose_modules_of_rldata_stay_at_or_under_the_documented_ceiling():
+    # one package per concept: few modules directly in rldata/ (docs/contributing.md, Layout)
+    doc = (ROOT / "docs" / "contributing.md").read_text()
+    (ceiling,) = re.findall(r"At most \*\*(\d+)\*\*\s+modules\s+sit\s+directly\s+in", doc)
+    loose = sorted(p.name for p in (ROOT / "rldata").glob("*.py"))
+    assert len(loose) <= int(ceiling), f"{len(loose)} modules directly in rldata/: {loose}"

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("rldata", "jobs", "trainer", "schemas")  # jobs/, trainer/, schemas/ install as rldata.*
 WHY = re.compile(r"#.*\b(start-up|cycle)\b")
-CEILING = re.compile(r"at most \*\*(\d+)\*\*\s+function-local imports")
+CEILING = re.compile(r"at most \*\*(\d+)\*\*\s+function-local\s+imports")
 
 
 def local_imports(src: str) -> list[ast.stmt]:
