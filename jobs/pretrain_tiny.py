@@ -221,7 +221,6 @@ def build_model(cfg: TinyConfig, *, seed: int = 0, format: str = "calc"):
 
 def problem_stream(level_weights: dict, *, seed: int, exclude: set[str]):
     """Endless (prompt, answer) pairs: a level by weight, then one of its knob settings."""
-
     rng = random.Random(f"pretrain:{seed}")
     levels = sorted(k for k, w in level_weights.items() if w > 0)
     weights = [level_weights[k] for k in levels]

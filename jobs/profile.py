@@ -227,7 +227,6 @@ def _evidence(store, ledger_key: str, rows: list[dict], *, model: str, params_ha
     """What the statistical checks read (:class:`rldata.envs.statistical.Evidence`), for the ledger
     slice ``rows``: other models' rows of the same slice, and the slice's samples (each distinct
     sample once, as the ledger counts them) grouped by identical input and by degenerate completion."""
-
     slice_ = pa.table(
         {
             "task_id": pa.array([r["task_id"] for r in rows], pa.string()),
@@ -324,7 +323,6 @@ def check_rows(profile: dict[str, Any], checks: list[dict[str, Any]]) -> list[di
 def stored_checks(store, profile_id: str) -> list[dict[str, Any]]:
     """A card's statistical checks as stored (``env_checks``), in RFC 008's order, with ``measured``
     and ``evidence`` parsed."""
-
     rows = store.sql(
         "SELECT check_id, status, measured, evidence, remediation FROM env_checks WHERE profile_id = $1",
         params=[profile_id],

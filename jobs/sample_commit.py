@@ -72,7 +72,6 @@ class Ctx:
 def commit_batch(
     ctx: Ctx, batch: pl.DataFrame, samples: Sequence[Sequence], offsets: Sequence[int] | None = None
 ) -> None:
-
     spec, s = ctx.cfg.sampling, ctx.summary
     traj_rows, items, meta, fresh, too_long = [], [], {}, {}, {}
     not_generated: set[str] = set()  # samples whose prompt did not fit: never generated, never verified

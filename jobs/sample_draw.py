@@ -145,7 +145,6 @@ def _engine_time(ctx: Ctx, engines, t0: float, busy0: float = 0.0) -> None:
 
 
 def _run_episode_batches(ctx: Ctx, engines, todo: pl.DataFrame, bar, t0: float) -> None:
-
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     renderer = ctx.renderer or renderer_for(ctx.model_path)
     ctx.episodes = EpisodeStats()

@@ -45,7 +45,6 @@ def measure(
     seed: int = 0,
 ) -> tuple[list[int], int]:
     """(correct samples out of ``n`` per task, samples whose text contains ``<calc>``); exact match."""
-
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     engine = Engine(model_dir, seed=seed)
     try:
@@ -258,7 +257,6 @@ pass rates spread over [0, 1].
 
 def run_reports(*, single: str | None, tools: str | None, split: str, readme: bool) -> str:
     """The CLI's ``--report`` / ``--report-tools``: print (and return) the measured tables."""
-
     splits = ["train", "heldout"] if split == "all" else [split]
     tasks = [t for s in splits for t in load_bundled(s)]
     parts = []

@@ -160,7 +160,6 @@ def ingest(
     ``rldata ingest``'s options).  ``rejects_out``: a JSON-lines file for every reject, written
     before the commit (a path that cannot take it fails the ingest, the store as it was).  Returns
     :class:`rldata.ingest.IngestSummary`."""
-
     fields = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in fields.items()}
     cfg = load(IngestConfig, spec, **fields)  # every check here, before the store is opened
     if cfg.env is not None:  # tasks from an environment's own reset (OpenEnv)
@@ -263,7 +262,6 @@ def verify(store: StoreLike, *, config=None, **overrides: Any) -> VerifyResult:
     ``config`` (a :class:`rldata.jobs.verify.VerifyJob`, a mapping or a YAML/TOML file) and
     ``overrides`` are its fields by name: ``verifier``, ``run_id``, ``where``, ``batch``,
     ``timeout_s``, ``address`` (docs/options.md)."""
-
     return run_verify(_open(store, create=False), load(VerifyJob, config, **overrides)).result()
 
 
@@ -421,7 +419,6 @@ def export(store: StoreLike, *, config=None, **overrides: Any) -> ExportResult:
     export``'s options).  Writes a manifest beside the data, and swaps the directory into place only
     when complete.  Tasks flagged by ``decontaminate``, ``lint`` or ``dedup`` are left out of a
     selection export (counted in the manifest) unless ``include_flagged``."""
-
     overrides = {k: (os.fspath(v) if isinstance(v, os.PathLike) else v) for k, v in overrides.items()}
     cfg = load(ExportConfig, config, **overrides)  # every check before the store is opened
     st = _open(store, create=False)

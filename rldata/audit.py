@@ -189,7 +189,6 @@ def _agreement(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rates(df: pl.DataFrame) -> dict:
-
     a = df["passed_a"].fill_null(False)  # a verifier error scores as a wrong answer
     lab = df["passed_b"]
     tp, fp = int((a & lab).sum()), int((a & ~lab).sum())

@@ -78,7 +78,6 @@ def hint(message: str) -> str | None:
 def describe(exc: BaseException) -> str:
     """One line: the root cause as ``Type: message`` (or the message of one of rldata's own
     errors), prefixed by the Ray actor method it came from, with a hint where one is known."""
-
     where = _where(str(exc)) if _is_ray(exc) else None
     cause = root_cause(exc)
     if _is_ray(cause):  # no exception object behind it: an actor's constructor failed, or it died
@@ -107,7 +106,6 @@ def write_trace(exc: BaseException, argv: list[str] | None = None) -> Path | Non
     """Write ``exc``'s full trace (and, for a remote error, the remote traceback Ray kept) to a new
     file under ``$RLDATA_LOG_DIR`` (default: the temp dir's ``rldata-logs``); returns its path, or
     None when no file could be written (the one-line error must not fail on that)."""
-
     try:
         d = _log_dir()
         d.mkdir(parents=True, exist_ok=True)

@@ -311,7 +311,6 @@ def judge(
 def _judge_on(pool: EnginePool, eng) -> dict[str, Any]:
     """The judge's engine settings (``eng``, its JudgeConfig's ``engine``) on ``pool``: those left at
     JudgeConfig's defaults are the pool's."""
-
     default = JudgeConfig().engine
     return {
         "model": pool.config.model if eng.model == default.model else eng.model,

@@ -124,7 +124,6 @@ def _prompt_ids(tokenizer, cache: dict, prompt: str, expect: int) -> list[int]:
 def _batch(groups, tokenizer, cache: dict):
     """The kept groups as one padded batch.  An episode brings its own prompt ids and a mask: only the
     tokens the model generated enter the loss, never tool results or environment text."""
-
     prompts, completions, masks, old, adv = [], [], [], [], []
     for g in groups:
         if not g.kept:

@@ -234,7 +234,6 @@ def verify_groups(
     traj id, never by position, so a check that fails or times out mid-batch cannot shift the
     verdicts (and rewards) of the samples after it.  An episode whose environment failed gets an
     error verdict (scored as a wrong answer)."""
-
     keys = [tid for g in groups for tid in g.traj_ids]
     tasks = [g.task for g in groups for _ in g.samples]
     verdicts = verify_rollouts(

@@ -49,7 +49,6 @@ def frozen_dtype(path, cfg) -> torch.dtype:
     the values are the checkpoint's own and every matmul reads them in bf16 anyway, so holding them
     in fp32 would only double their memory.  Otherwise fp32 (a trained weight needs fp32 masters,
     and rounding an fp32 checkpoint would change the model)."""
-
     if cfg.mixed_precision == "bf16" and stored_dtype(path) == torch.bfloat16:
         return torch.bfloat16
     return torch.float32

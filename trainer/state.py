@@ -87,7 +87,6 @@ class RunState:
 
 
 def _resolve_run_id(cfg: TrainConfig, resume: bool) -> str:
-
     if cfg.run_id:
         return cfg.run_id
     if not resume:
@@ -191,7 +190,6 @@ def _check_override(store: Store, cfg: TrainConfig, bindings: dict, eval_ids: li
     """A verifier override names a verifier that loads, and no task (trained or held out) runs as
     an episode: an episode's verdict may be its environment's reward, which the override's name
     would mislabel (rldata sample refuses the same)."""
-
     override_verifier(cfg.verify.verifier)
     held = []
     if eval_ids:

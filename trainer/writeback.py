@@ -84,7 +84,6 @@ def trajectory_rows(
 
 
 def verification_rows(groups, verifier_for, judge=None) -> list[dict]:
-
     rows = []
     for g in groups:
         vname, vversion = verifier_for(g.task["domain"])

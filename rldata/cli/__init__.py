@@ -66,7 +66,6 @@ def _root(
         False, "--version", callback=_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
-
     console.configure(quiet=True if quiet else None)  # not given: $RLDATA_QUIET decides
     ctx.obj = {"store": root, "debug": debug, "storage_options": parse_storage_options(storage_options)}
 
@@ -105,7 +104,6 @@ def _load() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the exit code."""
-
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
     _load()

@@ -63,7 +63,6 @@ def out_path_check(name: str, *, directory: bool = False):
     created, before the command runs (``rldata.store.outputs``; ``name`` is the field the error names)."""
 
     def check(ctx: typer.Context, value):
-
         checked = check_output_path(value, store=_store_of(ctx), name=name, directory=directory)
         if not directory:  # a missing directory or a directory as a file: refused before any commit
             check_writable_file(value, name=name)
@@ -137,7 +136,6 @@ def get_store(ctx: typer.Context, *, create: bool = False):
     Only commands that write pass ``create=True``: reading a missing store is an error naming the
     path, not a new empty store at a mistyped path.
     """
-
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store_obj" not in obj:

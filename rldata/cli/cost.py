@@ -62,7 +62,6 @@ def cost(
     """GPU-hours ~= k * N_active * N_tokens / (GPU_FLOPS * MFU * 3600); k=6 training, 2 generation.
 
     MFU defaults to 0.4 for training and 0.1 for generation (decoding is memory-bound)."""
-
     res = price(
         lazy_store(ctx),  # opened only to price stored runs
         params=params,

@@ -20,7 +20,6 @@ def demo(ctx: typer.Context, config: DemoConfig) -> None:
     Prints a JSON summary (where each artifact is, held-out accuracy before and after) on stdout
     and three SQL queries worth running next on stderr.
     """
-
     store = get_store(ctx, create=True)
     result = run_demo(store, config)
     n, env = config.sampling.n, config.env

@@ -48,7 +48,6 @@ def register_cmd(
 @env_app.command("list")
 def list_cmd(ctx: typer.Context, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
     """Every registered environment version, with its newest learnability card in one line."""
-
     emit(env_list(get_store(ctx)).rows, fmt, out)
 
 

@@ -39,7 +39,6 @@ def ingest(
     out: Path = OUT_OPT,
 ) -> None:
     """Read tasks from a file into the store: field mapping, dedup, decontamination, one atomic commit."""
-
     generated = config.gym is not None or config.env is not None
     summary = run_ingest(
         lazy_store(ctx), spec=config, progress=not generated, rejects_out=None if generated else rejects

@@ -27,7 +27,6 @@ _EXPORT_ARG = typer.Argument(..., help="An export directory, its manifest, or a 
 def export(ctx: typer.Context, config: ExportConfig) -> None:
     """Export a selection's kept tasks for veRL, TRL, OpenRLHF, HF datasets or as JSONL, with a manifest;
     or, with --rollouts, stored trajectories (multi-turn episodes included) as chat/SFT conversations."""
-
     c = config
     old = c.deprecated_given()
     if old and not c.rollouts:
@@ -57,7 +56,6 @@ def import_rollouts_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Import rollouts logged by veRL, TRL or any JSONL into trajectories and verifications."""
-
     result = import_rollouts(get_store(ctx, create=True), config)
     for msg in result.errors:
         log(f"skipped: {msg}")
@@ -76,7 +74,6 @@ def lineage_cmd(
     check: bool = typer.Option(False, "--check", help="Exit 1 if a file changed since the export."),
 ) -> None:
     """Print an export's manifest: store versions, selection, filter parameters, counts and hashes."""
-
     manifest = read_manifest(path)
     problems = verify(path)
     if as_json:

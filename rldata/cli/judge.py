@@ -22,7 +22,6 @@ judge_app = typer.Typer(
 @command(JudgeConfig)
 def run_cmd(ctx: typer.Context, config: JudgeConfig, fmt: Format = FORMAT_OPT) -> None:
     """Judge trajectories with an LLM and store each verdict and rationale in `verifications`."""
-
     res = judge(lazy_store(ctx), config=config)
     log(f"judge {res.mode}: {res.added} verdict row(s) added ({res.judge})")
     emit(res.verdicts, fmt, None)
@@ -44,7 +43,6 @@ def export_cmd(
     split: str = typer.Option("train", help="Names the file: SPLIT.jsonl or SPLIT.parquet."),
 ) -> None:
     """Write (prompt, chosen, rejected) preference pairs from the judge's verdicts, with a manifest."""
-
     res = judge_export(get_store(ctx), out=out, format=fmt, kinds=tuple(kind), split=split)
     log(f"wrote {res.rows} preference pair(s) to {out}")
     emit(pl.DataFrame({"dir": [str(out)], "pairs": [res.rows]}), Format.table, None)

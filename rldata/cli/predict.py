@@ -22,7 +22,6 @@ def predict(ctx: typer.Context, config: PredictConfig, fmt: Format = FORMAT_OPT,
 
     Reuses a stored fit of the same cutoff (passrates version, policy version). See docs/predict.md.
     """
-
     res = run_predict(lazy_store(ctx), config=config)
     if config.backtest:
         log(

@@ -28,7 +28,6 @@ def decontaminate(
 ) -> None:
     """Match the tasks against an eval pack (n-gram, coverage, MinHash) and record every match with its
     score and span in the contamination table; flagged tasks are left out downstream (or dropped)."""
-
     res = run_decontaminate(lazy_store(ctx), config=config, progress=True)
     methods = ", ".join(f"{m} {n}" for m, n in res.by_method.items()) or "none"
     verb = "dropped" if res.action == "drop" else "flagged"
@@ -45,7 +44,6 @@ def decontaminate(
 def dedup(ctx: typer.Context, config: DedupConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
     """Cluster near-duplicate tasks (MinHash) and keep one per cluster by a stated rule: source
     priority, then the oldest; the others are flagged (or dropped)."""
-
     res = run_dedup(lazy_store(ctx), config=config)
     verb = "dropped" if res.action == "drop" else "flagged"
     log(
@@ -59,7 +57,6 @@ def dedup(ctx: typer.Context, config: DedupConfig, fmt: Format = FORMAT_OPT, out
 def lint(ctx: typer.Context, config: LintConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT) -> None:
     """Check the tasks: format rules, the verifier on the gold and on no-op answers (twice), and
     suspect answer keys; findings go to lint_findings (errors are left out downstream)."""
-
     res = run_lint(lazy_store(ctx), config=config)
     rules = ", ".join(f"{r} {n}" for r, n in res.by_rule.items()) or "none"
     log(
@@ -80,7 +77,6 @@ def blast_radius(
 ) -> None:
     """Which runs (rollouts, tokens, steps, checkpoints) and exports touched the tasks an eval pack or a
     lint rule flagged (default: every flagged task)."""
-
     res = run_blast_radius(lazy_store(ctx), config=config)
     train = res.runs.filter(pl.col("trained_rollouts") > 0) if res.runs.height else res.runs
     log(

@@ -25,7 +25,6 @@ def rewards(
     out: Path = OUT_OPT,
 ) -> None:
     """R_total = alpha * R_VR + (1 - alpha) * R_GenRM - length penalty, z-scored per domain if asked."""
-
     res = compose(lazy_store(ctx), run_id=run_id, spec=spec, verifier=verifier)
     # the rows first, then the metrics commit: an --out that cannot take them fails the command
     # before anything is stored

@@ -37,7 +37,6 @@ def export(
     to: str = typer.Option(..., "--to", help="Tracker: tensorboard, wandb (offline) or mlflow (file store)."),
 ) -> None:
     """Replay a stored run's metrics and config into a tracker, step by step."""
-
     if to not in tracker_names() or to == "none":
         raise RldataError(
             f"--to must be one of {', '.join(n for n in tracker_names() if n != 'none')}, got {to!r}"

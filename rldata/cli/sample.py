@@ -20,7 +20,6 @@ def sample(ctx: typer.Context, config: SampleConfig, fmt: Format = FORMAT_OPT) -
 
     Killed jobs resume: run the same command again. On finished work it is a no-op.
     """
-
     summary = run_sample(lazy_store(ctx), config=config)
     n = config.sampling.n
     if not summary.noop:
@@ -65,7 +64,6 @@ def passrates(
 ) -> None:
     """Per task: n, n_correct, pass rate, Wilson 95% interval, unbiased pass@k, and early_stop (the
     row was stopped early by an adaptive rule: its pass rate is biased, see docs/adaptive.md)."""
-
     ks = {} if k is None else {"k": tuple(int_list(k, "--k"))}  # the default is the verb's
     res = read_passrates(get_store(ctx), model=model, where=where, limit=limit, **ks)
     emit(res.rows, fmt, out)

@@ -92,7 +92,6 @@ def stratify(
     ctx: typer.Context, config: StratifyConfig, fmt: Format = FORMAT_OPT, out: Path = OUT_OPT
 ) -> None:
     """Assign kept tasks to difficulty buckets and write the trainer's curriculum file."""
-
     res = run_stratify(get_store(ctx, create=True), config=config)
     selection, curriculum = config.selection, config.curriculum
     sizes = ", ".join(f"{b.name} {b.count} [{b.low:g}, {b.high:g})" for b in res.buckets)

@@ -134,7 +134,6 @@ def report(
     With --run, also a training page of those runs' curves.  A store with no selection yet gets the
     training page only.
     """
-
     res = run_report(
         get_store(ctx),
         out=out,

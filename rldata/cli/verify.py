@@ -25,7 +25,6 @@ def verify(ctx: typer.Context, config: VerifyJob, fmt: Format = FORMAT_OPT) -> N
     Old results stay (a new version adds rows); re-running finishes a killed run, and is a no-op
     when everything is verified.
     """
-
     s = run_verify(get_store(ctx), config=config)
     if not s.noop:
         log(

@@ -411,7 +411,6 @@ def dumps(curriculum: Curriculum) -> str:
 def save(curriculum: Curriculum, path: str | os.PathLike) -> Path:
     """Write the curriculum as YAML (atomically: a reader never sees half a file; a device or pipe
     such as /dev/stdout is written, never replaced)."""
-
     check_writable(path)
     with staged_output(path, dumps(curriculum), name="curriculum"):
         pass

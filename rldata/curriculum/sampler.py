@@ -100,7 +100,6 @@ register_sampler("live:learnability")(_live_weighted("learnability"))
 def _draw_skip(s: CurriculumSampler, k: int) -> list[tuple[str, str]]:
     """GRESO-style: the phase picks a bucket, its shuffled order the next task, which is skipped with
     :func:`rldata.curriculum.live.skip_probability` of its zero-variance run (re-probed otherwise)."""
-
     cfg = s.live.config
     buckets = _phase_buckets(s)
     out = []

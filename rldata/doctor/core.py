@@ -112,7 +112,6 @@ _NO_BAR = _NoBar()  # a check called alone (not from doctor()) reports no progre
 def check_writable(store: Store) -> list[Finding]:
     """Tables whose directory cannot take a write (permissions, a read-only mount, a full disk).
     Reported only: a person fixes the mount or frees space."""
-
     if "://" in store.root:
         return []
     out = []
@@ -136,7 +135,6 @@ def _dest(store: Store, what: str) -> Path:
 
 def _template_log(name: str, tmp: Path) -> Path:
     """A fresh empty table of ``name``'s schema (its first commit rebuilds a damaged version 0)."""
-
     _Store(tmp)  # creates every table, as a new store would
     return tmp / name / "_delta_log"
 
@@ -216,7 +214,6 @@ def _log_findings(name: str, root: Path, dest: Path, *, repair: bool, files=None
 def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     """Data files the current version needs that are missing, truncated or not Parquet.  Repair
     commits their removal (their rows are lost; every other row reads again) and moves them aside."""
-
     out = []
     for name in tables:
         bar.advance(1, note=f"data files {name}")
@@ -239,7 +236,6 @@ def check_data_files(store: Store, tables: list[str], *, repair: bool, bar=_NO_B
 def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding]:
     """check_data_files on object storage: sizes from the listing; the removal commit is written on a
     local copy of the log and pushed, the damaged objects copied aside and deleted."""
-
     sizes = object_sizes(store, name)
     bad = data_file_damage(name, Path(name), store.table(name), sizes=sizes)  # paths relative to the root
     if not bad:
@@ -309,7 +305,6 @@ def check_orphans(store: Store, tables: list[str]) -> list[Finding]:
 
 def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
     """Ledger rows of sampled models (those with trajectories) against a recount of their samples."""
-
     if not {"passrates", "trajectories", "verifications"} <= set(tables):
         return []
     groups = store.sql(
@@ -357,7 +352,6 @@ def check_ledger(store: Store, tables: list[str], *, repair: bool) -> list[Findi
 
 
 def check_stuck_runs(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
-
     if "runs" not in tables:
         return []
     running = store.sql("SELECT * FROM runs WHERE status = 'running'").pl().to_dicts()
@@ -399,7 +393,6 @@ def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
     verifications are three commits, so part of it may have landed.  The compensating step is a
     re-run on the same input (same run id; keyed writes add only what is missing, then the run
     reads ``done``).  Reported only."""
-
     if "runs" not in tables:
         return []
     rows = store.sql("SELECT * FROM runs WHERE kind = 'import' AND status <> 'done'").pl().to_dicts()
@@ -413,7 +406,6 @@ def check_partial_imports(store: Store, tables: list[str]) -> list[Finding]:
 
 def check_unrecorded_ingest(store: Store, tables: list[str], *, repair: bool) -> list[Finding]:
     """Tasks commits whose ingest run never got its ``runs`` row (the module docstring)."""
-
     if not {"tasks", "runs"} <= set(tables):
         return []
     missing = run_commits.unrecorded(store)
@@ -443,7 +435,6 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
       only copy of those rows (re-run the killed job, whose keyed writes add them).
 
     On an object store the moves are a copy under the quarantine prefix, then a delete."""
-
     local = "://" not in store.root
     files = _listing(store)
     if files is None:
@@ -550,7 +541,6 @@ def check_stray(store: Store, *, repair: bool) -> list[Finding]:
 
 
 def _remote_files(store: Store, name: str):
-
     return RemoteFiles(store, name)
 
 
@@ -579,7 +569,6 @@ def _listing(store: Store) -> list[tuple[str, int, float]] | None:
 
 
 def _remote_fs(store: Store):
-
     return remote_fs(store)
 
 

@@ -77,7 +77,6 @@ def mirrored_log(store, table: str):
     """Yield ``(root, push)``: ``root`` a local directory holding ``<table>/_delta_log`` as the store
     has it; ``push()`` applies what changed there (and what was set aside under
     ``root/.rldata-doctor/``) back to the store, quarantine first, deletions last."""
-
     fs, base = remote_fs(store)
     log = f"{table}/_delta_log"
     with tempfile.TemporaryDirectory(prefix="rldata-doctor-") as tmp:

@@ -176,7 +176,6 @@ def _latest_cluster() -> str | None:
 
 
 def _refuse_auto() -> None:
-
     found = _latest_cluster()
     where = f" (here: {found})" if found else ""
     raise ConfigError(
@@ -203,7 +202,6 @@ def _say_attached(address: str, info) -> None:
 def _connect_failed(address: str, exc: BaseException) -> None:
     """A connection refused for want of an auth token says which settings Ray needs (Ray 2.60 runs
     ``ray start`` clusters with token authentication; a client without the token only retries)."""
-
     text = str(exc)
     auth = type(exc).__name__ == "AuthenticationError" or "auth" in text.lower()
     if not (auth or "Failed to connect" in text or "Unable to connect" in text):

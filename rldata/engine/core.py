@@ -416,7 +416,6 @@ class Engine:
         The prefix cache is dropped afterwards: its KV blocks were computed with the old weights
         (vLLM's reload leaves them in place, and a prompt sharing a cached block would reuse them).
         """
-
         how = "reload_weights"
         if direct and self._direct_refused is None:
             flat = weights if isinstance(weights, FlatWeights) else FlatWeights.pack(weights)

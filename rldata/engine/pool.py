@@ -150,7 +150,6 @@ class EnginePool:
     """
 
     def __init__(self, config: Any = None, /, *, address: str | None = None, seed: int = 0, **settings: Any):
-
         cfg = load(EngineConfig, config, **settings)
         self.key = PoolKey.of(cfg.model, max_model_len=cfg.max_model_len, vllm=cfg.vllm)
         # start-up: `rldata tables` does not load rldata.engine.core

@@ -122,7 +122,6 @@ def default_spec(name: str) -> dict[str, Any]:
 def bundled_rows() -> list[dict[str, Any]]:
     """The row each environment shipped with rldata gets when first used or registered with its
     default spec (``created_at`` None): what ``env list`` shows before that happens."""
-
     REGISTRY.load_builtin()
     names = sorted(
         n
@@ -162,7 +161,6 @@ def env_cards(store, name: str | None = None) -> pl.DataFrame:
 def list_envs(store) -> pl.DataFrame:
     """Every registered environment version, and the bundled environments not registered yet, with
     its newest learnability card in one line (``profile``; null when it has none)."""
-
     df = (
         _with_bundled(store.read("environments"))
         .sort(["env_id", "created_at"], nulls_last=True)

@@ -286,7 +286,6 @@ def reset_tasks(spec, *, n: int, seed: int = 0) -> list[dict[str, Any]]:
     """Tasks from the environment's own reset: seeds ``seed .. seed+n-1``, each opening observation a
     task prompt (``domain`` env-reward: the environment's reward is the verdict).  The reset
     arguments are stored in the task's metadata, so every episode of the task replays that reset."""
-
     probe(str(spec.config.get("url") or ""), timeout_s=min(spec.episode.step_timeout_s, 10.0))
 
     rows = []

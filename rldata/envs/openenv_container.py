@@ -109,7 +109,6 @@ class OpenEnvContainer:
     def wait_healthy(self, timeout_s: float) -> dict:
         """The server's /health answer once it gives one; stops the container and says why (with
         the last line of its log) when it does not within ``timeout_s``."""
-
         deadline = time.monotonic() + timeout_s
         while True:
             try:

@@ -170,7 +170,6 @@ def tool_schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:
 def env_tool_schemas(spec) -> list[dict[str, Any]] | None:
     """The tool schemas of the environment an :class:`~rldata.envs.base.EnvSpec` builds (None: it
     declares no tools), read from a fresh instance that is closed again (exports use it)."""
-
     env = make_env(spec)
     try:
         schemas = getattr(env, "tool_schemas", None)

@@ -132,7 +132,6 @@ def _row_of(store, name: str) -> dict[str, Any]:
 def validate_env(store, name: str | None = None, *, config=None, **overrides) -> dict[str, Any]:
     """Run OpenEnv's local validation of environment ``name`` (NAME or NAME@VERSION, an OpenEnv
     one) on its package directory and record it in ``env_validations``; returns the row."""
-
     cfg = load(EnvValidateConfig, config, **({"name": name} if name is not None else {}), **overrides)
     row = _row_of(store, cfg.name)
     if row["kind"] not in OPENENV_KINDS:

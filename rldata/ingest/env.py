@@ -24,7 +24,6 @@ MAX_N = 100_000  # tasks per ingest: each is one reset round trip
 
 def ingest_env(store, env: str, *, n: int, seed: int = 0, dry_run: bool = False) -> IngestSummary:
     """Add ``n`` tasks from environment ``env``'s own generator (module docstring)."""
-
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
         raise RldataError(f"n: expected an integer from 1 to {MAX_N}, got {n!r}", field="n")
     started = dt.datetime.now(dt.UTC)

@@ -83,7 +83,6 @@ def _non_json(obj: Any, path: str = "$") -> str | None:
 
 
 def _check_entry(name: str, i: int, entry: Any, dataset, stored_meta: dict, probe: bool) -> None:
-
     where = f"reasoning-gym dataset {name!r}, entry {i}"
     if (
         not isinstance(entry, Mapping)

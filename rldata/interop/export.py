@@ -546,7 +546,6 @@ def _generic_table(frame: pl.DataFrame, spec: ExportConfig) -> pa.Table:
 
 # ---- putting the directory in place -----------------------------------------------------------
 def _check_out(out: Path, *, store) -> None:
-
     check_output_path(out, store=store, name="out", directory=True)  # the swap below replaces it whole
     if out.exists() and not out.is_dir():  # a file, a device (/dev/full), a pipe: never replaced
         raise RldataError(f"out {out}: not a directory (a file or device is there)", field="out")

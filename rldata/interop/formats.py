@@ -107,7 +107,6 @@ class UnknownFormat(RldataError, ValueError):
 
 
 def _check_record(obj: Any, what: str) -> Any:
-
     if not isinstance(obj, ExportFormat):
         raise PluginError(f"export format {what} is not an ExportFormat record")
     return obj
@@ -158,7 +157,6 @@ def _registry(namespace: str) -> Registry:
 def _load_plugin(name: str) -> None:
     """Load the ``rldata.exports`` entry point ``name``: an ExportFormat is registered; anything
     else (a module, a function) is taken to have registered its formats on import."""
-
     if any(name in reg for reg in _REGISTRY.values()):
         return
     obj = load_entry_point(_GROUP, name)
@@ -169,7 +167,6 @@ def _load_plugin(name: str) -> None:
 
 
 def _load_plugins() -> None:
-
     for name in entry_point_names(_GROUP):
         _load_plugin(name)
 

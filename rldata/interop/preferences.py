@@ -127,7 +127,6 @@ def export_preferences(
 ) -> int:
     """Write (prompt, chosen, rejected) pairs from the judge rows to the export directory ``out``
     (``<split>.jsonl`` or ``<split>.parquet`` and the manifest); returns the number of pairs."""
-
     out = Path(out).absolute()
     if out.suffix.lower() in _FILE_SUFFIXES:
         raise RldataError(

@@ -390,7 +390,6 @@ class ImportFormat:
 
 
 def _check_record(obj: Any, what: str) -> Any:
-
     if not isinstance(obj, ImportFormat):
         raise PluginError(f"import format {what} is not an ImportFormat record")
     return obj

@@ -70,14 +70,12 @@ def reward_fn(
     (``-O answer_column``).  ``timeout_s``: per distinct check.  ``verdicts``: a list the function
     appends each batch's verdicts to (one list of Verdicts per completion), for logging or checks.
     """
-
     if verifier is not None:
         verifier = resolve_verifier(verifier)  # an unknown name fails here, not in the first step
     if not answer_column:
         raise ConfigError("answer_column must be non-empty", field="answer_column")
 
     def rldata_reward(prompts, completions, **kwargs) -> list[float]:
-
         n = len(completions)
         if answer_column not in kwargs:
             raise ConfigError(

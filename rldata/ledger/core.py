@@ -52,7 +52,6 @@ def passrate_row(
     n_max: int | None = None,
     band: str | None = None,
 ) -> dict:
-
     lo, hi = wilson_interval(n_correct, n)
     return {
         "task_id": task_id,

@@ -238,7 +238,6 @@ def filter_from_run(
     none at all ``not_sampled``.  Writes selection ``name`` in one commit unless ``dry_run``.
     A kept task in ``flagged`` (task_id, reason) is dropped with the flag as its reason.
     Returns (rldata.ledger.select.FilterResult, the selection rows)."""
-
     check_name(name)
     if min_n <= 0:
         raise ConfigError(f"min_n must be > 0, got {min_n}", field="min_n")
@@ -313,7 +312,6 @@ def _stored_eval(cfg: dict, opts: dict) -> dict:
     """The held-out eval of a stored train config: ``size``, ``selection`` and the predicate as
     ``where``.  This release stores ``config.eval`` (``heldout`` for the bundled split); the
     previous one stored flat ``config.eval_size``/``eval_selection`` and ``options.eval_where``."""
-
     ev = cfg.get("eval")
     if isinstance(ev, dict):
         return {**ev, "where": HELDOUT_WHERE if ev.get("heldout") else ev.get("where")}

@@ -197,7 +197,6 @@ def _version_split(
     store: Store, cfg: PredictConfig, counts: pl.DataFrame, base: str, version: int, cache: _FeatureCache
 ):
     """The fit at the run's policy version v scored on later versions, and the refreshed live posterior."""
-
     runs = [cfg.run] if cfg.run else _runs_of(store, base, version)
     if not runs:
         return {}, None
@@ -265,7 +264,6 @@ def _table(splits: dict) -> pl.DataFrame:
 
 def backtest_store(store: Store, cfg: PredictConfig) -> BacktestResult:
     """Run both splits at the store's current passrates version; record and return the metrics."""
-
     ident = model_identity(cfg.model)
     version = store.version("passrates")
     base = ident.name

@@ -25,7 +25,6 @@ def _families(v):
 
 
 def _band(v):
-
     try:
         Band.parse(v)
     except ConfigError as e:

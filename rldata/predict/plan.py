@@ -57,7 +57,6 @@ def sample_plan(
     seed: int = 0,
 ) -> PredictedPlan:
     """Predict ``task_ids`` for ``model`` and decide the skips at ``conf`` for ``band``."""
-
     name = model_identity(model).name
     ph, vkey = _slice_of(store, name, params_hash)
     cfg = PredictConfig(model=model, params_hash=ph, verifier_key=vkey, seed=seed)

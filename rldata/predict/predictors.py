@@ -160,7 +160,6 @@ class CrossTaskModel:
         return np.array([self.oof.get(t, float(x)) for t, x in zip(task_ids, p)])
 
     def prior(self, feats: Features, task_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-
         return beta_from_mean(self.mean(feats, task_ids), self.strength)
 
     def describe(self) -> dict:

@@ -53,7 +53,6 @@ class GoldParses:
         return None
 
     def check(self, extracted, task) -> list[Verdict]:
-
         gold = str(task.get("answer") or "").strip()
         if "####" in gold or "\\boxed" in gold:
             gold = extract_answer(gold) or gold

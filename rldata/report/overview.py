@@ -143,7 +143,6 @@ def histogram(sel: pl.DataFrame) -> pl.DataFrame:
 def _savings(
     store, sel: pl.DataFrame, key: dict, group_size: int, tokens_per_sample: float | None
 ) -> Savings:
-
     rated = sel.filter(pl.col("reason").is_in(["too_easy", "too_hard", "in_band"]))
     # a selection made before the params hash left N out keeps the old hash; its samples have the new one
     ph = key.get("params_hash") and current_hash(store, key["params_hash"])

@@ -331,7 +331,6 @@ def rewards_for_run(store, run_id: str, spec: RewardSpec, *, verifier: str | Non
     restricts it to one verifier.  ``r_genrm`` is the pointwise judge's score (``genrm`` rows), None
     for judge errors.  ``length`` is ``completion_tokens``.
     """
-
     only = "AND verifier = $verifier" if verifier else ""
     q = f"""
         WITH vr AS (

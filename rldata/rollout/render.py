@@ -115,7 +115,6 @@ class Renderer:
     @property
     def default_tool_parser(self) -> str | None:
         """The tool-call parser the model's chat template names (None: it lays out no tool calls)."""
-
         return default_parser(self.template)
 
     def text(

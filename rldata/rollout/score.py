@@ -50,7 +50,6 @@ def verify_rollouts(
     max_model_len: int,
 ) -> dict[str, list[Verdict]]:
     """key -> the sample's verdicts (one per layer)."""
-
     items, out = [], {}
     for key, task, r in zip(keys, tasks, rollouts, strict=True):
         bad = unverifiable(r, max_model_len=max_model_len)

@@ -23,7 +23,6 @@ HEADLINES = {
 def shown_status(row: dict) -> str:
     """The status to display: a ``running`` row whose owner died (or whose heartbeat stopped) shows
     as ``killed`` (:func:`rldata.runs.core.effective_status`)."""
-
     return effective_status(row)
 
 

@@ -226,7 +226,6 @@ def open_tracker(
 
 def replay(store: Store, run_id: str, name: str, out: str | os.PathLike) -> dict[str, int]:
     """Write a stored run's metrics, step by step, and its config into tracker ``name`` under ``out``."""
-
     check_output_path(out, store=store, name="out")
     runs = store.sql("SELECT args FROM runs WHERE run_id = $1", params=[run_id]).fetchall()
     rows = store.sql(

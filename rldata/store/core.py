@@ -301,7 +301,6 @@ class Store:
         The query sees these tables and nothing else: no file, URL, extension or environment
         variable (:func:`rldata.sql_guard.lock_down`).
         """
-
         con = duckdb.connect()
         self._conns.append(con)
         for name, obj in (extra or {}).items():

@@ -133,7 +133,6 @@ _KEY = ["task_id", "model", "_new", "verifier_key", "env_version"]
 
 
 def rehash_passrates(dtable: DeltaTable, store) -> None:
-
     hmap = hash_map(store)
     dataset = dtable.to_pyarrow_dataset()
     schema = dataset.schema

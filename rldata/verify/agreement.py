@@ -60,7 +60,6 @@ def load_labelled(path: str | Path) -> list[dict]:
 def rldata_math(rows: Sequence[dict], *, timeout_s: float = 10.0) -> list[bool]:
     """rldata's math verifier on each row, through verify_many (child process, timeouts); a row's
     optional ``prompt`` is the task's prompt (the verifier ignores boxes quoted from it)."""
-
     tasks = [{"answer": r["gold"], "prompt": r.get("prompt")} for r in rows]
     out = verify_many([("math", r["completion"], t) for r, t in zip(rows, tasks)], timeout_s=timeout_s)
     return [vs[0].passed is True for vs in out]

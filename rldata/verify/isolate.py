@@ -262,7 +262,6 @@ def _die_with_parent() -> None:
 
 
 def _child_main() -> None:
-
     _die_with_parent()
     out = os.dup(1)
     os.dup2(2, 1)  # a verifier's print() must not corrupt the result stream
