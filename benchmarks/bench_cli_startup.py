@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(sys.executable).parent / "rldata"
+from _cli_runs import RLDATA
+
 COMMANDS = {"tables": ["tables"], "help": ["--help"]}
 
 
@@ -42,10 +43,10 @@ def main() -> None:
         out = {}
         for name, argv in COMMANDS.items():
             got: dict[str, list[float]] = {"this": [], "baseline": []}
-            for exe in (str(HERE), args.baseline):  # one untimed run each: the file cache warm
+            for exe in (RLDATA, args.baseline):  # one untimed run each: the file cache warm
                 timed(exe, store, argv)
             for i in range(args.runs):
-                order = [("this", str(HERE)), ("baseline", args.baseline)]
+                order = [("this", RLDATA), ("baseline", args.baseline)]
                 for who, exe in order if i % 2 == 0 else order[::-1]:
                     got[who].append(timed(exe, store, argv))
             med = {k: statistics.median(v) for k, v in got.items()}
