@@ -39,6 +39,7 @@ from pathlib import Path
 from rldata.console import log
 from rldata.envs.calculator import evaluate, format_number
 from rldata.errors import ConfigError
+from rldata.heavy import torch
 from rldata.jobs import tiny_chat
 from rldata.sample_data import arith
 from rldata.sample_data.arith import load_bundled
@@ -197,7 +198,6 @@ def build_tokenizer():
 
 
 def build_model(cfg: TinyConfig, *, seed: int = 0, format: str = "calc"):
-    import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
@@ -312,8 +312,6 @@ def example_stream(cfg: TrainConfig, *, exclude: set[str]):
 
 def encode_batch(examples: list[tuple[list[int], list[int]]]):
     """Right-padded ids, attention mask and labels (-100 on padding), each [B, T]."""
-    import torch
-
     width = max(len(ids) for ids, _ in examples)
     ids = torch.full((len(examples), width), PAD_ID, dtype=torch.long)  # [B, T]
     lab = torch.full((len(examples), width), -100, dtype=torch.long)  # [B, T]
@@ -332,8 +330,6 @@ def _batch_loss(model, examples):
     three times as long as a plain answer and padding every row to the longest would double the
     compute.  The result is one padded batch's mean loss, up to float rounding.
     """
-    import torch.nn.functional as F
-
     order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), i))
     cut = [0, len(order) // 3, 2 * len(order) // 3, len(order)]
     groups = [[examples[i] for i in order[a:b]] for a, b in itertools.pairwise(cut) if b > a]
@@ -342,7 +338,7 @@ def _batch_loss(model, examples):
         ids, mask, lab = encode_batch(g)
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]  # [B, T-1, V]
         target = lab[:, 1:]  # [B, T-1]: the token each position predicts
-        total = total + F.cross_entropy(
+        total = total + torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="sum"
         )
         count += int(target.ne(-100).sum())
@@ -366,8 +362,6 @@ def train(
     log_every: int = 100,
 ) -> list[float]:
     """Train from scratch and save an HF model dir at ``out``; returns the per-step losses."""
-    import torch
-
     torch.set_num_threads(train_cfg.threads)
     if exclude is None:
         exclude = {r["prompt"] for r in load_bundled("heldout")}

@@ -11,7 +11,9 @@ from pathlib import Path
 import polars as pl
 
 from rldata.console import log
+from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
 from rldata.engine.pool import borrow
+from rldata.heavy import ray
 from rldata.jobs.sample_commit import Ctx, commit_batch
 from rldata.jobs.sample_stored import decide_counts
 from rldata.rewards.judge import Judge
@@ -23,10 +25,6 @@ __all__ = ["generate_and_verify"]
 
 
 def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
-    import ray
-
-    from rldata.engine.actors import ensure_ray, start_engines  # start-up: loads ray
-
     spec, cfg = ctx.cfg.sampling, ctx.cfg
     ensure_ray(cfg.address)
     warm_driver_verifiers([name for name, _ in ctx.verifiers.values()])  # beside the engines' load
@@ -56,8 +54,6 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
     ctx.summary.engines = len(engines)
     try:
         if ctx.reward.needs_judge(todo["domain"].unique().to_list()):
-            from rldata.engine.actors import RemoteEngine  # start-up: loads ray
-
             ctx.judge = Judge(ctx.lease.remote(0) if ctx.lease is not None else RemoteEngine(engines[0]))
         busy0 = _busy(engines) if ctx.lease is not None else 0.0  # lent engines' clocks ran before this job
     except BaseException:
@@ -120,8 +116,6 @@ def generate_and_verify(ctx: Ctx, todo: pl.DataFrame) -> None:
 
 def _release(ctx: Ctx, engines) -> None:
     """Stop the engines the job started; lent ones go back to their owner running."""
-    import ray
-
     if ctx.lease is not None:
         ctx.lease.close()
     else:
@@ -130,8 +124,6 @@ def _release(ctx: Ctx, engines) -> None:
 
 
 def _busy(engines) -> float:
-    import ray
-
     return sum(ray.get([a.busy.remote() for a in engines]))
 
 

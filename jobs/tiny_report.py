@@ -18,6 +18,7 @@ from pathlib import Path
 from rldata.configs.sampling import SamplingSpec
 from rldata.engine.core import Engine
 from rldata.envs.calculator import CalculatorEnv
+from rldata.heavy import vllm
 from rldata.jobs.pretrain_tiny import CHARS, CONTEXT, SPECIALS, TOOL_TOKENS, TOOLS_PROMPT, vocab_size
 from rldata.sample_data.arith import load_bundled
 
@@ -119,8 +120,6 @@ def measure_tools(
     the ids of ``<tool>RESULT</tool>`` for each tool message the environment returns.  A first turn
     that stops at the length cap without ``</s>`` ends the episode (wrong if it called).
     """
-    from vllm import SamplingParams
-
     spec = SamplingSpec(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=seed)
     engine = Engine(model_dir, seed=seed, max_model_len=CONTEXT)
     try:
@@ -131,7 +130,8 @@ def measure_tools(
         ]
         seeds = [spec.request_seed(t["prompt"]) for t in tasks]
         params = [
-            SamplingParams(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=s) for s in seeds
+            vllm.SamplingParams(n=n, temperature=temperature, max_tokens=FIRST_TURN_TOKENS, seed=s)
+            for s in seeds
         ]
         outs = engine.llm.generate([{"prompt_token_ids": p} for p in firsts], params, use_tqdm=False)
         episodes: dict[tuple[int, int], dict] = {}
@@ -162,7 +162,7 @@ def measure_tools(
                 second_prompts.append({"prompt_token_ids": firsts[i] + list(c.token_ids) + reply_ids})
                 # one request per episode: a seed of its own, derived from the task's seed and sample index
                 second_params.append(
-                    SamplingParams(
+                    vllm.SamplingParams(
                         n=1,
                         temperature=temperature,
                         max_tokens=ANSWER_TOKENS,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from rldata.errors import RldataError
+from rldata.heavy import Lazy
 
 __all__ = [
     "Checkpoint",
@@ -53,6 +54,8 @@ SHARDED_DIR = "dcp"  # torch.distributed.checkpoint: model + optimizer, one file
 ADAPTER_DIR = "adapter"  # LoRA runs: the adapter in peft's format
 STATE_FILE = "trainer_state.json"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".index.json")
+_dcp = Lazy("torch.distributed.checkpoint")  # sharded checkpoints (fsdp and LoRA runs)
+_dcp_sd = Lazy("torch.distributed.checkpoint.state_dict")
 
 
 @dataclass(frozen=True)
@@ -184,36 +187,29 @@ def save_hf_tensors(path: str | Path, tensors: dict[str, torch.Tensor], *, confi
 
 
 def _dcp_state(model, optimizer, trainable_only: bool):
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-
     # Keys are parameter names (not optimizer indices) and tensors keep their sharding: a checkpoint
     # saved by W ranks loads into any other W (torch.distributed.checkpoint reshards on load).
     # LoRA: the frozen base comes from the base model, so loading only the adapters is not strict.
-    opts = StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
-    model_sd, optim_sd = get_state_dict(model, optimizer, options=opts)
+    opts = _dcp_sd.StateDictOptions(ignore_frozen_params=trainable_only, strict=not trainable_only)
+    model_sd, optim_sd = _dcp_sd.get_state_dict(model, optimizer, options=opts)
     return {"model": model_sd, "optim": optim_sd}, opts
 
 
 def save_sharded_state(path: str | Path, *, model, optimizer, trainable_only: bool = False) -> None:
     """Model and optimizer with torch.distributed.checkpoint into ``path/dcp``: every rank writes its
     own shard (a collective: all ranks call it).  ``trainable_only`` (LoRA) leaves the frozen base out."""
-    import torch.distributed.checkpoint as dcp
-
     state, _ = _dcp_state(model, optimizer, trainable_only)
-    dcp.save(state, checkpoint_id=str(Path(path) / SHARDED_DIR))
+    _dcp.save(state, checkpoint_id=str(Path(path) / SHARDED_DIR))
 
 
 def load_sharded_state(path: str | Path, *, model, optimizer, trainable_only: bool = False) -> None:
     """The inverse of ``save_sharded_state``, at this run's world size (which may differ)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
-
     src = Path(path) / SHARDED_DIR
     if not src.is_dir():
         raise RldataError(f"{path}: no {SHARDED_DIR}/; not a checkpoint of a strategy: fsdp or LoRA run")
     state, opts = _dcp_state(model, optimizer, trainable_only)
-    dcp.load(state, checkpoint_id=str(src))
-    set_state_dict(
+    _dcp.load(state, checkpoint_id=str(src))
+    _dcp_sd.set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=opts
     )
 

@@ -39,6 +39,7 @@ from rldata.console import log, progress, stage
 from rldata.engine.actors import RemoteEngine, ensure_ray, start_engines
 from rldata.engine.pool import borrow
 from rldata.errors import RldataError
+from rldata.heavy import ray
 from rldata.jobs.sample import override_verifier
 from rldata.rewards.compose import RewardSpec
 from rldata.rewards.judge import Judge
@@ -260,9 +261,7 @@ def run_header(cfg: TrainConfig, run: TrainRun, state: RunState) -> str:
 def _loop(
     store: Store, cfg: TrainConfig, run_opts: TrainRun, state: RunState, writeback_s: float, lent=None
 ) -> None:
-    # Ray, transformers and torch (the learners) load when a run starts, not when rldata is imported
-    import ray
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # loaded when a run starts (a third-party import)
 
     run_id, base_path, ckpt_path, summary = state.run_id, state.base.path, state.ckpt_path, state.summary
     t_run = time.monotonic()

@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+from rldata.heavy import ray
+
 __all__ = ["Observations", "Weights"]
 
 
@@ -29,8 +31,6 @@ class Weights:
 
     def load(self, engines: Sequence) -> float:
         """Newer weights into every engine, in place, if any; returns the seconds it took."""
-        import ray
-
         version, ref = self._latest
         if ref is None or version == self.engine_version:
             return 0.0

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from rldata.errors import ConfigError
+from rldata.heavy import Lazy
 from rldata.trainer.checkpoint import stored_dtype
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "stream_hf_weights",
     "weight_plan",
 ]
+
+_fsdp = Lazy("torch.distributed.fsdp")  # FSDP2: loaded when a learner shards its model
 
 
 def frozen_dtype(path, cfg) -> torch.dtype:
@@ -112,22 +115,22 @@ def decoder_layers(model) -> list[torch.nn.Module]:
 
 def shard_model(model, cfg, *, device: str):
     """FSDP2 on each decoder layer and on the root (in place); returns the model."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
-
     mp = (
-        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        _fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         if cfg.mixed_precision == "bf16"
-        else MixedPrecisionPolicy()
+        else _fsdp.MixedPrecisionPolicy()
     )
     # Offload moves parameters, gradients and the optimizer step to CPU between uses; on CPU learners
     # they are on CPU already, so the policy only applies to GPU ranks.
-    offload = CPUOffloadPolicy() if cfg.cpu_offload and device.startswith("cuda") else OffloadPolicy()
+    offload = (
+        _fsdp.CPUOffloadPolicy() if cfg.cpu_offload and device.startswith("cuda") else _fsdp.OffloadPolicy()
+    )
     layers = decoder_layers(model)
     for i, layer in enumerate(layers):
         # The last layer's backward runs right after its forward: resharding it in between would
         # only buy one all-gather more per micro-batch (the root keeps its own parameters anyway).
         last = i == len(layers) - 1
-        fully_shard(layer, mp_policy=mp, offload_policy=offload, reshard_after_forward=not last)
+        _fsdp.fully_shard(layer, mp_policy=mp, offload_policy=offload, reshard_after_forward=not last)
     base = hf_model(model)
     emb, head = base.get_input_embeddings(), base.get_output_embeddings()
     if emb is not None and head is not None and emb.weight is not head.weight:
@@ -135,9 +138,9 @@ def shard_model(model, cfg, *, device: str):
         # each).  Left in the root they stay gathered, and the head's gradient unsharded, through the
         # whole step; in units of their own the embedding reshards after its forward, and the head's
         # gradient is reduce-scattered as soon as its backward ends (its backward follows its forward).
-        fully_shard(emb, mp_policy=mp, offload_policy=offload)
-        fully_shard(head, mp_policy=mp, offload_policy=offload, reshard_after_forward=False)
-    fully_shard(model, mp_policy=mp, offload_policy=offload)
+        _fsdp.fully_shard(emb, mp_policy=mp, offload_policy=offload)
+        _fsdp.fully_shard(head, mp_policy=mp, offload_policy=offload, reshard_after_forward=False)
+    _fsdp.fully_shard(model, mp_policy=mp, offload_policy=offload)
     return model
 
 

@@ -14,12 +14,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import ray
-
 from rldata.configs.sampling import SamplingSpec
 from rldata.console import log, stage
 from rldata.engine.core import Engine
 from rldata.errors import ConfigError
+from rldata.heavy import Lazy, ray
 from rldata.runs.core import _pid_start
 
 __all__ = [
@@ -163,14 +162,13 @@ def _start_reaper() -> None:
 # ``auto`` means "whichever Ray cluster started last on this host", which on a shared machine can be
 # another user's job: rldata attaches to it only when this is set to 1.
 ATTACH_ENV = "RLDATA_RAY_AUTO"
+_ray_services = Lazy("ray._private.services")  # a private helper of Ray's (only for a message)
 
 
 def _latest_cluster() -> str | None:
     """The cluster Ray's ``auto`` would pick here (the last ``ray start``), if Ray can say."""
     try:
-        from ray._private.services import find_bootstrap_address
-
-        return find_bootstrap_address(None)
+        return _ray_services.find_bootstrap_address(None)
     except Exception:  # noqa: BLE001 - a private helper of Ray's: only the message is at stake
         return None
 

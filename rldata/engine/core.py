@@ -1,7 +1,7 @@
 """The one vLLM wrapper: load a model, sample N completions per prompt, swap weights in place.
 
 Used by ``rldata sample`` and by the trainer (the lead wraps it in a Ray actor for scale-out).
-vLLM is imported inside :class:`Engine` so that ``import rldata`` stays light.
+vLLM is loaded when an :class:`Engine` starts (rldata.heavy), so ``import rldata`` stays light.
 
 Defaults chosen for this project:
 - ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless the caller set it: the engine core runs in the
@@ -26,16 +26,13 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rldata.configs.sampling import SamplingSpec
 from rldata.console import log
 from rldata.engine.weights import FlatWeights, direct_load
 from rldata.errors import RldataError
+from rldata.heavy import Lazy, torch, vllm
 from rldata.models.hub import cached_snapshot, is_hub_id
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -58,6 +55,8 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _GIB = 1 << 30
 CPU_KV_CACHE_GIB = 1.0  # a CPU engine's KV cache when none is given
 CPU_BLOCK_TOKENS = 32  # a CPU engine's KV block (prefix-cache granularity) when none is given
+_parallel_state = Lazy("vllm.distributed.parallel_state")  # vLLM's process groups, freed on close
+_torch_utils = Lazy("vllm.utils.torch_utils")  # vLLM's own seeding of a worker
 
 
 @dataclass(frozen=True)
@@ -116,8 +115,6 @@ def model_revision(path: str | Path) -> str:
 
 
 def device_kind() -> str:
-    import torch
-
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -255,9 +252,7 @@ class Engine:
             # torch.compile of even a tiny model takes minutes on a busy 2-core CPU and buys little
             # at this size; on a GPU the compiled graph and CUDA graphs are worth their start-up.
             enforce_eager = self.device == "cpu"
-        from vllm import LLM
-
-        self._llm = LLM(
+        self._llm = vllm.LLM(
             model=load_path,
             seed=seed,
             dtype=dtype,
@@ -311,8 +306,6 @@ class Engine:
         ``seeds`` every prompt uses ``spec.seed``.  Same seed, same weights: same samples,
         whatever else is in the batch.
         """
-        from vllm import SamplingParams
-
         prompts = list(prompts)
         if seeds is None:
             seeds = [spec.seed] * len(prompts)
@@ -321,7 +314,7 @@ class Engine:
         if not prompts:
             return []
         params = [
-            SamplingParams(
+            vllm.SamplingParams(
                 **spec.vllm_kwargs(),
                 n=spec.n,
                 seed=s,
@@ -358,8 +351,6 @@ class Engine:
         ``max_tokens[i]`` caps request i below ``spec.max_tokens`` (the episode's remaining budget).
         A prompt that leaves no room in the context gets ``prompt_too_long`` samples.
         """
-        from vllm import SamplingParams
-
         prompt_ids = [list(p) for p in prompt_ids]
         counts = list(n) if n is not None else [1] * len(prompt_ids)
         if (
@@ -371,7 +362,7 @@ class Engine:
         caps = list(max_tokens) if max_tokens is not None else [spec.max_tokens] * len(prompt_ids)
         fits = [i for i, p in enumerate(prompt_ids) if len(p) < self.max_model_len and caps[i] >= 1]
         params = [
-            SamplingParams(
+            vllm.SamplingParams(
                 **{
                     **spec.vllm_kwargs(),
                     "max_tokens": max(
@@ -399,8 +390,6 @@ class Engine:
         process keeps torch.compile."""
         if not self._eager:
             return self.llm.generate(prompts, params, use_tqdm=False)
-        import torch
-
         with torch.compiler.set_stance("force_eager"):
             return self.llm.generate(prompts, params, use_tqdm=False)
 
@@ -452,13 +441,8 @@ class Engine:
             self._llm.llm_engine.engine_core.shutdown()
         finally:
             self._llm = None
-            from vllm.distributed.parallel_state import (
-                destroy_distributed_environment,
-                destroy_model_parallel,
-            )
-
-            destroy_model_parallel()
-            destroy_distributed_environment()
+            _parallel_state.destroy_model_parallel()
+            _parallel_state.destroy_distributed_environment()
             gc.collect()
 
     def __enter__(self):
@@ -470,9 +454,7 @@ class Engine:
 
 def _reseed_worker(worker, seed: int) -> None:
     """Run in a vLLM worker (``collective_rpc``): vLLM's own seeding of a worker."""
-    from vllm.utils.torch_utils import set_random_seed
-
-    set_random_seed(seed, getattr(worker.vllm_config.parallel_config, "data_parallel_index", 0))
+    _torch_utils.set_random_seed(seed, getattr(worker.vllm_config.parallel_config, "data_parallel_index", 0))
 
 
 def _too_long(prompt_tokens: int) -> Sample:

@@ -45,6 +45,7 @@ from typing import Any, Self
 from rldata.configs.fields import load
 from rldata.configs.sampling import EngineConfig, VllmConfig
 from rldata.errors import ConfigError, RldataError
+from rldata.heavy import ray
 
 __all__ = ["EngineDied", "EnginePool", "EnginePools", "Lease", "PoolKey", "borrow", "shared_pool"]
 
@@ -116,7 +117,8 @@ class Lease:
     def remote(self, i: int = 0):
         """Engine ``i`` as a local engine (:class:`rldata.engine.actors.RemoteEngine`, what the
         generative judge runs on), named as an engine the job started itself would name its model."""
-        from rldata.engine.actors import RemoteEngine  # start-up: loads ray
+        # start-up: `rldata tables` does not load rldata.engine.actors
+        from rldata.engine.actors import RemoteEngine
 
         engine = RemoteEngine(self.actors[i])
         if self._model_id is not None:
@@ -175,7 +177,8 @@ class EnginePool:
     # ---- lifecycle ---------------------------------------------------------------------------------
     def _start(self, k: int | None) -> None:
         """Start ``k`` engines (None: :func:`rldata.engine.actors.default_engines`), as a job would."""
-        from rldata.engine.actors import ensure_ray, hold_local_ray, start_engines  # start-up: loads ray
+        # start-up: `rldata tables` does not load rldata.engine.actors
+        from rldata.engine.actors import ensure_ray, hold_local_ray, start_engines
 
         ensure_ray(self.address, num_cpus=max(LOCAL_RAY_CPUS, os.cpu_count() or 1))
         hold_local_ray(self, True)  # rldata never restarts the local Ray under a running pool
@@ -207,11 +210,10 @@ class EnginePool:
         if self._closed:
             return
         self._closed = True
-        from rldata.engine.actors import hold_local_ray  # start-up: loads ray
+        # start-up: `rldata tables` does not load rldata.engine.actors
+        from rldata.engine.actors import hold_local_ray
 
         try:
-            import ray
-
             if ray.is_initialized():
                 for a in self.actors:
                     ray.kill(a)
@@ -247,21 +249,18 @@ class EnginePool:
             raise RldataError(f"{self.name}: the pool is closed")
         if self._dead is not None:
             raise EngineDied(self._dead)
-        import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
-
         refs = [a.ping.remote() for a in self.actors]
         for i, ref in enumerate(refs):
             try:
                 ray.get(ref, timeout=PING_TIMEOUT_S)
-            except RayActorError as e:
+            except ray.exceptions.RayActorError as e:
                 cause = " ".join(str(e).split())[:600]
                 self._dead = (
                     f"engine {i} of {self.name} ({Path(self.key.model).name}) died, so the pool lends "
                     f"nothing more (close it and open a new one): {cause}"
                 )
                 raise EngineDied(self._dead) from None
-            except GetTimeoutError:
+            except ray.exceptions.GetTimeoutError:
                 raise RldataError(
                     f"engine {i} of {self.name} did not answer in {PING_TIMEOUT_S:g} s (still busy with "
                     "an earlier job's call?)"
@@ -318,8 +317,6 @@ class EnginePool:
         return lease
 
     def _reset(self, actors: Sequence, seed: int) -> None:
-        import ray
-
         ray.get([a.reset.remote(seed + i) for i, a in enumerate(actors)])
 
     def _give_back(self, lease: Lease) -> None:
@@ -375,8 +372,6 @@ class EnginePools:
     def release(self, cpus: float) -> None:
         """Close idle pools, least recently used first, until the local Ray has ``cpus`` logical CPUs
         free (room for a job that starts engines of its own)."""
-        import ray
-
         for key in list(self._pools):
             if not ray.is_initialized() or ray.available_resources().get("CPU", 0) >= cpus:
                 return
@@ -419,7 +414,8 @@ def shared_pool(config: EngineConfig, *, seed: int = 0) -> Iterator[EnginePool]:
         key = PoolKey.of(config.model, max_model_len=config.max_model_len, vllm=config.vllm)
         engines = config.engines
         if engines is None:
-            from rldata.engine.actors import default_engines, ensure_ray  # start-up: loads ray
+            # start-up: `rldata tables` does not load rldata.engine.actors
+            from rldata.engine.actors import default_engines, ensure_ray
 
             engines = default_engines(ensure_ray(None), tensor_parallel_size=key.tensor_parallel_size)
         yield _ACTIVE[-1].pool_for(key, engines=engines)
@@ -453,7 +449,8 @@ def borrow(
     if isinstance(lent, EnginePools):
         key = PoolKey.of(model, max_model_len=max_model_len, vllm=vllm or VllmConfig())
         if engines is None:
-            from rldata.engine.actors import default_engines, ensure_ray  # start-up: loads ray
+            # start-up: `rldata tables` does not load rldata.engine.actors
+            from rldata.engine.actors import default_engines, ensure_ray
 
             tp = (vllm or VllmConfig()).tensor_parallel_size
             engines = default_engines(ensure_ray(address), tensor_parallel_size=tp, batches=batches)

@@ -29,14 +29,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rldata.errors import RldataError
-
-if TYPE_CHECKING:
-    import torch
+from rldata.heavy import torch
 
 __all__ = ["FlatWeights", "direct_load", "make_plan"]
 
@@ -66,8 +63,6 @@ class FlatWeights:
         """Pack tensors that arrive one at a time (``tensors`` yields them in ``specs`` order, e.g.
         gathered from a sharded learner one by one): the buffer is allocated once from the specs, so
         the extra memory beyond the buffer is the one tensor in flight, not a second model."""
-        import torch
-
         offsets, pos = [], 0
         for _, dtype, shape in specs:
             offsets.append(pos)
@@ -98,8 +93,6 @@ class FlatWeights:
         return len(self.names)
 
     def __iter__(self):
-        import torch
-
         with warnings.catch_warnings():
             # Ray hands the buffer over read-only, straight from the object store; it is only read.
             warnings.simplefilter("ignore", UserWarning)
@@ -191,8 +184,6 @@ def make_plan(
 def direct_load(worker, flat: FlatWeights) -> str | None:
     """Run in a vLLM worker (``llm.collective_rpc(direct_load, args=(flat,))``): load ``flat`` into the
     worker's model in place.  None when loaded; else the reason it was not (nothing was written)."""
-    import torch
-
     shapes = dict(zip(flat.names, flat.shapes))
     plan = getattr(worker, "_rldata_direct_plan", None)
     if plan is None or (isinstance(plan, _Plan) and plan.shapes != shapes):

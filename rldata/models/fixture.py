@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rldata.errors import ConfigError
+from rldata.heavy import torch
 
 __all__ = ["CHAT_TEMPLATE", "SIZES", "FixtureSize", "make_qwen2_fixture", "train_tokenizer"]
 
@@ -289,7 +290,6 @@ def make_qwen2_fixture(
     template) to ``out_dir`` and return its path.  ``size``: a name in :data:`SIZES`, a
     :class:`FixtureSize`, or a dict overriding the tiny size's fields.  ``dtype``: float32 or
     bfloat16 (as the weights are stored)."""
-    import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     dims = _size(size)

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rldata.errors import ConfigError, RldataError
+from rldata.heavy import torch
 
 __all__ = ["FAMILIES", "Features", "build_features", "parse_families", "prefill_features"]
 
@@ -120,7 +121,6 @@ def prefill_features(
     ``lp`` [n, 3]: the prompt's total log-probability (each token given the ones before it; the first
     token has no context and is left out), that total per scored token, and log(tokens).  The prompt
     is tokenized as the engine tokenizes a text prompt (the tokenizer's special tokens added)."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_path)

@@ -44,6 +44,7 @@ from rldata.envs.guard import guarded_close, guarded_reset, guarded_step
 from rldata.envs.tool_parsers import Parsed, ParseFailure, get_parser
 from rldata.envs.tools import call_id
 from rldata.errors import ConfigError
+from rldata.heavy import ray
 from rldata.rollout.bind import EnvBinding
 from rldata.rollout.render import Renderer
 
@@ -172,8 +173,6 @@ def _split(engines: Sequence, n: int) -> list[tuple[int, int, int]]:
 
 def _generate_plain(engines, tasks: list, seeds: list, spec: SamplingSpec, renderer) -> list[list[Rollout]]:
     """Plain tasks split over the engines, one call each (rldata.rollout.plain)."""
-    import ray
-
     # cycle: rldata.rollout.plain imports this module
     from rldata.rollout.plain import plain_rollouts, submit_plain
 
@@ -358,8 +357,6 @@ def run_episodes(
     episodes step their environments and every episode ready for its next turn goes out in one call
     to an engine with room, while the engines work through what is queued.  Each turn's seed is
     fixed by (seed, sample, turn), so the samples are the same however the turns are batched."""
-    import ray
-
     es = binding.spec
     timeout = es.episode.step_timeout_s
     stats = stats if stats is not None else EpisodeStats()

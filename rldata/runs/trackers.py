@@ -19,11 +19,14 @@ from typing import Any
 
 from rldata.console import log
 from rldata.errors import RldataError
+from rldata.heavy import Lazy
 from rldata.registry import Registry
 from rldata.store.core import Store
 from rldata.store.outputs import check_output_path
 
 __all__ = ["TRACKERS", "Tracker", "check_tracker", "open_tracker", "replay", "tracker_names"]
+
+_tensorboard = Lazy("torch.utils.tensorboard")  # the tensorboard tracker's writer (torch's)
 
 
 class Tracker:
@@ -89,9 +92,7 @@ class TensorBoardTracker(Tracker):
     name, extra, module = "tensorboard", "tensorboard", "tensorboard"
 
     def _open(self, config: dict) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        self._w = SummaryWriter(log_dir=str(self.out))
+        self._w = _tensorboard.SummaryWriter(log_dir=str(self.out))
         self._w.add_text("config", "```\n" + json.dumps(config, indent=1, default=str) + "\n```", 0)
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rldata.heavy import ray
 from rldata.verify.base import Verdict
 from rldata.verify.run import prepare_verifiers, run_units_here
 
@@ -54,19 +55,17 @@ def dump_factories(factories: Mapping[str, Callable]) -> bytes:
     cloudpickle), because a verifier defined in a script, a notebook or a test module cannot be
     imported by name in a Ray worker or in the verifier process.
     """
-    from ray import cloudpickle
-
     mods = {f.__module__ for f in factories.values()}
     by_value = [
         sys.modules[m] for m in mods if m in sys.modules and m != "__main__" and m.split(".")[0] != "rldata"
     ]
     for m in by_value:
-        cloudpickle.register_pickle_by_value(m)
+        ray.cloudpickle.register_pickle_by_value(m)
     try:
-        return cloudpickle.dumps(dict(factories), protocol=pickle.HIGHEST_PROTOCOL)
+        return ray.cloudpickle.dumps(dict(factories), protocol=pickle.HIGHEST_PROTOCOL)
     finally:
         for m in by_value:
-            cloudpickle.unregister_pickle_by_value(m)
+            ray.cloudpickle.unregister_pickle_by_value(m)
 
 
 def _send(fd: int, obj: Any) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from rldata.errors import ConfigError, RldataError
+from rldata.heavy import ray
 from rldata.verify.base import REGISTRY, Verdict
 from rldata.verify.isolate import dump_factories, shared_isolate
 from rldata.verify.run import (
@@ -103,8 +104,6 @@ def verify_on_ray(
     docstring).  Raises :class:`RldataError` on malformed items (missing key, duplicate key, unknown
     verifier or domain) or an unknown ``where`` before any work starts; verifier failures never raise.
     """
-    import ray
-
     if where not in WHERE:
         raise ConfigError(f"where must be one of {', '.join(WHERE)}, got {where!r}", field="where")
     keys, requests = _requests(items)
@@ -166,9 +165,6 @@ def _run_on_ray(
     max_retries: int,
     st: VerifyStats,
 ) -> list[list[Verdict]]:
-    import ray
-    from ray.exceptions import RayError
-
     if num_tasks is None:
         num_tasks = 4 * max(1, int(ray.cluster_resources().get("CPU", 1)))
     task = _remote_chunk()
@@ -189,7 +185,7 @@ def _run_on_ray(
         idx, failures = pending.pop(ref)
         try:
             got = ray.get(ref)
-        except RayError as e:
+        except ray.exceptions.RayError as e:
             st.worker_failures += 1
             reason = _reason(e)
             if len(idx) > 1:  # which unit killed it? halve until it is alone
@@ -221,16 +217,12 @@ def _remote_chunk():
     """The Ray task, defined once per process (each definition is exported to the cluster)."""
     global _REMOTE
     if _REMOTE is None:
-        import ray
-
         _REMOTE = ray.remote(num_cpus=1, max_retries=0)(_verify_chunk)  # retries are ours: we split first
     return _REMOTE
 
 
 def _reason(e: Exception) -> str:
-    from ray.exceptions import WorkerCrashedError
-
-    if isinstance(e, WorkerCrashedError):
+    if isinstance(e, ray.exceptions.WorkerCrashedError):
         return "the Ray worker died (crash, out of memory, lost node)"
     return f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}"
 

@@ -563,6 +563,7 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
     that checkpoint draw, sample for sample."""
     from rldata.configs.sampling import EvalConfig
     from rldata.engine import actors, pool
+    from rldata.jobs import sample_draw
     from rldata.trainer import driver
     from rldata.trainer.evaluate import eval_task_ids, evaluate
 
@@ -571,8 +572,9 @@ def test_evals_borrow_the_runs_engines_and_draw_what_fresh_engines_draw(train_ra
     started = []  # every start_engines call (the real one runs), wherever it is looked up
     real = actors.start_engines
     counted = lambda *a, **kw: started.append(a) or real(*a, **kw)
-    monkeypatch.setattr(actors, "start_engines", counted)  # the jobs' and the pool's lookups
+    monkeypatch.setattr(actors, "start_engines", counted)  # the pool's lookup
     monkeypatch.setattr(driver, "start_engines", counted)  # the driver imports it at its top
+    monkeypatch.setattr(sample_draw, "start_engines", counted)  # so does the sampling job (evaluations)
     store = _store(tmp_path)
     cfg = _cfg(tmp_path / "runs", "lend", 2).replace(
         eval=EvalConfig(heldout=True, size=6, n=4), checkpoint_every=0
