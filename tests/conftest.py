@@ -1,15 +1,33 @@
 """Shared fixtures: a real Delta store in a temp dir, one real local Ray per test session, and the
-session's warm engines."""
+session's warm engines.  ``make test`` runs the session on two pytest-xdist workers (each its own
+session: its own Ray and warm engines), handing out whole files, the longest first
+(tests/file_order.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from tests.file_order import load, longest_first
+
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: fast start
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, whole files go to the workers longest first (tests/file_order.py)."""
+    if getattr(config.option, "dist", "no") != "no":
+        items[:] = longest_first(items, load())
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """Tables print as they print to a pipe unless a test sets COLUMNS itself: pytest-xdist's workers
+    start with COLUMNS=80, a terminal width the CLI would fit its tables to."""
+    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 @pytest.fixture
@@ -75,17 +93,44 @@ def _warm_engines(request):
 SESSION_POOLS: list = []  # the session's EnginePools, once a test asked for it
 
 
-def pytest_terminal_summary(terminalreporter):
+WORKERS: dict[str, dict] = {}  # under pytest-xdist: each worker's counts, sent when it finishes
+
+
+def _counts() -> dict:
     from tests.ray_helpers import STARTS
 
-    for pools in SESSION_POOLS:  # how often the warm engines saved a start (a CI log shows it)
-        terminalreporter.write_line(
-            f"warm engines: {pools.loans} jobs borrowed them, {pools.started} pool starts paid"
-        )
-    if len(STARTS) > 1:
-        terminalreporter.write_line(
-            f"warning: the session's Ray was started {len(STARTS)} times (a test restarted it)", yellow=True
-        )
+    return {
+        "loans": sum(p.loans for p in SESSION_POOLS),
+        "started": sum(p.started for p in SESSION_POOLS),
+        "ray_starts": len(STARTS),
+    }
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its counts go to the controller
+        session.config.workeroutput["rldata_counts"] = json.dumps(_counts())
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_testnodedown(node, error):
+    counts = getattr(node, "workeroutput", {}).get("rldata_counts")
+    if counts:
+        WORKERS[node.gateway.id] = json.loads(counts)
+
+
+def pytest_terminal_summary(terminalreporter):
+    # how often the warm engines saved a start, and whether a test restarted Ray (a CI log shows it)
+    for name, c in sorted(WORKERS.items()) or [("", _counts())]:
+        who = f"{name}: " if name else ""
+        if c["loans"] or c["started"]:
+            terminalreporter.write_line(
+                f"{who}warm engines: {c['loans']} jobs borrowed them, {c['started']} pool starts paid"
+            )
+        if c["ray_starts"] > 1:
+            terminalreporter.write_line(
+                f"warning: {who}the session's Ray was started {c['ray_starts']} times (a test restarted it)",
+                yellow=True,
+            )
 
 
 @pytest.fixture(scope="session")
