@@ -4,7 +4,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers, each with its own session Ray and warm engines; whole files go to each, the
 # longest first (tests/file_order.py).  WORKERS=0 runs the suite in one process.
 WORKERS ?= 2
-XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup test test-fast demo bench lint format
 
