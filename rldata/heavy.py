@@ -7,31 +7,19 @@ in about 1.2 s.  So a module that uses one of them imports its stand-in from thi
 
 and the package itself is imported the first time an attribute is read (``ray.get``,
 ``torch.zeros``, ``vllm.SamplingParams``).  A submodule that the package does not import itself
-(``torch.distributed.checkpoint``, ``torch.utils.tensorboard``) is imported when it is first read
-the same way.  No other module imports these packages inside a function, and only the learner's own
-modules (which run in Ray workers, where torch and Ray are loaded anyway) import them at their top:
-``tests/test_heavy.py`` holds both rules.
+gets a stand-in of its own (``Lazy("torch.distributed.checkpoint")``); a stand-in also imports its own
+direct submodules when they are first read.  No other module imports these packages inside a function, and only the learner's own
+modules (trainer/learner.py and the modules it runs: they run where torch and Ray are loaded anyway)
+import them at their top: ``tests/test_heavy.py`` holds both rules.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 from types import ModuleType
 from typing import Any
 
-__all__ = ["HEAVY", "LEARNER_MODULES", "Lazy", "loaded", "ray", "torch", "vllm"]
-
-HEAVY = ("ray", "torch", "vllm")  # the packages this module defers
-# The modules that import torch or Ray at their top: the learner side of the trainer, loaded only
-# when a training run starts its learners (tests/test_heavy.py checks that nothing else does)
-LEARNER_MODULES = (
-    "trainer/checkpoint.py",
-    "trainer/learner.py",
-    "trainer/loss.py",
-    "trainer/policy.py",
-    "trainer/sharding.py",
-)
+__all__ = ["HEAVY", "Lazy", "ray", "torch", "vllm"]
 
 
 class Lazy:
@@ -75,12 +63,8 @@ def _stand_in(name: str) -> Lazy:
     return _STAND_INS.get(name) or Lazy(name)
 
 
-def loaded(name: str) -> bool:
-    """Whether the package ``name`` has been imported in this process (by anyone)."""
-    return name in sys.modules
-
-
 ray = Lazy("ray")
 torch = Lazy("torch")
 vllm = Lazy("vllm")
-_STAND_INS = {"ray": ray, "torch": torch, "vllm": vllm}
+_STAND_INS = {s._name: s for s in (ray, torch, vllm)}
+HEAVY = tuple(_STAND_INS)  # the packages this module defers

@@ -15,10 +15,19 @@ from pathlib import Path
 import pytest
 
 from rldata import heavy
-from rldata.heavy import HEAVY, LEARNER_MODULES, Lazy
+from rldata.heavy import HEAVY, Lazy
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("rldata", "jobs", "trainer", "schemas")  # jobs/, trainer/, schemas/ install as rldata.*
+# the only modules that import torch or Ray at their top: the learner side of the trainer, loaded when
+# a training run starts its learners
+LEARNER_MODULES = (
+    "trainer/checkpoint.py",
+    "trainer/learner.py",
+    "trainer/loss.py",
+    "trainer/policy.py",
+    "trainer/sharding.py",
+)
 
 
 def heavy_imports(src: str) -> tuple[list[int], list[int]]:
