@@ -1,10 +1,13 @@
 # The README's two commands: `make demo` and `make test`.
 VENV ?= .venv
 PYTEST_ARGS ?=
-# pytest-xdist workers, each with its own session Ray and warm engines; whole files go to each, the
-# longest first (tests/file_order.py).  WORKERS=0 runs the suite in one process.
-WORKERS ?= 2
-XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
+# pytest-xdist workers (0: one process), each with its own session Ray and warm engines; whole files go
+# to each, the longest first (tests/file_order.py).  `make test` stays in one process: on this 24 GB
+# machine two workers' engines and learners once ran Ray out of memory (benchmarks/RESULTS.md, issue
+# 40 §3).  The fast tests start few engines and run on two.
+WORKERS ?= 0
+FAST_WORKERS ?= 2
+xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup test test-fast demo bench lint format
 
@@ -12,10 +15,10 @@ setup:
 	bash .ci/setup
 
 test: setup
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(XDIST) --durations=30 $(PYTEST_ARGS)
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(call xdist,$(WORKERS)) --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup
-	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(call xdist,$(FAST_WORKERS)) -m "not slow" $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/rldata demo
