@@ -1,7 +1,7 @@
 """Shared fixtures: a real Delta store in a temp dir, one real local Ray per test session, and the
-session's warm engines.  ``make test`` runs the session on two pytest-xdist workers (each its own
-session: its own Ray and warm engines), handing out whole files, the longest first
-(tests/file_order.py)."""
+session's warm engines.  ``make test-fast`` (and ``make test WORKERS=2``) runs the session on two
+pytest-xdist workers (each its own session: its own Ray and warm engines), handing out whole files,
+the longest first (tests/file_order.py)."""
 
 from __future__ import annotations
 
