@@ -56,9 +56,9 @@ def engine_pools(ray_session):
     started by the first job that asks for it and lent to every later one (at most POOL_ENGINES
     engines live; the least used pool closes to make room)."""
     from rldata.engine.pool import EnginePools
-    from tests.ray_helpers import POOL_ENGINES
+    from tests.ray_helpers import FREE_GIB, POOL_ENGINES
 
-    pools = EnginePools(max_engines=POOL_ENGINES)
+    pools = EnginePools(max_engines=POOL_ENGINES, min_free_gib=FREE_GIB)
     SESSION_POOLS.append(pools)
     yield pools
     pools.close()
@@ -72,6 +72,8 @@ def _warm_engines(request):
     paid once.  A test marked ``fresh_engines`` (its subject is the engine lifecycle, a kill, a fault,
     engine settings or a cluster) starts its own, with room made for them."""
     node = request.node
+    for pools in SESSION_POOLS:  # short of memory: idle warm engines make room for this test
+        pools.shed()
     on_ray = node.get_closest_marker("ray") or "ray_session" in request.fixturenames
     if not on_ray:
         yield
@@ -103,6 +105,8 @@ def _counts() -> dict:
         "loans": sum(p.loans for p in SESSION_POOLS),
         "started": sum(p.started for p in SESSION_POOLS),
         "ray_starts": len(STARTS),
+        "died": [cause for p in SESSION_POOLS for cause in p.died],
+        "shed": sum(p.shed_pools for p in SESSION_POOLS),
     }
 
 
@@ -124,8 +128,13 @@ def pytest_terminal_summary(terminalreporter):
         who = f"{name}: " if name else ""
         if c["loans"] or c["started"]:
             terminalreporter.write_line(
-                f"{who}warm engines: {c['loans']} jobs borrowed them, {c['started']} pool starts paid"
+                f"{who}warm engines: {c['loans']} jobs borrowed them, {c['started']} pool starts paid, "
+                f"{c.get('shed', 0)} idle pools closed for memory"
             )
+        for cause in c.get(
+            "died", []
+        ):  # a warm engine died (Ray's memory monitor?): its pool was started anew
+            terminalreporter.write_line(f"warning: {who}a warm engine died: {cause[:300]}", yellow=True)
         if c["ray_starts"] > 1:
             terminalreporter.write_line(
                 f"warning: {who}the session's Ray was started {c['ray_starts']} times (a test restarted it)",

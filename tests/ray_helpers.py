@@ -15,6 +15,12 @@ from contextlib import contextmanager
 
 FRESH_CPUS = max(4, os.cpu_count() or 1)  # the most a test schedules at once (what the trainer asks Ray for)
 POOL_ENGINES = 3  # engines the session keeps warm at most (each holds one logical CPU)
+# Idle warm engines close, the least used first, before a test starts while the machine has less
+# memory than this available: room for the test's own engines (about 2 GB each), learners or CLI
+# run, and for what the other pytest-xdist worker starts meanwhile, on a 24 GB machine where Ray's
+# memory monitor kills a worker at 95 % (benchmarks/RESULTS.md, issue 40 §3).  One process keeps
+# all its warm engines: it never has this little.
+FREE_GIB = 12.0
 SESSION_CPUS = FRESH_CPUS + POOL_ENGINES
 STARTS: list[
     str

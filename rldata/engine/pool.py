@@ -35,12 +35,15 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Self
+
+import psutil
 
 from rldata.configs.fields import load
 from rldata.configs.sampling import EngineConfig, VllmConfig
@@ -53,6 +56,8 @@ __all__ = ["EngineDied", "EnginePool", "EnginePools", "Lease", "PoolKey", "borro
 # trainer's default run (an engine, a learner, verification) and one more, so one Ray serves a pool's
 # sampling and a training run that borrows from it (rldata demo).
 LOCAL_RAY_CPUS = 4
+SHED_WAIT_S = 5.0  # how long shedding a pool waits for its engines' memory to come back
+_GIB = 2**30
 PING_TIMEOUT_S = 120.0  # how long a loan waits for an engine to answer (a busy one finishes its call first)
 
 _ids = itertools.count()
@@ -253,18 +258,18 @@ class EnginePool:
         for i, ref in enumerate(refs):
             try:
                 ray.get(ref, timeout=PING_TIMEOUT_S)
-            except ray.exceptions.RayActorError as e:
+            except ray.exceptions.RayError as e:
+                if not engine_gone(e):
+                    raise RldataError(
+                        f"engine {i} of {self.name} did not answer in {PING_TIMEOUT_S:g} s (still busy "
+                        "with an earlier job's call?)"
+                    ) from None
                 cause = " ".join(str(e).split())[:600]
                 self._dead = (
                     f"engine {i} of {self.name} ({Path(self.key.model).name}) died, so the pool lends "
-                    f"nothing more (close it and open a new one): {cause}"
+                    f"nothing more (close it and open a new one): {type(e).__name__}: {cause}"
                 )
                 raise EngineDied(self._dead) from None
-            except ray.exceptions.GetTimeoutError:
-                raise RldataError(
-                    f"engine {i} of {self.name} did not answer in {PING_TIMEOUT_S:g} s (still busy with "
-                    "an earlier job's call?)"
-                ) from None
 
     def lend(
         self,
@@ -327,20 +332,28 @@ class EnginePool:
 
 class EnginePools:
     """One :class:`EnginePool` per key, started on first use; at most ``max_engines`` engines live at
-    once (the least used pools close first to make room).  ``with pools.active():`` lends
-    from here to every job in the block that would start engines on its local Ray."""
+    once (the least used pools close first to make room), and idle ones close while the machine
+    has less than ``min_free_gib`` of memory available (:meth:`shed`).  ``with pools.active():``
+    lends from here to every job in the block that would start engines on its local Ray."""
 
-    def __init__(self, *, max_engines: int = 3):
+    def __init__(self, *, max_engines: int = 3, min_free_gib: float = 0.0):
         self.max_engines = max_engines
+        self.min_free_gib = min_free_gib
+        self.shed_pools = 0  # idle pools closed because the machine ran short of memory (shed)
         self._pools: OrderedDict[PoolKey, EnginePool] = OrderedDict()  # least recently used first
         self._loans: dict[PoolKey, int] = {}  # jobs served per key, over the pools' lives
         self.started = 0  # pools started so far (each an engine start paid once)
+        self.died: list[str] = []  # the cause of each pool closed and started anew because an engine died
 
     def pool_for(self, key: PoolKey, *, engines: int = 1) -> EnginePool:
         """The pool of ``key`` with at least ``engines`` engines.  A pool is started with as many as
         the job asks for, and restarted with more when a later job asks for more: its engines are
-        then laid out (threads, CPU slots) as a job starting that many lays out its own."""
+        then laid out (threads, CPU slots) as a job starting that many lays out its own.  An idle pool
+        one of whose engines died (killed, or out of memory) is closed and started anew, its cause
+        kept in ``died``: one death fails the job it happened under, not every later one."""
         pool = self._pools.pop(key, None)
+        if pool is not None and not pool.closed and not _alive(pool):
+            self.died.append(pool._dead)
         if pool is not None and (pool.closed or pool._dead is not None or engines > pool.size):
             pool.close()
             pool = None
@@ -361,13 +374,40 @@ class EnginePools:
 
     def make_room(self, engines: int) -> None:
         """Close idle pools until one of ``engines`` fits beside the others under ``max_engines``:
-        the least used first (fewest jobs served), of those the least recently used."""
-        order = sorted(self._pools, key=lambda k: self._loans.get(k, 0))  # stable: least recent first
-        for key in order:
+        the least used first (fewest jobs served), of those the least recently used; then
+        :meth:`shed` what memory asks."""
+        for key in self._least_used():
             if self.live_engines + engines <= self.max_engines:
-                return
-            if self._pools[key]._lent is None:
-                self._pools.pop(key).close()
+                break
+            self._close_idle(key)
+        self.shed()
+
+    def shed(self) -> int:
+        """Close idle pools, the least used first, while the machine has less than ``min_free_gib``
+        of memory available (each engine holds its KV cache and a copy of the weights: warm ones
+        left running would leave a job starting its own engines, or a trainer, short).  Returns how
+        many it closed; ``shed_pools`` counts them all."""
+        closed = 0
+        for key in self._least_used():
+            before = psutil.virtual_memory().available
+            if before >= self.min_free_gib * _GIB:
+                break
+            if self._close_idle(key):
+                closed += 1
+                deadline = time.monotonic() + SHED_WAIT_S  # Ray stops the actors' processes after kill
+                while psutil.virtual_memory().available < before + _GIB / 2 and time.monotonic() < deadline:
+                    time.sleep(0.2)
+        self.shed_pools += closed
+        return closed
+
+    def _least_used(self) -> list[PoolKey]:
+        return sorted(self._pools, key=lambda k: self._loans.get(k, 0))  # stable: least recent first
+
+    def _close_idle(self, key: PoolKey) -> bool:
+        if self._pools[key]._lent is not None:
+            return False
+        self._pools.pop(key).close()
+        return True
 
     def release(self, cpus: float) -> None:
         """Close idle pools, least recently used first, until the local Ray has ``cpus`` logical CPUs
@@ -402,6 +442,27 @@ class EnginePools:
 
 
 _ACTIVE: list[EnginePools] = []
+
+
+def engine_gone(error: BaseException) -> bool:
+    """Whether ``error``, raised by a call to an engine, says its process is gone: killed (an actor
+    error), killed by Ray's memory monitor (an OutOfMemoryError, which is not an actor error), its
+    worker or node lost.  A call that timed out (a busy engine) is not."""
+    return isinstance(error, ray.exceptions.RayError) and not isinstance(
+        error, ray.exceptions.GetTimeoutError
+    )
+
+
+def _alive(pool: EnginePool) -> bool:
+    """Whether every engine of an idle ``pool`` answers (one that died, killed or out of memory, is
+    replaced, not lent); a lent pool is its borrower's to check."""
+    if pool._lent is not None:
+        return True
+    try:
+        pool.check()
+    except EngineDied:
+        return False
+    return True
 
 
 @contextmanager

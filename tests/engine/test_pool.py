@@ -2,20 +2,22 @@
 writes exactly the rows a job on fresh engines writes (plain samples, episodes, a held-out
 evaluation), whatever the previous user left in them (a trainer's weights, a full prefix cache, a
 moved random state); a pool refuses other settings and a second borrower, and one whose engine died
-refuses every loan with the cause."""
+refuses every loan with the cause, while warm pools start such a pool anew."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from dataclasses import replace
 
+import psutil
 import pytest
 
 from rldata.configs.sampling import EngineConfig, SampleConfig, SamplingSpec, VllmConfig
-from rldata.engine.pool import EngineDied, PoolKey
+from rldata.engine.pool import EngineDied, EnginePools, PoolKey
 from rldata.errors import ConfigError, RldataError
 from rldata.jobs.sample import run_sample
 
@@ -209,30 +211,77 @@ def test_a_pool_lends_only_its_own_settings_to_one_job_at_a_time(engine_pools, s
     assert store.count("trajectories") == 16 and store.versions()["trajectories"] == versions["trajectories"]
 
 
-@pytest.mark.fresh_engines(reason="kills an engine of a pool of its own (a fault)")
-def test_a_pool_whose_engine_died_refuses_every_loan_with_the_cause(store):
+def _kill(actor) -> None:
+    """SIGKILL an engine's process and wait until Ray knows it is gone."""
     import ray
 
+    os.kill(ray.get(actor.ping.remote()), signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.5)
+
+
+@pytest.mark.fresh_engines(reason="kills an engine of a pool of its own (a fault)")
+def test_a_pool_whose_engine_died_refuses_every_loan_with_the_cause(store):
     import rldata
 
     _tasks(store, 4)
     with rldata.engines(engines=1) as pool:
-        pid = ray.get(pool.actors[0].ping.remote())
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until Ray knows the process is gone
-            try:
-                ray.get(pool.actors[0].ping.remote(), timeout=5)
-            except ray.exceptions.RayActorError:
-                break
-            except ray.exceptions.GetTimeoutError:
-                pass
-            time.sleep(0.5)
+        _kill(pool.actors[0])
         for _ in range(2):  # refused, and refused again: the dead actor is never handed out
             with pytest.raises(EngineDied, match=r"^engine 0 of rldata-pool-\S+ \(tiny-arith\) died") as e:
                 rldata.sample(store, n=2, max_tokens=8, engines=pool)
-            assert "actor" in str(e.value).lower()  # Ray's own account of the death follows
+            assert "ActorDiedError" in str(e.value)  # Ray's own account of the death follows
         with pytest.raises(EngineDied):
             pool.lend(model=None, max_model_len=None)
         assert store.count("trajectories") == 0
     assert pool.closed and pool.actors == []
+
+
+@pytest.mark.fresh_engines(reason="kills an engine of warm pools of their own (a fault)")
+def test_warm_pools_start_anew_a_pool_whose_engine_died_and_close_idle_ones_short_of_memory():
+    # The session's warm engines (tests/conftest.py) are such pools: an engine the memory monitor
+    # kills fails the job it ran under, and the next job gets a live pool, not the dead one's error.
+    pools = EnginePools(max_engines=1)
+    key = PoolKey.of(None, max_model_len=None, vllm=VllmConfig())
+    try:
+        first = pools.pool_for(key)
+        _kill(first.actors[0])
+        again = pools.pool_for(key)
+        assert again is not first and first.closed and not again.closed
+        again.check()  # its engine answers
+        assert pools.started == 2 and pools.loans == 2 and len(pools.died) == 1
+        assert re.match(
+            r"engine 0 of rldata-pool-\S+ \(tiny-arith\) died, .*: ActorDiedError: ", pools.died[0]
+        )
+        assert pools.pool_for(key) is again and pools.started == 2  # a live pool is lent as it is
+        # Short of memory (less available than min_free_gib), idle pools close; a lent one stays.
+        lease = again.lend(model=None, max_model_len=None)
+        pools.min_free_gib = 2 * psutil.virtual_memory().total / 2**30
+        assert pools.shed() == 0 and not again.closed
+        lease.close()
+        assert pools.shed() == 1 and again.closed and pools.shed_pools == 1 and pools.live_engines == 0
+    finally:
+        pools.close()
+
+
+def test_an_engine_is_gone_on_any_ray_error_but_a_timeout():
+    import ray
+
+    from rldata.engine.pool import engine_gone
+
+    # what a call to an engine raises when its process is gone: Ray's memory monitor killed it (not an
+    # actor error: a pool that checked only those lent its dead engine's error to every later job),
+    # it was killed, its worker or node was lost
+    oom = ray.exceptions.OutOfMemoryError("1 worker(s) were killed due to the node running low on memory")
+    for gone in (oom, ray.exceptions.ActorDiedError(), ray.exceptions.WorkerCrashedError(),
+                 ray.exceptions.NodeDiedError("node lost")):  # fmt: skip
+        assert engine_gone(gone), type(gone).__name__
+    assert not engine_gone(ray.exceptions.GetTimeoutError("busy"))  # still running an earlier call
+    assert not engine_gone(ValueError("not Ray's"))
