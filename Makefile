@@ -2,10 +2,10 @@
 VENV ?= .venv
 PYTEST_ARGS ?=
 # pytest-xdist workers (0: one process), each with its own session Ray and warm engines; whole files go
-# to each, the longest first (tests/file_order.py).  `make test` stays in one process: on this 24 GB
-# machine two workers' engines and learners once ran Ray out of memory (benchmarks/RESULTS.md, issue
-# 40 §3).  The fast tests start few engines and run on two.
-WORKERS ?= 0
+# to each, the longest first (tests/file_order.py).  On this 24 GB machine two workers' engines once
+# ran Ray out of memory: each worker now closes idle warm engines before a test while the machine has
+# less than FREE_GIB available (tests/ray_helpers.py; benchmarks/RESULTS.md, issue 40 §3).
+WORKERS ?= 2
 FAST_WORKERS ?= 2
 xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadfile --no-loadscope-reorder)
 

@@ -1,5 +1,5 @@
 """Shared fixtures: a real Delta store in a temp dir, one real local Ray per test session, and the
-session's warm engines.  ``make test-fast`` (and ``make test WORKERS=2``) runs the session on two
+session's warm engines.  ``make test`` and ``make test-fast`` run the session on two
 pytest-xdist workers (each its own session: its own Ray and warm engines), handing out whole files,
 the longest first (tests/file_order.py)."""
 

@@ -1,6 +1,6 @@
 """The order the test files go to pytest-xdist's workers: the longest first (tests/file_seconds.json).
 
-``make test-fast`` (and ``make test WORKERS=2``) runs the suite on two pytest-xdist workers, each with its own session Ray and warm
+``make test`` and ``make test-fast`` run the suite on two pytest-xdist workers, each with its own session Ray and warm
 engines, handing out whole files (``--dist loadfile``: a module's shared run stays in one process).
 A worker takes the next file when it is free, so a long file handed out last would run alone at the
 end; longest first, the two finish together.  The seconds are measured (``--durations=0`` of a whole
