@@ -129,11 +129,9 @@ def pytest_terminal_summary(terminalreporter):
         if c["loans"] or c["started"]:
             terminalreporter.write_line(
                 f"{who}warm engines: {c['loans']} jobs borrowed them, {c['started']} pool starts paid, "
-                f"{c.get('shed', 0)} idle pools closed for memory"
+                f"{c['shed']} idle pools closed for memory"
             )
-        for cause in c.get(
-            "died", []
-        ):  # a warm engine died (Ray's memory monitor?): its pool was started anew
+        for cause in c["died"]:  # a warm engine died (Ray's memory monitor?): its pool was started anew
             terminalreporter.write_line(f"warning: {who}a warm engine died: {cause[:300]}", yellow=True)
         if c["ray_starts"] > 1:
             terminalreporter.write_line(

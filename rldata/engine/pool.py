@@ -415,8 +415,7 @@ class EnginePools:
         for key in list(self._pools):
             if not ray.is_initialized() or ray.available_resources().get("CPU", 0) >= cpus:
                 return
-            if self._pools[key]._lent is None:
-                self._pools.pop(key).close()
+            self._close_idle(key)
 
     @property
     def loans(self) -> int:
