@@ -11,21 +11,30 @@ xdist = $(if $(filter 0,$(1)),,-n $(1) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: setup test test-fast demo bench lint format
 
-setup:
-	bash .ci/setup
+# `.ci/setup` runs once per .venv and again when what it installs changes (the install is editable:
+# source edits need none); `make lint test` then sets up once.  `make setup` always runs it.
+STAMP = $(VENV)/.rldata-setup
 
-test: setup
+setup:
+	VENV=$(VENV) bash .ci/setup
+	touch $(STAMP)
+
+$(STAMP): pyproject.toml .ci/setup
+	VENV=$(VENV) bash .ci/setup
+	touch $@
+
+test: $(STAMP)
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(call xdist,$(WORKERS)) --durations=30 $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: $(STAMP)
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VENV)/bin/python -m pytest -q $(call xdist,$(FAST_WORKERS)) -m "not slow" $(PYTEST_ARGS)
 
-demo: setup
+demo: $(STAMP)
 	$(VENV)/bin/rldata demo
 
 LINTED = rldata schemas jobs trainer tests benchmarks sample_data
 
-lint: setup
+lint: $(STAMP)
 	$(VENV)/bin/ruff format --check $(LINTED)
 	$(VENV)/bin/ruff check $(LINTED)
 	VENV=$(VENV) .ci/lint-imports
