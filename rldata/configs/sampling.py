@@ -281,7 +281,8 @@ class VllmConfig:
         None,
         check=_positive,
         help="KV cache per engine, in GiB (vLLM kv_cache_memory_bytes, on CPU and GPU alike). Default: "
-        "1 GiB on CPU; on GPU half the GPU's memory (gpu_memory_utilization 0.5).",
+        "on CPU room for 256 sequences of the context at once (float32), at most 1 GiB (64 MiB for the "
+        "bundled model); on GPU half the GPU's memory (gpu_memory_utilization 0.5).",
     )
 
     def __post_init__(self):

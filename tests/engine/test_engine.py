@@ -126,8 +126,12 @@ def test_an_eager_engine_compiles_nothing_for_logprobs(engine, prompts):
 @pytest.mark.vllm
 def test_n_samples_per_prompt_stop_at_eos_and_decode_without_spaces(engine, prompts):
     assert (engine.model_id, engine.revision) == (DEFAULT_MODEL_ID, model_revision(default_model_path()))
-    if engine.device == "cpu":  # kv_cache_gib=1.0 bounds the CPU KV cache
-        assert engine.llm.llm_engine.vllm_config.cache_config.kv_cache_memory_bytes == 1 << 30
+    if engine.device == "cpu":  # no kv_cache_gib: 256 sequences of the 64-token context, in float32
+        built = engine.llm.llm_engine.vllm_config
+        assert (
+            built.cache_config.kv_cache_memory_bytes == 64 << 20
+            and built.scheduler_config.max_num_seqs == 256
+        )
     spec = SamplingSpec(n=8, temperature=1.0, max_tokens=8, seed=1)
     groups = engine.generate(prompts, spec)
     assert len(groups) == len(prompts) and all(len(g) == 8 for g in groups)

@@ -9,7 +9,7 @@ import pytest
 
 import rldata
 from rldata.configs.sampling import SamplingSpec, VllmConfig
-from rldata.engine.core import Engine
+from rldata.engine.core import CPU_KV_CACHE_GIB, Engine, cpu_kv_cache_bytes, default_model_path
 
 
 @pytest.mark.slow
@@ -45,6 +45,31 @@ def test_sample_builds_its_engines_with_the_configs_dtype_and_kv_cache(store, ra
     (args,) = store.sql("SELECT args FROM runs WHERE kind = 'sample'").fetchall()[0]
     vllm = json.loads(args)["config"]["engine"]["vllm"]  # the config as given, its sections nested
     assert vllm == {"dtype": "bfloat16", "tensor_parallel_size": 1, "kv_cache_gib": 0.25}
+
+
+def _config(folder, **fields):
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(fields))
+    return folder
+
+
+def test_a_cpu_kv_cache_holds_what_the_engine_runs_at_once_and_at_most_1_gib(tmp_path):
+    # the bundled model: 4 layers, 4 KV heads of 32 dims, K and V in float32 = 4 KiB a token
+    assert cpu_kv_cache_bytes(default_model_path(), 64, 256) == 256 * 64 * 4096 == 64 << 20
+    assert cpu_kv_cache_bytes(default_model_path(), 256, 8) == 8 * 256 * 4096
+    # grouped-query attention counts the KV heads; head_dim defaults to hidden_size / heads
+    gqa = _config(
+        tmp_path / "gqa", num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, hidden_size=512
+    )
+    assert cpu_kv_cache_bytes(gqa, 100, 10) == 2 * 2 * 2 * 64 * 4 * 100 * 10
+    # a real model's shape at a long context is capped; a config that does not say its shape gets the cap
+    most = int(CPU_KV_CACHE_GIB * (1 << 30))
+    big = _config(
+        tmp_path / "big", num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2, hidden_size=896
+    )
+    assert cpu_kv_cache_bytes(big, 4096, 256) == most
+    assert cpu_kv_cache_bytes(_config(tmp_path / "odd", model_type="mamba"), 64, 256) == most
+    assert cpu_kv_cache_bytes(tmp_path / "nowhere", 64, 256) == most
 
 
 @pytest.mark.parametrize(
