@@ -342,13 +342,16 @@ class EnginePools:
         self.shed_pools = 0  # idle pools closed because the machine ran short of memory (shed)
         self._pools: OrderedDict[PoolKey, EnginePool] = OrderedDict()  # least recently used first
         self._loans: dict[PoolKey, int] = {}  # jobs served per key, over the pools' lives
+        self._sizes: dict[PoolKey, int] = {}  # the most engines a pool of each key was started with
         self.started = 0  # pools started so far (each an engine start paid once)
         self.died: list[str] = []  # the cause of each pool closed and started anew because an engine died
 
     def pool_for(self, key: PoolKey, *, engines: int = 1) -> EnginePool:
         """The pool of ``key`` with at least ``engines`` engines.  A pool is started with as many as
         the job asks for, and restarted with more when a later job asks for more: its engines are
-        then laid out (threads, CPU slots) as a job starting that many lays out its own.  An idle pool
+        then laid out (threads, CPU slots) as a job starting that many lays out its own.  A pool
+        closed (for room or memory) and started again comes back at the most it ever had, so the
+        jobs it served before do not restart it to grow again.  An idle pool
         one of whose engines died (killed, or out of memory) is closed and started anew, its cause
         kept in ``died``: one death fails the job it happened under, not every later one."""
         pool = self._pools.pop(key, None)
@@ -358,6 +361,7 @@ class EnginePools:
             pool.close()
             pool = None
         if pool is None:
+            engines = self._sizes[key] = max(engines, self._sizes.get(key, 0))
             self.make_room(engines)
             pool = EnginePool(
                 EngineConfig(

@@ -271,6 +271,38 @@ def test_warm_pools_start_anew_a_pool_whose_engine_died_and_close_idle_ones_shor
         pools.close()
 
 
+def test_a_pool_started_again_comes_back_at_the_most_engines_it_had(monkeypatch):
+    """EnginePools' sizing alone (the pools it starts recorded, not started: the test above starts
+    real ones): a pool closed for room or memory returns at its largest size, so the job that made
+    it grow does not restart it a second time; another key keeps its own size."""
+    from rldata.engine import pool as pool_mod
+
+    sizes = []
+
+    class Recorded:
+        def __init__(self, config):
+            sizes.append(config.engines)
+            self.size, self.closed, self._dead, self._lent = config.engines, False, None, None
+
+        def close(self):
+            self.closed = True
+
+        def check(self):
+            pass
+
+    monkeypatch.setattr(pool_mod, "EnginePool", Recorded)
+    pools = EnginePools(max_engines=2)
+    key = PoolKey.of(None, max_model_len=None, vllm=VllmConfig())
+    other = PoolKey.of(None, max_model_len=128, vllm=VllmConfig())
+    assert pools.pool_for(key, engines=1).size == 1
+    assert pools.pool_for(key, engines=2).size == 2  # grown: started again with two
+    assert pools.pool_for(key, engines=1).size == 2  # a larger pool serves a smaller job as it is
+    assert pools.pool_for(other, engines=1).size == 1  # room: the pool of `key` closes (2 engines at most)
+    assert pools.pool_for(other, engines=1).size == 1
+    assert pools.pool_for(key, engines=1).size == 2  # back at two, not one then two again
+    assert sizes == [1, 2, 1, 2] and pools.started == 4
+
+
 def test_an_engine_is_gone_on_any_ray_error_but_a_timeout():
     import ray
 
