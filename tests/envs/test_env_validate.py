@@ -112,6 +112,11 @@ def test_a_down_server_fails_the_runtime_level(tmp_path):
     pkg = _package(tmp_path / "pkg", MANIFEST.replace("episode_timeout_s: 60.0", "episode_timeout_s: 2.0"))
     got = validate_env(store, "gone", package=str(pkg), level="runtime")
     assert got["verdict"] == "fail" and _checks(got)["runtime.startup"] in ("fail", "error")
+    # an already-running server gets 10 s to answer, not the 30 s of a container just started
+    assert (
+        "does not answer /health after 10 s" in got["checks"]
+        and "start it, then validate again" in got["checks"]
+    )
 
 
 def test_what_it_refuses_in_one_line(tmp_path, capsys):
