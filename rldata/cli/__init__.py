@@ -14,6 +14,7 @@ import sys
 
 import typer
 from typer._click import exceptions as click_exc  # typer >= 0.20 vendors click
+from typer.core import TyperGroup
 
 from rldata import console
 from rldata._remote import one_line, parse_storage_options, redact
@@ -102,14 +103,32 @@ def _load() -> None:
             _loaded.add(mod)
 
 
+_built: list = []  # [(what was registered, the click command built from it)]
+
+
+def _command() -> TyperGroup:
+    """``app`` as the click command that runs it, built once per process.
+
+    Typer builds it from every command function's signature on each ``app(...)`` call (13 ms with
+    every noun loaded; 37 s of the CPU of ``make test-fast``, whose tests call :func:`main` in
+    their own process): a notebook or a test calling :func:`main` again and again reuses it, and
+    it is built again when a command or a group was registered since.  Typer's own ``app(...)`` adds only its pretty tracebacks, which this
+    app turns off (``pretty_exceptions_enable=False``)."""
+    _load()
+    registered = (len(app.registered_commands), len(app.registered_groups))
+    if not _built or _built[0][0] != registered:
+        _built[:] = [(registered, typer.main.get_command(app))]
+    return _built[0][1]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("RLDATA_DEBUG") == "1"
-    _load()
+    cli = _command()
     real_stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
-        rc = app(args=argv, prog_name="rldata", standalone_mode=False)
+        rc = cli(args=argv, prog_name="rldata", standalone_mode=False)
         code = rc if isinstance(rc, int) else 0
     except typer.Exit as e:
         code = e.exit_code
@@ -148,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             # the library names its field; here the option that set it is known (InputError and
             # SchemaError name a file's or a table's field, not an option)
 
-            flag = flag_for(typer.main.get_command(app), argv, e.field)
+            flag = flag_for(cli, argv, e.field)
             reason = f"{flag}: {reason}" if flag and not reason.startswith(flag) else reason
         print(f"rldata: error: {reason}", file=sys.stderr)
         code = getattr(e, "exit_code", 1)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import typer
 
-from rldata import open_store
+from rldata import cli, open_store
 from rldata.cli import _load, app, main
 
 RLDATA = str(Path(sys.executable).parent / "rldata")
@@ -54,6 +55,25 @@ def test_root_help_and_version(capsys):
     assert code == 0 and "--store" in out and "ingest" in out
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.startswith("rldata ")
+
+
+def test_main_builds_the_command_once_and_again_after_a_registration(capsys, monkeypatch):
+    """main() called again and again (a notebook, these tests) builds the click command from the
+    command functions once, not per call, and builds it again when a command was registered since."""
+    builds = []
+    build = typer.main.get_command
+    monkeypatch.setattr(typer.main, "get_command", lambda a: builds.append(a) or build(a))
+    monkeypatch.setattr(cli, "_built", [])
+    for _ in range(3):
+        assert run(capsys, "--version")[0] == 0
+    assert run(capsys, "tables", "--help")[0] == 0
+    assert builds == [app]
+    # a command registered later (on a copy of the registry, so the app is left as it was) is seen
+    monkeypatch.setattr(app, "registered_commands", list(app.registered_commands))
+    app.command("hello-later")(lambda: print("hello"))
+    code, out, _ = run(capsys, "hello-later")
+    assert (code, out, len(builds)) == (0, "hello\n", 2)
+    assert run(capsys, "--version")[0] == 0 and len(builds) == 2
 
 
 def test_console_script_data_on_stdout_logs_on_stderr(tmp_path):
