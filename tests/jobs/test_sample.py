@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from rldata.configs.sampling import SampleConfig, SamplingSpec
+from rldata.configs.sampling import EngineConfig, SampleConfig, SamplingSpec
 from rldata.jobs.sample import run_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.ray]
@@ -175,8 +175,9 @@ def test_killed_engine_worker_is_recovered(store, ray_session):
     spec = SamplingSpec(n=4, max_tokens=8, seed=0)
     result = {}
 
-    def job():
-        result["summary"] = run_sample(store, SampleConfig(sampling=spec, batch_tasks=3))
+    def job():  # one engine: killed, the job has no other to go on with until Ray restarts it
+        cfg = SampleConfig(sampling=spec, batch_tasks=3, engine=EngineConfig(engines=1))
+        result["summary"] = run_sample(store, cfg)
 
     th = threading.Thread(target=job)
     th.start()
@@ -218,9 +219,9 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     root = tmp_path / "store"
     store = open_store(root)
     store.append("tasks", _arith_tasks(80, seed=9))
-    # two engines, as on the machine's two cores (attached, the CLI would size them by the session
-    # Ray's logical CPUs)
-    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1", "--engines", "2"]
+    # one engine (attached, the CLI would size them by the session Ray's logical CPUs): the killed
+    # process pays one engine start, and the resume borrows one warm engine
+    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "1", "--engines", "1"]
     p = _cli(root, *args, address=address, start_new_session=True)
     deadline = time.monotonic() + 600  # a job with its own Ray and engines starts in minutes under load
     while time.monotonic() < deadline and p.poll() is None:

@@ -153,8 +153,8 @@ def test_kill_9_mid_round_and_resume(store, ray_session, capsys):
         "0.1,0.9",
         "--round",
         "4",
-        "--engines",  # as on the machine's two cores (attached, it would count the session Ray's CPUs)
-        "2",
+        "--engines",  # one (attached, it would count the session Ray's CPUs): one start in the killed process
+        "1",
         "--address",
         address,
     ]

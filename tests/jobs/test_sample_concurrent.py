@@ -17,10 +17,11 @@ def test_two_sample_jobs_over_the_same_tasks_write_each_row_once(tmp_path):
 
     root = tmp_path / "store"
     open_store(root).append("tasks", _arith_tasks(40, seed=3))
-    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "2"]
+    args = ["sample", "--n", "4", "--max-tokens", "8", "--batch-tasks", "4", "--seed", "2", "--engines", "1"]
     # started together, both find all the work to do and race for every batch.  Each starts its own
     # local Ray, as two commands typed in two shells do (sharing one 2-CPU Ray, each job's engine
-    # reserves a CPU and neither job's verification tasks could ever be scheduled).
+    # reserves a CPU and neither job's verification tasks could ever be scheduled), and one engine:
+    # the race is between the two jobs, not between a job's engines.
     p1 = _cli(root, *args)
     p2 = _cli(root, *args)
     _out1, err1 = p1.communicate(timeout=600)

@@ -173,8 +173,8 @@ def test_a_killed_episode_job_resumes_and_closes_what_it_opens(store, ray_sessio
         "4",
         "--env",
         "turns",
-        "--engines",  # as on the machine's two cores (attached, it would count the session Ray's CPUs)
-        "2",
+        "--engines",  # one (attached, it would count the session Ray's CPUs): one start in the killed process
+        "1",
         "--address",
         address,
     ]
