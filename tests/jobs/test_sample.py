@@ -225,7 +225,7 @@ def test_kill_driver_and_resume(tmp_path, ray_session, capsys):
     p = _cli(root, *args, address=address, start_new_session=True)
     deadline = time.monotonic() + 600  # a job with its own Ray and engines starts in minutes under load
     while time.monotonic() < deadline and p.poll() is None:
-        if open_store(root).version("trajectories") >= 3:
+        if store.version("trajectories") >= 3:  # the table's latest version (opening the store is dearer)
             break
         time.sleep(0.3)
     assert p.poll() is None, f"job ended before it could be killed: {p.communicate()}"

@@ -36,7 +36,8 @@ SCRIPT = textwrap.dedent("""
     p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     deadline = time.monotonic() + 400
-    while time.monotonic() < deadline and p.poll() is None and open_store(uri).version("trajectories") < 3:
+    # the store opened above: reopening it every poll costs requests for every table to the S3 server
+    while time.monotonic() < deadline and p.poll() is None and store.version("trajectories") < 3:
         time.sleep(0.5)
     if p.poll() is not None:
         sys.exit("job ended before it could be killed: " + p.stderr.read()[-2000:])

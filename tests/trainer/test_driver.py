@@ -479,12 +479,9 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     p = _cli(root, address, *args, start_new_session=True)
     deadline = time.monotonic() + 400
     seen = 0
+    polled = open_store(root)  # once: a query reads the tables' latest versions
     while time.monotonic() < deadline and p.poll() is None:
-        seen = (
-            open_store(root)
-            .sql("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = 'ka'")
-            .fetchall()[0][0]
-        )
+        seen = polled.sql("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = 'ka'").fetchall()[0][0]
         if seen >= 3:
             break
         time.sleep(0.2)
