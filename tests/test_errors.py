@@ -118,6 +118,34 @@ def test_a_predicate_error_names_its_field(kwargs, field):
         assert e.value.field == field and str(e.value).startswith(field + " ") and why in str(e.value)
 
 
+def test_statements_are_parsed_alike_in_every_thread():
+    """The parse runs on one DuckDB connection per thread (a connection is not shared between
+    threads): threads checking at once get the same verdicts as this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rldata.sql_guard import check_read_only
+
+    texts = [
+        "SELECT 1",
+        "SELECT 1; SELECT 2",
+        "DROP TABLE tasks",
+        "((",
+        "WITH t AS (SELECT 1) SELECT * FROM t",
+    ]
+
+    def verdict(text: str) -> str:
+        try:
+            check_read_only(text)
+            return "ok"
+        except RldataError as e:
+            return str(e).split(":")[0]
+
+    here = [verdict(t) for t in texts]
+    assert here[0] == "ok" and here[-1] == "ok" and len(set(here)) >= 3
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(verdict, texts * 20)) == here * 20
+
+
 # ---- the rule stays true: no builtin exception raised where a user could see it -----------------
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("rldata", "jobs", "trainer", "schemas")
