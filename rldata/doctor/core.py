@@ -261,11 +261,12 @@ def _remote_data_files(store: Store, name: str, *, repair: bool) -> list[Finding
 
 def check_duplicates(store: Store, tables: list[str], *, repair: bool, bar=_NO_BAR) -> list[Finding]:
     out = []
+    con = store.connect(tables)  # one DuckDB database for every table's query, not one each
     for name in tables:
         bar.advance(1, note=f"duplicates {name}")
         key = table_schema(name).key
         cols = ", ".join(key)
-        n = store.sql(
+        n = con.sql(
             f"SELECT coalesce(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM {name} GROUP BY {cols}) "
             "WHERE c > 1"
         ).fetchall()[0][0]

@@ -11,6 +11,7 @@ import stat
 import uuid
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -133,6 +134,21 @@ def test_store_sql_is_locked_down_for_every_caller(root, outside):
     with pytest.raises(Exception, match="locked"):
         con.execute("SET enable_external_access = true")
     assert con.sql("SELECT current_setting('enable_external_access')").fetchall() == [(False,)]
+
+
+def test_a_connection_for_several_queries_is_locked_down_too(root, outside):
+    """Store.connect: the tables asked for, at their versions, for several queries (doctor runs one
+    per table on it), under the same lock-down as Store.sql."""
+    store = open_store(root)
+    con = store.connect(["tasks", "passrates"], as_of={"tasks": 0})
+    assert con.sql("SELECT count(*) FROM tasks").fetchall() == [(0,)]  # version 0: created, empty
+    assert con.sql("SELECT count(*) FROM passrates").fetchall() == [(12,)]
+    with pytest.raises(duckdb.CatalogException):  # only the tables asked for
+        con.sql("SELECT count(*) FROM selections")
+    with pytest.raises(duckdb.PermissionException):
+        con.sql(f"SELECT * FROM read_text('{outside}/secret.txt')")
+    with pytest.raises(Exception, match="locked"):
+        con.execute("SET enable_external_access = true")
 
 
 def test_what_sql_may_still_read(root, capsys):
