@@ -112,8 +112,8 @@ def _command() -> TyperGroup:
     Typer builds it from every command function's signature on each ``app(...)`` call (13 ms with
     every noun loaded; 37 s of the CPU of ``make test-fast``, whose tests call :func:`main` in
     their own process): a notebook or a test calling :func:`main` again and again reuses it, and
-    it is built again when a command or a group was registered since.  Typer's own ``app(...)`` adds only its pretty tracebacks, which this
-    app turns off (``pretty_exceptions_enable=False``)."""
+    it is built again when a command or a group was registered since.  Typer's own ``app(...)``
+    adds only its pretty tracebacks, which this app turns off (``pretty_exceptions_enable=False``)."""
     _load()
     registered = (len(app.registered_commands), len(app.registered_groups))
     if not _built or _built[0][0] != registered:

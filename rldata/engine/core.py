@@ -252,11 +252,11 @@ class Engine:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         kwargs: dict = {}
         if self.device == "cpu":
+            # as many sequences at once as the default KV cache below has room for
+            seqs = kwargs["max_num_seqs"] = llm_kwargs.get("max_num_seqs", CPU_MAX_SEQS)
             # Passed as an argument, not through VLLM_CPU_KVCACHE_SPACE: an environment variable
             # would outlive this engine and size the next one.  vLLM lets that variable, when the
             # user set it, override the argument.
-            # as many sequences at once as the default KV cache below has room for
-            seqs = kwargs["max_num_seqs"] = llm_kwargs.get("max_num_seqs", CPU_MAX_SEQS)
             kwargs["kv_cache_memory_bytes"] = (
                 int(kv_cache_gib * _GIB)
                 if kv_cache_gib is not None

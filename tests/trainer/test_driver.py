@@ -482,9 +482,9 @@ def test_async_kill_9_and_resume(train_ray, tmp_path, learners, capsys):
     polled, version = open_store(root), -1  # opened once: a query reads the tables' latest versions
     steps = "SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = 'ka'"
     while time.monotonic() < deadline and p.poll() is None:
-        if polled.version("metrics") != version:  # a query only when metrics changed (2 ms vs ~20 ms)
-            version = polled.version("metrics")
-            seen = polled.sql(steps).fetchall()[0][0]
+        now = polled.version("metrics")
+        if now != version:  # a query only when metrics changed (2 ms vs ~20 ms)
+            version, seen = now, polled.sql(steps).fetchall()[0][0]
         if seen >= 3:
             break
         time.sleep(0.2)
