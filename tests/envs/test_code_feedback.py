@@ -48,6 +48,10 @@ def episode(spec: EnvSpec, task, replies, timeout_s=None):
 
 
 SPEC = EnvSpec("code-feedback")  # defaults: 3 attempts, step_timeout_s 10 -> sandbox wall 5 s
+# For episodes whose subject is what a program that passes gets: a 30 s sandbox wall, so a machine
+# starved by the rest of the suite (a 0.04 s run once hit the 5 s wall under CI's load) is not
+# mistaken for a slow program.  The limits themselves are tested with SPEC.
+ROOMY = EnvSpec("code-feedback", step_timeout_s=60)
 WRONG_SUM = "def sum_digits(n):\n    return n % 10"
 
 
@@ -127,7 +131,7 @@ def test_step_before_reset_is_an_env_error_and_closes():
 # ---- episodes ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("task", TASKS, ids=[t["metadata"]["name"] for t in TASKS])
 def test_a_correct_submission_ends_in_one_step(task):
-    env, steps = episode(SPEC, task, [msg(task["metadata"]["reference_solution"])] * 3)
+    env, steps = episode(ROOMY, task, [msg(task["metadata"]["reference_solution"])] * 3)
     assert len(steps) == 1 and steps[0].finish_reason == "env_done" and steps[0].messages == []
     info = steps[0].info
     assert info["status"] == "passed" and info["attempt"] == 1 and info["rules_ok"] is True
@@ -136,7 +140,7 @@ def test_a_correct_submission_ends_in_one_step(task):
 
 
 def test_wrong_then_correct_ends_in_two_steps_with_the_failures_shown():
-    _, steps = episode(SPEC, SUM, [msg(WRONG_SUM), msg(SUM["metadata"]["reference_solution"])])
+    _, steps = episode(ROOMY, SUM, [msg(WRONG_SUM), msg(SUM["metadata"]["reference_solution"])])
     assert [s.done for s in steps] == [False, True] and steps[1].finish_reason == "env_done"
     assert steps[0].messages == [
         {
@@ -292,7 +296,7 @@ def test_a_guarded_step_that_times_out_still_closes_and_kills_the_run(tmp_path, 
 
 
 def test_close_after_success_and_step_after_close():
-    env, steps = episode(SPEC, SUM, [msg(SUM["metadata"]["reference_solution"])])
+    env, steps = episode(ROOMY, SUM, [msg(SUM["metadata"]["reference_solution"])])
     assert steps[0].finish_reason == "env_done" and env.closed
     assert not os.path.exists(f"/proc/{env.last_sandbox_pid}")
     with pytest.raises(RldataError, match="after the episode ended"):
@@ -364,7 +368,7 @@ def test_hidden_tests_never_appear_in_an_observation():
 def test_the_final_message_gets_the_hidden_verdict_from_the_code_verifier():
     """The environment ends on the public tests; the reward is the verifier's, hidden tests included."""
     public_only = "def sum_digits(n):\n    return sum(int(c) for c in str(abs(n))) if n else 7"  # 0 -> 7
-    _, steps = episode(SPEC, SUM, [msg(public_only)])
+    _, steps = episode(ROOMY, SUM, [msg(public_only)])
     assert steps[0].info["status"] == "passed"
     rule, pub, hid = CodeVerifier().verify(msg(public_only)["content"], SUM)
     assert (rule.passed, pub.passed, hid.passed) == (True, True, False)
